@@ -1,0 +1,164 @@
+"""The ``reconciler`` command (DESIGN.md section 8).
+
+This module only declares the command line; each command's work lives in ``reconciler.commands.<name>``
+and is imported lazily so that ``reconciler validate`` does not pay for the HTTP or git stacks.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    name="reconciler",
+    help="GitOps reconciler for PaletteAI compute: Git -> allocation -> Palette edge-native clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+inventory_app = typer.Typer(help="Show or export the machine inventory.", no_args_is_help=True)
+app.add_typer(inventory_app, name="inventory")
+
+
+class ValidateFormat(enum.StrEnum):
+    text = "text"
+    json = "json"
+    github = "github"
+
+
+class PlanFormat(enum.StrEnum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+class InventoryFormat(enum.StrEnum):
+    table = "table"
+    yaml = "yaml"
+    json = "json"
+
+
+@app.command()
+def validate(
+    path: Path = typer.Argument(..., help="A directory (or file) of YAML manifests."),
+    format: ValidateFormat = typer.Option(ValidateFormat.text, "--format", help="Output format."),
+) -> None:
+    """Validate every manifest under PATH. Exit 0 when valid, 1 on errors."""
+    from reconciler.commands import validate as cmd
+
+    raise typer.Exit(cmd.run(path, str(format)))
+
+
+@app.command()
+def schemas(
+    out: Path = typer.Option(Path("schemas"), "--out", help="Directory to write the JSON Schemas to."),
+) -> None:
+    """Write the JSON Schema of every resource kind."""
+    from reconciler.commands import schemas as cmd
+
+    raise typer.Exit(cmd.run(out))
+
+
+@app.command()
+def plan(
+    repo: str = typer.Option(..., "--repo", help="Config repository: a directory, a bare repo or a URL."),
+    rev: str | None = typer.Option(None, "--rev", help="Revision to plan (default: the working tree/HEAD)."),
+    inventory: Path | None = typer.Option(None, "--inventory", help="Inventory snapshot file (offline)."),
+    palette: str | None = typer.Option(None, "--palette", help="Palette API URL (online)."),
+    max_deletions: int = typer.Option(1, "--max-deletions", min=0, help="Most platforms' clusters to prune."),
+    format: PlanFormat = typer.Option(PlanFormat.text, "--format", help="Output format."),
+) -> None:
+    """Show what a pass would do. Exit 0 all placeable, 1 rejected/invalid, 2 error."""
+    from reconciler.commands import plan as cmd
+
+    raise typer.Exit(cmd.run(repo, rev, inventory, palette, max_deletions, str(format)))
+
+
+@app.command()
+def run(
+    repo: str = typer.Option(..., "--repo", envvar="RECONCILER_REPO", help="Config repository path or URL."),
+    branch: str = typer.Option("main", "--branch", envvar="RECONCILER_BRANCH"),
+    palette: str | None = typer.Option(None, "--palette", envvar="RECONCILER_PALETTE", help="Palette API URL."),
+    status_branch: str = typer.Option("reconciler/status", "--status-branch", envvar="RECONCILER_STATUS_BRANCH"),
+    interval: float = typer.Option(60.0, "--interval", envvar="RECONCILER_INTERVAL", help="Seconds between passes."),
+    max_deletions: int = typer.Option(1, "--max-deletions", envvar="RECONCILER_MAX_DELETIONS", min=0),
+    once: bool = typer.Option(False, "--once", help="Run a single pass and exit."),
+    listen: str = typer.Option(
+        "127.0.0.1:9090", "--listen", envvar="RECONCILER_LISTEN", help="Address of /healthz, /metrics, webhook."
+    ),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", envvar="RECONCILER_CACHE_DIR"),
+) -> None:
+    """Run the reconcile loop."""
+    from reconciler.commands import run as cmd
+
+    raise typer.Exit(
+        cmd.run(
+            repo=repo,
+            branch=branch,
+            palette=palette,
+            status_branch=status_branch,
+            interval=interval,
+            max_deletions=max_deletions,
+            once=once,
+            listen=listen,
+            cache_dir=cache_dir,
+        )
+    )
+
+
+@app.command()
+def emulator(
+    inventory: Path = typer.Option(..., "--inventory", help="Inventory snapshot to seed the state from."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8080, "--port"),
+    api_key: str | None = typer.Option(None, "--api-key", help="Accepted key (default: $PALETTE_API_KEY)."),
+    provision_seconds: float = typer.Option(5.0, "--provision-seconds"),
+    delete_seconds: float = typer.Option(2.0, "--delete-seconds"),
+    faults: str | None = typer.Option(None, "--faults", help="Fault injection rules as JSON."),
+    seed: int = typer.Option(0, "--seed", help="Random seed of the fault injection."),
+) -> None:
+    """Serve a local emulator of the Palette API subset."""
+    from reconciler.commands import emulator as cmd
+
+    raise typer.Exit(cmd.run(inventory, host, port, api_key, provision_seconds, delete_seconds, faults, seed))
+
+
+@app.command()
+def demo(
+    keep: bool = typer.Option(False, "--keep", help="Keep the loop running after everything is Running."),
+) -> None:
+    """The whole loop, locally, in one command: emulator + sample repo + reconciler."""
+    from reconciler.commands import demo as cmd
+
+    raise typer.Exit(cmd.run(keep))
+
+
+@inventory_app.command("show")
+def inventory_show(
+    palette: str | None = typer.Option(None, "--palette", help="Palette API URL."),
+    inventory: Path | None = typer.Option(None, "--inventory", help="Inventory snapshot file."),
+    project_uid: str | None = typer.Option(None, "--project-uid", envvar="PALETTE_PROJECT_UID"),
+    format: InventoryFormat = typer.Option(InventoryFormat.table, "--format"),
+) -> None:
+    """Show the Compute view of the inventory, with excluded hosts and why."""
+    from reconciler.commands import inventory as cmd
+
+    raise typer.Exit(cmd.show(palette, inventory, project_uid, str(format)))
+
+
+@inventory_app.command("export")
+def inventory_export(
+    palette: str = typer.Option(..., "--palette", help="Palette API URL."),
+    project_uid: str | None = typer.Option(None, "--project-uid", envvar="PALETTE_PROJECT_UID"),
+    out: Path | None = typer.Option(None, "--out", help="File to write (default: standard output)."),
+) -> None:
+    """Write an inventory snapshot that the emulator and offline ``plan`` read."""
+    from reconciler.commands import inventory as cmd
+
+    raise typer.Exit(cmd.export(palette, project_uid, out))
+
+
+def main() -> None:
+    app()

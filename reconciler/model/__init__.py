@@ -1,0 +1,42 @@
+"""Pure data model: resource kinds, GPU family names, quantities, diagnostics, conditions."""
+
+from reconciler.model.conditions import Phase, Reason
+from reconciler.model.desired import DesiredState, Identity, Loaded, PlatformKey, SourceRef
+from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.model.gpu import GpuFamily, canonical_family
+from reconciler.model.observed import ManagedCluster
+from reconciler.model.resources import (
+    KINDS,
+    PLURALS,
+    Compute,
+    ComputeProfile,
+    MLPlatform,
+    Project,
+    Resource,
+    Settings,
+    WorkloadProfile,
+)
+
+__all__ = [
+    "KINDS",
+    "PLURALS",
+    "Compute",
+    "ComputeProfile",
+    "DesiredState",
+    "Diagnostic",
+    "GpuFamily",
+    "Identity",
+    "Loaded",
+    "MLPlatform",
+    "ManagedCluster",
+    "Phase",
+    "PlatformKey",
+    "Project",
+    "Reason",
+    "Resource",
+    "Settings",
+    "Severity",
+    "SourceRef",
+    "WorkloadProfile",
+    "canonical_family",
+]

@@ -1,0 +1,32 @@
+"""The stable vocabulary of condition reasons and phases (DESIGN.md section 6)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    PROVISIONED = "Provisioned"
+    PROVISIONING = "Provisioning"
+    SCALING = "Scaling"
+    DELETING = "Deleting"
+    GPU_LIMIT_EXCEEDED = "GPULimitExceeded"
+    INSUFFICIENT_COMPUTE = "InsufficientCompute"
+    INVALID_SPEC = "InvalidSpec"
+    REFERENCE_NOT_FOUND = "ReferenceNotFound"
+    UNSUPPORTED_MODE = "UnsupportedMode"
+    SUSPENDED = "Suspended"
+    PALETTE_UNAVAILABLE = "PaletteUnavailable"
+    PRUNE_BLOCKED = "PruneBlocked"
+    REPLACE_BLOCKED = "ReplaceBlocked"
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    PROVISIONING = "Provisioning"
+    RUNNING = "Running"
+    REJECTED = "Rejected"
+    INVALID = "Invalid"
+    SUSPENDED = "Suspended"
+    DELETING = "Deleting"
+    DEGRADED = "Degraded"

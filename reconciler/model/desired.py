@@ -1,0 +1,108 @@
+"""The desired state: every valid resource of one revision, plus what was wrong with the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.model.resources import (
+    ComputeProfile,
+    MLPlatform,
+    Project,
+    Resource,
+    Settings,
+    WorkloadProfile,
+)
+
+# (kind, namespace, name)
+Identity = tuple[str, str, str]
+# (namespace, name) of an MLPlatform
+PlatformKey = tuple[str, str]
+
+R = TypeVar("R", ComputeProfile, MLPlatform, Project, Settings, WorkloadProfile)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    """Where a document starts: file path relative to the repository root, 1-based line and column."""
+
+    file: str
+    line: int
+    column: int
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    resource: Resource
+    source: SourceRef
+
+
+@dataclass
+class DesiredState:
+    """The outcome of loading and validating one revision of the config repository.
+
+    ``resources`` holds only documents that passed every layer of validation. ``invalid`` holds the
+    identities of documents that were recognisable (kind, namespace and name could be read) but failed
+    validation, so that their clusters are kept and reported ``Invalid`` rather than pruned.
+    ``complete`` is False when some document could not even be identified (a YAML syntax error, a
+    document that is not a mapping, an unreadable file): then nothing may be pruned in this pass,
+    because the unidentified document might be the platform whose cluster would be deleted.
+    """
+
+    revision: str | None
+    resources: dict[Identity, Loaded] = field(default_factory=dict)
+    invalid: dict[Identity, list[Diagnostic]] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    complete: bool = True
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.severity is Severity.ERROR for d in self.diagnostics)
+
+    def get(self, cls: type[R], namespace: str, name: str) -> R | None:
+        loaded = self.resources.get((cls.__name__, namespace, name))
+        if loaded is None or not isinstance(loaded.resource, cls):
+            return None
+        return loaded.resource
+
+    def of_kind(self, cls: type[R]) -> Iterator[R]:
+        """Valid resources of one kind, in (namespace, name) order."""
+        for (kind, _ns, _name), loaded in sorted(self.resources.items()):
+            if kind == cls.__name__ and isinstance(loaded.resource, cls):
+                yield loaded.resource
+
+    def platforms(self) -> list[MLPlatform]:
+        return list(self.of_kind(MLPlatform))
+
+    def invalid_platforms(self) -> list[PlatformKey]:
+        return sorted((ns, name) for (kind, ns, name) in self.invalid if kind == "MLPlatform")
+
+    # -- reference resolution (DESIGN.md section 3): always inside the resource's own namespace --
+
+    def project(self, namespace: str) -> Project | None:
+        projects = [p for p in self.of_kind(Project) if p.metadata.namespace == namespace]
+        return projects[0] if projects else None
+
+    def compute_profile_for(self, platform: MLPlatform) -> ComputeProfile | None:
+        ns = platform.metadata.namespace
+        ref = platform.spec.compute_profile_ref
+        name = ref.name if ref is not None and ref.name else None
+        if name is None:
+            project = self.project(ns)
+            name = project.spec.compute_profile_ref.name if project is not None else None
+        return self.get(ComputeProfile, ns, name) if name else None
+
+    def workload_profile_for(self, platform: MLPlatform) -> WorkloadProfile | None:
+        ref = platform.spec.workload_profile_ref
+        if ref is None:
+            return None
+        return self.get(WorkloadProfile, platform.metadata.namespace, ref.name)
+
+    def settings_for(self, namespace: str, explicit: str | None = None) -> Settings | None:
+        name = explicit
+        if name is None:
+            project = self.project(namespace)
+            name = project.spec.settings_ref.name if project and project.spec.settings_ref else None
+        return self.get(Settings, namespace, name) if name else None

@@ -1,0 +1,47 @@
+"""Diagnostics: one problem found in the desired state, with where it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """A problem in one file. ``line`` and ``column`` are 1-based; 0 when unknown.
+
+    ``field`` is the path of the offending field (``spec.gpus[0].count``) when there is one; it is
+    part of the text output and of ``message`` where it helps, not of the JSON contract.
+    """
+
+    file: str
+    line: int
+    column: int
+    message: str
+    severity: Severity = Severity.ERROR
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    field: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape of ``validate --format json`` (DESIGN.md section 8)."""
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "severity": str(self.severity),
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "message": self.message,
+        }
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.file, self.line, self.column, self.message)

@@ -1,0 +1,233 @@
+"""Pydantic models of the six resource kinds (DESIGN.md section 3).
+
+Field names are snake_case in Python and camelCase on the wire (aliases). Unknown fields are errors,
+so a typo such as ``minWorkerNode`` is reported instead of silently ignored. Cross-field and
+cross-resource rules (VIP clashes, references, ``nodeCount`` 2 only for two-node edges ...) live in
+``reconciler.manifests.rules``; the constraints here are the ones JSON Schema can express.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+Name = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+class Strict(BaseModel):
+    """Base of every model: camelCase aliases, unknown fields forbidden, immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+    )
+
+
+class ObjectMeta(Strict):
+    name: Name
+    namespace: Name
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class LocalRef(Strict):
+    """A reference to a resource of the same namespace."""
+
+    name: Name
+
+
+class Taint(Strict):
+    key: str = Field(min_length=1)
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+# --- ComputeProfile ------------------------------------------------------------------------------
+
+
+class NetworkOverlayConfig(Strict):
+    enabled: bool = False
+    static_ip: bool = False
+    cidr: str | None = None
+    overlay_network_type: str | None = None
+
+
+class EdgeConfig(Strict):
+    vip: str | None = None
+    ntp_servers: list[str] = Field(default_factory=list)
+    network_overlay_config: NetworkOverlayConfig | None = None
+    is_two_node: bool = False
+
+
+class ControlPlaneDefaults(Strict):
+    node_count: Literal[1, 2, 3, 5] = Field(
+        description="Control-plane nodes: 1, 3 or 5 for quorum; 2 only when edge.isTwoNode is true."
+    )
+    worker_node_eligible: bool = False
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+
+
+class WorkerPoolDefaults(Strict):
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+
+
+class ComputeProfileSpec(Strict):
+    ssh_keys: list[str] = Field(default_factory=list)
+    settings_ref: LocalRef | None = None
+    edge: EdgeConfig | None = None
+    control_plane_defaults: ControlPlaneDefaults
+    worker_pool_defaults: WorkerPoolDefaults | None = None
+    min_worker_nodes: NonNegativeInt | None = None
+    gpu_limits: dict[str, NonNegativeInt] = Field(
+        default_factory=dict, description="Maximum GPUs an MLPlatform may request, per GPU family."
+    )
+
+
+class ComputeProfile(Strict):
+    api_version: Literal["palette.ai/v1alpha1"]
+    kind: Literal["ComputeProfile"]
+    metadata: ObjectMeta
+    spec: ComputeProfileSpec
+
+
+# --- MLPlatform ----------------------------------------------------------------------------------
+
+
+class ComputeProfileOverride(Strict):
+    min_worker_nodes: NonNegativeInt | None = None
+
+
+class ComputeProfileRef(Strict):
+    name: Name | None = None
+    override: ComputeProfileOverride | None = None
+
+
+class GpuRequest(Strict):
+    family: str = Field(min_length=1)
+    count: NonNegativeInt
+
+
+class PlatformEdge(Strict):
+    vip: str | None = None
+
+
+class MLPlatformSpec(Strict):
+    mode: Literal["dedicated", "shared"] = "dedicated"
+    compute_profile_ref: ComputeProfileRef | None = None
+    workload_profile_ref: LocalRef | None = None
+    gpus: list[GpuRequest] = Field(default_factory=list)
+    resource_groups: dict[str, str] = Field(default_factory=dict)
+    edge: PlatformEdge | None = None
+    suspend: bool = False
+
+
+class MLPlatform(Strict):
+    api_version: Literal["palette.ai/v1alpha1"]
+    kind: Literal["MLPlatform"]
+    metadata: ObjectMeta
+    spec: MLPlatformSpec = Field(default_factory=MLPlatformSpec)
+
+
+# --- WorkloadProfile -----------------------------------------------------------------------------
+
+
+class ClusterProfileRef(Strict):
+    uid: str = Field(min_length=1)
+    pack_values: list[dict[str, object]] | None = None
+
+
+class WorkloadProfileSpec(Strict):
+    cluster_profiles: list[ClusterProfileRef] = Field(default_factory=list)
+
+
+class WorkloadProfile(Strict):
+    api_version: Literal["mural.spectrocloud.com/v1alpha1"]
+    kind: Literal["WorkloadProfile"]
+    metadata: ObjectMeta
+    # The seed's example has ``spec:`` with only a comment, which YAML reads as null.
+    spec: WorkloadProfileSpec | None = None
+
+
+# --- Project, Settings, Compute ------------------------------------------------------------------
+
+
+class ProjectSpec(Strict):
+    compute_profile_ref: LocalRef
+    settings_ref: LocalRef | None = None
+
+
+class Project(Strict):
+    api_version: Literal["mural.sh/v1alpha1"]
+    kind: Literal["Project"]
+    metadata: ObjectMeta
+    spec: ProjectSpec
+
+
+class SecretRef(Strict):
+    """Where the API key is: an environment variable or a file. Exactly one of the two."""
+
+    env: str | None = Field(default=None, min_length=1)
+    file: str | None = Field(default=None, min_length=1)
+
+
+class PaletteSettings(Strict):
+    host_url: str = Field(min_length=1)
+    tenant: str | None = None
+    default_project_id: str = Field(min_length=1, alias="defaultProjectID")
+    api_key_secret_ref: SecretRef
+
+
+class SettingsSpec(Strict):
+    palette: PaletteSettings
+
+
+class Settings(Strict):
+    api_version: Literal["mural.sh/v1alpha1"]
+    kind: Literal["Settings"]
+    metadata: ObjectMeta
+    spec: SettingsSpec
+
+
+class ComputeSpec(Strict):
+    settings_ref: LocalRef | None = None
+
+
+class Compute(Strict):
+    api_version: Literal["palette.ai/v1alpha1"]
+    kind: Literal["Compute"]
+    metadata: ObjectMeta
+    spec: ComputeSpec = Field(default_factory=ComputeSpec)
+
+
+Resource = ComputeProfile | MLPlatform | WorkloadProfile | Project | Settings | Compute
+
+# kind -> (apiVersion, model)
+KINDS: dict[str, tuple[str, type[Strict]]] = {
+    "ComputeProfile": ("palette.ai/v1alpha1", ComputeProfile),
+    "MLPlatform": ("palette.ai/v1alpha1", MLPlatform),
+    "Compute": ("palette.ai/v1alpha1", Compute),
+    "WorkloadProfile": ("mural.spectrocloud.com/v1alpha1", WorkloadProfile),
+    "Project": ("mural.sh/v1alpha1", Project),
+    "Settings": ("mural.sh/v1alpha1", Settings),
+}
+
+# Status files live at <namespace>/<plural>/<name>.yaml (DESIGN.md section 6).
+PLURALS: dict[str, str] = {
+    "ComputeProfile": "computeprofiles",
+    "MLPlatform": "mlplatforms",
+    "Compute": "computes",
+    "WorkloadProfile": "workloadprofiles",
+    "Project": "projects",
+    "Settings": "settings",
+}
