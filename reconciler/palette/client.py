@@ -1,0 +1,387 @@
+"""A synchronous httpx client of the Palette API subset (DESIGN.md section 5).
+
+Why it looks the way it does:
+- every call has a timeout and goes through one ``_call`` that retries with a :class:`RetryPolicy`
+  (429, 5xx and connection errors; ``Retry-After`` honoured), bounded in attempts and total time;
+- a create (``POST /v1/spectroclusters/edge-native``) is not idempotent, so it is retried only when the
+  server certainly did not act on it: a 429, or a connection that failed before the request was sent.
+  After a timeout or a dropped connection the caller re-observes by labels instead of re-sending;
+- errors are typed (:mod:`reconciler.palette.errors`) and never contain the API key;
+- ``on_request(method, path_template, status)`` reports every attempt (status 0 when no response came)
+  so the caller can keep Prometheus counters without this package importing them.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from reconciler.palette import wire
+from reconciler.palette.errors import (
+    ClientError,
+    NotFoundError,
+    PaletteError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+    UnauthorizedError,
+)
+from reconciler.palette.retry import RetryPolicy
+
+PAGE_LIMIT = 50  # Palette's maximum page size for search endpoints
+MAX_PAGES = 10_000  # a safety stop against a server that never ends its continue chain
+
+EDGE_HOSTS_SEARCH = "/v1/dashboard/edgehosts/search"
+CLUSTERS_SEARCH = "/v1/dashboard/spectroclusters/search"
+CLUSTER = "/v1/spectroclusters/{uid}"
+CLUSTER_CREATE = "/v1/spectroclusters/edge-native"
+CLOUD_CONFIG = "/v1/cloudconfigs/edge-native/{configUid}"
+MACHINE_POOLS = "/v1/cloudconfigs/edge-native/{configUid}/machinePools"
+MACHINE_POOL = "/v1/cloudconfigs/edge-native/{configUid}/machinePools/{machinePoolName}"
+
+RequestHook = Callable[[str, str, int], None]
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Retryable(Exception):
+    """Internal: an attempt failed in a way that may be retried; carries the error to raise at the end."""
+
+    def __init__(self, error: PaletteError, retry_after: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+
+
+def string_filter(prop: str, values: list[str], *, operator: str = "eq") -> dict[str, Any]:
+    """One ``v1SearchFilterItem`` on a string property (NOTES.md 2.2)."""
+    return {
+        "property": prop,
+        "type": "string",
+        "condition": {
+            "string": {
+                "operator": operator,
+                "negation": False,
+                "ignoreCase": False,
+                "match": {"conjunction": "or", "values": values},
+            }
+        },
+    }
+
+
+def edge_host_search_body(tags: Mapping[str, str] | None) -> dict[str, Any]:
+    """The search body for hosts carrying every given tag: one filter item per tag, ANDed.
+
+    (Several values in one item are ORed by Palette, so "all must match" needs separate items.)
+    """
+    if not tags:
+        return {"filter": {}, "sort": []}
+    filters = [string_filter("tags", [f"{key}:{value}"]) for key, value in sorted(tags.items())]
+    return {
+        "filter": {"conjunction": "and", "filterGroups": [{"conjunction": "and", "filters": filters}]},
+        "sort": [],
+    }
+
+
+def cluster_search_body() -> dict[str, Any]:
+    """Every cluster that is not deleted; label filtering happens client side (server side is UNCERTAIN)."""
+    return {
+        "filter": {
+            "conjunction": "and",
+            "filterGroups": [
+                {
+                    "conjunction": "and",
+                    "filters": [
+                        {"property": "isDeleted", "type": "bool", "condition": {"bool": {"value": False}}}
+                    ],
+                }
+            ],
+        },
+        "sort": [],
+    }
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """``Retry-After`` as seconds: either a number of seconds or an HTTP date."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        return max(float(text), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    current = time.time() if now is None else now
+    return max(when.timestamp() - current, 0.0)
+
+
+class PaletteClient:
+    """Palette API client. Use as a context manager (or call :meth:`close`) to release connections."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        project_uid: str | None = None,
+        *,
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        on_request: RequestHook | None = None,
+    ) -> None:
+        if not api_key:
+            raise ValueError("a Palette API key is required")
+        self.base_url = base_url.rstrip("/")
+        self.project_uid = project_uid
+        self._api_key = api_key
+        self._retry = retry or RetryPolicy()
+        self._on_request = on_request
+        headers = {"ApiKey": api_key, "Accept": "application/json"}
+        if project_uid:
+            headers["ProjectUid"] = project_uid
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=httpx.Timeout(timeout), transport=transport
+        )
+
+    def __repr__(self) -> str:
+        return f"PaletteClient(base_url={self.base_url!r}, project_uid={self.project_uid!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # --- edge hosts --------------------------------------------------------------------------------
+
+    def search_edge_hosts(self, tags: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        """Every edge host carrying all ``tags`` (as the API returns them), reading all pages."""
+        items = self._search(EDGE_HOSTS_SEARCH, edge_host_search_body(tags))
+        for item in items:
+            self._check(wire.EdgeHost, item, "POST", EDGE_HOSTS_SEARCH)
+        return items
+
+    # --- clusters ----------------------------------------------------------------------------------
+
+    def search_clusters(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        """Cluster summaries (``v1SpectroClusterSummary``) carrying all ``labels``, excluding deleted ones."""
+        wanted = dict(labels or {})
+        found: list[dict[str, Any]] = []
+        for item in self._search(CLUSTERS_SEARCH, cluster_search_body()):
+            summary = self._check(wire.SpectroClusterSummary, item, "POST", CLUSTERS_SEARCH)
+            state = summary.status.state if summary.status else None
+            if state == "Deleted":
+                continue
+            if all(summary.metadata.labels.get(k) == v for k, v in wanted.items()):
+                found.append(item)
+        return found
+
+    def get_cluster(self, uid: str) -> dict[str, Any] | None:
+        """The cluster (``v1SpectroCluster``), or None when it is gone (404 or state ``Deleted``)."""
+        try:
+            body = self._json(self._call("GET", CLUSTER, {"uid": uid}))
+        except NotFoundError:
+            return None
+        cluster = self._check(wire.SpectroCluster, body, "GET", CLUSTER)
+        if cluster.status is not None and cluster.status.state == "Deleted":
+            return None
+        return body
+
+    def create_edge_native_cluster(self, entity: Mapping[str, Any]) -> str:
+        """Create an edge-native cluster; returns its uid. Not retried after an ambiguous failure."""
+        response = self._call("POST", CLUSTER_CREATE, {}, json=dict(entity), idempotent=False)
+        created = self._check(wire.Uid, self._json(response), "POST", CLUSTER_CREATE)
+        return created.uid
+
+    def delete_cluster(self, uid: str) -> None:
+        """Start deleting a cluster; a cluster that is already gone is fine."""
+        try:
+            self._call("DELETE", CLUSTER, {"uid": uid})
+        except NotFoundError:
+            return
+
+    def get_cloud_config(self, config_uid: str) -> dict[str, Any]:
+        """The edge-native cloud config (``v1EdgeNativeCloudConfig``): machine pools and their hosts."""
+        body = self._json(self._call("GET", CLOUD_CONFIG, {"configUid": config_uid}))
+        self._check(wire.EdgeNativeCloudConfig, body, "GET", CLOUD_CONFIG)
+        return body
+
+    def update_machine_pool(self, config_uid: str, pool_name: str, entity: Mapping[str, Any]) -> None:
+        """Replace one machine pool (its full host list); Palette answers 204."""
+        params = {"configUid": config_uid, "machinePoolName": pool_name}
+        self._call("PUT", MACHINE_POOL, params, json=dict(entity))
+
+    def create_machine_pool(self, config_uid: str, entity: Mapping[str, Any]) -> None:
+        """Add a machine pool to a cluster (for a first worker pool). Not retried after ambiguous failures."""
+        self._call("POST", MACHINE_POOLS, {"configUid": config_uid}, json=dict(entity), idempotent=False)
+
+    # --- plumbing ----------------------------------------------------------------------------------
+
+    def _search(self, template: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """Read every page of a search endpoint (``limit`` 50, ``continue`` until empty)."""
+        items: list[dict[str, Any]] = []
+        token = ""
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            params: dict[str, str | int] = {"limit": PAGE_LIMIT}
+            if token:
+                params["continue"] = token
+            page = self._json(self._call("POST", template, {}, json=body, query=params))
+            summary = self._check(wire.EdgeHostsSearchSummary, page, "POST", template)
+            items.extend(summary.items or [])
+            token = summary.listmeta.continue_ if summary.listmeta else ""
+            if not token:
+                return items
+            if token in seen:
+                raise ClientError(
+                    "paging did not advance: a continue token repeated", method="POST", path=template
+                )
+            seen.add(token)
+        raise ClientError(f"more than {MAX_PAGES} pages", method="POST", path=template)
+
+    def _call(
+        self,
+        method: str,
+        template: str,
+        path_params: Mapping[str, str],
+        *,
+        json: Any = None,
+        query: Mapping[str, str | int] | None = None,
+        idempotent: bool = True,
+    ) -> httpx.Response:
+        """One logical call with retries. Raises a typed :class:`PaletteError` when it finally fails."""
+        path = template.format(**{k: _quote(v) for k, v in path_params.items()})
+        backoff = self._retry.backoff()
+        while True:
+            try:
+                return self._attempt(method, template, path, json, query, idempotent)
+            except _Retryable as failure:
+                delay = backoff.next_delay(failure.retry_after)
+                if delay is None:
+                    raise failure.error from None
+                backoff.wait(delay)
+
+    def _attempt(
+        self,
+        method: str,
+        template: str,
+        path: str,
+        body: Any,
+        query: Mapping[str, str | int] | None,
+        idempotent: bool,
+    ) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, json=body, params=query)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            # Nothing reached the server: safe to retry even a create.
+            self._report(method, template, 0)
+            raise _Retryable(self._transport_error(exc, method, path)) from None
+        except httpx.TransportError as exc:
+            self._report(method, template, 0)
+            error = self._transport_error(exc, method, path)
+            if idempotent:
+                raise _Retryable(error) from None
+            raise error from None
+        self._report(method, template, response.status_code)
+        status = response.status_code
+        if status < 400:
+            return response
+        failure = self._http_error(response, method, path)
+        if isinstance(failure, RateLimitedError):
+            raise _Retryable(failure, failure.retry_after)
+        if status >= 500 and idempotent:
+            raise _Retryable(failure)
+        raise failure
+
+    def _report(self, method: str, template: str, status: int) -> None:
+        if self._on_request is not None:
+            self._on_request(method, template, status)
+
+    def _scrub(self, text: str) -> str:
+        """Remove the API key from any text a server or library might echo back."""
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _transport_error(self, exc: httpx.TransportError, method: str, path: str) -> TransportError:
+        kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection error"
+        detail = self._scrub(str(exc)) or type(exc).__name__
+        return TransportError(f"{kind}: {detail}", method=method, path=path)
+
+    def _http_error(self, response: httpx.Response, method: str, path: str) -> PaletteError:
+        status = response.status_code
+        code: str | None = None
+        message = response.reason_phrase or f"HTTP {status}"
+        try:
+            parsed = wire.V1Error.model_validate(response.json())
+        except (ValueError, ValidationError):
+            parsed = None
+        if parsed is not None:
+            code = None if parsed.code is None else str(parsed.code)
+            message = parsed.message or message
+        message = self._scrub(message)
+        code = self._scrub(code) if code else code
+        if status == 429:
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            return RateLimitedError(
+                message,
+                status=status,
+                code=code or "TooManyRequests",
+                method=method,
+                path=path,
+                retry_after=retry_after,
+            )
+        cls: type[PaletteError]
+        if status == 404:
+            cls = NotFoundError
+        elif status in (401, 403):
+            cls = UnauthorizedError
+        elif status >= 500:
+            cls = ServerError
+        else:
+            cls = ClientError
+        return cls(message, status=status, code=code, method=method, path=path)
+
+    def _json(self, response: httpx.Response) -> dict[str, Any]:
+        """The body as a JSON object; anything else is a server error."""
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise ServerError(
+                "response is not a JSON object",
+                status=response.status_code,
+                method=response.request.method,
+                path=response.request.url.path,
+            )
+        return body
+
+    def _check(self, model: type[M], body: Any, method: str, template: str) -> M:
+        """Validate a response body against its tolerant wire model; a mismatch is a server error."""
+        try:
+            return model.model_validate(body)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:3]
+            )
+            raise ServerError(
+                f"unexpected {model.__name__} shape: {problems}", method=method, path=template
+            ) from None
+
+
+def _quote(value: str) -> str:
+    """Path parameters are escaped so a uid can never change the path."""
+    return quote(value, safe="")
