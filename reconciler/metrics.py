@@ -1,0 +1,150 @@
+"""Prometheus metrics of the reconciler, served at ``/metrics``.
+
+Every ``Metrics`` owns its own ``CollectorRegistry`` instead of using prometheus-client's global one, so
+that tests (and a process running several loops) can make as many as they like without name clashes.
+The controller, the Palette client and the git source feed it through the small methods below; nothing
+here knows about their types.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from enum import StrEnum
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from reconciler.model.conditions import Phase
+
+__all__ = ["CONTENT_TYPE", "Metrics", "PassOutcome"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+"""The ``Content-Type`` of :meth:`Metrics.render`'s output (Prometheus text format 0.0.4)."""
+
+# A pass reads git, lists the inventory and talks to Palette: from tens of milliseconds on the emulator
+# to minutes against a slow Palette with thousands of hosts.
+_PASS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+# An ls-remote plus an incremental fetch is usually well under a second; a first clone can take long.
+_FETCH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class PassOutcome(StrEnum):
+    """How a reconcile pass ended (the ``outcome`` label of ``reconciler_passes_total``).
+
+    The three kinds of errors follow Flux: ``error`` is transient (retried with back-off), ``invalid``
+    means the input is wrong (not retried until it changes). ``skipped`` is a pass that found nothing
+    to do before planning (for instance the revision and inventory did not move).
+    """
+
+    SUCCESS = "success"
+    ERROR = "error"
+    INVALID = "invalid"
+    SKIPPED = "skipped"
+
+
+class Metrics:
+    """The reconciler's metrics, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.pass_duration = Histogram(
+            "reconciler_pass_duration_seconds",
+            "Duration of a reconcile pass (load, observe, allocate, plan, apply, report).",
+            buckets=_PASS_BUCKETS,
+            registry=self.registry,
+        )
+        self.passes = Counter(
+            "reconciler_passes",
+            "Reconcile passes by outcome (success, error, invalid, skipped).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.platforms = Gauge(
+            "reconciler_platforms",
+            "MLPlatforms by status phase after the last pass.",
+            ["phase"],
+            registry=self.registry,
+        )
+        self.palette_requests = Counter(
+            "reconciler_palette_requests",
+            "Palette API requests by method, path template and HTTP status (0: no response).",
+            ["method", "path", "status"],
+            registry=self.registry,
+        )
+        self.git_fetches = Counter(
+            "reconciler_git_fetches",
+            "Fetches of the config repository by outcome (success, error).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.git_fetch_duration = Histogram(
+            "reconciler_git_fetch_duration_seconds",
+            "Duration of a fetch of the config repository (remote head check plus fetch).",
+            buckets=_FETCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.last_success = Gauge(
+            "reconciler_last_successful_pass_timestamp_seconds",
+            "Unix time at which the last successful pass ended (0: none yet).",
+            registry=self.registry,
+        )
+        # Zero-valued series exist from the start, so that rate() and absent() alerts work before the
+        # first pass of each kind.
+        for outcome in PassOutcome:
+            self.passes.labels(outcome=outcome.value)
+        for phase in Phase:
+            self.platforms.labels(phase=phase.value).set(0)
+        for fetch_outcome in ("success", "error"):
+            self.git_fetches.labels(outcome=fetch_outcome)
+
+    def observe_pass(
+        self, outcome: PassOutcome | str, duration_seconds: float, *, ended_at: float | None = None
+    ) -> None:
+        """Record one finished pass; a successful one also moves the last-success timestamp."""
+        value = str(outcome)
+        self.pass_duration.observe(max(duration_seconds, 0.0))
+        self.passes.labels(outcome=value).inc()
+        if value == PassOutcome.SUCCESS:
+            self.last_success.set(time.time() if ended_at is None else ended_at)
+
+    def set_platform_phases(self, counts: Mapping[Phase | str, int]) -> None:
+        """Replace the platforms-by-phase gauge with ``counts``; every phase not in it drops to 0.
+
+        Setting all phases at once keeps a platform that moved from Provisioning to Running from being
+        counted in both until some later pass.
+        """
+        given = {str(phase): count for phase, count in counts.items()}
+        for phase in Phase:
+            self.platforms.labels(phase=phase.value).set(given.pop(phase.value, 0))
+        for phase_name, count in given.items():
+            self.platforms.labels(phase=phase_name).set(count)
+
+    def on_palette_request(self, method: str, path_template: str, status: int) -> None:
+        """Hook for the Palette client: one call per HTTP request sent, retries included.
+
+        ``path_template`` must be the route template (``/v1/spectroclusters/{uid}``), never the concrete
+        path, so that the number of series stays bounded. ``status`` is 0 when no response arrived.
+        """
+        self.palette_requests.labels(method=method.upper(), path=path_template, status=str(status)).inc()
+
+    def observe_git_fetch(self, duration_seconds: float, *, success: bool = True) -> None:
+        """Record one fetch (or remote head check) of the config repository."""
+        self.git_fetches.labels(outcome="success" if success else "error").inc()
+        self.git_fetch_duration.observe(max(duration_seconds, 0.0))
+
+    @contextmanager
+    def time_git_fetch(self) -> Iterator[None]:
+        """Time the block as a git fetch; an exception leaving it counts as a failed fetch."""
+        started = time.perf_counter()
+        try:
+            yield
+        except BaseException:
+            self.observe_git_fetch(time.perf_counter() - started, success=False)
+            raise
+        self.observe_git_fetch(time.perf_counter() - started, success=True)
+
+    def render(self) -> bytes:
+        """The registry in the Prometheus text exposition format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,341 @@
+"""The reconciler's HTTP side: the git webhook, ``/healthz``, ``/readyz`` and ``/metrics``.
+
+A Starlette app served by uvicorn in a background thread, so that the controller's loop stays plain
+synchronous code. The server never reconciles anything itself: a verified push only calls
+``on_webhook(payload)``, which the controller uses to start a pass at once (it must return quickly,
+for instance by setting an event).
+
+Webhook security follows GitHub's scheme: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw
+body>`` with a shared secret, compared in constant time. Without a secret the endpoint is off (404):
+an unauthenticated trigger is never offered. The secret comes from the environment
+(:func:`webhook_secret_from_env`), never from a command-line value, and is registered for redaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+from urllib.parse import parse_qs
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from reconciler.logging import get_logger, register_secret
+from reconciler.metrics import CONTENT_TYPE, Metrics
+
+__all__ = [
+    "MAX_WEBHOOK_BODY",
+    "WEBHOOK_SECRET_ENV",
+    "WEBHOOK_SECRET_FILE_ENV",
+    "Server",
+    "ServerError",
+    "parse_listen",
+    "push_ref",
+    "sign_body",
+    "webhook_secret_from_env",
+]
+
+MAX_WEBHOOK_BODY: Final = 1024 * 1024
+"""Largest webhook body accepted, in bytes (GitHub caps its payloads at 25 MB; a push is far smaller)."""
+
+WEBHOOK_SECRET_ENV: Final = "RECONCILER_WEBHOOK_SECRET"
+WEBHOOK_SECRET_FILE_ENV: Final = "RECONCILER_WEBHOOK_SECRET_FILE"
+
+_SIGNATURE_PREFIX: Final = "sha256="
+_START_TIMEOUT_SECONDS: Final = 10.0
+_STOP_TIMEOUT_SECONDS: Final = 10.0
+
+_log = get_logger(component="server")
+
+
+class ServerError(RuntimeError):
+    """The server could not start or stop."""
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def sign_body(secret: bytes, body: bytes) -> str:
+    """The ``X-Hub-Signature-256`` value GitHub sends for ``body`` (also what tests and scripts send)."""
+    return _SIGNATURE_PREFIX + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def webhook_secret_from_env(environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The webhook secret from ``$RECONCILER_WEBHOOK_SECRET`` or the file ``$RECONCILER_WEBHOOK_SECRET_FILE``.
+
+    The file form suits container secrets mounted as files; a trailing newline is dropped. An empty
+    value counts as unset (an HMAC with an empty key is no authentication). The secret is registered
+    for log redaction before it is returned.
+    """
+    env = os.environ if environ is None else environ
+    value: str | None = env.get(WEBHOOK_SECRET_ENV) or None
+    path = env.get(WEBHOOK_SECRET_FILE_ENV)
+    if value is None and path:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                value = handle.read().rstrip("\r\n") or None
+        except OSError as exc:
+            raise ServerError(
+                f"cannot read the webhook secret file named by {WEBHOOK_SECRET_FILE_ENV}: {exc}"
+            ) from None
+    if value is None:
+        return None
+    register_secret(value)
+    return value.encode("utf-8")
+
+
+def parse_listen(address: str) -> tuple[str, int]:
+    """Split a ``--listen`` value: ``HOST:PORT``, ``[IPv6]:PORT`` or ``:PORT`` (all interfaces)."""
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError(f"listen address {address!r} is not HOST:PORT")
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"listen address {address!r}: port out of range")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return (host or "0.0.0.0", port)
+
+
+def push_ref(payload: Mapping[str, Any]) -> str | None:
+    """The ref a push payload is about (``refs/heads/main``), or None when it names none.
+
+    Lets the controller ignore pushes to other branches, including its own status branch.
+    """
+    ref = payload.get("ref")
+    return ref if isinstance(ref, str) else None
+
+
+class Server:
+    """The HTTP endpoints of a running reconciler, served from a background thread."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        *,
+        webhook_secret: bytes | None,
+        on_webhook: Callable[[dict[str, Any]], None],
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._metrics = metrics
+        self._secret = webhook_secret or None
+        if self._secret is not None:
+            register_secret(self._secret)
+        self._on_webhook = on_webhook
+        self._host = host
+        self._requested_port = port
+        self._ready = threading.Event()
+        self._socket: socket.socket | None = None
+        self._uvicorn: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/hooks/git", self._webhook, methods=["POST"]),
+                Route("/healthz", self._healthz, methods=["GET", "HEAD"]),
+                Route("/readyz", self._readyz, methods=["GET", "HEAD"]),
+                Route("/metrics", self._metrics_endpoint, methods=["GET", "HEAD"]),
+            ]
+        )
+
+    @property
+    def ready(self) -> bool:
+        """True once the controller has finished its first successful pass."""
+        return self._ready.is_set()
+
+    def mark_ready(self) -> None:
+        """Called by the controller after its first successful pass: ``/readyz`` answers 200 from now on."""
+        self._ready.set()
+
+    @property
+    def port(self) -> int:
+        """The port actually bound (useful with ``port=0``)."""
+        if self._socket is None:
+            raise ServerError("the server is not started")
+        return int(self._socket.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        """Base URL of the server, without a trailing slash."""
+        host = self._host
+        if host in ("0.0.0.0", ""):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> None:
+        """Bind the socket and serve in a daemon thread; returns once the server accepts connections."""
+        if self._thread is not None:
+            raise ServerError("the server is already started")
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self._host, self._requested_port))
+        except OSError as exc:
+            sock.close()
+            raise ServerError(f"cannot listen on {self._host}:{self._requested_port}: {exc}") from exc
+        sock.set_inheritable(True)
+        config = uvicorn.Config(
+            self.app,
+            log_config=None,  # logging is ours (reconciler.logging), not uvicorn's dictConfig
+            access_log=False,
+            lifespan="off",
+            loop="asyncio",
+            http="h11",
+            ws="none",
+            server_header=False,
+            limit_concurrency=100,
+            timeout_keep_alive=5,
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="reconciler-http", daemon=True
+        )
+        self._socket, self._uvicorn, self._thread = sock, server, thread
+        thread.start()
+        deadline = _START_TIMEOUT_SECONDS
+        step = 0.01
+        while not server.started:
+            if not thread.is_alive():
+                self._reset()
+                raise ServerError("the HTTP server stopped while starting")
+            if deadline <= 0:
+                self.stop()
+                raise ServerError("the HTTP server did not start in time")
+            thread.join(step)
+            deadline -= step
+        _log.info("http server listening", url=self.url, webhook=self._secret is not None)
+
+    def stop(self) -> None:
+        """Stop serving and wait for the thread to end; a no-op when not started."""
+        server, thread = self._uvicorn, self._thread
+        if server is None or thread is None:
+            return
+        server.should_exit = True
+        thread.join(_STOP_TIMEOUT_SECONDS)
+        if thread.is_alive():
+            server.force_exit = True
+            thread.join(_STOP_TIMEOUT_SECONDS)
+        self._reset()
+
+    def _reset(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+        self._socket, self._uvicorn, self._thread = None, None, None
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    async def _healthz(self, _request: Request) -> Response:
+        return PlainTextResponse("ok\n")
+
+    async def _readyz(self, _request: Request) -> Response:
+        if self.ready:
+            return PlainTextResponse("ready\n")
+        return PlainTextResponse("not ready: no successful pass yet\n", status_code=503)
+
+    async def _metrics_endpoint(self, _request: Request) -> Response:
+        return Response(self._metrics.render(), media_type=CONTENT_TYPE)
+
+    async def _webhook(self, request: Request) -> Response:
+        if self._secret is None:
+            return _error(404, "webhook disabled: no secret configured")
+        signature = request.headers.get("x-hub-signature-256", "")
+        if not signature.startswith(_SIGNATURE_PREFIX):
+            _log.warning("webhook rejected", reason="missing signature", client=_client(request))
+            return _error(401, "missing or malformed X-Hub-Signature-256")
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                return _error(400, "invalid Content-Length")
+            if int(declared) > MAX_WEBHOOK_BODY:
+                _log.warning(
+                    "webhook rejected", reason="body too large", size=int(declared), client=_client(request)
+                )
+                return _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
+        try:
+            body = await _read_capped(request, MAX_WEBHOOK_BODY)
+        except _BodyTooLarge:
+            _log.warning("webhook rejected", reason="body too large", client=_client(request))
+            return _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
+        except ClientDisconnect:
+            return _error(400, "client disconnected")
+        if not hmac.compare_digest(sign_body(self._secret, body), signature):
+            _log.warning("webhook rejected", reason="signature mismatch", client=_client(request))
+            return _error(401, "signature mismatch")
+
+        event = request.headers.get("x-github-event", "push")
+        delivery = request.headers.get("x-github-delivery")
+        if event == "ping":
+            _log.info("webhook ping", delivery=delivery)
+            return JSONResponse({"status": "pong"})
+        if event != "push":
+            _log.info("webhook ignored", github_event=event, delivery=delivery)
+            return JSONResponse({"status": "ignored", "event": event})
+        try:
+            payload = _decode_payload(body, request.headers.get("content-type", ""))
+        except ValueError as exc:
+            return _error(400, str(exc))
+        try:
+            await run_in_threadpool(self._on_webhook, payload)
+        except Exception:
+            _log.exception("webhook handler failed", delivery=delivery)
+            return _error(500, "webhook handler failed")
+        _log.info("webhook accepted", ref=push_ref(payload), delivery=delivery)
+        return JSONResponse({"status": "accepted"}, status_code=202)
+
+
+async def _read_capped(request: Request, limit: int) -> bytes:
+    """Read the body, giving up as soon as it exceeds ``limit`` (a chunked body has no Content-Length)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decode_payload(body: bytes, content_type: str) -> dict[str, Any]:
+    """GitHub sends JSON, or a form with a ``payload`` field when the hook's content type is form."""
+    try:
+        if content_type.split(";", 1)[0].strip().lower() == "application/x-www-form-urlencoded":
+            fields = parse_qs(body.decode("utf-8"), strict_parsing=False)
+            if "payload" not in fields:
+                raise ValueError("form body without a payload field")
+            document = json.loads(fields["payload"][0])
+        else:
+            document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"payload is not JSON: {exc.__class__.__name__}") from None
+    if not isinstance(document, dict):
+        raise ValueError("payload is not a JSON object")
+    return document
+
+
+def _error(status: int, message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _client(request: Request) -> str | None:
+    return request.client.host if request.client is not None else None
