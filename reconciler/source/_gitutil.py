@@ -1,0 +1,176 @@
+"""Shared git plumbing for the source and the status store: URLs, environment, cache repos, errors.
+
+Every git process the reconciler starts goes through :func:`run`, so that each one has a timeout,
+never prompts for credentials, and fails with a message whose URLs carry no userinfo.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import git
+
+# Seconds a network git command (ls-remote, fetch, push, clone) may take before it is killed.
+NETWORK_TIMEOUT = 120.0
+# Seconds a local git command (rev-parse, ls-tree, commit-tree, update-ref) may take.
+LOCAL_TIMEOUT = 60.0
+
+_URL_SCHEMES = frozenset({"file", "git", "ssh", "http", "https"})
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_SCP_RE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:")
+_USERINFO_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+
+
+class GitError(Exception):
+    """A git operation failed. The message never contains credentials (userinfo is stripped)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
+
+
+def redact(text: str) -> str:
+    """Remove userinfo (``user:token@``) from every URL in ``text``."""
+    return _USERINFO_RE.sub(r"\1", text)
+
+
+def normalize_url(url: str) -> str:
+    """Return the location git should talk to: an absolute path for local repositories, else the URL.
+
+    Unknown transports (``ext::``, ``fd::`` and the like, which can run commands) are refused, and so
+    is anything git could read as an option.
+    """
+    if not url or url.startswith("-"):
+        raise GitError(f"invalid repository location: {url!r}")
+    match = _SCHEME_RE.match(url)
+    if match:
+        scheme = match.group(1).lower()
+        if scheme not in _URL_SCHEMES:
+            raise GitError(f"unsupported repository URL scheme {scheme!r} in {url}")
+        return url
+    if "::" in url:
+        raise GitError(f"unsupported repository location: {url}")
+    if _SCP_RE.match(url):
+        return url
+    return str(Path(url).expanduser().resolve())
+
+
+def is_local(location: str) -> bool:
+    """True when ``location`` (as returned by :func:`normalize_url`) is a path on this machine."""
+    return location.startswith("/")
+
+
+def git_env() -> dict[str, str]:
+    """Environment overrides for every git process: never prompt, never wait on a terminal."""
+    env = {
+        "GIT_TERMINAL_PROMPT": "0",
+        "GCM_INTERACTIVE": "never",
+        "LC_ALL": "C",
+    }
+    if "GIT_SSH_COMMAND" not in os.environ and "GIT_SSH" not in os.environ:
+        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
+    return env
+
+
+def default_cache_dir(kind: str, url: str) -> Path:
+    """A stable directory per repository URL under the user's cache (``$XDG_CACHE_HOME``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+    return Path(base) / "paletteai-reconciler" / f"{kind}-{digest}"
+
+
+def open_cache_repo(path: Path) -> git.Repo:
+    """Open, or create, the bare repository the reconciler keeps as its own cache.
+
+    It is created without a template (so it has no hooks at all) and with ``core.hooksPath`` pointing
+    nowhere, so no hook ever runs in it.
+    """
+    try:
+        if (path / "HEAD").is_file() and (path / "objects").is_dir():
+            repo = git.Repo(path)
+        else:
+            if path.exists() and any(path.iterdir()):
+                raise GitError(f"cache directory {path} exists and is not a git repository")
+            path.mkdir(parents=True, exist_ok=True)
+            runner = git.Git(str(path))
+            runner.update_environment(**git_env())
+            run(runner, "init", "--quiet", "--bare", "--template=", "--", str(path))
+            repo = git.Repo(path)
+            with repo.config_writer() as cfg:
+                cfg.set_value("core", "hooksPath", os.devnull)
+                cfg.set_value("gc", "autoDetach", "false")
+    except (git.GitError, OSError) as exc:
+        raise GitError(f"cannot open cache repository {path}: {exc}") from exc
+    repo.git.update_environment(**git_env())
+    return repo
+
+
+def _one_line(text: str) -> str:
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def run(repo_git: git.Git, *args: str, timeout: float = LOCAL_TIMEOUT, **kwargs: Any) -> str:
+    """Run ``git <args>`` with a timeout; raise :class:`GitError` with git's own (redacted) message."""
+    try:
+        out = repo_git.execute(
+            ["git", *args], kill_after_timeout=timeout, with_extended_output=False, **kwargs
+        )
+    except git.GitCommandError as exc:
+        stderr = exc.stderr.strip() if isinstance(exc.stderr, str) else ""
+        detail = _one_line(stderr.removeprefix("stderr:").strip().strip("'")) or str(exc)
+        raise GitError(f"git {args[0]} failed: {detail}") from None
+    except (git.GitError, OSError) as exc:
+        raise GitError(f"git {args[0]} failed: {exc}") from None
+    if isinstance(out, bytes):
+        return out.decode("utf-8", "replace")
+    return str(out)
+
+
+def run_bytes(repo_git: git.Git, *args: str, timeout: float = LOCAL_TIMEOUT) -> bytes:
+    """Like :func:`run` but returns raw stdout (for ``-z`` listings whose paths may not be UTF-8)."""
+    try:
+        out = repo_git.execute(
+            ["git", *args], kill_after_timeout=timeout, stdout_as_string=False, strip_newline_in_stdout=False
+        )
+    except git.GitCommandError as exc:
+        stderr = exc.stderr.strip() if isinstance(exc.stderr, str) else ""
+        detail = _one_line(stderr.removeprefix("stderr:").strip().strip("'")) or str(exc)
+        raise GitError(f"git {args[0]} failed: {detail}") from None
+    except (git.GitError, OSError) as exc:
+        raise GitError(f"git {args[0]} failed: {exc}") from None
+    return out if isinstance(out, bytes) else str(out).encode()
+
+
+def ls_remote_head(repo_git: git.Git, location: str, branch: str) -> str | None:
+    """The sha the remote's ``refs/heads/<branch>`` points at, or None when it has no such branch."""
+    ref = f"refs/heads/{branch}"
+    out = run(repo_git, "ls-remote", "--", location, ref, timeout=NETWORK_TIMEOUT)
+    for line in out.splitlines():
+        sha, _, name = line.partition("\t")
+        if name.strip() == ref:
+            return sha.strip()
+    return None
+
+
+def rev_parse(repo_git: git.Git, rev: str) -> str | None:
+    """The sha of ``rev`` in the repository, or None when it does not exist."""
+    try:
+        out = repo_git.execute(
+            ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", rev],
+            kill_after_timeout=LOCAL_TIMEOUT,
+            with_extended_output=False,
+        )
+    except git.GitCommandError:
+        return None
+    sha = str(out).strip()
+    return sha or None
+
+
+def check_branch_name(repo_git: git.Git, branch: str) -> None:
+    """Refuse branch names git would not accept (and anything that looks like an option)."""
+    if not branch or branch.startswith("-"):
+        raise GitError(f"invalid branch name {branch!r}")
+    run(repo_git, "check-ref-format", "--branch", branch)

@@ -1,0 +1,375 @@
+"""The config repository as a source: a cached mirror of one branch, read straight from git objects.
+
+Why this shape:
+
+- ``sync()`` asks the remote for its branch head (``git ls-remote``) and fetches only when that differs
+  from the cached ref, so a pass over an unchanged repository costs one round trip and no transfer.
+- Files are read from the commit's tree with ``git ls-tree`` and ``git cat-file`` on a bare cache:
+  nothing is checked out, so no symlink of the repository is followed and no hook or filter of it runs.
+- Parsed documents are cached by (blob id, path): a blob id names the exact bytes, so an unchanged file
+  is never parsed again, across passes and across revisions.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar, cast, overload
+
+import git
+
+from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.source import _gitutil
+from reconciler.source._gitutil import GitError
+from reconciler.source.errors import SourceError
+
+T = TypeVar("T")
+
+# Files larger than this are skipped (with a note): no config document is that large, and the YAML
+# parser should never be handed an arbitrarily large input.
+MAX_BLOB_BYTES = 1 << 20
+YAML_SUFFIXES = (".yaml", ".yml")
+
+_MODE_SYMLINK = "120000"
+_MODE_SUBMODULE = "160000"
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedEntry:
+    """A tree entry that was deliberately not read, and why (reported, never silent)."""
+
+    path: str
+    reason: str
+
+    def to_diagnostic(self) -> Diagnostic:
+        return Diagnostic(file=self.path, line=0, column=0, message=self.reason, severity=Severity.WARNING)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    """One YAML blob of a commit's tree."""
+
+    path: str
+    blob: str
+    size: int
+
+
+def is_yaml_path(path: str) -> bool:
+    return path.lower().endswith(YAML_SUFFIXES)
+
+
+def list_yaml_entries(repo: git.Repo, sha: str) -> tuple[list[TreeEntry], list[SkippedEntry]]:
+    """Every YAML blob of the commit ``sha``, sorted by path, plus the entries skipped on purpose.
+
+    Symlinks and submodules are skipped whatever their name (a symlink could point anywhere, a
+    submodule's content is not in this repository); blobs over :data:`MAX_BLOB_BYTES` too.
+    """
+    raw = _gitutil.run_bytes(repo.git, "ls-tree", "-r", "-l", "-z", "--full-tree", sha)
+    entries: list[TreeEntry] = []
+    skipped: list[SkippedEntry] = []
+    for record in raw.split(b"\0"):
+        if not record:
+            continue
+        meta, _, raw_path = record.partition(b"\t")
+        parts = meta.split()
+        if len(parts) != 4:
+            raise SourceError(f"unexpected git ls-tree output for {sha}: {record[:200]!r}")
+        mode, _kind, obj, size = (p.decode("ascii", "replace") for p in parts)
+        path = raw_path.decode("utf-8", "replace")
+        if mode == _MODE_SYMLINK:
+            skipped.append(SkippedEntry(path, "symbolic link not followed; the file is ignored"))
+        elif mode == _MODE_SUBMODULE:
+            skipped.append(SkippedEntry(path, "git submodule not read; its files are ignored"))
+        elif is_yaml_path(path):
+            nbytes = int(size)
+            if nbytes > MAX_BLOB_BYTES:
+                reason = f"file is {nbytes} bytes, over the {MAX_BLOB_BYTES} byte limit; ignored"
+                skipped.append(SkippedEntry(path, reason))
+            else:
+                entries.append(TreeEntry(path, obj, nbytes))
+    entries.sort(key=lambda e: e.path)
+    skipped.sort(key=lambda s: s.path)
+    return entries, skipped
+
+
+def read_blob(repo: git.Repo, blob: str) -> bytes:
+    """The bytes of one blob, through GitPython's persistent ``git cat-file --batch``."""
+    try:
+        data = repo.odb.stream(bytes.fromhex(blob)).read()
+    except (git.GitError, OSError, ValueError) as exc:
+        raise SourceError(f"cannot read blob {blob}: {exc}") from None
+    return cast(bytes, data)
+
+
+def resolve_commit(repo: git.Repo, rev: str) -> str:
+    """The commit sha ``rev`` names in ``repo``; SourceError when it names none."""
+    if rev.startswith("-"):
+        raise SourceError(f"invalid revision {rev!r}")
+    sha = _gitutil.rev_parse(repo.git, f"{rev}^{{commit}}")
+    if sha is None:
+        raise SourceError(f"revision {rev!r} not found")
+    return sha
+
+
+def _identity(path: str, data: bytes) -> tuple[str, bytes]:
+    return (path, data)
+
+
+class GitSource(Generic[T]):
+    """One branch of a config repository, mirrored into a local bare cache and read from objects.
+
+    ``url`` is a local path (bare repository or work tree), or a ``file://``, ``git://``, ``ssh://``
+    or ``https://`` URL. ``parse(path, data)`` turns one file into whatever the caller needs (the
+    controller passes ``reconciler.manifests.parse_file``); without it, :meth:`read_parsed` returns
+    ``(path, data)`` pairs. An instance is safe to share between threads (one lock serialises git).
+    """
+
+    @overload
+    def __init__(
+        self: GitSource[tuple[str, bytes]],
+        url: str,
+        branch: str = "main",
+        cache_dir: Path | None = None,
+        *,
+        parse: None = None,
+        parse_cache_size: int = 100_000,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: GitSource[T],
+        url: str,
+        branch: str = "main",
+        cache_dir: Path | None = None,
+        *,
+        parse: Callable[[str, bytes], T],
+        parse_cache_size: int = 100_000,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        url: str,
+        branch: str = "main",
+        cache_dir: Path | None = None,
+        *,
+        parse: Callable[[str, bytes], T] | None = None,
+        parse_cache_size: int = 100_000,
+    ) -> None:
+        try:
+            self._location = _gitutil.normalize_url(url)
+        except GitError as exc:
+            raise SourceError(str(exc)) from None
+        self.url = _gitutil.redact(self._location)
+        self.branch = branch
+        self.cache_dir = cache_dir or _gitutil.default_cache_dir("source", self._location)
+        self._parse: Callable[[str, bytes], T] = parse or cast(Callable[[str, bytes], T], _identity)
+        self._parse_cache: OrderedDict[tuple[str, str], T] = OrderedDict()
+        self._parse_cache_size = parse_cache_size
+        self._lock = threading.RLock()
+        self._repo: git.Repo | None = None
+        self._listing: tuple[str, list[TreeEntry], list[SkippedEntry]] | None = None
+        self.skipped: list[SkippedEntry] = []
+        # Metrics: read by the controller/server for /metrics.
+        self.ls_remote_count = 0
+        self.fetch_count = 0
+        self.last_fetch_seconds = 0.0
+        self.fetch_seconds_total = 0.0
+        self.parse_hits = 0
+        self.parse_misses = 0
+
+    # -- git ------------------------------------------------------------------------------------
+
+    def _cache(self) -> git.Repo:
+        if self._repo is None:
+            try:
+                self._repo = _gitutil.open_cache_repo(self.cache_dir)
+                _gitutil.check_branch_name(self._repo.git, self.branch)
+            except GitError as exc:
+                raise SourceError(str(exc)) from None
+        return self._repo
+
+    @property
+    def _ref(self) -> str:
+        return f"refs/heads/{self.branch}"
+
+    def remote_head(self) -> str:
+        """The remote's head of the branch, asked with ``git ls-remote`` (nothing is fetched)."""
+        with self._lock:
+            repo = self._cache()
+            self.ls_remote_count += 1
+            try:
+                sha = _gitutil.ls_remote_head(repo.git, self._location, self.branch)
+            except GitError as exc:
+                raise SourceError(f"cannot reach {self.url}: {exc}") from None
+            if sha is None:
+                raise SourceError(f"branch {self.branch!r} not found in {self.url}")
+            return sha
+
+    def cached_head(self) -> str | None:
+        """The branch head in the local cache (what the last fetch brought), without any network."""
+        with self._lock:
+            return _gitutil.rev_parse(self._cache().git, self._ref)
+
+    def sync(self) -> str:
+        """The commit sha of the branch head, fetching only when the remote moved since the last fetch."""
+        with self._lock:
+            remote = self.remote_head()
+            repo = self._cache()
+            if _gitutil.rev_parse(repo.git, self._ref) == remote:
+                return remote
+            started = time.monotonic()
+            try:
+                _gitutil.run(
+                    repo.git,
+                    "fetch",
+                    "--no-tags",
+                    "--no-write-fetch-head",
+                    "--",
+                    self._location,
+                    f"+{self._ref}:{self._ref}",
+                    timeout=_gitutil.NETWORK_TIMEOUT,
+                )
+            except GitError as exc:
+                raise SourceError(f"cannot fetch {self.branch!r} from {self.url}: {exc}") from None
+            finally:
+                self.fetch_count += 1
+                self.last_fetch_seconds = time.monotonic() - started
+                self.fetch_seconds_total += self.last_fetch_seconds
+            return resolve_commit(repo, self._ref)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _list(self, sha: str) -> tuple[list[TreeEntry], list[SkippedEntry]]:
+        """The YAML entries of ``sha``; a commit's tree never changes, so the last listing is reused."""
+        if self._listing is not None and self._listing[0] == sha:
+            return self._listing[1], self._listing[2]
+        repo = self._cache()
+        commit = resolve_commit(repo, sha)
+        try:
+            entries, skipped = list_yaml_entries(repo, commit)
+        except GitError as exc:
+            raise SourceError(f"cannot list the tree of {sha}: {exc}") from None
+        self._listing = (sha, entries, skipped)
+        return entries, skipped
+
+    def read_tree(self, sha: str) -> list[tuple[str, bytes]]:
+        """Every ``.yaml``/``.yml`` file of commit ``sha`` as (path, bytes), sorted by path.
+
+        What was skipped (symlinks, submodules, oversized files) is kept in :attr:`skipped`.
+        """
+        with self._lock:
+            entries, skipped = self._list(sha)
+            self.skipped = list(skipped)
+            repo = self._cache()
+            return [(e.path, read_blob(repo, e.blob)) for e in entries]
+
+    def read_parsed(self, sha: str) -> list[T]:
+        """``parse(path, data)`` of every YAML file of ``sha``, parsing only blobs not seen before."""
+        with self._lock:
+            entries, skipped = self._list(sha)
+            self.skipped = list(skipped)
+            repo = self._cache()
+            results: list[T] = []
+            for entry in entries:
+                key = (entry.blob, entry.path)
+                if key in self._parse_cache:
+                    self._parse_cache.move_to_end(key)
+                    self.parse_hits += 1
+                    results.append(self._parse_cache[key])
+                    continue
+                self.parse_misses += 1
+                parsed = self._parse(entry.path, read_blob(repo, entry.blob))
+                self._parse_cache[key] = parsed
+                if len(self._parse_cache) > self._parse_cache_size:
+                    self._parse_cache.popitem(last=False)
+                results.append(parsed)
+            return results
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        """Warnings for the entries the last read skipped (symlinks, submodules, oversized files)."""
+        return [s.to_diagnostic() for s in self.skipped]
+
+    def close(self) -> None:
+        """Stop the persistent ``git cat-file`` processes of the cache repository."""
+        with self._lock:
+            if self._repo is not None:
+                self._repo.close()
+                self._repo = None
+
+    def __enter__(self) -> GitSource[T]:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def read_revision(
+    repo: str, rev: str | None = None, *, skipped: list[SkippedEntry] | None = None
+) -> tuple[str, list[tuple[str, bytes]]]:
+    """One revision's YAML files, read from git objects: ``(commit sha, [(path, bytes), ...])``.
+
+    ``repo`` is a local work tree or bare repository (read in place, nothing fetched or checked out)
+    or a URL (cloned bare into a temporary directory that is removed afterwards). ``rev`` is any
+    revision git understands; the default is ``HEAD`` (the default branch of a URL). Symlinks,
+    submodules and oversized files are left out, as in :meth:`GitSource.read_tree`; pass a list as
+    ``skipped`` to receive their notes.
+    """
+    try:
+        location = _gitutil.normalize_url(repo)
+    except GitError as exc:
+        raise SourceError(str(exc)) from None
+    if _gitutil.is_local(location):
+        if not Path(location).exists():
+            raise SourceError(f"repository {location} does not exist")
+        try:
+            local = git.Repo(location)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise SourceError(f"{location} is not a git repository") from None
+        local.git.update_environment(**_gitutil.git_env())
+        try:
+            return _read_files(local, rev or "HEAD", skipped)
+        finally:
+            local.close()
+    with tempfile.TemporaryDirectory(prefix="reconciler-rev-") as tmp:
+        target = Path(tmp) / "repo.git"
+        runner = git.Git(tmp)
+        runner.update_environment(**_gitutil.git_env())
+        try:
+            _gitutil.run(
+                runner,
+                "clone",
+                "--bare",
+                "--template=",
+                "--quiet",
+                "--",
+                location,
+                str(target),
+                timeout=_gitutil.NETWORK_TIMEOUT,
+            )
+        except GitError as exc:
+            raise SourceError(f"cannot clone {_gitutil.redact(location)}: {exc}") from None
+        clone = git.Repo(target)
+        clone.git.update_environment(**_gitutil.git_env())
+        try:
+            return _read_files(clone, rev or "HEAD", skipped)
+        finally:
+            clone.close()
+
+
+def _read_files(
+    repo: git.Repo, rev: str, skipped: list[SkippedEntry] | None
+) -> tuple[str, list[tuple[str, bytes]]]:
+    sha = resolve_commit(repo, rev)
+    try:
+        entries, notes = list_yaml_entries(repo, sha)
+    except GitError as exc:
+        raise SourceError(f"cannot list the tree of {rev}: {exc}") from None
+    if skipped is not None:
+        skipped.extend(notes)
+    return sha, [(e.path, read_blob(repo, e.blob)) for e in entries]
