@@ -1,0 +1,631 @@
+"""The allocation engine: which machines each MLPlatform gets, or exactly why it cannot be placed (pure).
+
+Every rule of DESIGN.md section 4 lives in this file. The engine is a pure function of the desired
+state, the machine inventory and the clusters that already exist; it never does I/O or reads a clock.
+
+Decisions that the design leaves open, written down here once:
+
+- Platforms that already have a cluster are handled first (sticky), in (namespace, name) order, then new
+  platforms one by one in (namespace, name) order. Hosts that a scale-down will release are *not* free
+  for other platforms in the same pass: they still belong to their cluster until the change is applied.
+- Architecture: every architecture that has a free matching host is tried; the winner leaves the fewest
+  surplus GPUs, then uses the fewest hosts, then comes first by name (``amd64`` before ``arm64``).
+- GPU workers per family are chosen exactly (bounded knapsack over the GPU counts on offer): fewest
+  surplus GPUs, then fewest hosts, then the lexicographically smallest sorted list of (host name, uid).
+- Control-plane hosts are taken fewest GPUs first (a control-plane-tagged GPU host is the last resort),
+  then by name. GPUs on control-plane hosts are not counted in an allocation's ``gpus``; GPUs on workers,
+  including workers added only to reach the minimum, are.
+- ``controlPlaneDefaults.workerNodeEligible`` does not count control-plane hosts as workers for the
+  minimum: the seed counts worker nodes only.
+- An existing cluster's host that the inventory no longer lists is kept and counts towards node counts
+  (with no GPUs): the engine cannot judge it, and removing it would be a guess.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from reconciler.inventory import Inventory, Machine, Role
+from reconciler.model.conditions import Reason
+from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.gpu import GpuFamily, canonical_family
+from reconciler.model.observed import ManagedCluster
+from reconciler.model.resources import MLPlatform
+
+MIN_NODES_LABEL = "palette.ai/min-nodes"
+ALLOW_REPLACE_ANNOTATION = "palette.ai/allow-replace"
+
+_INF = 1 << 60
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """The hosts of one platform's cluster. Host lists are sorted uids; ``gpus`` counts worker GPUs.
+
+    ``replaces`` is True when the allocation is a new cluster that replaces the existing one
+    (a different architecture, allowed by the ``palette.ai/allow-replace`` annotation).
+    """
+
+    control_plane: tuple[str, ...]
+    workers: tuple[str, ...]
+    gpus: dict[str, int]
+    arch: str
+    replaces: bool = False
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(sorted(self.control_plane + self.workers))
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a platform cannot be placed, in the condition vocabulary and in words a person can act on."""
+
+    reason: Reason
+    message: str
+
+
+Decision = Allocation | Rejection
+
+
+@dataclass(frozen=True, slots=True)
+class Requirements:
+    """What one platform needs, resolved from its spec, its profiles and their precedence rules."""
+
+    control_plane: int
+    gpus: dict[GpuFamily, int]  # positive requests only, canonical family -> count
+    min_workers: int
+    groups: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def requested_gpus(self) -> int:
+        return sum(self.gpus.values())
+
+
+def allow_replace(platform: MLPlatform) -> bool:
+    return platform.metadata.annotations.get(ALLOW_REPLACE_ANNOTATION, "").strip().lower() == "true"
+
+
+def requirements(desired: DesiredState, platform: MLPlatform) -> Requirements | Rejection:
+    """Resolve a platform's needs: GPU limits, control-plane count, minimum workers (with precedence)."""
+    spec = platform.spec
+    ns = platform.metadata.namespace
+    if spec.mode != "dedicated":
+        return Rejection(
+            Reason.UNSUPPORTED_MODE, f"mode {spec.mode} is not supported yet; use mode dedicated"
+        )
+    profile = desired.compute_profile_for(platform)
+    if profile is None:
+        ref = spec.compute_profile_ref
+        name = ref.name if ref is not None and ref.name else "(from the Project)"
+        return Rejection(Reason.REFERENCE_NOT_FOUND, f"ComputeProfile {name} not found in namespace {ns}")
+    gpus: dict[GpuFamily, int] = {}
+    for request in spec.gpus:
+        try:
+            family = canonical_family(request.family)
+        except ValueError:
+            return Rejection(Reason.INVALID_SPEC, f"not a GPU family name: {request.family!r}")
+        gpus[family] = gpus.get(family, 0) + request.count
+    limits: dict[GpuFamily, int] = {}
+    for key, value in profile.spec.gpu_limits.items():
+        try:
+            limits[canonical_family(key)] = value
+        except ValueError:
+            continue
+    for family, count in sorted(gpus.items()):
+        limit = limits.get(family)
+        if limit is not None and count > limit:
+            return Rejection(
+                Reason.GPU_LIMIT_EXCEEDED,
+                f"requests {count} {family} GPUs; ComputeProfile {profile.metadata.name} "
+                f"allows at most {limit}",
+            )
+    min_workers = 0
+    workload = desired.workload_profile_for(platform)
+    label = workload.metadata.labels.get(MIN_NODES_LABEL) if workload is not None else None
+    override = spec.compute_profile_ref.override if spec.compute_profile_ref is not None else None
+    if label is not None:
+        try:
+            min_workers = int(label.strip())
+        except ValueError:
+            min_workers = -1
+        if min_workers < 0:
+            return Rejection(
+                Reason.INVALID_SPEC, f"WorkloadProfile label {MIN_NODES_LABEL}: {label!r} is not a count"
+            )
+    elif override is not None and override.min_worker_nodes is not None:
+        min_workers = override.min_worker_nodes
+    elif profile.spec.min_worker_nodes is not None:
+        min_workers = profile.spec.min_worker_nodes
+    return Requirements(
+        control_plane=profile.spec.control_plane_defaults.node_count,
+        gpus={f: c for f, c in sorted(gpus.items()) if c > 0},
+        min_workers=min_workers,
+        groups=dict(sorted(spec.resource_groups.items())),
+    )
+
+
+# --- exact GPU worker choice ---------------------------------------------------------------------
+
+
+def optimal_count_vectors(available: Mapping[int, int], request: int) -> list[dict[int, int]]:
+    """Every multiset of GPU counts (count -> hosts) with the fewest surplus GPUs, then fewest hosts.
+
+    ``available`` maps a per-host GPU count to how many such hosts are free. Returns [] when the
+    request cannot be met. A bounded knapsack over counts: any optimal set sums to less than
+    ``request + max count`` (else a host could be dropped), so the tables stay small.
+    """
+    counts = sorted(c for c, a in available.items() if c > 0 and a > 0)
+    if request <= 0:
+        return [{}]
+    total = sum(c * available[c] for c in counts)
+    if total < request:
+        return []
+    top = min(request + counts[-1] - 1, total)
+    n = len(counts)
+    # suffix[i][s]: fewest hosts from count groups i.. summing to exactly s
+    suffix: list[list[int]] = [[_INF] * (top + 1) for _ in range(n + 1)]
+    suffix[n][0] = 0
+    for i in range(n - 1, -1, -1):
+        c = counts[i]
+        row = suffix[i + 1][:]
+        remaining, chunk = min(available[c], top // c), 1
+        while remaining > 0:  # binary splitting of the multiplicity
+            take = min(chunk, remaining)
+            remaining -= take
+            chunk *= 2
+            size = take * c
+            for s in range(top, size - 1, -1):
+                v = row[s - size] + take
+                if v < row[s]:
+                    row[s] = v
+        suffix[i] = row
+    best_sum = next((s for s in range(request, top + 1) if suffix[0][s] < _INF), None)
+    if best_sum is None:
+        return []
+    best_hosts = suffix[0][best_sum]
+    vectors: list[dict[int, int]] = []
+
+    def walk(i: int, s: int, hosts: int, chosen: dict[int, int]) -> None:
+        if i == n:
+            if s == 0 and hosts == 0:
+                vectors.append(dict(chosen))
+            return
+        c = counts[i]
+        for m in range(min(available[c], s // c, hosts), -1, -1):
+            # Any exact fill of the rest uses its minimum host count, else best_hosts was not minimal.
+            if m + suffix[i + 1][s - m * c] == hosts:
+                if m:
+                    chosen[c] = m
+                walk(i + 1, s - m * c, hosts - m, chosen)
+                chosen.pop(c, None)
+
+    walk(0, best_sum, best_hosts, {})
+    return vectors
+
+
+HostKey = tuple[str, str]  # (name, uid): the order of equally good hosts
+
+
+def choose_gpu_hosts(
+    available: Mapping[int, int], request: int, first: Callable[[int, int], list[HostKey]]
+) -> dict[int, int] | None:
+    """Pick the optimal count vector whose hosts, sorted, come first by (name, uid).
+
+    ``first(count, m)`` returns the m best-named free hosts with ``count`` GPUs (hosts with one count are
+    interchangeable but for their names, so an optimal set always takes a name-prefix of each group).
+    """
+    vectors = optimal_count_vectors(available, request)
+    if not vectors:
+        return None
+    if len(vectors) == 1:
+        return vectors[0]
+    return min(vectors, key=lambda v: sorted(h for c, m in v.items() for h in first(c, m)))
+
+
+# --- free host pools -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Pool:
+    """Free hosts that are interchangeable but for their names; always consumed name-first."""
+
+    idx: int
+    arch: str
+    role: Role
+    tagged: bool
+    family: GpuFamily | None
+    count: int
+    groups: Mapping[str, str]
+    hosts: list[HostKey]
+    head: int = 0
+
+
+class _Trial:
+    """A tentative selection over the pools: nothing is taken until ``commit``."""
+
+    def __init__(self) -> None:
+        self.used: dict[int, int] = {}
+
+    def avail(self, pool: _Pool) -> int:
+        return len(pool.hosts) - pool.head - self.used.get(pool.idx, 0)
+
+    def peek(self, pools: Iterable[_Pool], n: int) -> list[tuple[int, str, str, int]]:
+        """The first ``n`` free hosts over ``pools`` by (GPU count, name, uid) as (count, name, uid, pool)."""
+        streams = []
+        for p in pools:
+            start = p.head + self.used.get(p.idx, 0)
+            chunk = p.hosts[start : start + n]
+            if chunk:
+                streams.append([(p.count, name, uid, p.idx) for name, uid in chunk])
+        if len(streams) == 1:
+            return streams[0][:n]
+        return list(itertools.islice(heapq.merge(*streams), n))
+
+    def take(self, pools: Iterable[_Pool], n: int) -> list[tuple[int, str, str, int]]:
+        chosen = self.peek(pools, n)
+        for *_, idx in chosen:
+            self.used[idx] = self.used.get(idx, 0) + 1
+        return chosen
+
+
+class _FreeHosts:
+    def __init__(self, machines: Iterable[Machine]) -> None:
+        keyed: dict[tuple[object, ...], list[Machine]] = {}
+        for m in machines:
+            groups = tuple(sorted(m.resource_groups.items()))
+            key = (m.arch, str(m.role), m.worker_tagged, m.gpu_family or "", m.gpu_count, groups)
+            keyed.setdefault(key, []).append(m)
+        self.pools: list[_Pool] = []
+        for pool_key in sorted(keyed, key=repr):
+            ms = keyed[pool_key]
+            first = ms[0]
+            self.pools.append(
+                _Pool(
+                    idx=len(self.pools),
+                    arch=first.arch,
+                    role=first.role,
+                    tagged=first.worker_tagged,
+                    family=first.gpu_family if first.gpu_count > 0 else None,
+                    count=first.gpu_count,
+                    groups=dict(first.resource_groups),
+                    hosts=sorted((m.name, m.uid) for m in ms),
+                )
+            )
+        self._matching: dict[tuple[str, tuple[tuple[str, str], ...]], list[_Pool]] = {}
+
+    def matching(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
+        key = (arch, tuple(sorted(groups.items())))
+        found = self._matching.get(key)
+        if found is None:
+            found = [
+                p
+                for p in self.pools
+                if p.arch == arch and all(p.groups.get(k) == v for k, v in groups.items())
+            ]
+            self._matching[key] = found
+        return found
+
+    def arches(self, groups: Mapping[str, str]) -> list[str]:
+        """Architectures with at least one free host in ``groups``, in name order."""
+        return sorted(
+            {
+                p.arch
+                for p in self.pools
+                if p.head < len(p.hosts) and all(p.groups.get(k) == v for k, v in groups.items())
+            }
+        )
+
+    def commit(self, trial: _Trial) -> None:
+        for idx, m in trial.used.items():
+            self.pools[idx].head += m
+
+
+# --- one platform --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Outcome:
+    control_plane: list[str]
+    workers: list[str]
+    gpus: dict[str, int]
+    surplus: int
+    trial: _Trial
+
+
+def _where(groups: Mapping[str, str], arch: str | None) -> str:
+    text = f" on {arch}" if arch else ""
+    if groups:
+        text += " in " + ",".join(f"{k}={v}" for k, v in sorted(groups.items()))
+    return text
+
+
+def _hosts(n: int, kind: str) -> str:
+    return f"{n} {kind} host" + ("" if n == 1 else "s")
+
+
+def _fill_stages(pools: Sequence[_Pool], req: Requirements) -> list[list[_Pool]]:
+    """The seed's fill order for the minimum: worker-tagged, then requested families, then any GPUs."""
+    workers = [p for p in pools if p.role is Role.WORKER]
+    return [
+        [p for p in workers if p.tagged],
+        [p for p in workers if not p.tagged and p.family is not None and p.family in req.gpus],
+        [p for p in workers if not p.tagged and p.family is not None and p.family not in req.gpus],
+    ]
+
+
+def _gpu_workers_from_pools(
+    trial: _Trial, pools: Sequence[_Pool], family: GpuFamily, request: int
+) -> list[tuple[int, str, str, int]] | None:
+    by_count: dict[int, list[_Pool]] = {}
+    for p in pools:
+        if p.role is Role.WORKER and p.family == family and trial.avail(p) > 0:
+            by_count.setdefault(p.count, []).append(p)
+    available = {c: sum(trial.avail(p) for p in ps) for c, ps in by_count.items()}
+
+    def first(count: int, m: int) -> list[HostKey]:
+        return [(name, uid) for _, name, uid, _ in trial.peek(by_count[count], m)]
+
+    vector = choose_gpu_hosts(available, request, first)
+    if vector is None:
+        return None
+    chosen: list[tuple[int, str, str, int]] = []
+    for count, m in sorted(vector.items()):
+        chosen.extend(trial.take(by_count[count], m))
+    return chosen
+
+
+def _free_gpus(trial: _Trial, pools: Sequence[_Pool], family: GpuFamily) -> int:
+    return sum(trial.avail(p) * p.count for p in pools if p.role is Role.WORKER and p.family == family)
+
+
+def _fresh(req: Requirements, free: _FreeHosts, arch: str, show_arch: bool) -> _Outcome | Rejection:
+    """Allocate a new cluster on one architecture from free hosts only."""
+    return _place(req, free, arch, show_arch, existing=None, known={})
+
+
+@dataclass(frozen=True, slots=True)
+class _Existing:
+    control_plane: tuple[str, ...]
+    workers: tuple[str, ...]
+
+
+def _place(
+    req: Requirements,
+    free: _FreeHosts,
+    arch: str,
+    show_arch: bool,
+    existing: _Existing | None,
+    known: Mapping[str, Machine],
+) -> _Outcome | Rejection:
+    """Place one platform on one architecture; with ``existing`` hosts, scale in place around them."""
+    pools = free.matching(arch, req.groups)
+    trial = _Trial()
+    where = _where(req.groups, arch if show_arch else None)
+
+    def serves(uid: str) -> bool:
+        m = known.get(uid)
+        return m is None or (m.arch == arch and m.in_groups(req.groups))
+
+    # GPU workers per family: exact choice; around an existing cluster, keep what still serves.
+    existing_workers = [u for u in existing.workers if serves(u)] if existing is not None else []
+    unknown_workers = [u for u in existing_workers if u not in known]
+    gpu_workers: list[str] = []
+    gpus: dict[str, int] = {}
+    for family, request in req.gpus.items():
+        mine = [known[u] for u in existing_workers if u in known and known[u].gpu_family == family]
+        have = sum(m.gpu_count for m in mine if m.gpu_count > 0)
+        if mine and have >= request:
+            keep = _best_subset(mine, request)
+            gpu_workers += [m.uid for m in keep]
+            gpus[family] = sum(m.gpu_count for m in keep)
+            continue
+        gpu_workers += [m.uid for m in mine]
+        got_gpus = _gpu_workers_from_pools(trial, pools, family, request - have)
+        if got_gpus is None:
+            short = have + _free_gpus(trial, pools, family)
+            return Rejection(
+                Reason.INSUFFICIENT_COMPUTE, f"needs {request} {family} GPUs{where}, {short} available"
+            )
+        gpu_workers += [uid for _, _, uid, _ in got_gpus]
+        gpus[family] = have + sum(c for c, _, _, _ in got_gpus)
+
+    # Control plane: keep the existing ones that serve, then take free candidates fewest GPUs first.
+    control_plane: list[str] = []
+    if existing is not None:
+        kept = [u for u in existing.control_plane if serves(u)]
+        kept.sort(key=lambda u: _machine_order(known.get(u), u))
+        control_plane = kept[: req.control_plane]
+    missing_cp = req.control_plane - len(control_plane)
+    if missing_cp > 0:
+        cp_pools = [p for p in pools if p.role is Role.CONTROL_PLANE]
+        got = trial.take(cp_pools, missing_cp)
+        if len(got) < missing_cp:
+            have = len(control_plane) + len(got)
+            return Rejection(
+                Reason.INSUFFICIENT_COMPUTE,
+                f"needs {_hosts(req.control_plane, 'control-plane')}{where}, {have} available",
+            )
+        control_plane += [uid for _, _, uid, _ in got]
+
+    # Minimum workers: existing leftovers first (keep what serves), then the seed's fill order.
+    workers = gpu_workers + unknown_workers
+    missing = req.min_workers - len(workers)
+    chosen = set(workers)
+    leftovers = [known[u] for u in existing_workers if u in known and u not in chosen]
+    leftovers = [m for m in leftovers if _fill_stage(m, req) is not None]
+    leftovers.sort(key=lambda m: (_fill_stage(m, req), m.gpu_count, m.name, m.uid))
+    fill: list[tuple[int, str]] = []  # (gpus, family) of every fill host
+    for m in leftovers[: max(missing, 0)]:
+        workers.append(m.uid)
+        fill.append((m.gpu_count, m.gpu_family or ""))
+    missing = req.min_workers - len(workers)
+    if missing > 0:
+        for stage in _fill_stages(pools, req):
+            got = trial.take(stage, missing)
+            for count, _, uid, idx in got:
+                workers.append(uid)
+                fill.append((count, free.pools[idx].family or ""))
+            missing -= len(got)
+            if missing == 0:
+                break
+        if missing > 0:
+            return Rejection(
+                Reason.INSUFFICIENT_COMPUTE,
+                f"needs {_hosts(req.min_workers, 'worker')}{where}, {req.min_workers - missing} available",
+            )
+    for count, fill_family in fill:
+        if count > 0 and fill_family:
+            gpus[fill_family] = gpus.get(fill_family, 0) + count
+    surplus = sum(gpus.values()) - req.requested_gpus
+    return _Outcome(sorted(control_plane), sorted(workers), dict(sorted(gpus.items())), surplus, trial)
+
+
+def _machine_order(m: Machine | None, uid: str) -> tuple[int, str, str]:
+    return (0, "", uid) if m is None else (m.gpu_count, m.name, m.uid)
+
+
+def _fill_stage(m: Machine, req: Requirements) -> int | None:
+    if m.worker_tagged:
+        return 0
+    if m.gpu_family is not None and m.gpu_count > 0:
+        return 1 if m.gpu_family in req.gpus else 2
+    return None
+
+
+def _best_subset(machines: Sequence[Machine], request: int) -> list[Machine]:
+    """The subset of ``machines`` to keep for ``request`` GPUs: what a scale-down leaves."""
+    by_count: dict[int, list[Machine]] = {}
+    for m in machines:
+        if m.gpu_count > 0:
+            by_count.setdefault(m.gpu_count, []).append(m)
+    for group in by_count.values():
+        group.sort(key=lambda m: (m.name, m.uid))
+
+    def first(count: int, m: int) -> list[HostKey]:
+        return [(x.name, x.uid) for x in by_count[count][:m]]
+
+    vector = choose_gpu_hosts({c: len(g) for c, g in by_count.items()}, request, first)
+    if vector is None:
+        return list(machines)
+    return [m for c, k in sorted(vector.items()) for m in by_count[c][:k]]
+
+
+def _outcome_key(arch: str, outcome: _Outcome) -> tuple[int, int, str]:
+    return (outcome.surplus, len(outcome.control_plane) + len(outcome.workers), arch)
+
+
+def _best_fresh(
+    req: Requirements, free: _FreeHosts, skip: str | None = None
+) -> tuple[str, _Outcome] | Rejection:
+    arches = [a for a in free.arches(req.groups) if a != skip]
+    if not arches:
+        where = _where(req.groups, None)
+        what = next(iter(f"{c} {f} GPUs" for f, c in req.gpus.items()), None)
+        what = what or _hosts(req.control_plane, "control-plane")
+        return Rejection(Reason.INSUFFICIENT_COMPUTE, f"needs {what}{where}, 0 available")
+    show = len(arches) > 1
+    results = [(a, _fresh(req, free, a, show)) for a in arches]
+    placed = [(a, o) for a, o in results if isinstance(o, _Outcome)]
+    if placed:
+        return min(placed, key=lambda ao: _outcome_key(*ao))
+    return Rejection(
+        Reason.INSUFFICIENT_COMPUTE, "; ".join(o.message for _, o in results if isinstance(o, Rejection))
+    )
+
+
+def _cluster_arch(cluster: ManagedCluster, known: Mapping[str, Machine]) -> str | None:
+    if cluster.arch:
+        return cluster.arch
+    arches = sorted({known[u].arch for u in cluster.hosts if u in known})
+    return arches[0] if arches else None
+
+
+def _to_allocation(arch: str, outcome: _Outcome, replaces: bool = False) -> Allocation:
+    return Allocation(
+        control_plane=tuple(outcome.control_plane),
+        workers=tuple(outcome.workers),
+        gpus=outcome.gpus,
+        arch=arch,
+        replaces=replaces,
+    )
+
+
+def _allocate_existing(
+    platform: MLPlatform,
+    req: Requirements,
+    cluster: ManagedCluster,
+    free: _FreeHosts,
+    known: Mapping[str, Machine],
+) -> Decision:
+    """Scale a platform's cluster in place; a different architecture needs a (permitted) replace."""
+    existing = _Existing(cluster.control_plane, cluster.workers)
+    arch = _cluster_arch(cluster, known)
+    if arch is None:  # nothing known about its hosts: scale in place on the first architecture that fits
+        failures: list[str] = []
+        for a in free.arches(req.groups):
+            attempt = _place(req, free, a, True, existing, known)
+            if isinstance(attempt, _Outcome):
+                free.commit(attempt.trial)
+                return _to_allocation(a, attempt)
+            failures.append(attempt.message)
+        return Rejection(Reason.INSUFFICIENT_COMPUTE, "; ".join(failures) or "no host to scale onto")
+    in_place = _place(req, free, arch, False, existing, known)
+    if isinstance(in_place, _Outcome):
+        free.commit(in_place.trial)
+        return _to_allocation(arch, in_place)
+    other = _best_fresh(req, free, skip=arch)
+    if isinstance(other, Rejection):
+        return in_place
+    new_arch, outcome = other
+    if not allow_replace(platform):
+        return Rejection(
+            Reason.REPLACE_BLOCKED,
+            f"cannot scale the {arch} cluster in place ({in_place.message}); the spec needs a new "
+            f'{new_arch} cluster: set annotation {ALLOW_REPLACE_ANNOTATION}: "true" to replace it',
+        )
+    free.commit(outcome.trial)
+    return _to_allocation(new_arch, outcome, replaces=True)
+
+
+def allocate(
+    desired: DesiredState, inventory: Inventory, clusters: Sequence[ManagedCluster]
+) -> dict[PlatformKey, Decision]:
+    """Decide every valid, non-suspended platform: an allocation, or a rejection that says why.
+
+    Suspended and invalid platforms are not decided; their clusters keep their hosts.
+    """
+    known = {m.uid: m for m in sorted(inventory.machines, key=lambda m: (m.name, m.uid))}
+    ordered_clusters = sorted(clusters, key=lambda c: (c.namespace, c.platform, c.name, c.uid))
+    occupied = {u for c in ordered_clusters for u in c.hosts}
+    free = _FreeHosts(m for m in known.values() if m.available and m.uid not in occupied)
+    cluster_of: dict[PlatformKey, ManagedCluster] = {}
+    for c in ordered_clusters:
+        cluster_of.setdefault(c.key, c)
+
+    platforms = [p for p in desired.platforms() if not p.spec.suspend]
+    decisions: dict[PlatformKey, Decision] = {}
+    needs: dict[PlatformKey, Requirements] = {}
+    for p in platforms:
+        key = (p.metadata.namespace, p.metadata.name)
+        req = requirements(desired, p)
+        if isinstance(req, Rejection):
+            decisions[key] = req
+        else:
+            needs[key] = req
+    by_key = {(p.metadata.namespace, p.metadata.name): p for p in platforms}
+    # Sticky first: platforms that already have a cluster, then new ones, each in (namespace, name) order.
+    for key in sorted(k for k in needs if k in cluster_of):
+        decisions[key] = _allocate_existing(by_key[key], needs[key], cluster_of[key], free, known)
+    for key in sorted(k for k in needs if k not in cluster_of):
+        result = _best_fresh(needs[key], free)
+        if isinstance(result, Rejection):
+            decisions[key] = result
+        else:
+            arch, outcome = result
+            free.commit(outcome.trial)
+            decisions[key] = _to_allocation(arch, outcome)
+    return dict(sorted(decisions.items()))

@@ -1,0 +1,181 @@
+"""Builders of machines, clusters and desired states for the allocation and plan tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from reconciler.inventory import HostState, Inventory, Machine, Role
+from reconciler.model.desired import DesiredState, Loaded, SourceRef
+from reconciler.model.gpu import canonical_family
+from reconciler.model.observed import ManagedCluster, cluster_name, managed_labels
+from reconciler.model.resources import (
+    ComputeProfile,
+    MLPlatform,
+    Project,
+    Resource,
+    WorkloadProfile,
+)
+
+NS = "project-a"
+
+
+def machine(
+    name: str,
+    gpus: int = 0,
+    family: str | None = "NVIDIA-H100",
+    *,
+    arch: str = "amd64",
+    role: Role | None = None,
+    tagged: bool = False,
+    groups: Mapping[str, str] | None = None,
+    state: HostState = HostState.AVAILABLE,
+    cpus: int = 16,
+) -> Machine:
+    """A machine named (and with uid) ``name``; the role follows the discovery rules unless given."""
+    if role is None:
+        role = Role.WORKER if tagged or gpus > 0 else Role.CONTROL_PLANE
+    return Machine(
+        uid=name,
+        name=name,
+        arch=arch,
+        cpus=cpus,
+        gpu_family=canonical_family(family) if gpus > 0 and family else None,
+        gpu_count=gpus,
+        gpu_memory_bytes=None,
+        role=role,
+        worker_tagged=tagged,
+        resource_groups=dict(groups or {}),
+        state=state,
+    )
+
+
+def cps(n: int, prefix: str = "cp", **kw: Any) -> list[Machine]:
+    return [machine(f"{prefix}-{i}", 0, None, **kw) for i in range(n)]
+
+
+def inventory(machines: Iterable[Machine]) -> Inventory:
+    return Inventory(machines=tuple(machines))
+
+
+def profile(
+    name: str = "edge-compute-profile",
+    *,
+    ns: str = NS,
+    node_count: int = 1,
+    min_workers: int | None = None,
+    limits: Mapping[str, int] | None = None,
+) -> ComputeProfile:
+    spec: dict[str, Any] = {"controlPlaneDefaults": {"nodeCount": node_count}}
+    if min_workers is not None:
+        spec["minWorkerNodes"] = min_workers
+    if limits:
+        spec["gpuLimits"] = dict(limits)
+    return ComputeProfile.model_validate(
+        {
+            "apiVersion": "palette.ai/v1alpha1",
+            "kind": "ComputeProfile",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": spec,
+        }
+    )
+
+
+def workload(name: str = "wp", *, ns: str = NS, min_nodes: str | None = None) -> WorkloadProfile:
+    labels = {"palette.ai/min-nodes": min_nodes} if min_nodes is not None else {}
+    return WorkloadProfile.model_validate(
+        {
+            "apiVersion": "mural.spectrocloud.com/v1alpha1",
+            "kind": "WorkloadProfile",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+        }
+    )
+
+
+def project(ns: str = NS, profile_name: str = "edge-compute-profile") -> Project:
+    return Project.model_validate(
+        {
+            "apiVersion": "mural.sh/v1alpha1",
+            "kind": "Project",
+            "metadata": {"name": ns, "namespace": ns},
+            "spec": {"computeProfileRef": {"name": profile_name}},
+        }
+    )
+
+
+def platform(
+    name: str,
+    gpus: Mapping[str, int] | None = None,
+    *,
+    ns: str = NS,
+    profile_name: str | None = None,
+    override_min: int | None = None,
+    workload_name: str | None = None,
+    groups: Mapping[str, str] | None = None,
+    mode: str = "dedicated",
+    suspend: bool = False,
+    annotations: Mapping[str, str] | None = None,
+) -> MLPlatform:
+    spec: dict[str, Any] = {
+        "mode": mode,
+        "gpus": [{"family": f, "count": c} for f, c in (gpus or {}).items()],
+        "suspend": suspend,
+    }
+    ref: dict[str, Any] = {}
+    if profile_name is not None:
+        ref["name"] = profile_name
+    if override_min is not None:
+        ref["override"] = {"minWorkerNodes": override_min}
+    if ref:
+        spec["computeProfileRef"] = ref
+    if workload_name is not None:
+        spec["workloadProfileRef"] = {"name": workload_name}
+    if groups:
+        spec["resourceGroups"] = dict(groups)
+    return MLPlatform.model_validate(
+        {
+            "apiVersion": "palette.ai/v1alpha1",
+            "kind": "MLPlatform",
+            "metadata": {"name": name, "namespace": ns, "annotations": dict(annotations or {})},
+            "spec": spec,
+        }
+    )
+
+
+def desired(*resources: Resource, revision: str | None = "abc123", complete: bool = True) -> DesiredState:
+    """A desired state of ``resources``; a Project and profile are added for namespaces lacking them."""
+    state = DesiredState(revision=revision, complete=complete)
+    items = list(resources)
+    namespaces = {r.metadata.namespace for r in items if isinstance(r, MLPlatform)}
+    for ns in sorted(namespaces):
+        if not any(isinstance(r, Project) and r.metadata.namespace == ns for r in items):
+            items.append(project(ns))
+        if not any(isinstance(r, ComputeProfile) and r.metadata.namespace == ns for r in items):
+            items.append(profile(ns=ns))
+    for i, r in enumerate(items):
+        key = (r.kind, r.metadata.namespace, r.metadata.name)
+        state.resources[key] = Loaded(r, SourceRef(f"{r.metadata.namespace}/{r.kind.lower()}.yaml", i + 1, 1))
+    return state
+
+
+def cluster(
+    name: str,
+    control_plane: Iterable[str],
+    workers: Iterable[str],
+    *,
+    ns: str = NS,
+    state: str = "Running",
+    arch: str | None = None,
+    uid: str | None = None,
+) -> ManagedCluster:
+    return ManagedCluster(
+        uid=uid or f"uid-{ns}-{name}",
+        name=cluster_name(ns, name),
+        namespace=ns,
+        platform=name,
+        state=state,
+        control_plane=tuple(sorted(control_plane)),
+        workers=tuple(sorted(workers)),
+        arch=arch,
+        labels=managed_labels(ns, name),
+    )
