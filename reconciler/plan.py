@@ -1,0 +1,273 @@
+"""Desired allocations vs existing clusters -> the actions of one pass (pure; DESIGN.md section 8).
+
+Decisions the design leaves open, written down here:
+
+- Action reasons: ``create`` and ``replace`` carry ``Provisioning``, ``scale`` carries ``Scaling``,
+  ``delete`` carries ``Deleting``, ``unchanged`` carries ``Provisioned`` when its cluster is Running and
+  ``Provisioning`` otherwise.
+- Prune guard: when the desired state is incomplete, or more platforms' clusters would be deleted than
+  ``max_deletions`` allows, none is deleted; each such platform is reported with action ``unchanged``,
+  reason ``PruneBlocked`` and a message saying how many would be deleted and the limit. The applier only
+  acts on create, scale, replace and delete, so a blocked prune is a no-op by construction.
+- A rejected or suspended platform that has a cluster is reported with that cluster's hosts: they stay.
+- An invalid platform is reported with reason ``ReferenceNotFound`` when one of its diagnostics says a
+  referenced resource was not found, else ``InvalidSpec``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from reconciler.allocate import Allocation, Decision, Rejection, allocate
+from reconciler.inventory import Inventory, Machine
+from reconciler.model.conditions import Reason
+from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.observed import ManagedCluster
+
+
+class Action(StrEnum):
+    CREATE = "create"
+    SCALE = "scale"
+    REPLACE = "replace"
+    DELETE = "delete"
+    UNCHANGED = "unchanged"
+    REJECTED = "rejected"
+    INVALID = "invalid"
+    SUSPENDED = "suspended"
+
+
+# The actions the applier carries out; every other action leaves Palette as it is.
+MUTATING = frozenset({Action.CREATE, Action.SCALE, Action.REPLACE, Action.DELETE})
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformPlan:
+    """What one pass does about one platform, with everything the applier needs to do it."""
+
+    namespace: str
+    name: str
+    action: Action
+    reason: Reason | None
+    message: str
+    control_plane: tuple[str, ...] = ()
+    workers: tuple[str, ...] = ()
+    gpus: dict[str, int] = field(default_factory=dict)
+    existing: ManagedCluster | None = None
+    arch: str | None = None
+    add_workers: tuple[str, ...] = ()
+    remove_workers: tuple[str, ...] = ()
+    add_control_plane: tuple[str, ...] = ()
+    remove_control_plane: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> PlatformKey:
+        return (self.namespace, self.name)
+
+    @property
+    def mutating(self) -> bool:
+        return self.action in MUTATING
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "action": str(self.action),
+            "reason": str(self.reason) if self.reason is not None else None,
+            "message": self.message,
+            "controlPlane": sorted(self.control_plane),
+            "workers": sorted(self.workers),
+            "gpus": dict(sorted(self.gpus.items())),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    revision: str | None
+    platforms: list[PlatformPlan]
+    diagnostics: list[Diagnostic]
+
+    def to_json(self) -> dict[str, Any]:
+        """Exactly the ``plan --format json`` object of DESIGN.md section 8."""
+        return {
+            "revision": self.revision,
+            "platforms": [p.to_json() for p in sorted(self.platforms, key=lambda p: p.key)],
+            "diagnostics": [d.to_json() for d in self.diagnostics],
+        }
+
+    @property
+    def placeable(self) -> bool:
+        """True when no platform is rejected or invalid (``plan`` exits 0)."""
+        return not any(p.action in (Action.REJECTED, Action.INVALID) for p in self.platforms)
+
+    def get(self, namespace: str, name: str) -> PlatformPlan | None:
+        return next((p for p in self.platforms if p.key == (namespace, name)), None)
+
+
+def gpus_of(hosts: Sequence[str], machines: Mapping[str, Machine]) -> dict[str, int]:
+    """GPUs per canonical family on the given hosts (hosts unknown to the inventory count none)."""
+    totals: dict[str, int] = {}
+    for uid in hosts:
+        m = machines.get(uid)
+        if m is not None and m.gpu_family is not None and m.gpu_count > 0:
+            totals[m.gpu_family] = totals.get(m.gpu_family, 0) + m.gpu_count
+    return dict(sorted(totals.items()))
+
+
+def _is_reference_problem(diagnostics: Sequence[Diagnostic]) -> bool:
+    return any("not found" in d.message.lower() or "reference" in d.message.lower() for d in diagnostics)
+
+
+def _kept(
+    key: PlatformKey,
+    action: Action,
+    reason: Reason,
+    message: str,
+    cluster: ManagedCluster | None,
+    machines: Mapping[str, Machine],
+) -> PlatformPlan:
+    """A platform whose cluster (if any) is left exactly as it is."""
+    if cluster is None:
+        return PlatformPlan(key[0], key[1], action, reason, message)
+    return PlatformPlan(
+        key[0],
+        key[1],
+        action,
+        reason,
+        message,
+        control_plane=cluster.control_plane,
+        workers=cluster.workers,
+        gpus=gpus_of(cluster.workers, machines),
+        existing=cluster,
+        arch=cluster.arch,
+    )
+
+
+def _decided(
+    key: PlatformKey, decision: Decision, cluster: ManagedCluster | None, machines: Mapping[str, Machine]
+) -> PlatformPlan:
+    if isinstance(decision, Rejection):
+        return _kept(key, Action.REJECTED, decision.reason, decision.message, cluster, machines)
+    alloc: Allocation = decision
+    common: dict[str, Any] = {
+        "control_plane": alloc.control_plane,
+        "workers": alloc.workers,
+        "gpus": alloc.gpus,
+        "existing": cluster,
+        "arch": alloc.arch,
+    }
+    hosts = len(alloc.control_plane) + len(alloc.workers)
+    if cluster is None:
+        msg = f"create cluster on {hosts} {alloc.arch} hosts"
+        return PlatformPlan(
+            *key,
+            Action.CREATE,
+            Reason.PROVISIONING,
+            msg,
+            add_workers=alloc.workers,
+            add_control_plane=alloc.control_plane,
+            **common,
+        )
+    if alloc.replaces:
+        msg = f"replace the {cluster.arch or 'existing'} cluster {cluster.name} by a new {alloc.arch} cluster"
+        return PlatformPlan(
+            *key,
+            Action.REPLACE,
+            Reason.PROVISIONING,
+            msg,
+            add_workers=alloc.workers,
+            add_control_plane=alloc.control_plane,
+            remove_workers=cluster.workers,
+            remove_control_plane=cluster.control_plane,
+            **common,
+        )
+    add_w = tuple(sorted(set(alloc.workers) - set(cluster.workers)))
+    rem_w = tuple(sorted(set(cluster.workers) - set(alloc.workers)))
+    add_cp = tuple(sorted(set(alloc.control_plane) - set(cluster.control_plane)))
+    rem_cp = tuple(sorted(set(cluster.control_plane) - set(alloc.control_plane)))
+    if not (add_w or rem_w or add_cp or rem_cp):
+        reason = Reason.PROVISIONED if cluster.state == "Running" else Reason.PROVISIONING
+        return PlatformPlan(
+            *key, Action.UNCHANGED, reason, f"cluster {cluster.name} is {cluster.state}", **common
+        )
+    parts = []
+    if add_w or rem_w:
+        parts.append(f"workers +{len(add_w)} -{len(rem_w)}")
+    if add_cp or rem_cp:
+        parts.append(f"control plane +{len(add_cp)} -{len(rem_cp)}")
+    return PlatformPlan(
+        *key,
+        Action.SCALE,
+        Reason.SCALING,
+        f"scale {cluster.name} in place: " + ", ".join(parts),
+        add_workers=add_w,
+        remove_workers=rem_w,
+        add_control_plane=add_cp,
+        remove_control_plane=rem_cp,
+        **common,
+    )
+
+
+def make_plan(
+    desired: DesiredState,
+    inventory: Inventory,
+    clusters: Sequence[ManagedCluster],
+    *,
+    max_deletions: int = 1,
+) -> Plan:
+    """Plan one pass: every platform of the desired state and every managed cluster gets one entry."""
+    machines = inventory.by_uid()
+    cluster_of: dict[PlatformKey, ManagedCluster] = {}
+    for c in sorted(clusters, key=lambda c: (c.namespace, c.platform, c.name, c.uid)):
+        cluster_of.setdefault(c.key, c)
+    decisions = allocate(desired, inventory, clusters)
+    entries: dict[PlatformKey, PlatformPlan] = {}
+
+    for p in desired.platforms():
+        key = (p.metadata.namespace, p.metadata.name)
+        cluster = cluster_of.get(key)
+        if p.spec.suspend:
+            msg = f"suspended; cluster {cluster.name} left as it is" if cluster else "suspended; no cluster"
+            entries[key] = _kept(key, Action.SUSPENDED, Reason.SUSPENDED, msg, cluster, machines)
+        else:
+            entries[key] = _decided(key, decisions[key], cluster, machines)
+
+    for kind, ns, name in sorted(desired.invalid):
+        key = (ns, name)
+        if kind != "MLPlatform" or key in entries:
+            continue
+        problems = desired.invalid[(kind, ns, name)]
+        reason = Reason.REFERENCE_NOT_FOUND if _is_reference_problem(problems) else Reason.INVALID_SPEC
+        first = sorted(problems, key=Diagnostic.sort_key)[0].message if problems else "invalid manifest"
+        cluster = cluster_of.get(key)
+        suffix = f"; cluster {cluster.name} kept" if cluster else ""
+        entries[key] = _kept(key, Action.INVALID, reason, first + suffix, cluster, machines)
+
+    orphans = sorted(k for k in cluster_of if k not in entries)
+    blocked = ""
+    if orphans and not desired.complete:
+        blocked = (
+            f"would delete {len(orphans)} platform cluster(s), but some documents of this revision could "
+            "not be read; nothing is deleted"
+        )
+    elif len(orphans) > max_deletions:
+        blocked = (
+            f"would delete {len(orphans)} platform clusters, more than --max-deletions {max_deletions}; "
+            "nothing is deleted"
+        )
+    for key in orphans:
+        cluster = cluster_of[key]
+        if blocked:
+            entries[key] = _kept(key, Action.UNCHANGED, Reason.PRUNE_BLOCKED, blocked, cluster, machines)
+        else:
+            msg = f"platform removed from the repository; delete cluster {cluster.name}"
+            entries[key] = _kept(key, Action.DELETE, Reason.DELETING, msg, cluster, machines)
+
+    return Plan(
+        revision=desired.revision,
+        platforms=[entries[k] for k in sorted(entries)],
+        diagnostics=sorted(desired.diagnostics, key=Diagnostic.sort_key),
+    )
