@@ -329,7 +329,8 @@ _ARCHES = {"amd64": "amd64", "x86_64": "amd64", "arm64": "arm64", "aarch64": "ar
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else _EMPTY
+    # ``type(...) is dict`` first: the ABC check is slow and almost every value is a plain dict.
+    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
 
 
 def _text(value: Any) -> str:
@@ -369,7 +370,7 @@ def _agent_gpus(device: Mapping[str, Any], tags: _Tags) -> _Gpus:
     unnamed_memory: int | None = None
     entries = device.get("gpus")
     for entry in entries if isinstance(entries, list) else ():
-        if not isinstance(entry, Mapping):
+        if type(entry) is not dict and not isinstance(entry, Mapping):
             continue
         raw_count = entry.get("gpuCount")
         # A missing count means one entry per device (the schema allows either); 0 means none.
@@ -401,6 +402,11 @@ def _agent_gpus(device: Mapping[str, Any], tags: _Tags) -> _Gpus:
             return result
         else:
             result.notes.append(f"{unnamed} GPU(s) without a model ignored (no {GPU_FAMILY_TAG} tag)")
+    if len(counts) == 1:
+        ((family, count),) = counts.items()
+        result.family, result.count = family, count
+        result.memory = memories.get(family, tags.gpu_memory)
+        return result
     if counts:
         family = min(counts, key=lambda f: (-counts[f], f))
         if len(counts) > 1:
@@ -449,7 +455,7 @@ def _host_state(status: Mapping[str, Any], cluster_uid: str | None) -> HostState
 
 def _discover_host(item: Any) -> Machine | ExcludedHost | None:
     """One search item -> a machine, an excluded host, or None when it is not PaletteAI's."""
-    if not isinstance(item, Mapping):
+    if type(item) is not dict and not isinstance(item, Mapping):
         return None
     metadata = _mapping(item.get("metadata"))
     labels = _mapping(metadata.get("labels"))

@@ -1,0 +1,174 @@
+"""``reconciler inventory show`` and ``reconciler inventory export``.
+
+``show`` reads edge hosts from Palette (``--palette``) or from a snapshot file (``--inventory``), runs the
+same discovery the reconciler runs, and prints the Compute view: a table for people, YAML or JSON (the
+Compute status shape of :mod:`reconciler.compute_status`) for machines. ``export`` writes a snapshot
+(DESIGN.md section 5) that the emulator and offline ``plan`` read.
+
+Online, every edge host is read (no server-side tag filter): ``palette.ai`` is matched case-insensitively
+by discovery, which a ``key:value`` search filter would not do. The API key comes only from
+``PALETTE_API_KEY``; it is never printed, and Palette errors arrive already scrubbed of it.
+Exit codes: 0 done, 2 usage, input or Palette error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from reconciler.compute_status import compute_status, summary
+from reconciler.inventory import Inventory, discover
+from reconciler.palette import PaletteClient, PaletteError
+from reconciler.palette.observe import Snapshot, dump_snapshot, load_snapshot
+
+API_KEY_ENV = "PALETTE_API_KEY"
+EXIT_OK = 0
+EXIT_ERROR = 2
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _CommandError(Exception):
+    """A problem to report on standard error with exit code 2 (never carries the API key)."""
+
+
+def _api_key() -> str:
+    key = os.environ.get(API_KEY_ENV, "")
+    if not key.strip():
+        raise _CommandError(f"set the Palette API key in the environment variable {API_KEY_ENV}")
+    return key
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _read_snapshot(path: Path) -> Snapshot:
+    try:
+        return load_snapshot(path)
+    except OSError as exc:
+        raise _CommandError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise _CommandError(f"inventory {path}: {exc}") from None
+
+
+def _read_palette(url: str, project_uid: str | None, *, with_clusters: bool) -> Snapshot:
+    """Edge hosts (and, for a snapshot, full cluster objects) from Palette."""
+    with PaletteClient(url, _api_key(), project_uid) as client:
+        hosts = client.search_edge_hosts()
+        clusters: list[dict[str, Any]] = []
+        if with_clusters:
+            for found in client.search_clusters():
+                uid = found.get("metadata", {}).get("uid")
+                cluster = client.get_cluster(str(uid)) if uid else None
+                if cluster is not None:
+                    clusters.append(cluster)
+    return Snapshot(edge_hosts=hosts, clusters=clusters)
+
+
+def _groups_text(groups: Mapping[str, str] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (groups or {}).items())
+
+
+def _render_table(inventory: Inventory, status: Mapping[str, Any], console: Console) -> None:
+    compute = Table(title="Available compute", title_justify="left")
+    for column in ("role", "arch", "cpus", "gpus", "instances", "resource groups", "machines"):
+        compute.add_column(column, no_wrap=column == "machines")
+    for role, key in (
+        ("control plane", "availableControlPlaneCompute"),
+        ("worker", "availableWorkerCompute"),
+    ):
+        for entry in status[key]:
+            gpus = (
+                f"{entry['gpuCount']} x {entry['family']}"
+                if entry.get("family")
+                else str(entry.get("gpuCount", ""))
+            )
+            compute.add_row(
+                role,
+                entry["architecture"],
+                str(entry.get("cpuCount", "")),
+                gpus,
+                str(entry["instances"]),
+                _groups_text(entry.get("resourceGroups")),
+                "\n".join(entry["machines"]),
+            )
+    console.print(compute)
+    if status["excludedMachines"]:
+        excluded = Table(title="Excluded hosts", title_justify="left")
+        for column in ("name", "uid", "reason"):
+            excluded.add_column(column)
+        for host in status["excludedMachines"]:
+            excluded.add_row(host["name"], host["uid"], host["reason"])
+        console.print(excluded)
+    noted = [m for m in inventory.machines if m.notes]
+    for machine in noted:
+        console.print(f"note: {machine.name} ({machine.uid}): {'; '.join(machine.notes)}")
+    counts = summary(inventory)
+    console.print(
+        f"{len(inventory.machines)} machines: {counts['available']} available, {counts['in-use']} in use, "
+        f"{counts['unavailable']} unavailable; {counts['excluded']} excluded"
+    )
+
+
+def _render(inventory: Inventory, fmt: str) -> str | None:
+    """YAML/JSON text, or None after printing the table (rich writes to the console itself)."""
+    status = compute_status(inventory)
+    if fmt == "json":
+        return json.dumps(status, indent=2) + "\n"
+    if fmt == "yaml":
+        return yaml.safe_dump(status, sort_keys=False, width=1000)
+    _render_table(inventory, status, Console(width=max(Console().width, 160)))
+    return None
+
+
+def show(palette: str | None, inventory: Path | None, project_uid: str | None, fmt: str) -> int:
+    """Print the Compute view of Palette's edge hosts or of a snapshot file."""
+    if (palette is None) == (inventory is None):
+        return _fail("give exactly one of --palette URL or --inventory FILE")
+    if fmt not in ("table", "yaml", "json"):
+        return _fail(f"unknown format {fmt!r} (table, yaml or json)")
+    try:
+        if inventory is not None:
+            snapshot = _read_snapshot(inventory)
+        elif palette is not None:
+            snapshot = _read_palette(palette, project_uid, with_clusters=False)
+    except _CommandError as exc:
+        return _fail(str(exc))
+    except PaletteError as exc:
+        return _fail(f"Palette: {exc}")
+    text = _render(discover(snapshot.edge_hosts), fmt)
+    if text is not None:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def export(palette: str, project_uid: str | None, out: Path | None) -> int:
+    """Write ``{edgeHosts, clusters}`` from Palette to ``out`` (YAML; JSON for ``.json``) or stdout."""
+    try:
+        snapshot = _read_palette(palette, project_uid, with_clusters=True)
+    except _CommandError as exc:
+        return _fail(str(exc))
+    except PaletteError as exc:
+        return _fail(f"Palette: {exc}")
+    if out is None:
+        data = {"edgeHosts": snapshot.edge_hosts, "clusters": snapshot.clusters}
+        sys.stdout.write(yaml.dump(data, Dumper=_DUMPER, sort_keys=False))
+        return EXIT_OK
+    try:
+        dump_snapshot(snapshot, out)
+    except OSError as exc:
+        return _fail(f"cannot write {out}: {exc.strerror or exc}")
+    print(
+        f"wrote {out}: {len(snapshot.edge_hosts)} edge hosts, {len(snapshot.clusters)} clusters",
+        file=sys.stderr,
+    )
+    return EXIT_OK
