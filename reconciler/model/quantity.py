@@ -20,7 +20,9 @@ def parse_memory_bytes(text: str) -> int:
     """Parse ``80G``, ``81920 MiB``, ``80gb`` ... into bytes. Raises ValueError on anything else."""
     match = _QUANTITY.match(text)
     if not match:
-        raise ValueError(f"not a memory quantity: {text!r} (expected a number and one of M, MB, MiB, G, GB, GiB)")
+        raise ValueError(
+            f"not a memory quantity: {text!r} (expected a number and one of M, MB, MiB, G, GB, GiB)"
+        )
     number, unit = match.groups()
     factor = _UNITS.get(unit.lower())
     if factor is None:

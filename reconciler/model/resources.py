@@ -20,10 +20,14 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
 class Strict(BaseModel):
-    """Base of every model: camelCase aliases, unknown fields forbidden, immutable."""
+    """Base of every model: camelCase aliases, unknown fields forbidden, immutable.
+
+    ``strict`` makes the models agree with the generated JSON Schemas: ``count: "8"`` is an error in both.
+    """
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,
@@ -175,14 +179,22 @@ class Project(Strict):
 
 
 class SecretRef(Strict):
-    """Where the API key is: an environment variable or a file. Exactly one of the two."""
+    """Where the API key is: an environment variable or a file. Exactly one of the two.
+
+    The rule is checked by ``reconciler.manifests.rules`` (with a readable message) and also stated in the
+    JSON Schema so that editors and ``check-jsonschema`` see it.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["env"]}, {"required": ["file"]}]},
+    )
 
     env: str | None = Field(default=None, min_length=1)
     file: str | None = Field(default=None, min_length=1)
 
 
 class PaletteSettings(Strict):
-    host_url: str = Field(min_length=1)
+    host_url: str = Field(min_length=1, pattern=r"^https?://\S+$")
     tenant: str | None = None
     default_project_id: str = Field(min_length=1, alias="defaultProjectID")
     api_key_secret_ref: SecretRef

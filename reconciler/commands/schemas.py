@@ -1,0 +1,38 @@
+"""``reconciler schemas --out DIR``: one JSON Schema (draft 2020-12) per kind, from the models.
+
+The files are committed under ``schemas/`` for editors (``yaml-language-server``) and other tools
+(``check-jsonschema``); a test fails when they drift from the models.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from reconciler.model.resources import KINDS
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def schema_for(kind: str) -> dict[str, Any]:
+    """The JSON Schema of one kind, as validated by the loader (camelCase field names)."""
+    api_version, model = KINDS[kind]
+    generated = model.model_json_schema(by_alias=True, mode="validation")
+    return {
+        "$schema": DIALECT,
+        "title": kind,
+        "description": f"{kind} ({api_version}); generated from the models by `reconciler schemas`.",
+        **{k: v for k, v in generated.items() if k not in ("title", "description")},
+    }
+
+
+def render(kind: str) -> str:
+    return json.dumps(schema_for(kind), indent=2, sort_keys=False) + "\n"
+
+
+def run(out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    for kind in sorted(KINDS):
+        (out / f"{kind.lower()}.json").write_text(render(kind), encoding="utf-8")
+    return 0

@@ -1,0 +1,78 @@
+"""``reconciler validate PATH [--format text|json|github]`` (DESIGN.md section 8)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.source.directory import load_directory
+
+
+def _display_path(root: Path, file: str) -> str:
+    """Paths as the user would type them from where they ran the command (useful for annotations)."""
+    if root.is_dir():
+        return (root / file).as_posix() if file else root.as_posix()
+    return root.as_posix()
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def format_text(diag: Diagnostic, file: str) -> str:
+    resource = f"{diag.kind} {diag.namespace or '?'}/{diag.name or '?'}: " if diag.kind else ""
+    return f"{file}:{diag.line}:{diag.column}: {diag.severity}: {resource}{diag.message}"
+
+
+def format_github(diag: Diagnostic, file: str) -> str:
+    level = "error" if diag.severity is Severity.ERROR else "warning"
+    resource = f"{diag.kind} {diag.namespace or '?'}/{diag.name or '?'}: " if diag.kind else ""
+    props = f"file={_escape_property(file)},line={diag.line},col={diag.column}"
+    return f"::{level} {props}::{_escape_data(resource + diag.message)}"
+
+
+def run(path: Path, fmt: str) -> int:
+    """Validate every manifest under ``path``. Exit 0 when valid, 1 on errors."""
+    if not path.exists() and not path.is_symlink():
+        diagnostics = [Diagnostic(path.as_posix(), 0, 0, "no such file or directory")]
+        resources = files = 0
+    else:
+        state = load_directory(path)
+        diagnostics = [
+            Diagnostic(
+                file=_display_path(path, d.file),
+                line=d.line,
+                column=d.column,
+                message=d.message,
+                severity=d.severity,
+                kind=d.kind,
+                namespace=d.namespace,
+                name=d.name,
+                field=d.field,
+            )
+            for d in state.diagnostics
+        ]
+        resources = len(state.resources) + len(state.invalid)
+        files = len({loaded.source.file for loaded in state.resources.values()})
+    errors = sum(1 for d in diagnostics if d.severity is Severity.ERROR)
+    out = sys.stdout
+    if fmt == "json":
+        json.dump([d.to_json() for d in diagnostics], out, indent=2)
+        out.write("\n")
+    elif fmt == "github":
+        for d in diagnostics:
+            out.write(format_github(d, d.file) + "\n")
+    else:
+        for d in diagnostics:
+            out.write(format_text(d, d.file) + "\n")
+        if errors:
+            out.write(f"{errors} error{'s' if errors != 1 else ''} in {path.as_posix()}\n")
+        else:
+            out.write(f"{path.as_posix()}: {resources} resources in {files} files, all valid\n")
+    return 1 if errors else 0

@@ -1,0 +1,344 @@
+"""From parsed files to a DesiredState: schema layer, per-resource rules, then cross-resource rules.
+
+Every problem of every document is collected before anything is reported, so one run shows all errors
+of a tree. Positions inside a document are looked up only for documents that have problems.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.manifests.locate import FileNodes
+from reconciler.manifests.parse import Document, ParsedFile, parse_file
+from reconciler.manifests.rules import check_resource
+from reconciler.manifests.schema import PathElem, Problem, field_path, validate_document
+from reconciler.model.desired import DesiredState, Identity, Loaded, SourceRef
+from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.resources import (
+    KINDS,
+    Compute,
+    ComputeProfile,
+    MLPlatform,
+    Project,
+    Resource,
+)
+
+
+@dataclass(eq=False)
+class _Doc:
+    file: ParsedFile
+    doc: Document
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    resource: Resource | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def identity(self) -> Identity | None:
+        if self.kind is None or self.namespace is None or self.name is None:
+            return None
+        return (self.kind, self.namespace, self.name)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file.path}:{self.doc.line}"
+
+    def label(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def _identify(item: _Doc) -> None:
+    """Read kind, namespace and name if they are there, then validate against the kind's model."""
+    data: Any = item.doc.data
+    if not isinstance(data, dict):
+        what = "a list" if isinstance(data, list) else f"a {type(data).__name__} scalar"
+        item.problems.append(
+            Problem((), f"document is {what}; expected a mapping with apiVersion, kind, metadata and spec")
+        )
+        return
+    kind, api = data.get("kind"), data.get("apiVersion")
+    meta = data.get("metadata")
+    if isinstance(meta, dict):
+        name, namespace = meta.get("name"), meta.get("namespace")
+        item.name = name if isinstance(name, str) and name else None
+        item.namespace = namespace if isinstance(namespace, str) and namespace else None
+    if not isinstance(kind, str) or kind not in KINDS:
+        known = ", ".join(f"{k} ({v[0]})" for k, v in sorted(KINDS.items()))
+        if kind is None:
+            message = f"kind: required field is missing; known kinds: {known}"
+        else:
+            shown = repr(kind)[:80]
+            message = f"kind: unknown kind {shown} (apiVersion {str(api)[:80]!r}); known kinds: {known}"
+        item.problems.append(Problem(("kind",), message))
+        return
+    item.kind = kind
+    resource, problems = validate_document(kind, data)
+    item.problems.extend(problems)
+    if resource is not None:
+        item.resource = resource
+        item.problems.extend(check_resource(resource))
+
+
+def _ref_problem(path: tuple[PathElem, ...], kind: str, name: str, namespace: str) -> Problem:
+    return Problem(
+        path,
+        f"ReferenceNotFound: {_dotted(path)}: {kind} '{name}' not found in namespace {namespace}",
+    )
+
+
+def _dotted(path: tuple[PathElem, ...]) -> str:
+    return ".".join(str(p) for p in path)
+
+
+class _Index:
+    """Documents by identity, split into the valid ones and the ones that failed."""
+
+    def __init__(self, items: list[_Doc]) -> None:
+        self.valid: dict[Identity, _Doc] = {}
+        self.failed: set[Identity] = set()
+        for item in items:
+            ident = item.identity
+            if ident is None:
+                continue
+            if item.problems or item.resource is None:
+                self.failed.add(ident)
+            else:
+                self.valid[ident] = item
+
+    def status(self, ident: Identity) -> str:
+        if ident in self.valid:
+            return "valid"
+        return "invalid" if ident in self.failed else "missing"
+
+
+def _check_duplicates(items: list[_Doc]) -> None:
+    groups: dict[Identity, list[_Doc]] = defaultdict(list)
+    for item in items:
+        if item.identity is not None:
+            groups[item.identity].append(item)
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        for item in group:
+            others = ", ".join(o.where for o in group if o is not item)
+            item.problems.append(
+                Problem(
+                    ("metadata", "name"),
+                    f"metadata.name: duplicate {item.label()}: also defined at {others}; "
+                    "(kind, namespace, name) must be unique",
+                )
+            )
+
+
+def _check_projects(items: list[_Doc]) -> None:
+    """One Project per namespace: it is the namespace's fallback for references."""
+    by_ns: dict[str, list[_Doc]] = defaultdict(list)
+    for item in items:
+        if isinstance(item.resource, Project) and not item.problems:
+            by_ns[item.resource.metadata.namespace].append(item)
+    for group in by_ns.values():
+        group.sort(key=lambda d: d.name or "")
+        first = group[0]
+        for item in group[1:]:
+            item.problems.append(
+                Problem(
+                    ("metadata", "name"),
+                    f"metadata.name: namespace {item.namespace} already has Project '{first.name}' "
+                    f"({first.where}); one Project per namespace",
+                )
+            )
+
+
+def _check_references(items: list[_Doc]) -> None:
+    """References resolve inside the namespace; platforms depending on invalid resources are invalid."""
+    index = _Index(items)
+    for item in items:
+        res = item.resource
+        if res is None or item.problems or isinstance(res, MLPlatform):
+            continue
+        ns = res.metadata.namespace
+        refs: list[tuple[tuple[PathElem, ...], str, str]] = []
+        if isinstance(res, Project):
+            profile_name = res.spec.compute_profile_ref.name
+            refs.append((("spec", "computeProfileRef", "name"), "ComputeProfile", profile_name))
+            if res.spec.settings_ref is not None:
+                refs.append((("spec", "settingsRef", "name"), "Settings", res.spec.settings_ref.name))
+        elif isinstance(res, ComputeProfile | Compute) and res.spec.settings_ref is not None:
+            refs.append((("spec", "settingsRef", "name"), "Settings", res.spec.settings_ref.name))
+        for path, kind, name in refs:
+            if index.status((kind, ns, name)) == "missing":
+                item.problems.append(_ref_problem(path, kind, name, ns))
+    index = _Index(items)
+    for item in items:
+        res = item.resource
+        if isinstance(res, MLPlatform) and not item.problems:
+            item.problems.extend(_platform_refs(res, index))
+
+
+def _platform_refs(platform: MLPlatform, index: _Index) -> list[Problem]:
+    ns = platform.metadata.namespace
+    problems: list[Problem] = []
+    ref = platform.spec.compute_profile_ref
+    if ref is not None and ref.name:
+        _need(problems, index, ("spec", "computeProfileRef", "name"), "ComputeProfile", ns, ref.name)
+    else:
+        everything = (*index.valid, *index.failed)
+        projects = [ident for ident in everything if ident[0] == "Project" and ident[1] == ns]
+        valid_projects = [index.valid[i] for i in sorted(index.valid) if i in projects]
+        if not projects:
+            problems.append(
+                Problem(
+                    ("spec",),
+                    f"ReferenceNotFound: spec.computeProfileRef: not set, and namespace {ns} has no Project "
+                    "whose spec.computeProfileRef could be used; set spec.computeProfileRef.name",
+                )
+            )
+        elif not valid_projects:
+            problems.append(
+                Problem(
+                    ("spec",),
+                    f"spec.computeProfileRef: not set, and the Project of namespace {ns} is invalid; "
+                    "fix the Project (this platform is kept as it is until then)",
+                )
+            )
+        else:
+            project = valid_projects[0].resource
+            assert isinstance(project, Project)
+            name = project.spec.compute_profile_ref.name
+            _need(problems, index, ("spec",), "ComputeProfile", ns, name, via="Project fallback")
+    if platform.spec.workload_profile_ref is not None:
+        name = platform.spec.workload_profile_ref.name
+        _need(problems, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
+    return problems
+
+
+def _need(
+    problems: list[Problem],
+    index: _Index,
+    path: tuple[PathElem, ...],
+    kind: str,
+    ns: str,
+    name: str,
+    via: str | None = None,
+) -> None:
+    where = f"spec.computeProfileRef ({via})" if via else _dotted(path)
+    status = index.status((kind, ns, name))
+    if status == "missing":
+        message = f"ReferenceNotFound: {where}: {kind} '{name}' not found in namespace {ns}"
+        problems.append(Problem(path, message))
+    elif status == "invalid":
+        problems.append(
+            Problem(
+                path,
+                f"{where}: {kind} {ns}/{name} is invalid (see its errors); this platform is kept as it is "
+                "until it is fixed",
+            )
+        )
+
+
+def _check_vips(items: list[_Doc], index: _Index) -> None:
+    """Two clusters never share a VIP: the first platform (namespace, name order) keeps it."""
+    owners: dict[str, _Doc] = {}
+    platforms = [i for i in items if isinstance(i.resource, MLPlatform) and not i.problems]
+    platforms.sort(key=lambda d: (d.namespace or "", d.name or ""))
+    for item in platforms:
+        platform = item.resource
+        assert isinstance(platform, MLPlatform)
+        own = platform.spec.edge.vip if platform.spec.edge is not None else None
+        vip = own
+        path: tuple[PathElem, ...] = ("spec", "edge", "vip")
+        if vip is None:
+            profile = _profile_of(platform, index)
+            vip = profile.spec.edge.vip if profile is not None and profile.spec.edge is not None else None
+            has_ref = platform.spec.compute_profile_ref is not None
+            path = ("spec", "computeProfileRef") if has_ref else ("spec",)
+        if vip is None:
+            continue
+        first = owners.setdefault(vip, item)
+        if first is item:
+            continue
+        source = "spec.edge.vip" if own is not None else "the ComputeProfile's spec.edge.vip"
+        item.problems.append(
+            Problem(
+                path,
+                f"spec.edge.vip: VIP {vip} (from {source}) is already used by MLPlatform "
+                f"{first.namespace}/{first.name} ({first.where}); give each platform its own spec.edge.vip",
+            )
+        )
+
+
+def _profile_of(platform: MLPlatform, index: _Index) -> ComputeProfile | None:
+    ns = platform.metadata.namespace
+    ref = platform.spec.compute_profile_ref
+    name = ref.name if ref is not None else None
+    if not name:
+        projects = sorted(i for i in index.valid if i[0] == "Project" and i[1] == ns)
+        if not projects:
+            return None
+        project = index.valid[projects[0]].resource
+        assert isinstance(project, Project)
+        name = project.spec.compute_profile_ref.name
+    found = index.valid.get(("ComputeProfile", ns, name))
+    return found.resource if found is not None and isinstance(found.resource, ComputeProfile) else None
+
+
+def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredState:
+    """Validate every document of every file and return the desired state of one revision."""
+    state = DesiredState(revision=revision)
+    items: list[_Doc] = []
+    diagnostics: list[Diagnostic] = []
+    for parsed in files:
+        diagnostics.extend(parsed.diagnostics)
+        if not parsed.complete:
+            state.complete = False
+        for doc in parsed.documents:
+            item = _Doc(file=parsed, doc=doc)
+            _identify(item)
+            items.append(item)
+    _check_duplicates(items)
+    _check_projects(items)
+    _check_references(items)
+    _check_vips(items, _Index(items))
+
+    nodes: dict[str, FileNodes] = {}
+    for item in items:
+        ident = item.identity
+        if not item.problems and item.resource is not None and ident is not None:
+            source = SourceRef(item.file.path, item.doc.line, item.doc.column)
+            state.resources[ident] = Loaded(resource=item.resource, source=source)
+            continue
+        if ident is None:
+            state.complete = False
+        found = nodes.get(item.file.path)
+        if found is None:
+            found = nodes[item.file.path] = FileNodes(item.file.text)
+        diags = [_diagnostic(item, problem, found) for problem in item.problems]
+        diagnostics.extend(diags)
+        if ident is not None:
+            state.invalid.setdefault(ident, []).extend(diags)
+    state.diagnostics = sorted(diagnostics, key=Diagnostic.sort_key)
+    return state
+
+
+def _diagnostic(item: _Doc, problem: Problem, nodes: FileNodes) -> Diagnostic:
+    position = nodes.locate(item.doc.index, problem.path, problem.at_key) if problem.path else None
+    line, column = position if position is not None else (item.doc.line, item.doc.column)
+    return Diagnostic(
+        file=item.file.path,
+        line=line,
+        column=column,
+        message=problem.message,
+        kind=item.kind,
+        namespace=item.namespace,
+        name=item.name,
+        field=field_path(problem.path) or None,
+    )
+
+
+def load_files(files: Iterable[tuple[str, bytes]], revision: str | None = None) -> DesiredState:
+    """Parse and validate ``(path, bytes)`` pairs: the whole pipeline for callers without a cache."""
+    return build_desired((parse_file(path, data) for path, data in files), revision)

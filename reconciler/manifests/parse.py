@@ -1,0 +1,220 @@
+"""The YAML syntax layer: one file's bytes -> documents with their positions, or diagnostics.
+
+Everything here is a pure function of (path, bytes), so a ``ParsedFile`` can be cached by git blob id.
+Parsing uses libyaml (``CSafeLoader``), which composes nodes with marks in C at little extra cost; the
+marks of a document's first node give its position. Hostile input is checked *before* libyaml sees it
+where libyaml itself would crash (deep nesting overflows its recursive composer) and before
+construction where the constructed data would explode (alias bombs).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from reconciler.model.diagnostics import Diagnostic
+
+MAX_FILE_BYTES = 1024 * 1024
+MAX_DEPTH = 100
+# Nodes a document may expand to through aliases, and alias uses per document.
+MAX_EXPANDED_NODES = 100_000
+MAX_ALIASES = 100
+
+_TAB_INDENT = re.compile(r"^[ ]*\t", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One YAML document: plain Python data and the 1-based position of its first node."""
+
+    index: int
+    line: int
+    column: int
+    data: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedFile:
+    """The syntax layer's verdict on one file.
+
+    ``complete`` is False when part of the file could not be read into documents (a syntax error, a
+    hostile construct): then something in it may be a resource nobody can see, and nothing may be pruned.
+    ``text`` is kept so that positions inside a document can be found again when it fails validation.
+    """
+
+    path: str
+    documents: tuple[Document, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    text: str
+    complete: bool
+
+
+def _error(path: str, line: int, column: int, message: str) -> Diagnostic:
+    return Diagnostic(file=path, line=line, column=column, message=message)
+
+
+def _reject(path: str, diagnostic: Diagnostic, text: str = "") -> ParsedFile:
+    return ParsedFile(path=path, documents=(), diagnostics=(diagnostic,), text=text, complete=False)
+
+
+def _decode(path: str, data: bytes) -> str | Diagnostic:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        message = f"file is not valid UTF-8 (byte 0x{data[exc.start]:02x}); save it as UTF-8"
+        return _error(path, line, column, message)
+    return text.removeprefix("\ufeff")
+
+
+def _depth_bound(text: str) -> int:
+    """A cheap upper bound of the nesting depth.
+
+    Flow nesting needs a ``[`` or ``{`` per level. Block levels active on a line have distinct
+    indentation below the line's own (at most two per column: a mapping and its sequence value), and
+    each level opened on the line itself needs an indicator (``-``, ``:`` or ``?``).
+    """
+    flow = text.count("[") + text.count("{")
+    longest = max(map(len, text.split("\n")))
+    if flow + 2 * (longest + 1) <= MAX_DEPTH:
+        return flow + 2 * (longest + 1)
+    block = 0
+    for line in text.split("\n"):
+        indent = len(line) - len(line.lstrip(" "))
+        block = max(block, 2 * (indent + 1) + line.count("-") + line.count(":") + line.count("?"))
+    return flow + block
+
+
+def _exact_depth(text: str) -> tuple[int, int, int]:
+    """Exact maximum nesting depth from libyaml's (iterative) event stream, and where it is reached."""
+    depth = deepest = 0
+    where = (0, 0)
+    loader = yaml.CSafeLoader(text)
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > deepest:
+                    deepest = depth
+                    mark = event.start_mark
+                    where = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+                if deepest > MAX_DEPTH:
+                    break
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        pass  # the syntax error is reported by the real parse
+    finally:
+        loader.dispose()
+    return deepest, where[0], where[1]
+
+
+def _alias_problem(root: yaml.Node) -> str | None:
+    """Refuse documents whose aliases expand beyond a small budget, or refer to themselves."""
+    sizes: dict[int, int] = {}
+    aliases = 0
+    # Iterative post-order walk over the node graph; shared nodes are aliases.
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_nodes: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_nodes.discard(key)
+            total = 1 + sum(sizes[id(c)] for c in _children(node))
+            if total > MAX_EXPANDED_NODES:
+                return f"YAML aliases expand to more than {MAX_EXPANDED_NODES} nodes (alias bomb); refused"
+            sizes[key] = total
+            continue
+        if key in sizes:
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                return f"more than {MAX_ALIASES} YAML aliases in one document; refused"
+            continue
+        if key in open_nodes:
+            return "a YAML alias refers to a node that contains it (recursive alias); refused"
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node))
+    return None
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def parse_file(path: str, data: bytes) -> ParsedFile:
+    """Parse one file's bytes into documents. Pure: the same bytes always give the same result."""
+    if len(data) > MAX_FILE_BYTES:
+        message = f"file is {len(data)} bytes; the limit is {MAX_FILE_BYTES} (1 MiB)"
+        return _reject(path, _error(path, 0, 0, message))
+    decoded = _decode(path, data)
+    if isinstance(decoded, Diagnostic):
+        return _reject(path, decoded)
+    text = decoded
+    if not text.strip():
+        diag = _error(path, 1, 1, "file is empty: expected at least one YAML document")
+        return ParsedFile(path=path, documents=(), diagnostics=(diag,), text=text, complete=True)
+    if "\t" in text:
+        tab = _TAB_INDENT.search(text)
+        if tab is not None:
+            line = text.count("\n", 0, tab.start()) + 1
+            column = tab.end() - tab.start()
+            message = "tab character in indentation; YAML allows only spaces"
+            return _reject(path, _error(path, line, column, message), text)
+    if _depth_bound(text) > MAX_DEPTH:
+        depth, line, column = _exact_depth(text)
+        if depth > MAX_DEPTH:
+            message = f"nesting deeper than {MAX_DEPTH} levels; refused"
+            return _reject(path, _error(path, line, column, message), text)
+    return _load(path, text, check_aliases="&" in text)
+
+
+def _load(path: str, text: str, check_aliases: bool) -> ParsedFile:
+    documents: list[Document] = []
+    diagnostics: list[Diagnostic] = []
+    complete = True
+    loader = yaml.CSafeLoader(text)
+    index = 0
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                break
+            line, column = node.start_mark.line + 1, node.start_mark.column + 1
+            problem = _alias_problem(node) if check_aliases else None
+            if problem is not None:
+                diagnostics.append(_error(path, line, column, problem))
+                complete = False
+            else:
+                data = loader.construct_document(node)
+                # An empty document (a trailing ``---``) says nothing: skip it.
+                if data is not None:
+                    documents.append(Document(index=index, line=line, column=column, data=data))
+            index += 1
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        what = " ".join(p for p in (exc.context, exc.problem) if p)
+        diagnostics.append(_error(path, line, column, f"YAML syntax error: {what}"))
+        complete = False
+    except yaml.YAMLError as exc:
+        diagnostics.append(_error(path, 0, 0, f"YAML error: {exc}"))
+        complete = False
+    finally:
+        loader.dispose()
+    if not documents and not diagnostics:
+        message = "file holds only empty documents: expected at least one resource"
+        diagnostics.append(_error(path, 1, 1, message))
+    return ParsedFile(
+        path=path, documents=tuple(documents), diagnostics=tuple(diagnostics), text=text, complete=complete
+    )
