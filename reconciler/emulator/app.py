@@ -1,0 +1,325 @@
+"""The emulator's HTTP surface: Palette's paths over :class:`EmulatorState`, plus ``/__emulator/`` admin.
+
+Request flow for Palette paths (outermost first): count the request in the stats, apply fault injection
+(latency, dropped connection, 429, 5xx), check the API key, then route. Admin endpoints skip all of that:
+they need no key and are never faulted or counted, so tests can steer and inspect freely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Match, Route
+from starlette.types import Message, Receive, Scope, Send
+
+from reconciler.emulator.errors import ApiError
+from reconciler.emulator.faults import FaultRule, Faults, fault_error
+from reconciler.emulator.state import EmulatorState
+
+ADMIN_PREFIX = "/__emulator/"
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+def _handles_errors(handler: Handler) -> Handler:
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except ApiError as error:
+            return _error_response(error)
+
+    wrapped.__name__ = handler.__name__
+    return wrapped
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(400, "InvalidRequest", "the body is not valid JSON") from None
+
+
+def _project(request: Request) -> str | None:
+    return request.headers.get("ProjectUid") or None
+
+
+class Stats:
+    """Request counts by (method, path template, status); status 0 is a dropped connection."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[tuple[str, str, int]] = Counter()
+
+    def record(self, method: str, template: str, status: int) -> None:
+        with self._lock:
+            self._counts[(method, template, status)] += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+    def count(self, method: str | None = None, path: str | None = None, status: int | None = None) -> int:
+        """Requests matching the given method / template / status (None matches anything)."""
+        with self._lock:
+            return sum(
+                n
+                for (m, p, s), n in self._counts.items()
+                if (method is None or m == method)
+                and (path is None or p == path)
+                and (status is None or s == status)
+            )
+
+    def writes(self) -> int:
+        """Requests that change state: PUT/PATCH/DELETE and POSTs other than searches."""
+        with self._lock:
+            return sum(
+                n
+                for (m, p, _s), n in self._counts.items()
+                if m in ("PUT", "PATCH", "DELETE") or (m == "POST" and not p.endswith("/search"))
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        with self._lock:
+            rows = [
+                {"method": m, "path": p, "status": s, "count": n}
+                for (m, p, s), n in sorted(self._counts.items())
+            ]
+        return {"total": sum(r["count"] for r in rows), "writes": self.writes(), "requests": rows}
+
+
+class EmulatorApp:
+    """The ASGI application. ``state``, ``faults`` and ``stats`` are public for tests and the demo."""
+
+    def __init__(self, state: EmulatorState, api_key: str, faults: Faults, stats: Stats) -> None:
+        if not api_key:
+            raise ValueError("the emulator needs an API key to check requests against")
+        self.state = state
+        self.faults = faults
+        self.stats = stats
+        self._api_key = api_key.encode()
+        self._palette = Starlette(routes=self._palette_routes())
+        self._admin = Starlette(routes=self._admin_routes())
+
+    def __repr__(self) -> str:
+        return "EmulatorApp()"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._palette(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path.startswith(ADMIN_PREFIX):
+            await self._admin(scope, receive, send)
+            return
+        method: str = scope["method"]
+        template = self._template(scope)
+        decision = self.faults.decide(method, path)
+        if decision.latency:
+            await asyncio.sleep(decision.latency)
+        if decision.drop:
+            self.stats.record(method, template, 0)
+            await _drop(send)
+            return
+        if decision.status:
+            error = fault_error(decision, method, path)
+            headers = (
+                {"Retry-After": f"{decision.retry_after:g}"} if decision.retry_after is not None else None
+            )
+            self.stats.record(method, template, decision.status)
+            await _error_response(error, headers)(scope, receive, send)
+            return
+        if not self._authorized(scope):
+            self.stats.record(method, template, 401)
+            error = ApiError(401, "Unauthorized", "a valid API key is required (header ApiKey)")
+            await _error_response(error)(scope, receive, send)
+            return
+        status = 0
+
+        async def counting_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        await self._palette(scope, receive, counting_send)
+        self.stats.record(method, template, status)
+
+    def _authorized(self, scope: Scope) -> bool:
+        for name, value in scope.get("headers", []):
+            if name.lower() in (b"apikey", b"authorization") and hmac.compare_digest(value, self._api_key):
+                return True
+        return False
+
+    def _template(self, scope: Scope) -> str:
+        """The route's path template (``/v1/spectroclusters/{uid}``), for stats and metrics."""
+        partial = None
+        for route in self._palette.routes:
+            match, _ = route.matches(scope)
+            if match is Match.FULL and isinstance(route, Route):
+                return route.path
+            if match is Match.PARTIAL and partial is None and isinstance(route, Route):
+                partial = route.path
+        return partial or "<unmatched>"
+
+    # --- Palette paths -----------------------------------------------------------------------------
+
+    def _palette_routes(self) -> list[Route]:
+        state = self.state
+
+        @_handles_errors
+        async def search_hosts(request: Request) -> Response:
+            body = await _json_body(request)
+            q = request.query_params
+            page = state.search_hosts(
+                _project(request), body, q.get("limit"), q.get("continue"), q.get("offset")
+            )
+            return JSONResponse(page)
+
+        @_handles_errors
+        async def search_clusters(request: Request) -> Response:
+            body = await _json_body(request)
+            q = request.query_params
+            page = state.search_clusters(
+                _project(request), body, q.get("limit"), q.get("continue"), q.get("offset")
+            )
+            return JSONResponse(page)
+
+        @_handles_errors
+        async def create_cluster(request: Request) -> Response:
+            uid = state.create_cluster(_project(request), await _json_body(request))
+            return JSONResponse({"uid": uid}, status_code=201, headers={"AuditUid": f"audit-{uid}"})
+
+        @_handles_errors
+        async def get_cluster(request: Request) -> Response:
+            return JSONResponse(state.get_cluster(request.path_params["uid"], _project(request)))
+
+        @_handles_errors
+        async def delete_cluster(request: Request) -> Response:
+            state.delete_cluster(request.path_params["uid"], _project(request))
+            return Response(status_code=204)
+
+        @_handles_errors
+        async def get_cloud_config(request: Request) -> Response:
+            return JSONResponse(state.get_cloud_config(request.path_params["configUid"], _project(request)))
+
+        @_handles_errors
+        async def create_pool(request: Request) -> Response:
+            name = state.create_machine_pool(
+                request.path_params["configUid"], _project(request), await _json_body(request)
+            )
+            return JSONResponse({"uid": name}, status_code=201, headers={"AuditUid": f"audit-{name}"})
+
+        @_handles_errors
+        async def update_pool(request: Request) -> Response:
+            params = request.path_params
+            state.update_machine_pool(
+                params["configUid"], params["machinePoolName"], _project(request), await _json_body(request)
+            )
+            return Response(status_code=204)
+
+        pools = "/v1/cloudconfigs/edge-native/{configUid}/machinePools"
+        return [
+            Route("/v1/dashboard/edgehosts/search", search_hosts, methods=["POST"]),
+            Route("/v1/dashboard/spectroclusters/search", search_clusters, methods=["POST"]),
+            Route("/v1/spectroclusters/edge-native", create_cluster, methods=["POST"]),
+            Route("/v1/spectroclusters/{uid}", get_cluster, methods=["GET"]),
+            Route("/v1/spectroclusters/{uid}", delete_cluster, methods=["DELETE"]),
+            Route("/v1/cloudconfigs/edge-native/{configUid}", get_cloud_config, methods=["GET"]),
+            Route(pools, create_pool, methods=["POST"]),
+            Route(pools + "/{machinePoolName}", update_pool, methods=["PUT"]),
+        ]
+
+    # --- admin -------------------------------------------------------------------------------------
+
+    def _admin_routes(self) -> list[Route]:
+        state, faults, stats = self.state, self.faults, self.stats
+
+        async def get_state(_request: Request) -> Response:
+            return JSONResponse(state.snapshot_view())
+
+        @_handles_errors
+        async def patch_host(request: Request) -> Response:
+            return JSONResponse(state.patch_host(request.path_params["uid"], await _json_body(request)))
+
+        @_handles_errors
+        async def add_faults(request: Request) -> Response:
+            body = await _json_body(request)
+            items: Iterable[Any] = []
+            if isinstance(body, list):
+                items = body
+            elif isinstance(body, dict):
+                items = body.get("rules", [body])
+            try:
+                rules = [FaultRule.from_json(item) for item in items]
+            except ValueError as exc:
+                raise ApiError(400, "InvalidRequest", str(exc)) from None
+            if isinstance(body, dict) and isinstance(body.get("seed"), int):
+                faults.reseed(body["seed"])
+            faults.add(rules)
+            return JSONResponse({"rules": faults.rules()})
+
+        async def list_faults(_request: Request) -> Response:
+            return JSONResponse({"rules": faults.rules()})
+
+        async def clear_faults(_request: Request) -> Response:
+            faults.clear()
+            return Response(status_code=204)
+
+        async def get_stats(_request: Request) -> Response:
+            return JSONResponse(stats.to_json())
+
+        async def reset_stats(_request: Request) -> Response:
+            stats.reset()
+            return Response(status_code=204)
+
+        return [
+            Route("/__emulator/state", get_state, methods=["GET"]),
+            Route("/__emulator/hosts/{uid}", patch_host, methods=["PATCH"]),
+            Route("/__emulator/faults", add_faults, methods=["POST"]),
+            Route("/__emulator/faults", list_faults, methods=["GET"]),
+            Route("/__emulator/faults", clear_faults, methods=["DELETE"]),
+            Route("/__emulator/stats", get_stats, methods=["GET"]),
+            Route("/__emulator/reset-stats", reset_stats, methods=["POST"]),
+        ]
+
+
+async def _drop(send: Send) -> None:
+    """Close the connection without any response, as a crashed proxy would.
+
+    uvicorn's ``send`` is a bound method of its request cycle, which holds the socket transport; closing
+    that is the only way to hang up from inside an ASGI app. Other servers get a bare 502 instead.
+    """
+    cycle = getattr(send, "__self__", None)
+    transport = getattr(cycle, "transport", None)
+    if transport is not None and hasattr(transport, "close"):
+        transport.close()
+        cycle.disconnected = True  # type: ignore[union-attr]
+        return
+    await send({"type": "http.response.start", "status": 502, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def create_app(
+    state: EmulatorState,
+    api_key: str,
+    *,
+    faults: Iterable[FaultRule] = (),
+    seed: int = 0,
+) -> EmulatorApp:
+    """An ASGI app serving ``state`` to clients that present ``api_key``."""
+    return EmulatorApp(state, api_key, Faults(faults, seed), Stats())
