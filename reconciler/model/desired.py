@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.resources import (
+    Compute,
     ComputeProfile,
     MLPlatform,
     Project,
@@ -21,7 +22,7 @@ Identity = tuple[str, str, str]
 # (namespace, name) of an MLPlatform
 PlatformKey = tuple[str, str]
 
-R = TypeVar("R", ComputeProfile, MLPlatform, Project, Settings, WorkloadProfile)
+R = TypeVar("R", Compute, ComputeProfile, MLPlatform, Project, Settings, WorkloadProfile)
 
 
 @dataclass(frozen=True, slots=True)

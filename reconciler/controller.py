@@ -1,0 +1,454 @@
+"""One reconcile pass, and the loop around it (DESIGN.md section 1).
+
+A pass reads top to bottom as the pipeline it is: source -> load -> observe -> plan -> apply -> report.
+Every exit goes through :meth:`Controller.reconcile_once`, which turns what happened into a
+:class:`PassResult` (status files, metrics, and the delay before the next pass). Errors are sorted as in
+Flux: transient ones (git or Palette unreachable) back off and retry; invalid input is reported and
+left alone until it changes (a pass over unchanged inputs does nothing).
+
+Decisions the design leaves open, written down here:
+- Each namespace talks to the Palette of its Project's Settings (``hostUrl``, ``defaultProjectID`` as
+  the ``ProjectUid`` scope, the API key from ``apiKeySecretRef``, else ``$PALETTE_API_KEY``).
+  ``--palette URL`` replaces every ``hostUrl``. Namespaces that share (URL, project, key) are observed
+  and planned together; the prune guard counts deletions over the whole pass.
+- A pass whose git read fails does nothing at all (no apply, no status); one whose Palette read fails
+  for a namespace leaves that namespace's clusters alone and reports ``PaletteUnavailable``.
+- Inputs unchanged since the last clean pass (same revision, same Palette observation) -> the pass
+  stops before planning (outcome ``skipped``): no Palette write, no commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from reconciler.apply import apply_plan
+from reconciler.compute_status import compute_status
+from reconciler.inventory import Inventory, discover
+from reconciler.logging import get_logger, pass_context, register_secret
+from reconciler.manifests import ParsedFile, build_desired, parse_file
+from reconciler.metrics import Metrics, PassOutcome
+from reconciler.model.conditions import Phase, Reason
+from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
+from reconciler.model.resources import Compute
+from reconciler.palette.client import PaletteClient
+from reconciler.palette.errors import PaletteError
+from reconciler.palette.observe import managed_clusters
+from reconciler.plan import Action, Plan, PlatformPlan, make_plan
+from reconciler.source._gitutil import GitError
+from reconciler.source.git import GitSource
+from reconciler.status.render import (
+    Outcome,
+    commit_message,
+    compute_document,
+    dump,
+    parse_previous,
+    platform_status,
+    status_path,
+)
+from reconciler.status.store import StatusStore
+
+log = get_logger(component="controller")
+
+DEFAULT_KEY_ENV = "PALETTE_API_KEY"
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    """Everything a controller is configured with, grouped by purpose."""
+
+    # source
+    repo: str
+    branch: str = "main"
+    cache_dir: Path | None = None
+    # palette
+    palette_url: str | None = None
+    apply_concurrency: int = 4
+    # report
+    status_branch: str = "reconciler/status"
+    # loop
+    interval: float = 60.0
+    resync_interval: float = 30.0
+    jitter: float = 0.1
+    max_backoff: float = 300.0
+    # safety
+    max_deletions: int = 1
+
+
+@dataclass(frozen=True)
+class Target:
+    """One Palette endpoint and scope; the key is referenced, never held here."""
+
+    url: str
+    project_uid: str | None
+    key_env: str | None = DEFAULT_KEY_ENV
+    key_file: str | None = None
+
+
+@dataclass
+class PassResult:
+    outcome: PassOutcome
+    revision: str | None = None
+    plan: list[PlatformPlan] = field(default_factory=list)
+    phases: dict[PlatformKey, Phase] = field(default_factory=dict)
+    commit: str | None = None
+    error: str | None = None
+    writes: int = 0
+    duration: float = 0.0
+
+
+@dataclass
+class _Observed:
+    inventory: Inventory
+    clusters: list[ManagedCluster]
+    fingerprint: str
+
+
+class Controller:
+    """Reconciles one config repository branch against Palette."""
+
+    def __init__(
+        self,
+        options: ControllerOptions,
+        *,
+        metrics: Metrics | None = None,
+        environ: Mapping[str, str] | None = None,
+        client_factory: Callable[[Target, str], PaletteClient] | None = None,
+    ) -> None:
+        self.options = options
+        self.metrics = metrics or Metrics()
+        self._environ = environ if environ is not None else os.environ
+        cache = options.cache_dir
+        self.source: GitSource[ParsedFile] = GitSource(
+            options.repo, options.branch, cache / "source" if cache else None, parse=parse_file
+        )
+        self.status = StatusStore(options.repo, options.status_branch, cache / "status" if cache else None)
+        self._client_factory = client_factory or self._make_client
+        self._clients: dict[Target, PaletteClient] = {}
+        self._revision: str | None = None
+        self._desired: DesiredState | None = None
+        self._previous: dict[str, bytes] | None = None
+        self._clean_fingerprint: str | None = None
+        self._known_targets: set[Target] = set()
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.last: PassResult | None = None
+
+    # -- wiring -------------------------------------------------------------------------------------
+
+    def _make_client(self, target: Target, key: str) -> PaletteClient:
+        return PaletteClient(target.url, key, target.project_uid, on_request=self.metrics.on_palette_request)
+
+    def _api_key(self, target: Target) -> str:
+        if target.key_file:
+            try:
+                key = Path(target.key_file).read_text().strip()
+            except OSError as exc:
+                raise KeyError(f"API key file {target.key_file} cannot be read ({exc.strerror})") from None
+        else:
+            name = target.key_env or DEFAULT_KEY_ENV
+            key = self._environ.get(name) or self._environ.get(DEFAULT_KEY_ENV, "")
+            if not key:
+                raise KeyError(f"API key not set: environment variable {name} is empty")
+        register_secret(key)
+        return key
+
+    def _client(self, target: Target) -> PaletteClient:
+        client = self._clients.get(target)
+        if client is None:
+            client = self._client_factory(target, self._api_key(target))
+            self._clients[target] = client
+        return client
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+        self.source.close()
+        self.status.close()
+
+    # -- the pass -----------------------------------------------------------------------------------
+
+    def reconcile_once(self, *, check_source: bool = True) -> PassResult:
+        """One pass: source, load, observe, plan, apply, report."""
+        started = time.perf_counter()
+        try:
+            result = self._pass(check_source)
+        except GitError as exc:
+            log.warning("git unavailable; nothing applied", error=str(exc))
+            result = PassResult(PassOutcome.ERROR, revision=self._revision, error=str(exc))
+        result.duration = time.perf_counter() - started
+        self.metrics.observe_pass(result.outcome, result.duration)
+        if result.phases:
+            counts: dict[Phase | str, int] = {}
+            for phase in result.phases.values():
+                counts[phase] = counts.get(phase, 0) + 1
+            self.metrics.set_platform_phases(counts)
+        self.last = result
+        return result
+
+    def _pass(self, check_source: bool) -> PassResult:
+        # 1. source  2. load and validate
+        desired = self._desired
+        if check_source or desired is None:
+            fetches = self.source.fetch_count
+            head = self.source.sync()
+            if self.source.fetch_count != fetches:
+                self.metrics.observe_git_fetch(self.source.last_fetch_seconds)
+            if head != self._revision or desired is None:
+                desired = build_desired(self.source.read_parsed(head), head)
+                desired.diagnostics.extend(self.source.diagnostics)
+                self._desired, self._revision = desired, head
+        revision = self._revision
+
+        with pass_context(revision):
+            for diag in desired.diagnostics:
+                log.warning(
+                    "invalid manifest",
+                    file=diag.file,
+                    line=diag.line,
+                    kind=diag.kind,
+                    namespace=diag.namespace,
+                    name=diag.name,
+                    message=diag.message,
+                )
+            # 3. observe
+            groups, unavailable = self._targets(desired)
+            observed: dict[Target, _Observed] = {}
+            failed: dict[Target, str] = {}
+            for target in sorted(
+                set(groups) | self._known_targets, key=lambda t: (t.url, t.project_uid or "")
+            ):
+                try:
+                    observed[target] = self._observe(target)
+                except (PaletteError, KeyError) as exc:
+                    failed[target] = f"Palette unavailable: {exc}"
+                    log.warning("palette unavailable", url=target.url, error=str(exc))
+            self._known_targets |= set(observed)
+            fingerprint = hashlib.sha256(
+                json.dumps(
+                    [
+                        revision,
+                        sorted((t.url, t.project_uid or "", o.fingerprint) for t, o in observed.items()),
+                    ]
+                ).encode()
+            ).hexdigest()
+            if not failed and not unavailable and fingerprint == self._clean_fingerprint:
+                log.debug("nothing changed since the last pass")
+                return PassResult(PassOutcome.SKIPPED, revision=revision, phases=self._last_phases())
+
+            # 4. allocate and 5. plan
+            plans = self._plan(desired, groups, observed)
+
+            # 6. apply
+            outcomes: dict[PlatformKey, Outcome] = {}
+            for target, plan in plans.items():
+                outcomes.update(
+                    apply_plan(
+                        self._client(target), desired, plan, concurrency=self.options.apply_concurrency
+                    )
+                )
+
+            # 7. report
+            unavailable_by_ns = dict(unavailable)
+            for target, reason in failed.items():
+                for ns in groups.get(target, ()):
+                    unavailable_by_ns[ns] = reason
+            entries = [p for plan in plans.values() for p in plan.platforms]
+            result = self._report(desired, revision, entries, outcomes, observed, groups, unavailable_by_ns)
+
+        errors = bool(failed) or any(not o.ok for o in outcomes.values()) or result.error is not None
+        if errors:
+            result.outcome = PassOutcome.ERROR
+        elif desired.has_errors:
+            result.outcome = PassOutcome.INVALID
+        else:
+            result.outcome = PassOutcome.SUCCESS
+        result.writes = len(outcomes)
+        # Only a pass that changed nothing may be skipped next time with the same inputs.
+        self._clean_fingerprint = fingerprint if not errors and not outcomes and not unavailable else None
+        return result
+
+    def _targets(self, desired: DesiredState) -> tuple[dict[Target, list[str]], dict[str, str]]:
+        """Group namespaces by the Palette they talk to; say why a namespace has none."""
+        namespaces = {ns for (_k, ns, _n) in desired.resources} | {ns for (_k, ns, _n) in desired.invalid}
+        groups: dict[Target, list[str]] = {}
+        unavailable: dict[str, str] = {}
+        for ns in sorted(namespaces):
+            settings = desired.settings_for(ns)
+            url = self.options.palette_url or (settings.spec.palette.host_url if settings else None)
+            if url is None:
+                unavailable[ns] = f"namespace {ns} has no Settings and no --palette endpoint was given"
+                continue
+            if settings is not None:
+                ref = settings.spec.palette.api_key_secret_ref
+                target = Target(url, settings.spec.palette.default_project_id, ref.env, ref.file)
+            else:
+                target = Target(url, None)
+            groups.setdefault(target, []).append(ns)
+        return groups, unavailable
+
+    def _observe(self, target: Target) -> _Observed:
+        client = self._client(target)
+        hosts = client.search_edge_hosts()
+        raw_clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
+        digest = hashlib.sha256(
+            json.dumps([hosts, raw_clusters], sort_keys=True, default=str).encode()
+        ).hexdigest()
+        return _Observed(discover(hosts), managed_clusters(raw_clusters, hosts), digest)
+
+    def _plan(
+        self, desired: DesiredState, groups: Mapping[Target, list[str]], observed: Mapping[Target, _Observed]
+    ) -> dict[Target, Plan]:
+        every_ns = {ns for names in groups.values() for ns in names}
+        plans: dict[Target, Plan] = {}
+        for target, seen in observed.items():
+            mine = set(groups.get(target, ()))
+            clusters = [c for c in seen.clusters if c.namespace in mine or c.namespace not in every_ns]
+            plans[target] = make_plan(
+                _restrict(desired, mine), seen.inventory, clusters, max_deletions=self.options.max_deletions
+            )
+        deletions = sum(1 for plan in plans.values() for p in plan.platforms if p.action is Action.DELETE)
+        if deletions > self.options.max_deletions:
+            message = (
+                f"would delete {deletions} platform clusters, more than --max-deletions "
+                f"{self.options.max_deletions}; nothing is deleted"
+            )
+            for target, plan in plans.items():
+                plans[target] = dataclasses.replace(
+                    plan,
+                    platforms=[
+                        dataclasses.replace(
+                            p, action=Action.UNCHANGED, reason=Reason.PRUNE_BLOCKED, message=message
+                        )
+                        if p.action is Action.DELETE
+                        else p
+                        for p in plan.platforms
+                    ],
+                )
+        return plans
+
+    def _report(
+        self,
+        desired: DesiredState,
+        revision: str | None,
+        entries: list[PlatformPlan],
+        outcomes: Mapping[PlatformKey, Outcome],
+        observed: Mapping[Target, _Observed],
+        groups: Mapping[Target, list[str]],
+        unavailable: Mapping[str, str],
+    ) -> PassResult:
+        if self._previous is None:
+            self._previous = self.status.read()
+        previous = parse_previous(self._previous)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        files: dict[str, bytes] = {}
+        phases: dict[PlatformKey, Phase] = {}
+        planned = {p.key for p in entries}
+        # Platforms of namespaces that could not be observed: their clusters are left alone.
+        stranded = [
+            PlatformPlan(ns, name, Action.UNCHANGED, Reason.PALETTE_UNAVAILABLE, unavailable[ns])
+            for (kind, ns, name) in sorted(set(desired.resources) | set(desired.invalid))
+            if kind == "MLPlatform" and ns in unavailable and (ns, name) not in planned
+        ]
+        for p in [*entries, *stranded]:
+            path = status_path("MLPlatform", p.namespace, p.name)
+            phase, doc = platform_status(
+                p,
+                revision=revision,
+                outcome=outcomes.get(p.key),
+                previous=previous.get(path),
+                now=now,
+                unavailable=unavailable.get(p.namespace) if p.reason is Reason.PALETTE_UNAVAILABLE else None,
+            )
+            phases[p.key] = phase
+            files[path] = dump(doc)
+        inventories = {ns: seen.inventory for t, seen in observed.items() for ns in groups.get(t, ())}
+        for compute in desired.of_kind(Compute):
+            ns, name = compute.metadata.namespace, compute.metadata.name
+            if ns in inventories:
+                files[status_path("Compute", ns, name)] = dump(
+                    compute_document(ns, name, revision, compute_status(inventories[ns]))
+                )
+            elif status_path("Compute", ns, name) in self._previous:
+                files[status_path("Compute", ns, name)] = self._previous[status_path("Compute", ns, name)]
+        result = PassResult(PassOutcome.SUCCESS, revision=revision, plan=entries, phases=phases)
+        if files != self._previous:
+            try:
+                result.commit = self.status.write(
+                    files,
+                    commit_message(revision, entries, outcomes),
+                    {"Source-Revision": revision or "unknown"},
+                )
+                self._previous = files
+                if result.commit:
+                    log.info("status committed", commit=result.commit, files=len(files))
+            except GitError as exc:
+                result.error = f"status branch not written: {exc}"
+                log.warning("status branch not written", error=str(exc))
+        return result
+
+    def _last_phases(self) -> dict[PlatformKey, Phase]:
+        return dict(self.last.phases) if self.last is not None else {}
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    def request_pass(self) -> None:
+        """Start a pass (with a source check) as soon as possible: the webhook calls this."""
+        self.wake.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wake.set()
+
+    def run_forever(self, on_pass: Callable[[PassResult], None] | None = None) -> None:
+        """Pass after pass until :meth:`stop`: git every ``interval`` (with jitter) or on a webhook,
+        Palette every ``resync_interval``, and exponential back-off after a transient error."""
+        opts = self.options
+        delays = _backoff(2.0, max(2.0, min(opts.max_backoff, opts.interval)))
+        next_source = 0.0
+        force = True
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            check_source = force or now >= next_source
+            if check_source:
+                next_source = now + opts.interval * (1 + random.uniform(-opts.jitter, opts.jitter))
+            result = self.reconcile_once(check_source=check_source)
+            if on_pass is not None:
+                on_pass(result)
+            if result.outcome is PassOutcome.ERROR:
+                delay = next(delays)
+            else:
+                delays = _backoff(2.0, max(2.0, min(opts.max_backoff, opts.interval)))
+                delay = max(0.0, min(opts.resync_interval, next_source - time.monotonic()))
+            force = self.wake.wait(delay)
+            self.wake.clear()
+
+
+def _backoff(base: float, cap: float) -> Iterator[float]:
+    """Delays for retries after transient errors: doubling from ``base`` up to ``cap``, with jitter."""
+    delay = base
+    while True:
+        yield delay * random.uniform(0.8, 1.2)
+        delay = min(cap, delay * 2)
+
+
+def _restrict(desired: DesiredState, namespaces: set[str]) -> DesiredState:
+    """The part of the desired state in ``namespaces`` (diagnostics and completeness are kept whole)."""
+    return DesiredState(
+        revision=desired.revision,
+        resources={k: v for k, v in desired.resources.items() if k[1] in namespaces},
+        invalid={k: v for k, v in desired.invalid.items() if k[1] in namespaces},
+        diagnostics=list(desired.diagnostics),
+        complete=desired.complete,
+    )
