@@ -9,8 +9,9 @@ left alone until it changes (a pass over unchanged inputs does nothing).
 Decisions the design leaves open, written down here:
 - Each namespace talks to the Palette of its Project's Settings (``hostUrl``, ``defaultProjectID`` as
   the ``ProjectUid`` scope, the API key from ``apiKeySecretRef``, else ``$PALETTE_API_KEY``).
-  ``--palette URL`` replaces every ``hostUrl``. Namespaces that share (URL, project, key) are observed
-  and planned together; the prune guard counts deletions over the whole pass.
+  ``--palette URL`` replaces every ``hostUrl`` and takes the key from ``$PALETTE_API_KEY``. Namespaces
+  that share (URL, project) share one inventory, so they are observed and planned together (the key
+  of the first one is used); the prune guard counts deletions over the whole pass.
 - A pass whose git read fails does nothing at all (no apply, no status); one whose Palette read fails
   for a namespace leaves that namespace's clusters alone and reports ``PaletteUnavailable``.
 - Inputs unchanged since the last clean pass (same revision, same Palette observation) -> the pass
@@ -87,12 +88,18 @@ class ControllerOptions:
 
 @dataclass(frozen=True)
 class Target:
-    """One Palette endpoint and scope; the key is referenced, never held here."""
+    """One Palette endpoint and project scope: the unit that is observed and planned together."""
 
     url: str
     project_uid: str | None
-    key_env: str | None = DEFAULT_KEY_ENV
-    key_file: str | None = None
+
+
+@dataclass(frozen=True)
+class KeyRef:
+    """Where a target's API key is: an environment variable or a file. Never the key itself."""
+
+    env: str | None = DEFAULT_KEY_ENV
+    file: str | None = None
 
 
 @dataclass
@@ -140,6 +147,7 @@ class Controller:
         self._previous: dict[str, bytes] | None = None
         self._clean_fingerprint: str | None = None
         self._known_targets: set[Target] = set()
+        self._key_refs: dict[Target, KeyRef] = {}
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.last: PassResult | None = None
@@ -150,13 +158,14 @@ class Controller:
         return PaletteClient(target.url, key, target.project_uid, on_request=self.metrics.on_palette_request)
 
     def _api_key(self, target: Target) -> str:
-        if target.key_file:
+        ref = self._key_refs.get(target, KeyRef())
+        if ref.file:
             try:
-                key = Path(target.key_file).read_text().strip()
+                key = Path(ref.file).read_text().strip()
             except OSError as exc:
-                raise KeyError(f"API key file {target.key_file} cannot be read ({exc.strerror})") from None
+                raise KeyError(f"API key file {ref.file} cannot be read ({exc.strerror})") from None
         else:
-            name = target.key_env or DEFAULT_KEY_ENV
+            name = ref.env or DEFAULT_KEY_ENV
             key = self._environ.get(name) or self._environ.get(DEFAULT_KEY_ENV, "")
             if not key:
                 raise KeyError(f"API key not set: environment variable {name} is empty")
@@ -290,11 +299,12 @@ class Controller:
             if url is None:
                 unavailable[ns] = f"namespace {ns} has no Settings and no --palette endpoint was given"
                 continue
-            if settings is not None:
-                ref = settings.spec.palette.api_key_secret_ref
-                target = Target(url, settings.spec.palette.default_project_id, ref.env, ref.file)
-            else:
-                target = Target(url, None)
+            target = Target(url, settings.spec.palette.default_project_id if settings else None)
+            if target not in groups:
+                # One key per target: with --palette, $PALETTE_API_KEY; else the first namespace's reference.
+                ref = settings.spec.palette.api_key_secret_ref if settings else None
+                use_ref = ref is not None and self.options.palette_url is None
+                self._key_refs.setdefault(target, KeyRef(ref.env, ref.file) if use_ref and ref else KeyRef())
             groups.setdefault(target, []).append(ns)
         return groups, unavailable
 

@@ -1,0 +1,89 @@
+"""``reconciler run``: the reconcile loop, with the webhook/metrics server beside it."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from reconciler.controller import Controller, ControllerOptions, PassResult
+from reconciler.logging import configure_logging, get_logger
+from reconciler.metrics import PassOutcome
+from reconciler.server import Server, ServerError, parse_listen, webhook_secret_from_env
+from reconciler.source._gitutil import GitError
+
+
+def run(
+    *,
+    repo: str,
+    branch: str,
+    palette: str | None,
+    status_branch: str,
+    interval: float,
+    max_deletions: int,
+    once: bool,
+    listen: str,
+    cache_dir: Path | None,
+) -> int:
+    configure_logging()
+    log = get_logger(component="run")
+    options = ControllerOptions(
+        repo=repo,
+        branch=branch,
+        palette_url=palette,
+        status_branch=status_branch,
+        interval=interval,
+        max_deletions=max_deletions,
+        cache_dir=cache_dir,
+    )
+    try:
+        controller = Controller(options)
+    except GitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if once:
+        try:
+            result = controller.reconcile_once()
+        finally:
+            controller.close()
+        log.info("pass finished", outcome=str(result.outcome), commit=result.commit, error=result.error)
+        return 0 if result.outcome in (PassOutcome.SUCCESS, PassOutcome.SKIPPED) else 1
+
+    def on_webhook(_payload: dict[str, Any]) -> None:
+        log.info("webhook received; starting a pass")
+        controller.request_pass()
+
+    host, port = parse_listen(listen)
+    server = Server(
+        controller.metrics,
+        webhook_secret=webhook_secret_from_env(),
+        on_webhook=on_webhook,
+        host=host,
+        port=port,
+    )
+    try:
+        server.start()
+    except ServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    log.info("serving", url=server.url)
+
+    def on_pass(result: PassResult) -> None:
+        if result.outcome in (PassOutcome.SUCCESS, PassOutcome.SKIPPED, PassOutcome.INVALID):
+            server.mark_ready()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        controller.stop()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    try:
+        controller.run_forever(on_pass)
+    finally:
+        server.stop()
+        controller.close()
+    return 0
