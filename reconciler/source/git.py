@@ -15,9 +15,9 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Generic, TypeVar, cast, overload
 
@@ -26,6 +26,7 @@ import git
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
+from reconciler.source.cache import ParseCache
 from reconciler.source.errors import SourceError
 
 T = TypeVar("T")
@@ -41,13 +42,19 @@ _MODE_SUBMODULE = "160000"
 
 @dataclass(frozen=True, slots=True)
 class SkippedEntry:
-    """A tree entry that was deliberately not read, and why (reported, never silent)."""
+    """A tree entry that was deliberately not read, and why (reported, never silent).
+
+    A skipped ``.yaml``/``.yml`` entry is an error, as in ``read_directory``: it may hide a resource,
+    so the loaded state must count as incomplete (nothing pruned). Other symlinks and submodules are
+    warnings.
+    """
 
     path: str
     reason: str
+    severity: Severity = Severity.WARNING
 
     def to_diagnostic(self) -> Diagnostic:
-        return Diagnostic(file=self.path, line=0, column=0, message=self.reason, severity=Severity.WARNING)
+        return Diagnostic(file=self.path, line=0, column=0, message=self.reason, severity=self.severity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +89,16 @@ def list_yaml_entries(repo: git.Repo, sha: str) -> tuple[list[TreeEntry], list[S
         mode, _kind, obj, size = (p.decode("ascii", "replace") for p in parts)
         path = raw_path.decode("utf-8", "replace")
         if mode == _MODE_SYMLINK:
-            skipped.append(SkippedEntry(path, "symbolic link not followed; the file is ignored"))
+            severity = Severity.ERROR if is_yaml_path(path) else Severity.WARNING
+            reason = "symbolic link not followed; put the manifest itself in the repository"
+            skipped.append(SkippedEntry(path, reason, severity))
         elif mode == _MODE_SUBMODULE:
             skipped.append(SkippedEntry(path, "git submodule not read; its files are ignored"))
         elif is_yaml_path(path):
             nbytes = int(size)
             if nbytes > MAX_BLOB_BYTES:
-                reason = f"file is {nbytes} bytes, over the {MAX_BLOB_BYTES} byte limit; ignored"
-                skipped.append(SkippedEntry(path, reason))
+                reason = f"file is {nbytes} bytes; the limit is {MAX_BLOB_BYTES} (1 MiB); not read"
+                skipped.append(SkippedEntry(path, reason, Severity.ERROR))
             else:
                 entries.append(TreeEntry(path, obj, nbytes))
     entries.sort(key=lambda e: e.path)
@@ -167,9 +176,9 @@ class GitSource(Generic[T]):
         self.url = _gitutil.redact(self._location)
         self.branch = branch
         self.cache_dir = cache_dir or _gitutil.default_cache_dir("source", self._location)
-        self._parse: Callable[[str, bytes], T] = parse or cast(Callable[[str, bytes], T], _identity)
-        self._parse_cache: OrderedDict[tuple[str, str], T] = OrderedDict()
-        self._parse_cache_size = parse_cache_size
+        self._parsed: ParseCache[T] = ParseCache(
+            parse or cast(Callable[[str, bytes], T], _identity), parse_cache_size
+        )
         self._lock = threading.RLock()
         self._repo: git.Repo | None = None
         self._listing: tuple[str, list[TreeEntry], list[SkippedEntry]] | None = None
@@ -179,8 +188,6 @@ class GitSource(Generic[T]):
         self.fetch_count = 0
         self.last_fetch_seconds = 0.0
         self.fetch_seconds_total = 0.0
-        self.parse_hits = 0
-        self.parse_misses = 0
 
     # -- git ------------------------------------------------------------------------------------
 
@@ -274,21 +281,17 @@ class GitSource(Generic[T]):
             entries, skipped = self._list(sha)
             self.skipped = list(skipped)
             repo = self._cache()
-            results: list[T] = []
-            for entry in entries:
-                key = (entry.blob, entry.path)
-                if key in self._parse_cache:
-                    self._parse_cache.move_to_end(key)
-                    self.parse_hits += 1
-                    results.append(self._parse_cache[key])
-                    continue
-                self.parse_misses += 1
-                parsed = self._parse(entry.path, read_blob(repo, entry.blob))
-                self._parse_cache[key] = parsed
-                if len(self._parse_cache) > self._parse_cache_size:
-                    self._parse_cache.popitem(last=False)
-                results.append(parsed)
-            return results
+            return [self._parsed.get(e.blob, e.path, partial(read_blob, repo, e.blob)) for e in entries]
+
+    @property
+    def parse_hits(self) -> int:
+        """Files whose parse came from the cache (an unchanged blob)."""
+        return self._parsed.hits
+
+    @property
+    def parse_misses(self) -> int:
+        """Files parsed (a blob not seen before)."""
+        return self._parsed.misses
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
