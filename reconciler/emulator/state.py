@@ -242,8 +242,10 @@ class EmulatorState:
         predicate = search.compile_filter(body, _HOST_PROPERTIES)
         with self.lock:
             self.sweep()
-            matching = [copy.deepcopy(h) for h in self._visible_hosts(project) if predicate(h)]
-        return search.page(matching, limit, token, offset)
+            matching = [h for h in self._visible_hosts(project) if predicate(h)]
+            result = search.page(matching, limit, token, offset)
+            result["items"] = copy.deepcopy(result["items"])
+        return result
 
     # --- clusters ----------------------------------------------------------------------------------
 

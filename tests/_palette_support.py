@@ -1,0 +1,146 @@
+"""Shared helpers of the Palette client and emulator tests: hosts, snapshots, fake clock, a server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from reconciler.emulator import EmulatorServer, FaultRule
+from reconciler.palette import PaletteClient, RetryPolicy
+from reconciler.palette.observe import Snapshot
+
+KEY = "pk-test-5ecr3t-k3y-0123456789abcdef"
+PROJECT_A = "6514216503b1d1cd4f1bdc44"
+PROJECT_B = "6514216503b1d1cd4f1bdc45"
+
+GPU_MODELS = {"H100": "GH100 [H100 SXM5 80GB]", "A100": "GA100 [A100 SXM4 80GB]", "L4": "AD104GL [L4]"}
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: float = 1_780_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def host(
+    uid: str,
+    *,
+    name: str | None = None,
+    labels: dict[str, str] | None = None,
+    gpus: int = 0,
+    family: str = "H100",
+    cores: int = 4,
+    arch: str = "amd64",
+    state: str = "ready",
+    health: str = "healthy",
+    project: str | None = None,
+) -> dict[str, Any]:
+    """An edge host as ``POST /v1/dashboard/edgehosts/search`` returns it."""
+    device: dict[str, Any] = {"archType": arch, "cpu": {"cores": cores}}
+    if gpus:
+        device["gpus"] = [
+            {"vendor": "NVIDIA", "model": GPU_MODELS[family], "gpuCount": gpus, "memory": "80 GB"}
+        ]
+    spec: dict[str, Any] = {
+        "type": "edge-native",
+        "device": device,
+        "host": {"hostAddress": f"10.0.0.{len(uid)}"},
+    }
+    if project:
+        spec["projectMeta"] = {"name": f"project-{project[-2:]}", "uid": project}
+    return {
+        "metadata": {"uid": uid, "name": name or uid, "labels": {"palette.ai": "true", **(labels or {})}},
+        "spec": spec,
+        "status": {"state": state, "health": {"state": health, "message": ""}, "inUseClustersRef": []},
+    }
+
+
+def fleet() -> list[dict[str, Any]]:
+    """A small mixed fleet: 3 CPU control-plane candidates, 2 H100 x 8, one worker-tagged CPU host,
+    one unhealthy and one unpaired host, one ARM host."""
+    return [
+        host("edge-cp-1", cores=4),
+        host("edge-cp-2", cores=4),
+        host("edge-cp-3", cores=4, labels={"palette.ai/control-plane": "true"}),
+        host("edge-h100-1", gpus=8, cores=64, labels={"palette.ai.rg/network-pool": "3"}),
+        host("edge-h100-2", gpus=8, cores=64),
+        host("edge-worker-1", cores=32, labels={"palette.ai/worker": "true"}),
+        host("edge-sick-1", health="unhealthy"),
+        host("edge-new-1", state="unpaired"),
+        host("edge-arm-1", arch="arm64", labels={"site": "spectro__tag"}),
+    ]
+
+
+def fast_retry(**overrides: Any) -> RetryPolicy:
+    """Retries with tiny real delays so tests stay fast."""
+    values: dict[str, Any] = {"max_attempts": 5, "base_delay": 0.001, "max_delay": 0.01, "total_timeout": 5.0}
+    values.update(overrides)
+    return RetryPolicy(**values)
+
+
+@contextmanager
+def running(
+    hosts: list[dict[str, Any]] | None = None,
+    *,
+    clusters: list[dict[str, Any]] | None = None,
+    clock: FakeClock | None = None,
+    provision_seconds: float = 3.0,
+    delete_seconds: float = 2.0,
+    faults: list[FaultRule] | None = None,
+    seed: int = 0,
+) -> Iterator[EmulatorServer]:
+    snapshot = Snapshot(edge_hosts=fleet() if hosts is None else hosts, clusters=clusters or [])
+    server = EmulatorServer.from_snapshot(
+        snapshot,
+        KEY,
+        provision_seconds=provision_seconds,
+        delete_seconds=delete_seconds,
+        clock=clock or FakeClock(),
+        faults=faults or [],
+        seed=seed,
+    )
+    with server:
+        yield server
+
+
+def client(server: EmulatorServer, **kwargs: Any) -> PaletteClient:
+    kwargs.setdefault("retry", fast_retry())
+    key = kwargs.pop("api_key", KEY)
+    return PaletteClient(server.url, key, kwargs.pop("project_uid", None), **kwargs)
+
+
+def admin(server: EmulatorServer, method: str, path: str, body: Any = None) -> Any:
+    """Call an admin endpoint (no key needed)."""
+    response = httpx.request(method, server.url + "/__emulator/" + path, json=body, timeout=5)
+    response.raise_for_status()
+    return json.loads(response.content) if response.content else None
+
+
+class Recorder(httpx.BaseTransport):
+    """A transport that records every request and response body passing through it."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.HTTPTransport()
+        self.exchanges: list[tuple[str, str, Any, int, Any]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self._inner.handle_request(request)
+        response.read()
+        sent = json.loads(request.content) if request.content else None
+        received = json.loads(response.content) if response.content else None
+        self.exchanges.append((request.method, request.url.path, sent, response.status_code, received))
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
