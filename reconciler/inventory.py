@@ -290,33 +290,43 @@ class _Tags:
     problems: list[str] = field(default_factory=list)
 
 
+_HARDWARE_AND_ROLE_TAGS = frozenset(
+    {WORKER_TAG, CONTROL_PLANE_TAG, CPUS_TAG, GPUS_TAG, GPU_MEMORY_TAG, GPU_FAMILY_TAG}
+)
+
+
+def _add_resource_group(tags: _Tags, key: str, value: str) -> None:
+    group = key[len(RESOURCE_GROUP_PREFIX) :]
+    if not group:
+        tags.problems.append(f"tag {key}: resource group tag without a group name")
+    elif not value or value == BARE_TAG_VALUE:
+        tags.problems.append(f"tag {key}: resource group tag without a value")
+    else:
+        tags.resource_groups[group] = value
+
+
 def _parse_tags(labels: Mapping[Any, Any]) -> _Tags:
     tags = _Tags()
     for raw_key, raw_value in labels.items():
-        key = raw_key if isinstance(raw_key, str) else str(raw_key)
-        if key.startswith(RESOURCE_GROUP_PREFIX):
-            group = key[len(RESOURCE_GROUP_PREFIX) :]
-            value = _label_text(raw_value)
-            if not group:
-                tags.problems.append(f"tag {key}: resource group tag without a group name")
-            elif not value or value == BARE_TAG_VALUE:
-                tags.problems.append(f"tag {key}: resource group tag without a value")
-            else:
-                tags.resource_groups[group] = value
+        key = raw_key if type(raw_key) is str else str(raw_key)
+        if key not in _HARDWARE_AND_ROLE_TAGS:
+            if key.startswith(RESOURCE_GROUP_PREFIX):
+                _add_resource_group(tags, key, _label_text(raw_value))
             continue
+        value = _label_text(raw_value)
         try:
             if key == WORKER_TAG:
-                tags.worker = _parse_bool_tag(key, _label_text(raw_value))
+                tags.worker = _parse_bool_tag(key, value)
             elif key == CONTROL_PLANE_TAG:
-                tags.control_plane = _parse_bool_tag(key, _label_text(raw_value))
+                tags.control_plane = _parse_bool_tag(key, value)
             elif key == CPUS_TAG:
-                tags.cpus = _parse_count_tag(key, _label_text(raw_value), 1)
+                tags.cpus = _parse_count_tag(key, value, 1)
             elif key == GPUS_TAG:
-                tags.gpus = _parse_count_tag(key, _label_text(raw_value), 0)
+                tags.gpus = _parse_count_tag(key, value, 0)
             elif key == GPU_MEMORY_TAG:
-                tags.gpu_memory = _parse_memory_tag(_label_text(raw_value))
-            elif key == GPU_FAMILY_TAG:
-                tags.gpu_family = _parse_family_tag(_label_text(raw_value))
+                tags.gpu_memory = _parse_memory_tag(value)
+            else:
+                tags.gpu_family = _parse_family_tag(value)
         except _TagError as exc:
             tags.problems.append(str(exc))
     return tags
@@ -369,6 +379,8 @@ def _agent_gpus(device: Mapping[str, Any], tags: _Tags) -> _Gpus:
     unnamed = 0
     unnamed_memory: int | None = None
     entries = device.get("gpus")
+    if not entries and not tags.gpus and tags.gpu_family is None:
+        return _Gpus()  # the common CPU host: nothing to look at
     for entry in entries if isinstance(entries, list) else ():
         if type(entry) is not dict and not isinstance(entry, Mapping):
             continue
