@@ -64,6 +64,7 @@ def test_read_tree_returns_yaml_blobs_of_the_commit_without_a_checkout(
     # The cache is a bare repository: no file of the config repository exists on disk there.
     assert not list((tmp_path / "cache").rglob("platform.yaml"))
     assert source.skipped == []
+    assert source.complete
 
 
 def test_read_tree_reads_an_older_revision_as_it_was(remote: RemoteRepo, tmp_path: Path) -> None:
@@ -86,6 +87,7 @@ def test_symlink_to_etc_passwd_is_never_followed(remote: RemoteRepo, tmp_path: P
     assert all("symbolic link" in d.message for d in source.diagnostics)
     severities = {d.file: d.severity for d in source.diagnostics}
     assert severities == {"evil.yaml": "error", "linked-dir": "warning"}
+    assert not source.complete, "a skipped manifest may hide a resource"
     _sha, via_revision = read_revision(str(remote.work))
     assert [p for p, _ in via_revision] == ["project-a/platform.yaml"]
 
@@ -256,3 +258,12 @@ def test_read_revision_failures_raise_source_error(remote: RemoteRepo, tmp_path:
         read_revision(str(tmp_path / "missing"))
     with pytest.raises(SourceError, match="cannot clone"):
         read_revision("file:///nonexistent/repo.git")
+
+
+def test_reading_by_branch_name_follows_the_fetched_head(remote: RemoteRepo, tmp_path: Path) -> None:
+    source = source_for(remote.bare, tmp_path)
+    source.sync()
+    assert [p for p, _ in source.read_tree("main")] == ["project-a/platform.yaml"]
+    remote.commit({"later.yaml": "l: 1\n"})
+    source.sync()
+    assert [p for p, _ in source.read_tree("main")] == ["later.yaml", "project-a/platform.yaml"]

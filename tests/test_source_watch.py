@@ -75,6 +75,7 @@ def test_symlinks_in_a_directory_are_not_followed(tmp_path: Path) -> None:
     rev = source.sync()
     assert [p for p, _ in source.read_tree(rev)] == ["p.yaml"]
     assert [d.file for d in source.diagnostics] == ["evil.yaml"]
+    assert not source.complete
 
 
 def test_missing_directory_raises_source_error(tmp_path: Path) -> None:

@@ -252,7 +252,10 @@ class GitSource(Generic[T]):
     # -- reading ----------------------------------------------------------------------------------
 
     def _list(self, sha: str) -> tuple[list[TreeEntry], list[SkippedEntry]]:
-        """The YAML entries of ``sha``; a commit's tree never changes, so the last listing is reused."""
+        """The YAML entries of ``sha``; a commit's tree never changes, so the last listing is reused.
+
+        Only a full commit sha is memoised: a ref name (``main``) may point elsewhere after a fetch.
+        """
         if self._listing is not None and self._listing[0] == sha:
             return self._listing[1], self._listing[2]
         repo = self._cache()
@@ -261,7 +264,8 @@ class GitSource(Generic[T]):
             entries, skipped = list_yaml_entries(repo, commit)
         except GitError as exc:
             raise SourceError(f"cannot list the tree of {sha}: {exc}") from None
-        self._listing = (sha, entries, skipped)
+        if commit == sha:
+            self._listing = (sha, entries, skipped)
         return entries, skipped
 
     def read_tree(self, sha: str) -> list[tuple[str, bytes]]:
@@ -295,8 +299,13 @@ class GitSource(Generic[T]):
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
-        """Warnings for the entries the last read skipped (symlinks, submodules, oversized files)."""
+        """Notes on the entries the last read skipped (symlinks, submodules, oversized files)."""
         return [s.to_diagnostic() for s in self.skipped]
+
+    @property
+    def complete(self) -> bool:
+        """False when the last read skipped a YAML file (it may hold a resource: prune nothing)."""
+        return not any(s.severity is Severity.ERROR for s in self.skipped)
 
     def close(self) -> None:
         """Stop the persistent ``git cat-file`` processes of the cache repository."""

@@ -23,7 +23,7 @@ from typing import Generic, TypeVar, cast, overload
 import git
 import watchfiles
 
-from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
 from reconciler.source.cache import ParseCache, blob_id
@@ -198,6 +198,11 @@ class DirectorySource(Generic[T]):
     def diagnostics(self) -> list[Diagnostic]:
         """What the last snapshot could not read (symlinks, oversized or unreadable files)."""
         return list(self._diagnostics)
+
+    @property
+    def complete(self) -> bool:
+        """False when the last snapshot could not read some manifest (it may hold a resource)."""
+        return not any(d.severity is Severity.ERROR for d in self._diagnostics)
 
     @property
     def parse_hits(self) -> int:
