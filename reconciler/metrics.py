@@ -85,6 +85,12 @@ class Metrics:
             buckets=_FETCH_BUCKETS,
             registry=self.registry,
         )
+        self.webhooks = Counter(
+            "reconciler_webhooks",
+            "Requests to the git webhook by result (accepted, ping, ignored, unauthorized, too_large, ...).",
+            ["result"],
+            registry=self.registry,
+        )
         self.last_success = Gauge(
             "reconciler_last_successful_pass_timestamp_seconds",
             "Unix time at which the last successful pass ended (0: none yet).",
@@ -144,6 +150,10 @@ class Metrics:
             self.observe_git_fetch(time.perf_counter() - started, success=False)
             raise
         self.observe_git_fetch(time.perf_counter() - started, success=True)
+
+    def on_webhook(self, result: str) -> None:
+        """Count one webhook request by what the server did with it (see ``reconciler.server``)."""
+        self.webhooks.labels(result=result).inc()
 
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format."""

@@ -257,51 +257,56 @@ class Server:
         return Response(self._metrics.render(), media_type=CONTENT_TYPE)
 
     async def _webhook(self, request: Request) -> Response:
+        result, response = await self._handle_webhook(request)
+        self._metrics.on_webhook(result)
+        return response
+
+    async def _handle_webhook(self, request: Request) -> tuple[str, Response]:
+        """Verify and dispatch one delivery; returns the result label for the metrics and the answer."""
         if self._secret is None:
-            return _error(404, "webhook disabled: no secret configured")
+            return "disabled", _error(404, "webhook disabled: no secret configured")
+        client = _client(request)
         signature = request.headers.get("x-hub-signature-256", "")
         if not signature.startswith(_SIGNATURE_PREFIX):
-            _log.warning("webhook rejected", reason="missing signature", client=_client(request))
-            return _error(401, "missing or malformed X-Hub-Signature-256")
+            _log.warning("webhook rejected", reason="missing signature", client=client)
+            return "unauthorized", _error(401, "missing or malformed X-Hub-Signature-256")
         declared = request.headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
-                return _error(400, "invalid Content-Length")
+                return "bad_request", _error(400, "invalid Content-Length")
             if int(declared) > MAX_WEBHOOK_BODY:
-                _log.warning(
-                    "webhook rejected", reason="body too large", size=int(declared), client=_client(request)
-                )
-                return _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
+                _log.warning("webhook rejected", reason="body too large", size=int(declared), client=client)
+                return "too_large", _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
         try:
             body = await _read_capped(request, MAX_WEBHOOK_BODY)
         except _BodyTooLarge:
-            _log.warning("webhook rejected", reason="body too large", client=_client(request))
-            return _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
+            _log.warning("webhook rejected", reason="body too large", client=client)
+            return "too_large", _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
         except ClientDisconnect:
-            return _error(400, "client disconnected")
+            return "bad_request", _error(400, "client disconnected")
         if not hmac.compare_digest(sign_body(self._secret, body), signature):
-            _log.warning("webhook rejected", reason="signature mismatch", client=_client(request))
-            return _error(401, "signature mismatch")
+            _log.warning("webhook rejected", reason="signature mismatch", client=client)
+            return "unauthorized", _error(401, "signature mismatch")
 
         event = request.headers.get("x-github-event", "push")
         delivery = request.headers.get("x-github-delivery")
         if event == "ping":
             _log.info("webhook ping", delivery=delivery)
-            return JSONResponse({"status": "pong"})
+            return "ping", JSONResponse({"status": "pong"})
         if event != "push":
             _log.info("webhook ignored", github_event=event, delivery=delivery)
-            return JSONResponse({"status": "ignored", "event": event})
+            return "ignored", JSONResponse({"status": "ignored", "event": event})
         try:
             payload = _decode_payload(body, request.headers.get("content-type", ""))
         except ValueError as exc:
-            return _error(400, str(exc))
+            return "bad_request", _error(400, str(exc))
         try:
             await run_in_threadpool(self._on_webhook, payload)
         except Exception:
             _log.exception("webhook handler failed", delivery=delivery)
-            return _error(500, "webhook handler failed")
+            return "error", _error(500, "webhook handler failed")
         _log.info("webhook accepted", ref=push_ref(payload), delivery=delivery)
-        return JSONResponse({"status": "accepted"}, status_code=202)
+        return "accepted", JSONResponse({"status": "accepted"}, status_code=202)
 
 
 async def _read_capped(request: Request, limit: int) -> bytes:

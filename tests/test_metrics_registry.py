@@ -28,6 +28,7 @@ def test_every_documented_metric_is_exposed_before_anything_happens() -> None:
         "reconciler_git_fetches_total",
         "reconciler_git_fetch_duration_seconds",
         "reconciler_last_successful_pass_timestamp_seconds",
+        "reconciler_webhooks_total",
     ):
         assert f"# HELP {name}" in text or f"# HELP {name.removesuffix('_total')}" in text, name
     values = samples(Metrics())

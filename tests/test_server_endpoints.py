@@ -285,3 +285,15 @@ def test_push_ref_names_the_pushed_branch() -> None:
     assert push_ref(PUSH) == "refs/heads/main"
     assert push_ref({}) is None
     assert push_ref({"ref": 3}) is None
+
+
+def test_webhook_results_are_counted_in_the_metrics(client: httpx.Client) -> None:
+    body = json.dumps(PUSH).encode()
+    client.post("/hooks/git", content=body, headers=push_headers(body))
+    client.post("/hooks/git", content=body, headers=push_headers(body, event="ping"))
+    client.post("/hooks/git", content=body, headers=push_headers(body, secret=b"wrong-secret"))
+    client.post("/hooks/git", content=body, headers={"Content-Type": "application/json"})
+    text = client.get("/metrics").text
+    assert 'reconciler_webhooks_total{result="accepted"} 1.0' in text
+    assert 'reconciler_webhooks_total{result="ping"} 1.0' in text
+    assert 'reconciler_webhooks_total{result="unauthorized"} 2.0' in text
