@@ -8,6 +8,7 @@ Compute status shape of :mod:`reconciler.compute_status`) for machines. ``export
 Online, every edge host is read (no server-side tag filter): ``palette.ai`` is matched case-insensitively
 by discovery, which a ``key:value`` search filter would not do. The API key comes only from
 ``PALETTE_API_KEY``; it is never printed, and Palette errors arrive already scrubbed of it.
+Offline, ``--project-uid`` scopes a snapshot the way the emulator does (by ``spec.projectMeta.uid``).
 Exit codes: 0 done, 2 usage, input or Palette error.
 """
 
@@ -58,6 +59,16 @@ def _read_snapshot(path: Path) -> Snapshot:
         raise _CommandError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise _CommandError(f"inventory {path}: {exc}") from None
+
+
+def _in_project(host: Mapping[str, Any], project_uid: str | None) -> bool:
+    """The emulator's and Palette's scoping, offline: hosts of another project are out of scope;
+    hosts that name no project are in every scope, so a plain snapshot works whatever project is set."""
+    if not project_uid:
+        return True
+    meta = host.get("spec", {}).get("projectMeta") if isinstance(host.get("spec"), Mapping) else None
+    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    return not uid or uid == project_uid
 
 
 def _read_palette(url: str, project_uid: str | None, *, with_clusters: bool) -> Snapshot:
@@ -138,7 +149,8 @@ def show(palette: str | None, inventory: Path | None, project_uid: str | None, f
         return _fail(f"unknown format {fmt!r} (table, yaml or json)")
     try:
         if inventory is not None:
-            snapshot = _read_snapshot(inventory)
+            read = _read_snapshot(inventory)
+            snapshot = Snapshot([h for h in read.edge_hosts if _in_project(h, project_uid)], read.clusters)
         elif palette is not None:
             snapshot = _read_palette(palette, project_uid, with_clusters=False)
     except _CommandError as exc:
