@@ -122,7 +122,11 @@ def _scrub(value: object, pattern: re.Pattern[str] | None) -> object:
     if isinstance(value, bytes):
         return _scrub_text(value.decode("utf-8", errors="replace"), pattern)
     if isinstance(value, Mapping):
-        return {k: REDACTED if _is_secret_key(k) else _scrub(v, pattern) for k, v in value.items()}
+        # Keys become text too: JSON has no tuple keys, and a secret can hide in a key as well as a value.
+        return {
+            _scrub_text(str(k), pattern): REDACTED if _is_secret_key(k) else _scrub(v, pattern)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple | set | frozenset):
         return [_scrub(v, pattern) for v in value]
     if isinstance(value, BaseException):

@@ -213,6 +213,16 @@ def test_secret_sounding_keys_are_redacted_even_unregistered(key: str) -> None:
     assert line["nested"][key] == "***"
 
 
+def test_secret_used_as_a_mapping_key_and_odd_keys_are_rendered_safely() -> None:
+    stream = io.StringIO()
+    configure_logging(stream=stream)
+    register_secret(API_KEY)
+    get_logger().info("odd keys", by_key={API_KEY: 1, ("a", 1): 2, 3: 4})
+    assert API_KEY not in stream.getvalue()
+    [line] = json_lines(stream)
+    assert line["by_key"] == {"***": 1, "('a', 1)": 2, "3": 4}
+
+
 def test_short_secret_is_redacted_as_a_whole_value_without_blanking_words() -> None:
     stream = io.StringIO()
     configure_logging(stream=stream)
