@@ -134,7 +134,11 @@ def edge_hosts() -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent.parent / "sample-repo" / "inventory.json"
+    out = (
+        Path(sys.argv[1])
+        if len(sys.argv) > 1
+        else Path(__file__).parent.parent / "sample-repo" / "inventory.json"
+    )
     out.write_text(json.dumps({"edgeHosts": edge_hosts()}, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")
 

@@ -265,8 +265,9 @@ def _check_vips(items: list[_Doc], index: _Index) -> None:
         item.problems.append(
             Problem(
                 path,
-                f"spec.edge.vip: VIP {vip} (from {source}) is already used by MLPlatform "
-                f"{first.namespace}/{first.name} ({first.where}); give each platform its own spec.edge.vip",
+                f"{field_path(path)}: VIP {vip} (from {source}) is already used by MLPlatform "
+                f"{first.namespace}/{first.name} ({first.where}); two clusters never share a VIP, give this "
+                "platform its own spec.edge.vip",
             )
         )
 

@@ -72,6 +72,8 @@ def _problem(kind: str, model: type[BaseModel], err: ErrorDetails, secret: bool)
         message = "must be 1, 3 or 5 (2 only when spec.edge.isTwoNode is true)"
     elif last in ("name", "namespace") and typ.startswith("string_"):
         message = _DNS_HINT
+    elif last == "hostUrl" and typ == "string_pattern_mismatch":
+        message = "must be an http(s) URL such as https://api.spectrocloud.com"
     elif typ == "missing":
         message = "required field is missing"
     elif typ == "greater_than_equal":
@@ -105,8 +107,8 @@ def _unknown_field(kind: str, model: type[BaseModel], path: tuple[PathElem, ...]
     if kind == "Settings" and path[:2] == ("spec", "palette") and secret_like:
         return Problem(
             path,
-            f"{where}: an inline secret is not allowed in Settings (its value is not shown); reference the "
-            "API key with apiKeySecretRef: {env: NAME} or {file: PATH}",
+            f"{where}: an inline API key or secret is not allowed in Settings (its value is not shown); "
+            "use apiKeySecretRef: {env: NAME} or {file: PATH} to reference it",
             at_key=True,
         )
     owner = _model_at(model, path[:-1])

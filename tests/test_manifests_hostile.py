@@ -1,0 +1,141 @@
+"""Hostile input is an error with a position, never a crash or a hang."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from reconciler.manifests import MAX_FILE_BYTES, load_files, parse_file
+from reconciler.manifests.parse import MAX_DEPTH
+
+COMPUTE = b"apiVersion: palette.ai/v1alpha1\nkind: Compute\nmetadata: {name: edge, namespace: ns}\n"
+
+BILLION_LAUGHS = b"""\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+
+
+def _only_error(data: bytes) -> tuple[int, int, str]:
+    parsed = parse_file("f.yaml", data)
+    assert parsed.documents == ()
+    assert not parsed.complete
+    assert len(parsed.diagnostics) == 1
+    d = parsed.diagnostics[0]
+    return d.line, d.column, d.message
+
+
+def test_file_over_one_mebibyte_is_refused_unparsed() -> None:
+    data = COMPUTE + b"#" * MAX_FILE_BYTES
+    assert _only_error(data) == (0, 0, f"file is {len(data)} bytes; the limit is {MAX_FILE_BYTES} (1 MiB)")
+
+
+def test_billion_laughs_is_refused_quickly() -> None:
+    start = time.perf_counter()
+    line, _col, message = _only_error(BILLION_LAUGHS)
+    assert time.perf_counter() - start < 2
+    assert line == 1
+    assert "alias" in message and "refused" in message
+
+
+def test_two_way_alias_bomb_under_the_alias_count_is_refused_by_expansion() -> None:
+    lines = ["l0: &l0 [x, x]"] + [f"l{i}: &l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, 40)]
+    _line, _col, message = _only_error("\n".join(lines).encode())
+    assert "expand to more than" in message
+
+
+def test_too_many_aliases_are_refused() -> None:
+    text = "base: &b x\nitems: [" + ", ".join(["*b"] * 150) + "]\n"
+    assert "more than 100 YAML aliases" in _only_error(text.encode())[2]
+
+
+def test_recursive_alias_is_refused() -> None:
+    assert "recursive alias" in _only_error(b"a: &a [1, *a]\n")[2]
+
+
+def test_a_few_aliases_are_fine() -> None:
+    text = COMPUTE + b"spec: &s {settingsRef: {name: palette}}\n"
+    parsed = parse_file("f.yaml", text)
+    assert parsed.diagnostics == () and len(parsed.documents) == 1
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"a: " + b"[" * 200_000 + b"]" * 200_000,
+        b"a: " + b"{b: " * 100_000 + b"1" + b"}" * 100_000,
+        b"a:\n" + b"- " * 300_000 + b"x\n",
+    ],
+    ids=["flow-sequences", "flow-mappings", "compact-block-sequences"],
+)
+def test_very_deep_nesting_is_refused_without_crashing(data: bytes) -> None:
+    line, column, message = _only_error(data)
+    assert message == f"nesting deeper than {MAX_DEPTH} levels; refused"
+    assert (line, column) > (0, 0)
+
+
+def test_nesting_within_the_limit_and_long_lines_parse() -> None:
+    text = COMPUTE + b"spec: {settingsRef: {name: palette}}\n# " + b"x" * 5000 + b"\n"
+    text += b"---\n" + b"a: " + b"[" * 50 + b"]" * 50 + b"\n"
+    parsed = parse_file("f.yaml", text)
+    assert parsed.diagnostics == ()
+    assert len(parsed.documents) == 2
+
+
+def test_non_utf8_bytes_are_reported_at_their_position() -> None:
+    line, column, message = _only_error(COMPUTE + b"spec:\n  settingsRef: {name: caf\xe9}\n")
+    assert (line, column) == (5, 26)
+    assert "not valid UTF-8 (byte 0xe9)" in message
+
+
+def test_utf8_byte_order_mark_is_accepted() -> None:
+    parsed = parse_file("f.yaml", b"\xef\xbb\xbf" + COMPUTE)
+    assert parsed.diagnostics == () and len(parsed.documents) == 1
+
+
+def test_tab_indentation_is_reported() -> None:
+    assert _only_error(COMPUTE + b"spec:\n\tsettingsRef: {name: x}\n")[:2] == (5, 1)
+
+
+def test_tabs_inside_values_are_fine() -> None:
+    parsed = parse_file("f.yaml", COMPUTE + b"spec: {}   \t# tab before a comment\n")
+    assert parsed.diagnostics == ()
+
+
+def test_empty_and_comment_only_files_are_errors_but_identify_nothing() -> None:
+    for data in (b"", b"   \n", b"# just a comment\n", b"---\n...\n"):
+        parsed = parse_file("f.yaml", data)
+        assert len(parsed.diagnostics) == 1
+        assert parsed.complete
+    state = load_files([("f.yaml", b"")])
+    assert state.complete and state.has_errors
+
+
+def test_trailing_document_separator_is_skipped() -> None:
+    parsed = parse_file("f.yaml", COMPUTE + b"---\n")
+    assert parsed.diagnostics == () and len(parsed.documents) == 1
+
+
+def test_documents_before_a_syntax_error_keep_their_positions() -> None:
+    parsed = parse_file("f.yaml", COMPUTE + b"---\n" + COMPUTE + b"---\nkey: [unclosed\n")
+    assert [(d.line, d.column) for d in parsed.documents] == [(1, 1), (5, 1)]
+    assert not parsed.complete
+    assert parsed.diagnostics[0].line == 10
+
+
+def test_parse_file_is_pure() -> None:
+    assert parse_file("f.yaml", COMPUTE) == parse_file("f.yaml", COMPUTE)
+
+
+def test_unhashable_key_is_a_syntax_error_not_a_crash() -> None:
+    parsed = parse_file("f.yaml", b"? [a, b]\n: c\n")
+    assert not parsed.complete
+    assert parsed.diagnostics[0].line == 1
