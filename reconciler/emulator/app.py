@@ -148,16 +148,14 @@ class EmulatorApp:
             error = ApiError(401, "Unauthorized", "a valid API key is required (header ApiKey)")
             await _error_response(error)(scope, receive, send)
             return
-        status = 0
 
         async def counting_send(message: Message) -> None:
-            nonlocal status
+            # Count before the answer leaves, so a client that has its answer always sees it counted.
             if message["type"] == "http.response.start":
-                status = int(message["status"])
+                self.stats.record(method, template, int(message["status"]))
             await send(message)
 
         await self._palette(scope, receive, counting_send)
-        self.stats.record(method, template, status)
 
     def _authorized(self, scope: Scope) -> bool:
         for name, value in scope.get("headers", []):
