@@ -175,9 +175,22 @@ class StatusStore:
                 )
         except GitError as exc:
             raise StatusError(f"cannot read {self.branch!r} of {self.url}: {exc}") from None
+        if remote is not None and remote != self._tip:
+            self._remember_objects(repo, remote)
         self._tip = remote
         self._tip_tree = None if remote is None else _gitutil.rev_parse(repo.git, f"{remote}^{{tree}}")
         self._synced = True
+
+    def _remember_objects(self, repo: git.Repo, commit: str) -> None:
+        """Note the tip's trees and blobs as present, so that unchanged files are not written again."""
+        try:
+            raw = _gitutil.run_bytes(repo.git, "ls-tree", "-r", "-t", "-z", "--full-tree", commit)
+        except GitError as exc:
+            raise StatusError(f"cannot list {self.branch!r}: {exc}") from None
+        for record in raw.split(b"\0"):
+            meta = record.partition(b"\t")[0].split()
+            if len(meta) == 3:
+                self._known.add(meta[2].decode("ascii"))
 
     def tip(self) -> str | None:
         """The remote's current commit of the status branch, None before the first write."""
@@ -251,9 +264,9 @@ class StatusStore:
         with self._lock:
             root = _build_dirs(files)
             repo = self._cache()
-            tree = self._write_tree(root).hex()
             if not self._synced:
                 self._refresh()
+            tree = self._write_tree(root).hex()
             for attempt in range(self.max_attempts):
                 if tree == self._tip_tree:
                     return None
