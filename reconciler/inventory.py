@@ -206,7 +206,10 @@ def family_from_model(vendor: str, model: str) -> GpuFamily | None:
 
 @lru_cache(maxsize=1024)
 def family_from_tag(value: str) -> GpuFamily:
-    """Canonical family of a ``gpu-family`` tag; a bare model ("h100") gets its vendor from the table."""
+    """Canonical family of a ``gpu-family`` tag; a bare model ("h100") gets its vendor from the table.
+
+    Raises ValueError when the value is not a family name (the caller turns that into an exclusion).
+    """
     family = canonical_family(value)
     if family in _KNOWN_FAMILIES:
         return family
