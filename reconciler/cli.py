@@ -80,13 +80,22 @@ def plan(
 def run(
     repo: str = typer.Option(..., "--repo", envvar="RECONCILER_REPO", help="Config repository path or URL."),
     branch: str = typer.Option("main", "--branch", envvar="RECONCILER_BRANCH"),
-    palette: str | None = typer.Option(None, "--palette", envvar="RECONCILER_PALETTE", help="Palette API URL."),
-    status_branch: str = typer.Option("reconciler/status", "--status-branch", envvar="RECONCILER_STATUS_BRANCH"),
-    interval: float = typer.Option(60.0, "--interval", envvar="RECONCILER_INTERVAL", help="Seconds between passes."),
+    palette: str | None = typer.Option(
+        None, "--palette", envvar="RECONCILER_PALETTE", help="Palette API URL."
+    ),
+    status_branch: str = typer.Option(
+        "reconciler/status", "--status-branch", envvar="RECONCILER_STATUS_BRANCH"
+    ),
+    interval: float = typer.Option(
+        60.0, "--interval", envvar="RECONCILER_INTERVAL", help="Seconds between passes."
+    ),
     max_deletions: int = typer.Option(1, "--max-deletions", envvar="RECONCILER_MAX_DELETIONS", min=0),
     once: bool = typer.Option(False, "--once", help="Run a single pass and exit."),
     listen: str = typer.Option(
-        "127.0.0.1:9090", "--listen", envvar="RECONCILER_LISTEN", help="Address of /healthz, /metrics, webhook."
+        "127.0.0.1:9090",
+        "--listen",
+        envvar="RECONCILER_LISTEN",
+        help="Address of /healthz, /metrics, webhook.",
     ),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", envvar="RECONCILER_CACHE_DIR"),
 ) -> None:
@@ -162,3 +171,7 @@ def inventory_export(
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

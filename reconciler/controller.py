@@ -40,6 +40,7 @@ from reconciler.manifests import ParsedFile, build_desired, parse_file
 from reconciler.metrics import Metrics, PassOutcome
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
 from reconciler.model.resources import Compute
 from reconciler.palette.client import PaletteClient
@@ -215,8 +216,9 @@ class Controller:
             if self.source.fetch_count != fetches:
                 self.metrics.observe_git_fetch(self.source.last_fetch_seconds)
             if head != self._revision or desired is None:
-                desired = build_desired(self.source.read_parsed(head), head)
-                desired.diagnostics.extend(self.source.diagnostics)
+                loaded = build_desired(self.source.read_parsed(head), head)
+                loaded.diagnostics.extend(self.source.diagnostics)
+                desired = _carry_unreadable(desired, loaded)
                 self._desired, self._revision = desired, head
         revision = self._revision
 
@@ -451,6 +453,32 @@ def _backoff(base: float, cap: float) -> Iterator[float]:
     while True:
         yield delay * random.uniform(0.8, 1.2)
         delay = min(cap, delay * 2)
+
+
+def _carry_unreadable(previous: DesiredState | None, current: DesiredState) -> DesiredState:
+    """Resources last seen in a file that no longer parses are Invalid, not absent (DESIGN.md section 7).
+
+    A YAML syntax error hides which resources a file holds. The previous revision's desired state says
+    which ones were there; they are marked invalid (so their clusters are kept and their status says
+    Invalid) instead of looking deleted.
+    """
+    if previous is None:
+        return current
+    broken: dict[str, list[Diagnostic]] = {}
+    for diag in current.diagnostics:
+        if diag.severity is Severity.ERROR and diag.kind is None and diag.name is None:
+            broken.setdefault(diag.file, []).append(diag)
+    if not broken:
+        return current
+    last_file = {identity: loaded.source.file for identity, loaded in previous.resources.items()}
+    for identity, diags in previous.invalid.items():
+        if diags:
+            last_file[identity] = diags[0].file
+    for identity, file in last_file.items():
+        problems = broken.get(file)
+        if problems and identity not in current.resources and identity not in current.invalid:
+            current.invalid[identity] = list(problems)
+    return current
 
 
 def _restrict(desired: DesiredState, namespaces: set[str]) -> DesiredState:

@@ -1,0 +1,77 @@
+"""End-to-end fixtures: the sample repository in a real bare remote, the emulator on loopback."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reconciler.controller import Controller, ControllerOptions
+from reconciler.emulator import EmulatorServer
+from reconciler.palette.observe import load_snapshot
+from tests._git_support import RemoteRepo, git
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample-repo"
+API_KEY = "e2e-secret-key-0123456789"
+
+
+def sample_files() -> dict[str, bytes]:
+    return {
+        str(p.relative_to(SAMPLE)): p.read_bytes()
+        for p in sorted(SAMPLE.rglob("*"))
+        if p.is_file() and p.suffix in (".yaml", ".yml")
+    }
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> RemoteRepo:
+    (tmp_path / "git").mkdir()
+    repo = RemoteRepo(tmp_path / "git")
+    repo.commit(sample_files(), "sample configuration")
+    return repo
+
+
+@pytest.fixture
+def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
+    monkeypatch.setenv("PALETTE_API_KEY", API_KEY)
+    snapshot = load_snapshot(SAMPLE / "inventory.json")
+    with EmulatorServer.from_snapshot(snapshot, API_KEY, provision_seconds=0.3, delete_seconds=0.2) as server:
+        yield server
+
+
+def controller(remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path, **options: object) -> Controller:
+    opts = ControllerOptions(
+        repo=str(remote.bare),
+        palette_url=emulator.url,
+        cache_dir=tmp_path / "cache",
+        **options,  # type: ignore[arg-type]
+    )
+    return Controller(opts)
+
+
+def status_doc(remote: RemoteRepo, path: str) -> dict[str, object]:
+    text = git("show", f"reconciler/status:{path}", cwd=remote.bare)
+    doc = yaml.safe_load(text)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def status_tip(remote: RemoteRepo) -> str:
+    return git("rev-parse", "refs/heads/reconciler/status", cwd=remote.bare).strip()
+
+
+def clusters_by_name(emulator: EmulatorServer) -> dict[str, list[str]]:
+    emulator.state.sweep()
+    out: dict[str, list[str]] = {}
+    for cluster in list(emulator.state.clusters.values()):
+        out.setdefault(cluster.name, []).append(cluster.uid)
+    return out
+
+
+def copy_sample(dest: Path) -> Path:
+    shutil.copytree(SAMPLE, dest)
+    return dest
