@@ -493,7 +493,8 @@ class EmulatorState:
                     "uid": cluster.cloud_config_uid,
                     "machinePools": [
                         {
-                            "name": p.name,
+                            "cloudType": "edge-native",
+                            "labels": ["control-plane"] if p.is_control_plane else ["worker"],
                             "isControlPlane": p.is_control_plane,
                             "size": len(p.hosts),
                             "healthy": len(p.hosts) if state == "Running" else 0,
