@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import Any
 
 from reconciler.allocate import Allocation, Decision, Rejection, allocate
-from reconciler.inventory import Inventory, Machine
+from reconciler.inventory import Inventory, Machine, Role
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.diagnostics import Diagnostic
@@ -118,7 +118,9 @@ def gpus_of(hosts: Sequence[str], machines: Mapping[str, Machine]) -> dict[str, 
 
 
 def _is_reference_problem(diagnostics: Sequence[Diagnostic]) -> bool:
-    return any("not found" in d.message.lower() or "reference" in d.message.lower() for d in diagnostics)
+    return any(
+        "not found" in d.message.lower() or "referencenotfound" in d.message.lower() for d in diagnostics
+    )
 
 
 def _kept(
@@ -209,6 +211,43 @@ def _decided(
         remove_control_plane=rem_cp,
         **common,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """Free hosts of one kind after a plan: GPU workers per family, CPU workers, control-plane candidates."""
+
+    kind: str  # a canonical GPU family, "cpu-worker" or "control-plane"
+    hosts: int
+    gpus: int
+
+
+def free_capacity(plan: Plan, inventory: Inventory) -> list[Capacity]:
+    """What stays free once the plan is carried out (hosts of kept, rejected and deleted clusters count
+    as used: deletions free their hosts only once Palette has released them)."""
+    used: set[str] = set()
+    for p in plan.platforms:
+        used.update(p.control_plane, p.workers)
+        if p.existing is not None:
+            used.update(p.existing.hosts)
+    totals: dict[str, list[int]] = {}
+    for m in inventory.machines:
+        if not m.available or m.uid in used:
+            continue
+        if m.role is Role.CONTROL_PLANE:
+            kind = "control-plane"
+        elif m.gpu_family is not None and m.gpu_count > 0:
+            kind = m.gpu_family
+        else:
+            kind = "cpu-worker"
+        entry = totals.setdefault(kind, [0, 0])
+        entry[0] += 1
+        entry[1] += m.gpu_count if kind != "control-plane" else 0
+    order = {"control-plane": 1, "cpu-worker": 0}
+    return [
+        Capacity(kind, hosts, gpus)
+        for kind, (hosts, gpus) in sorted(totals.items(), key=lambda kv: (order.get(kv[0], -1), kv[0]))
+    ]
 
 
 def make_plan(

@@ -1,0 +1,223 @@
+"""``reconciler plan``: what one pass would do, without doing it (DESIGN.md section 8).
+
+The desired state comes from ``--repo``: a directory is read as it is on disk (the working tree of a
+pull request, its revision the work tree's HEAD when it is a git work tree); with ``--rev``, or for a
+bare repository or a URL, the revision is read from git objects. The observed state comes from exactly
+one of ``--inventory FILE`` (a snapshot, offline) or ``--palette URL`` (online, API key from
+``PALETTE_API_KEY`` only). Exit codes: 0 every platform valid and placeable, 1 some platform rejected or
+invalid, 2 an error (usage, unreadable repository or inventory, Palette unreachable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from reconciler.inventory import Inventory, discover
+from reconciler.model.desired import DesiredState
+from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
+from reconciler.plan import Action, Plan, PlatformPlan, free_capacity, make_plan
+
+API_KEY_ENV = "PALETTE_API_KEY"
+EXIT_OK, EXIT_REJECTED, EXIT_ERROR = 0, 1, 2
+
+
+class PlanError(Exception):
+    """A problem that ends the command with exit code 2; its text never carries the API key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    inventory: Inventory
+    clusters: list[ManagedCluster]
+
+
+# --- inputs --------------------------------------------------------------------------------------
+
+
+def _work_tree_head(path: Path) -> tuple[bool, str | None]:
+    """(is a bare repository, HEAD sha of a work tree); failures read as (False, None)."""
+    try:
+        import git
+
+        repo = git.Repo(path)
+    except Exception:
+        return False, None
+    try:
+        if repo.bare:
+            return True, None
+        return False, str(repo.head.commit.hexsha)
+    except Exception:
+        return False, None
+    finally:
+        repo.close()
+
+
+def load_desired(repo: str, rev: str | None) -> DesiredState:
+    """The desired state of ``repo`` (a directory's files, or one git revision)."""
+    from reconciler.source.errors import SourceError
+
+    path = Path(repo)
+    if rev is None and path.is_dir():
+        bare, head = _work_tree_head(path)
+        if not bare:
+            from reconciler.source.directory import load_directory
+
+            return load_directory(path, revision=head)
+    from reconciler.manifests import load_files
+    from reconciler.source.git import read_revision
+
+    try:
+        sha, files = read_revision(repo, rev)
+    except SourceError as exc:
+        raise PlanError(str(exc)) from None
+    return load_files(files, revision=sha)
+
+
+def observe_snapshot(path: Path) -> Observed:
+    from reconciler.palette.observe import load_snapshot, managed_clusters
+
+    try:
+        snapshot = load_snapshot(path)
+    except OSError as exc:
+        raise PlanError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise PlanError(f"inventory {path}: {exc}") from None
+    return Observed(discover(snapshot.edge_hosts), managed_clusters(snapshot.clusters, snapshot.edge_hosts))
+
+
+def observe_palette(url: str) -> Observed:
+    from reconciler.palette import PaletteClient, PaletteError
+    from reconciler.palette.observe import managed_clusters
+
+    key = os.environ.get(API_KEY_ENV, "")
+    if not key.strip():
+        raise PlanError(f"--palette needs the API key in the environment variable {API_KEY_ENV}")
+    try:
+        with PaletteClient(url, api_key=key, project_uid=None) as client:
+            hosts = client.search_edge_hosts()
+            clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
+    except PaletteError as exc:
+        raise PlanError(f"Palette at {url}: {str(exc).replace(key, '***')}") from None
+    except ValueError as exc:
+        raise PlanError(f"Palette at {url}: {str(exc).replace(key, '***')}") from None
+    return Observed(discover(hosts), managed_clusters(clusters, hosts))
+
+
+# --- outputs -------------------------------------------------------------------------------------
+
+
+def _gpus_text(gpus: dict[str, int]) -> str:
+    return ", ".join(f"{count} x {family}" for family, count in sorted(gpus.items())) or "-"
+
+
+def _reason_text(p: PlatformPlan) -> str:
+    return f"{p.reason}: {p.message}" if p.reason is not None else p.message
+
+
+def render_text(plan: Plan, inventory: Inventory, console: Console) -> None:
+    table = Table(title=f"Plan for revision {plan.revision or '(working tree)'}", title_justify="left")
+    for column in ("platform", "action", "gpus", "control plane", "workers", "reason"):
+        table.add_column(column, overflow="fold")
+    for p in plan.platforms:
+        table.add_row(
+            f"{p.namespace}/{p.name}",
+            str(p.action),
+            _gpus_text(p.gpus),
+            "\n".join(p.control_plane) or "-",
+            "\n".join(p.workers) or "-",
+            _reason_text(p),
+        )
+    console.print(table)
+    free = Table(title="Free after this plan", title_justify="left")
+    for column in ("kind", "hosts", "gpus"):
+        free.add_column(column)
+    for c in free_capacity(plan, inventory):
+        free.add_row(c.kind, str(c.hosts), str(c.gpus))
+    console.print(free)
+    for d in plan.diagnostics:
+        console.print(
+            f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}", markup=False, highlight=False
+        )
+    counts: dict[str, int] = {}
+    for p in plan.platforms:
+        counts[str(p.action)] = counts.get(str(p.action), 0) + 1
+    console.print(", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "no platforms")
+
+
+def _md(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+_ICONS = {
+    Action.CREATE: "create",
+    Action.SCALE: "scale",
+    Action.REPLACE: "**replace**",
+    Action.DELETE: "**delete**",
+    Action.UNCHANGED: "unchanged",
+    Action.REJECTED: "**rejected**",
+    Action.INVALID: "**invalid**",
+    Action.SUSPENDED: "suspended",
+}
+
+
+def render_markdown(plan: Plan, inventory: Inventory) -> str:
+    """A pull-request comment: one row per platform, then the free capacity per family."""
+    revision = f"`{plan.revision[:12]}`" if plan.revision else "the working tree"
+    lines = [
+        f"### Reconciler plan for {revision}",
+        "",
+        "| Platform | Action | GPUs | Hosts | Reason |",
+        "|---|---|---|---|---|",
+    ]
+    for p in plan.platforms:
+        hosts = []
+        if p.control_plane:
+            hosts.append("control plane: " + ", ".join(f"`{h}`" for h in p.control_plane))
+        if p.workers:
+            hosts.append("workers: " + ", ".join(f"`{h}`" for h in p.workers))
+        lines.append(
+            f"| `{p.namespace}/{p.name}` | {_ICONS[p.action]} | {_md(_gpus_text(p.gpus))} | "
+            f"{_md('<br>'.join(hosts)) or '-'} | {_md(_reason_text(p))} |"
+        )
+    lines += ["", "**Free capacity after this plan**", "", "| Kind | Hosts | GPUs |", "|---|---:|---:|"]
+    capacity = free_capacity(plan, inventory)
+    lines += [f"| {_md(c.kind)} | {c.hosts} | {c.gpus} |" for c in capacity] or ["| (none) | 0 | 0 |"]
+    if plan.diagnostics:
+        lines += ["", "**Diagnostics**", ""]
+        lines += [
+            f"- `{_md(d.file)}:{d.line}:{d.column}` {d.severity}: {_md(d.message)}" for d in plan.diagnostics
+        ]
+    return "\n".join(lines) + "\n"
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def run(
+    repo: str, rev: str | None, inventory: Path | None, palette: str | None, max_deletions: int, fmt: str
+) -> int:
+    """Plan one pass and print it. Exit 0 all placeable, 1 some rejected or invalid, 2 on error."""
+    if (inventory is None) == (palette is None):
+        print("error: give exactly one of --inventory FILE or --palette URL", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        desired = load_desired(repo, rev)
+        observed = observe_snapshot(inventory) if inventory is not None else observe_palette(str(palette))
+    except PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    plan = make_plan(desired, observed.inventory, observed.clusters, max_deletions=max_deletions)
+    if fmt == "json":
+        sys.stdout.write(json.dumps(plan.to_json(), indent=2) + "\n")
+    elif fmt == "markdown":
+        sys.stdout.write(render_markdown(plan, observed.inventory))
+    else:
+        render_text(plan, observed.inventory, Console(width=max(Console().width, 140)))
+    return EXIT_OK if plan.placeable else EXIT_REJECTED
