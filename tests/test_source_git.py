@@ -267,3 +267,16 @@ def test_reading_by_branch_name_follows_the_fetched_head(remote: RemoteRepo, tmp
     remote.commit({"later.yaml": "l: 1\n"})
     source.sync()
     assert [p for p, _ in source.read_tree("main")] == ["later.yaml", "project-a/platform.yaml"]
+
+
+def test_a_damaged_cache_is_refetched(remote: RemoteRepo, tmp_path: Path) -> None:
+    source = source_for(remote.bare, tmp_path)
+    sha = source.sync()
+    source.close()
+    objects = tmp_path / "cache" / "objects"
+    shutil.rmtree(objects)
+    objects.mkdir()
+    again = source_for(remote.bare, tmp_path)
+    assert again.sync() == sha
+    assert again.fetch_count == 1
+    assert [p for p, _ in again.read_tree(sha)] == ["project-a/platform.yaml"]

@@ -197,3 +197,15 @@ def test_format_message_appends_trailers_in_git_format() -> None:
         format_message("x", {"Bad Key": "v"})
     with pytest.raises(ValueError):
         format_message("x", {"Source-Revision": "a\nb"})
+
+
+def test_a_damaged_workdir_is_refetched(remote: RemoteRepo, tmp_path: Path) -> None:
+    store = store_for(remote, tmp_path)
+    first = store.write({PLATFORM_FILE: status("Pending")}, "p1", {"Source-Revision": "1" * 40})
+    store.close()
+    objects = tmp_path / "store" / "objects"
+    shutil.rmtree(objects)
+    objects.mkdir()
+    again = store_for(remote, tmp_path)
+    second = again.write({PLATFORM_FILE: status("Running")}, "p2", {"Source-Revision": "2" * 40})
+    assert second is not None and parents(remote, second) == [first]

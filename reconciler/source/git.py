@@ -220,15 +220,19 @@ class GitSource(Generic[T]):
     def cached_head(self) -> str | None:
         """The branch head in the local cache (what the last fetch brought), without any network."""
         with self._lock:
-            return _gitutil.rev_parse(self._cache().git, self._ref)
+            return _gitutil.rev_parse(self._cache().git, f"{self._ref}^{{commit}}")
 
     def sync(self) -> str:
         """The commit sha of the branch head, fetching only when the remote moved since the last fetch."""
         with self._lock:
             remote = self.remote_head()
             repo = self._cache()
-            if _gitutil.rev_parse(repo.git, self._ref) == remote:
+            local = _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}")
+            if local == remote:
                 return remote
+            if local is None and _gitutil.rev_parse(repo.git, self._ref) is not None:
+                # The cached ref names a commit the cache lacks (a damaged cache): fetch from scratch.
+                self._drop_ref(repo)
             started = time.monotonic()
             try:
                 _gitutil.run(
@@ -248,6 +252,12 @@ class GitSource(Generic[T]):
                 self.last_fetch_seconds = time.monotonic() - started
                 self.fetch_seconds_total += self.last_fetch_seconds
             return resolve_commit(repo, self._ref)
+
+    def _drop_ref(self, repo: git.Repo) -> None:
+        try:
+            _gitutil.run(repo.git, "update-ref", "-d", self._ref)
+        except GitError as exc:
+            raise SourceError(f"cannot repair the cache {self.cache_dir}: {exc}") from None
 
     # -- reading ----------------------------------------------------------------------------------
 

@@ -158,11 +158,11 @@ class StatusStore:
         repo = self._cache()
         try:
             remote = _gitutil.ls_remote_head(repo.git, self._location, self.branch)
-            local = _gitutil.rev_parse(repo.git, self._ref)
-            if remote is None:
-                if local is not None:
-                    _gitutil.run(repo.git, "update-ref", "-d", self._ref)
-            elif remote != local:
+            local = _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}")
+            if (remote is None or local is None) and _gitutil.rev_parse(repo.git, self._ref) is not None:
+                # Gone from the remote, or naming a commit the private repository lacks (damaged).
+                _gitutil.run(repo.git, "update-ref", "-d", self._ref)
+            if remote is not None and remote != local:
                 _gitutil.run(
                     repo.git,
                     "fetch",
