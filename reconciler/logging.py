@@ -11,13 +11,14 @@ values under secret-sounding keys and every occurrence of a registered secret be
 
 from __future__ import annotations
 
+import contextvars
 import logging as stdlib_logging
 import re
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Final, TextIO, cast
+from typing import Any, Final, ParamSpec, TextIO, TypeVar, cast
 
 import structlog
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
@@ -33,7 +34,11 @@ __all__ = [
     "register_secret",
     "resource_context",
     "unbind_pass",
+    "with_log_context",
 ]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 REDACTED: Final = "***"
 
@@ -319,6 +324,21 @@ def resource_context(namespace: str, name: str, kind: str | None = None) -> Iter
         values["kind"] = kind
     with structlog.contextvars.bound_contextvars(**values):
         yield
+
+
+def with_log_context(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Wrap ``fn`` so that it logs with the caller's bound context (revision, resource) in any thread.
+
+    Context variables do not follow work into a ``ThreadPoolExecutor``: without this, lines logged by
+    worker threads lose the revision of the pass. Each call runs in its own copy of the context captured
+    here, so concurrent calls neither clash nor see each other's bindings.
+    """
+    captured = contextvars.copy_context()
+
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return captured.copy().run(fn, *args, **kwargs)
+
+    return run
 
 
 # Redaction must be in place before the first line anyone logs, even in code paths (tests, library use)

@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from reconciler.logging import (
     register_secret,
     resource_context,
     unbind_pass,
+    with_log_context,
 )
 
 API_KEY = "pk-4f9d0c1e8b7a6d5c4b3a29180706f5e4"
@@ -154,6 +156,25 @@ def test_context_does_not_leak_between_threads() -> None:
     worker.start()
     worker.join()
     assert "revision" not in json_lines(stream)[0]
+
+
+def test_worker_threads_log_with_the_callers_context_when_wrapped() -> None:
+    stream = io.StringIO()
+    configure_logging(stream=stream)
+    log = get_logger()
+
+    def work(name: str) -> str:
+        with resource_context("project-a", name):
+            log.info("applied")
+        return name
+
+    with pass_context("rev-42"), ThreadPoolExecutor(max_workers=4) as pool:
+        done = list(pool.map(with_log_context(work), [f"p{i}" for i in range(8)]))
+    assert done == [f"p{i}" for i in range(8)]
+    lines = json_lines(stream)
+    assert len(lines) == 8
+    assert all(line["revision"] == "rev-42" for line in lines)
+    assert sorted(line["name"] for line in lines) == done
 
 
 def test_registered_secret_never_appears_anywhere_in_json_output() -> None:
