@@ -88,7 +88,7 @@ def _table(plans: list[PlatformPlan], phases: Mapping[PlatformKey, Phase], title
 
 
 def run(keep: bool) -> int:
-    console = Console()
+    console = Console() if Console().is_terminal else Console(width=160)
     configure_logging("warning")
     try:
         sample = find_sample_repo()
@@ -142,7 +142,9 @@ def run(keep: bool) -> int:
                     title = f"pass {len(latest)}: {last.outcome} (revision {str(last.revision)[:12]})"
                     live.update(_table(plans, last.phases, title))
                 done.wait(0.25)
-            if latest:
+            planned = [r.plan for r in latest if r.plan]
+            if planned:
+                plans = planned[-1]
                 live.update(_table(plans, latest[-1].phases, "summary"))
         ok = done.is_set()
         console.print()
@@ -169,6 +171,5 @@ def run(keep: bool) -> int:
         loop.join(10.0)
         server.stop()
         controller.close()
-    if not keep:
-        shutil.rmtree(workspace, ignore_errors=True)
+    console.print(f"(the workspace {workspace} is left for you to read; delete it when done)")
     return 0 if ok else 1
