@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import httpx
 import jsonschema
 import pytest
 
@@ -23,7 +22,7 @@ from reconciler.model.observed import managed_labels
 from reconciler.model.resources import ComputeProfile, WorkloadProfile
 from reconciler.palette import ClientError, PaletteClient, RateLimitedError, UnauthorizedError
 from reconciler.palette.entities import cluster_create_entity, machine_pool_entity
-from tests._palette_support import KEY, Recorder, admin, fast_retry, host, running
+from tests._palette_support import HTTP, KEY, Recorder, admin, fast_retry, host, running
 
 SPEC: dict[str, Any] = json.loads(
     (Path(__file__).parent / "data" / "palette" / "palette-openapi-subset.json").read_text()
@@ -178,7 +177,7 @@ def _scenario() -> list[tuple[str, str, Any, int, Any]]:
 
 
 def _raw(url: str, method: str, path: str, body: Any) -> tuple[str, str, Any, int, Any]:
-    response = httpx.request(method, url + path, json=body, headers={"ApiKey": KEY})
+    response = HTTP.request(method, url + path, json=body, headers={"ApiKey": KEY})
     return (
         method,
         path.split("?")[0],
