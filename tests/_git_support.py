@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 GIT_ENV = {
@@ -120,3 +123,83 @@ def git_daemon(base: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+class _SmartHTTPHandler(BaseHTTPRequestHandler):
+    """Git's smart HTTP protocol through ``git http-backend`` (CGI), behind HTTP Basic auth."""
+
+    server: _SmartHTTPServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: tests read outcomes, not access logs."""
+
+    def _serve(self) -> None:
+        expected = "Basic " + base64.b64encode(self.server.credentials.encode()).decode()
+        if self.headers.get("Authorization") != expected:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        path, _, query = self.path.partition("?")
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        env = {
+            **GIT_ENV,
+            "GIT_PROJECT_ROOT": str(self.server.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "REMOTE_USER": self.server.credentials.partition(":")[0],
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+        }
+        for header, name in (
+            ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
+            ("Git-Protocol", "HTTP_GIT_PROTOCOL"),
+        ):
+            if self.headers.get(header):
+                env[name] = self.headers[header]
+        proc = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True, timeout=60)
+        head, _, payload = proc.stdout.partition(b"\r\n\r\n")
+        status = 200
+        headers: list[tuple[str, str]] = []
+        for line in head.decode("latin-1").split("\r\n"):
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.split()[0])
+            elif key:
+                headers.append((key, value.strip()))
+        self.send_response(status)
+        for key, value in headers:
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = _serve
+    do_POST = _serve
+
+
+class _SmartHTTPServer(ThreadingHTTPServer):
+    def __init__(self, root: Path, credentials: str) -> None:
+        super().__init__(("127.0.0.1", 0), _SmartHTTPHandler)
+        self.root = root
+        self.credentials = credentials
+
+
+@contextmanager
+def git_http_server(root: Path, credentials: str = "deploy:s3cr3t-token") -> Iterator[str]:
+    """Serve the repositories under ``root`` over smart HTTP on loopback, requiring ``user:password``.
+
+    Yields the base URL without credentials (``http://127.0.0.1:PORT``).
+    """
+    server = _SmartHTTPServer(root, credentials)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

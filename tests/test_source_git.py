@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.source import GitSource, SkippedEntry, SourceError, read_revision
 from reconciler.source.git import MAX_BLOB_BYTES
-from tests._git_support import RemoteRepo, git, git_daemon
+from tests._git_support import RemoteRepo, git, git_daemon, git_http_server
 
 PLATFORM = "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: p, namespace: a}\n"
 
@@ -280,3 +280,25 @@ def test_a_damaged_cache_is_refetched(remote: RemoteRepo, tmp_path: Path) -> Non
     assert again.sync() == sha
     assert again.fetch_count == 1
     assert [p for p, _ in again.read_tree(sha)] == ["project-a/platform.yaml"]
+
+
+def test_http_url_with_credentials_syncs_without_leaking_them(remote: RemoteRepo, tmp_path: Path) -> None:
+    with git_http_server(remote.bare.parent, "deploy:s3cr3t-token") as base:
+        url = base.replace("http://", "http://deploy:s3cr3t-token@") + "/remote.git"
+        source = source_for(url, tmp_path)
+        assert "s3cr3t" not in source.url
+        sha = source.sync()
+        assert sha == remote.head()
+        assert source.read_tree(sha) == [("project-a/platform.yaml", PLATFORM.encode())]
+        assert read_revision(url)[0] == sha
+
+
+def test_http_wrong_credentials_fail_at_once_without_a_prompt(remote: RemoteRepo, tmp_path: Path) -> None:
+    with git_http_server(remote.bare.parent, "deploy:right-token") as base:
+        url = base.replace("http://", "http://deploy:wrong-token@") + "/remote.git"
+        with pytest.raises(SourceError) as info:
+            source_for(url, tmp_path).sync()
+        assert "wrong-token" not in str(info.value)
+        assert "Authentication failed" in str(info.value) or "401" in str(info.value)
+        with pytest.raises(SourceError):
+            source_for(f"{base}/remote.git", tmp_path / "anonymous").sync()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.status import StatusError, StatusStore, format_message
-from tests._git_support import RemoteRepo, git, git_daemon
+from tests._git_support import RemoteRepo, git, git_daemon, git_http_server
 
 BRANCH = "reconciler/status"
 PLATFORM_FILE = "project-a/mlplatforms/clearml-prod.yaml"
@@ -209,3 +209,19 @@ def test_a_damaged_workdir_is_refetched(remote: RemoteRepo, tmp_path: Path) -> N
     again = store_for(remote, tmp_path)
     second = again.write({PLATFORM_FILE: status("Running")}, "p2", {"Source-Revision": "2" * 40})
     assert second is not None and parents(remote, second) == [first]
+
+
+def test_push_over_http_with_credentials(remote: RemoteRepo, tmp_path: Path) -> None:
+    with git_http_server(remote.bare.parent, "bot:push-token") as base:
+        store = StatusStore(
+            base.replace("http://", "http://bot:push-token@") + "/remote.git", workdir=tmp_path / "s"
+        )
+        assert "push-token" not in store.url
+        commit = store.write({PLATFORM_FILE: status("Running")}, "over http", {"Source-Revision": "1" * 40})
+        assert commit == git("rev-parse", BRANCH, cwd=remote.bare).strip()
+        denied = StatusStore(
+            base.replace("http://", "http://bot:bad@") + "/remote.git", workdir=tmp_path / "d"
+        )
+        with pytest.raises(StatusError) as info:
+            denied.write({PLATFORM_FILE: status("Pending")}, "denied", {"Source-Revision": "2" * 40})
+        assert "wrong-9f3" not in str(info.value)
