@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import threading
@@ -11,7 +12,10 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from reconciler.logging import configure_logging
 from reconciler.metrics import Metrics
 from reconciler.server import (
     MAX_WEBHOOK_BODY,
@@ -297,3 +301,46 @@ def test_webhook_results_are_counted_in_the_metrics(client: httpx.Client) -> Non
     assert 'reconciler_webhooks_total{result="accepted"} 1.0' in text
     assert 'reconciler_webhooks_total{result="ping"} 1.0' in text
     assert 'reconciler_webhooks_total{result="unauthorized"} 2.0' in text
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    body=st.binary(max_size=512),
+    signature=st.one_of(
+        st.none(),
+        st.text(max_size=80),
+        st.binary(min_size=32, max_size=32).map(lambda digest: "sha256=" + digest.hex()),
+    ),
+)
+def test_property_unsigned_or_wrongly_signed_requests_never_trigger(
+    client: httpx.Client, recorder: Recorder, body: bytes, signature: str | None
+) -> None:
+    headers = {"X-GitHub-Event": "push", "Content-Type": "application/json"}
+    if signature is not None:
+        headers["X-Hub-Signature-256"] = signature
+    try:
+        response = client.post("/hooks/git", content=body, headers=headers)
+    except (httpx.LocalProtocolError, UnicodeEncodeError):
+        return  # a header value the client itself refuses to send never reaches the server
+    assert response.status_code == 401
+    assert recorder.payloads == []
+
+
+def test_webhook_secret_and_signatures_never_reach_the_logs(metrics: Metrics, recorder: Recorder) -> None:
+    stream = io.StringIO()
+    configure_logging("debug", stream=stream)
+    try:
+        body = json.dumps(PUSH).encode()
+        with (
+            Server(metrics, webhook_secret=SECRET, on_webhook=recorder) as server,
+            httpx.Client(base_url=server.url) as http,
+        ):
+            http.post("/hooks/git", content=body, headers=push_headers(body))
+            http.post("/hooks/git", content=body, headers=push_headers(body, secret=b"other-secret"))
+            http.post("/hooks/git", content=SECRET, headers=push_headers(SECRET))
+    finally:
+        configure_logging()
+    output = stream.getvalue()
+    assert "webhook accepted" in output and "webhook rejected" in output
+    assert SECRET.decode() not in output
+    assert sign_body(SECRET, body).removeprefix("sha256=") not in output
