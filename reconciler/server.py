@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qs
@@ -192,7 +193,6 @@ class Server:
         except OSError as exc:
             sock.close()
             raise ServerError(f"cannot listen on {self._host}:{self._requested_port}: {exc}") from exc
-        sock.set_inheritable(True)
         config = uvicorn.Config(
             self.app,
             log_config=None,  # logging is ours (reconciler.logging), not uvicorn's dictConfig
@@ -202,7 +202,7 @@ class Server:
             http="h11",
             ws="none",
             server_header=False,
-            limit_concurrency=100,
+            limit_concurrency=100,  # a flood of deliveries gets 503s instead of piling up threads
             timeout_keep_alive=5,
         )
         server = uvicorn.Server(config)
@@ -211,17 +211,15 @@ class Server:
         )
         self._socket, self._uvicorn, self._thread = sock, server, thread
         thread.start()
-        deadline = _START_TIMEOUT_SECONDS
-        step = 0.01
+        deadline = time.monotonic() + _START_TIMEOUT_SECONDS
         while not server.started:
             if not thread.is_alive():
                 self._reset()
                 raise ServerError("the HTTP server stopped while starting")
-            if deadline <= 0:
+            if time.monotonic() > deadline:
                 self.stop()
                 raise ServerError("the HTTP server did not start in time")
-            thread.join(step)
-            deadline -= step
+            thread.join(0.01)
         _log.info("http server listening", url=self.url, webhook=self._secret is not None)
 
     def stop(self) -> None:
