@@ -33,7 +33,7 @@ from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.observed import ManagedCluster
-from reconciler.model.resources import MLPlatform
+from reconciler.model.resources import ComputeProfile, MLPlatform, Project
 
 MIN_NODES_LABEL = "palette.ai/min-nodes"
 ALLOW_REPLACE_ANNOTATION = "palette.ai/allow-replace"
@@ -89,7 +89,30 @@ def allow_replace(platform: MLPlatform) -> bool:
     return platform.metadata.annotations.get(ALLOW_REPLACE_ANNOTATION, "").strip().lower() == "true"
 
 
-def requirements(desired: DesiredState, platform: MLPlatform) -> Requirements | Rejection:
+def _projects(desired: DesiredState) -> dict[str, Project]:
+    """Each namespace's Project, as ``DesiredState.project`` picks it, indexed once (that one sorts)."""
+    found: dict[str, Project] = {}
+    for project in desired.of_kind(Project):
+        found.setdefault(project.metadata.namespace, project)
+    return found
+
+
+def _compute_profile(
+    desired: DesiredState, platform: MLPlatform, projects: Mapping[str, Project]
+) -> ComputeProfile | None:
+    """``DesiredState.compute_profile_for`` with the Project index: the platform's ref, else the Project's."""
+    ns = platform.metadata.namespace
+    ref = platform.spec.compute_profile_ref
+    name = ref.name if ref is not None and ref.name else None
+    if name is None:
+        project = projects.get(ns)
+        name = project.spec.compute_profile_ref.name if project is not None else None
+    return desired.get(ComputeProfile, ns, name) if name else None
+
+
+def requirements(
+    desired: DesiredState, platform: MLPlatform, projects: Mapping[str, Project] | None = None
+) -> Requirements | Rejection:
     """Resolve a platform's needs: GPU limits, control-plane count, minimum workers (with precedence)."""
     spec = platform.spec
     ns = platform.metadata.namespace
@@ -97,7 +120,7 @@ def requirements(desired: DesiredState, platform: MLPlatform) -> Requirements | 
         return Rejection(
             Reason.UNSUPPORTED_MODE, f"mode {spec.mode} is not supported yet; use mode dedicated"
         )
-    profile = desired.compute_profile_for(platform)
+    profile = _compute_profile(desired, platform, _projects(desired) if projects is None else projects)
     if profile is None:
         ref = spec.compute_profile_ref
         name = ref.name if ref is not None and ref.name else "(from the Project)"
@@ -296,6 +319,7 @@ class _FreeHosts:
                 )
             )
         self._matching: dict[tuple[str, tuple[tuple[str, str], ...]], list[_Pool]] = {}
+        self._in_groups: dict[tuple[tuple[str, str], ...], list[_Pool]] = {}
 
     def matching(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
         key = (arch, tuple(sorted(groups.items())))
@@ -311,13 +335,12 @@ class _FreeHosts:
 
     def arches(self, groups: Mapping[str, str]) -> list[str]:
         """Architectures with at least one free host in ``groups``, in name order."""
-        return sorted(
-            {
-                p.arch
-                for p in self.pools
-                if p.head < len(p.hosts) and all(p.groups.get(k) == v for k, v in groups.items())
-            }
-        )
+        key = tuple(sorted(groups.items()))
+        pools = self._in_groups.get(key)
+        if pools is None:
+            pools = [p for p in self.pools if all(p.groups.get(k) == v for k, v in groups.items())]
+            self._in_groups[key] = pools
+        return sorted({p.arch for p in pools if p.head < len(p.hosts)})
 
     def commit(self, trial: _Trial) -> None:
         for idx, m in trial.used.items():
@@ -609,9 +632,10 @@ def allocate(
     platforms = [p for p in desired.platforms() if not p.spec.suspend]
     decisions: dict[PlatformKey, Decision] = {}
     needs: dict[PlatformKey, Requirements] = {}
+    projects = _projects(desired)
     for p in platforms:
         key = (p.metadata.namespace, p.metadata.name)
-        req = requirements(desired, p)
+        req = requirements(desired, p, projects)
         if isinstance(req, Rejection):
             decisions[key] = req
         else:
