@@ -203,3 +203,36 @@ def git_http_server(root: Path, credentials: str = "deploy:s3cr3t-token") -> Ite
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@contextmanager
+def silent_server() -> Iterator[str]:
+    """A TCP server on loopback that accepts connections and never answers: a hung remote.
+
+    Yields ``host:port``.
+    """
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _addr = listener.accept()
+            except OSError:
+                continue
+            accepted.append(conn)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in accepted:
+            conn.close()
+        listener.close()

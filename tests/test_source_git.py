@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import shutil
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
 from reconciler.source import GitSource, SkippedEntry, SourceError, read_revision
 from reconciler.source.git import MAX_BLOB_BYTES
-from tests._git_support import RemoteRepo, git, git_daemon, git_http_server
+from tests._git_support import RemoteRepo, git, git_daemon, git_http_server, silent_server
 
 PLATFORM = "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: p, namespace: a}\n"
 
@@ -302,3 +303,12 @@ def test_http_wrong_credentials_fail_at_once_without_a_prompt(remote: RemoteRepo
         assert "Authentication failed" in str(info.value) or "401" in str(info.value)
         with pytest.raises(SourceError):
             source_for(f"{base}/remote.git", tmp_path / "anonymous").sync()
+
+
+def test_a_hung_remote_times_out_with_source_error(tmp_path: Path) -> None:
+    with silent_server() as address:
+        source = GitSource(f"http://{address}/repo.git", cache_dir=tmp_path / "cache", timeout=1.0)
+        started = time.monotonic()
+        with pytest.raises(SourceError):
+            source.sync()
+        assert time.monotonic() - started < 10

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,30 @@ def test_push_over_http_with_credentials(remote: RemoteRepo, tmp_path: Path) -> 
         with pytest.raises(StatusError) as info:
             denied.write({PLATFORM_FILE: status("Pending")}, "denied", {"Source-Revision": "2" * 40})
         assert "wrong-9f3" not in str(info.value)
+
+
+def test_parallel_writers_never_lose_a_commit(remote: RemoteRepo, tmp_path: Path) -> None:
+    stores = [store_for(remote, tmp_path, f"writer-{w}", retry_delay=0.01, max_attempts=20) for w in range(3)]
+    made: list[str] = []
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for n in range(4):
+                files = {f"project-a/computes/writer-{w}.yaml": f"n: {n}\n".encode()}
+                commit = stores[w].write(files, f"writer {w} pass {n}", {"Source-Revision": str(n) * 40})
+                if commit is not None:
+                    made.append(commit)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    history = set(git("rev-list", BRANCH, cwd=remote.bare).split())
+    assert len(made) == 12
+    assert set(made) <= history, "every commit a writer reported is still on the branch (no force-push)"
+    assert len(history) == 12

@@ -144,10 +144,12 @@ def run_bytes(repo_git: git.Git, *args: str, timeout: float = LOCAL_TIMEOUT) -> 
     return out if isinstance(out, bytes) else str(out).encode()
 
 
-def ls_remote_head(repo_git: git.Git, location: str, branch: str) -> str | None:
+def ls_remote_head(
+    repo_git: git.Git, location: str, branch: str, timeout: float = NETWORK_TIMEOUT
+) -> str | None:
     """The sha the remote's ``refs/heads/<branch>`` points at, or None when it has no such branch."""
     ref = f"refs/heads/{branch}"
-    out = run(repo_git, "ls-remote", "--", location, ref, timeout=NETWORK_TIMEOUT)
+    out = run(repo_git, "ls-remote", "--", location, ref, timeout=timeout)
     for line in out.splitlines():
         sha, _, name = line.partition("\t")
         if name.strip() == ref:

@@ -135,7 +135,8 @@ class GitSource(Generic[T]):
     ``url`` is a local path (bare repository or work tree), or a ``file://``, ``git://``, ``ssh://``
     or ``https://`` URL. ``parse(path, data)`` turns one file into whatever the caller needs (the
     controller passes ``reconciler.manifests.parse_file``); without it, :meth:`read_parsed` returns
-    ``(path, data)`` pairs. An instance is safe to share between threads (one lock serialises git).
+    ``(path, data)`` pairs. ``timeout`` bounds each network git command (ls-remote, fetch) in seconds.
+    An instance is safe to share between threads (one lock serialises git).
     """
 
     @overload
@@ -147,6 +148,7 @@ class GitSource(Generic[T]):
         *,
         parse: None = None,
         parse_cache_size: int = 100_000,
+        timeout: float = _gitutil.NETWORK_TIMEOUT,
     ) -> None: ...
 
     @overload
@@ -158,6 +160,7 @@ class GitSource(Generic[T]):
         *,
         parse: Callable[[str, bytes], T],
         parse_cache_size: int = 100_000,
+        timeout: float = _gitutil.NETWORK_TIMEOUT,
     ) -> None: ...
 
     def __init__(
@@ -168,6 +171,7 @@ class GitSource(Generic[T]):
         *,
         parse: Callable[[str, bytes], T] | None = None,
         parse_cache_size: int = 100_000,
+        timeout: float = _gitutil.NETWORK_TIMEOUT,
     ) -> None:
         try:
             self._location = _gitutil.normalize_url(url)
@@ -175,6 +179,7 @@ class GitSource(Generic[T]):
             raise SourceError(str(exc)) from None
         self.url = _gitutil.redact(self._location)
         self.branch = branch
+        self.timeout = timeout
         self.cache_dir = cache_dir or _gitutil.default_cache_dir("source", self._location)
         self._parsed: ParseCache[T] = ParseCache(
             parse or cast(Callable[[str, bytes], T], _identity), parse_cache_size
@@ -210,7 +215,7 @@ class GitSource(Generic[T]):
             repo = self._cache()
             self.ls_remote_count += 1
             try:
-                sha = _gitutil.ls_remote_head(repo.git, self._location, self.branch)
+                sha = _gitutil.ls_remote_head(repo.git, self._location, self.branch, self.timeout)
             except GitError as exc:
                 raise SourceError(f"cannot reach {self.url}: {exc}") from None
             if sha is None:
@@ -243,7 +248,7 @@ class GitSource(Generic[T]):
                     "--",
                     self._location,
                     f"+{self._ref}:{self._ref}",
-                    timeout=_gitutil.NETWORK_TIMEOUT,
+                    timeout=self.timeout,
                 )
             except GitError as exc:
                 raise SourceError(f"cannot fetch {self.branch!r} from {self.url}: {exc}") from None

@@ -105,6 +105,7 @@ class StatusStore:
         author: str = "paletteai-reconciler <reconciler@localhost>",
         max_attempts: int = 5,
         retry_delay: float = 0.2,
+        timeout: float = _gitutil.NETWORK_TIMEOUT,
     ) -> None:
         try:
             self._location = _gitutil.normalize_url(url)
@@ -124,6 +125,7 @@ class StatusStore:
         self.workdir = workdir or _gitutil.default_cache_dir("status", self._location)
         self.max_attempts = max(1, max_attempts)
         self.retry_delay = retry_delay
+        self.timeout = timeout
         self._lock = threading.RLock()
         self._repo: git.Repo | None = None
         self._odb: Any = None
@@ -157,7 +159,7 @@ class StatusStore:
         """Make the cached ref equal the remote's branch (fetching only when it moved)."""
         repo = self._cache()
         try:
-            remote = _gitutil.ls_remote_head(repo.git, self._location, self.branch)
+            remote = _gitutil.ls_remote_head(repo.git, self._location, self.branch, self.timeout)
             local = _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}")
             if (remote is None or local is None) and _gitutil.rev_parse(repo.git, self._ref) is not None:
                 # Gone from the remote, or naming a commit the private repository lacks (damaged).
@@ -171,7 +173,7 @@ class StatusStore:
                     "--",
                     self._location,
                     f"+{self._ref}:{self._ref}",
-                    timeout=_gitutil.NETWORK_TIMEOUT,
+                    timeout=self.timeout,
                 )
         except GitError as exc:
             raise StatusError(f"cannot read {self.branch!r} of {self.url}: {exc}") from None
@@ -310,7 +312,7 @@ class StatusStore:
                 "--",
                 self._location,
                 f"{commit}:{self._ref}",
-                timeout=_gitutil.NETWORK_TIMEOUT,
+                timeout=self.timeout,
             )
         except GitError as exc:
             return str(exc)
