@@ -202,6 +202,20 @@ class _LockedWriter:
     log = debug = info = warn = warning = error = critical = exception = fatal = msg
 
 
+class _WriterHandler(stdlib_logging.Handler):
+    """Hands standard-library records to the same locked writer, so lines of both never interleave."""
+
+    def __init__(self, writer: _LockedWriter) -> None:
+        super().__init__()
+        self._writer = writer
+
+    def emit(self, record: stdlib_logging.LogRecord) -> None:
+        try:
+            self._writer.msg(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
 class _WriterFactory:
     def __init__(self, writer: _LockedWriter) -> None:
         self._writer = writer
@@ -261,7 +275,7 @@ def configure_logging(level: str = "info", *, json: bool | None = None, stream: 
         cache_logger_on_first_use=False,
     )
 
-    handler = stdlib_logging.StreamHandler(cast(TextIO, target))
+    handler = _WriterHandler(writer)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],

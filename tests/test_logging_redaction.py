@@ -177,6 +177,26 @@ def test_worker_threads_log_with_the_callers_context_when_wrapped() -> None:
     assert sorted(line["name"] for line in lines) == done
 
 
+def test_concurrent_lines_from_structlog_and_stdlib_never_interleave() -> None:
+    stream = io.StringIO()
+    configure_logging(stream=stream)
+    log = get_logger()
+    stdlib = logging.getLogger("reconciler.test")
+
+    def chatter(worker: int) -> None:
+        for i in range(200):
+            log.info("structlog line", worker=worker, i=i, pad="x" * 200)
+            stdlib.warning("stdlib line %d %d %s", worker, i, "y" * 200)
+
+    threads = [threading.Thread(target=chatter, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lines = json_lines(stream)
+    assert len(lines) == 6 * 200 * 2
+
+
 def test_registered_secret_never_appears_anywhere_in_json_output() -> None:
     stream = io.StringIO()
     configure_logging(stream=stream)
