@@ -265,6 +265,7 @@ def test_property_changed_specs_never_share_a_host(
     inv = Inventory(tuple(replace(m, state=HostState.IN_USE) if m.uid in used else m for m in machines))
     state = desired(*after)
     again = make_plan(state, inv, clusters, max_deletions=10)
+    assert make_plan(state, inv, clusters[::-1], max_deletions=10).platforms == again.platforms
     by_uid = {m.uid: m for m in machines}
     seen: set[str] = set()
     for e in again.platforms:
