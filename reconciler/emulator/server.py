@@ -55,6 +55,7 @@ class EmulatorServer:
         self._host = host
         self._port = port
         self._socket: socket.socket | None = None
+        self._url: str | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -78,15 +79,15 @@ class EmulatorServer:
         return cls(state, api_key, faults=faults, seed=seed, host=host, port=port)
 
     def __repr__(self) -> str:
-        return f"EmulatorServer(url={self.url!r})" if self._socket else "EmulatorServer(stopped)"
+        running = self._thread is not None
+        return f"EmulatorServer(url={self._url!r}, running={running})"
 
     @property
     def url(self) -> str:
-        if self._socket is None:
-            raise RuntimeError("the emulator is not started")
-        host, port = self._socket.getsockname()[:2]
-        shown = f"[{host}]" if ":" in host else host
-        return f"http://{shown}:{port}"
+        """Where it listens (kept after :meth:`stop`, so a test can show that nothing answers there)."""
+        if self._url is None:
+            raise RuntimeError("the emulator has not been started")
+        return self._url
 
     def _config(self) -> uvicorn.Config:
         return uvicorn.Config(
@@ -98,6 +99,8 @@ class EmulatorServer:
         if self._thread is not None:
             return self
         self._socket = _bind(self._host, self._port)
+        host, port = self._socket.getsockname()[:2]
+        self._url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
         self._server = uvicorn.Server(self._config())
         sockets = [self._socket]
         self._thread = threading.Thread(
@@ -119,6 +122,7 @@ class EmulatorServer:
             self._thread.join(timeout=10)
         if self._socket is not None:
             self._socket.close()
+        self._socket = None
         self._server = None
         self._thread = None
 

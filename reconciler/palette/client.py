@@ -265,10 +265,11 @@ class PaletteClient:
     ) -> httpx.Response:
         """One logical call with retries. Raises a typed :class:`PaletteError` when it finally fails."""
         path = template.format(**{k: _quote(v) for k, v in path_params.items()})
+        shown = self._scrub(path)  # the path that errors carry: even a key passed as a uid stays hidden
         backoff = self._retry.backoff()
         while True:
             try:
-                return self._attempt(method, template, path, json, query, idempotent)
+                return self._attempt(method, template, path, shown, json, query, idempotent)
             except _Retryable as failure:
                 delay = backoff.next_delay(failure.retry_after)
                 if delay is None:
@@ -280,6 +281,7 @@ class PaletteClient:
         method: str,
         template: str,
         path: str,
+        shown: str,
         body: Any,
         query: Mapping[str, str | int] | None,
         idempotent: bool,
@@ -289,10 +291,10 @@ class PaletteClient:
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             # Nothing reached the server: safe to retry even a create.
             self._report(method, template, 0)
-            raise _Retryable(self._transport_error(exc, method, path)) from None
+            raise _Retryable(self._transport_error(exc, method, shown)) from None
         except httpx.TransportError as exc:
             self._report(method, template, 0)
-            error = self._transport_error(exc, method, path)
+            error = self._transport_error(exc, method, shown)
             if idempotent:
                 raise _Retryable(error) from None
             raise error from None
@@ -300,7 +302,7 @@ class PaletteClient:
         status = response.status_code
         if status < 400:
             return response
-        failure = self._http_error(response, method, path)
+        failure = self._http_error(response, method, shown)
         if isinstance(failure, RateLimitedError):
             raise _Retryable(failure, failure.retry_after)
         if status >= 500 and idempotent:
@@ -365,7 +367,7 @@ class PaletteClient:
                 "response is not a JSON object",
                 status=response.status_code,
                 method=response.request.method,
-                path=response.request.url.path,
+                path=self._scrub(response.request.url.path),
             )
         return body
 
