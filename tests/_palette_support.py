@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 
 from reconciler.emulator import EmulatorServer, FaultRule
+from reconciler.model.resources import ComputeProfile, WorkloadProfile
 from reconciler.palette import PaletteClient, RetryPolicy
 from reconciler.palette.observe import Snapshot
 
@@ -147,3 +150,75 @@ class Recorder(httpx.BaseTransport):
 
     def close(self) -> None:
         self._inner.close()
+
+
+# --- Palette's swagger subset as strict JSON Schema (see tests/data/palette/SOURCE.md) ---------------
+
+SPEC: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "data" / "palette" / "palette-openapi-subset.json").read_text()
+)
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {k: _strict(v) for k, v in node.items()}
+        if "properties" in out and "additionalProperties" not in out and "$ref" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(node, list):
+        return [_strict(v) for v in node]
+    return node
+
+
+DEFINITIONS = _strict(SPEC["definitions"])
+
+
+def validator(definition: str) -> jsonschema.Draft4Validator:
+    return jsonschema.Draft4Validator({"$ref": f"#/definitions/{definition}", "definitions": DEFINITIONS})
+
+
+def assert_valid(definition: str, document: Any, what: str) -> None:
+    errors = sorted(validator(definition).iter_errors(document), key=lambda e: list(e.absolute_path))
+    details = "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:5])
+    assert not errors, f"{what} does not match {definition}: {details}"
+
+
+# --- resources the entity and conformance tests build bodies from --------------------------------
+
+PROFILE = ComputeProfile.model_validate(
+    {
+        "apiVersion": "palette.ai/v1alpha1",
+        "kind": "ComputeProfile",
+        "metadata": {"name": "edge-compute-profile", "namespace": "project-a"},
+        "spec": {
+            "sshKeys": ["ssh-rsa AAAAB3Nza... test-user@test-machine"],
+            "edge": {
+                "vip": "10.10.189.24",
+                "ntpServers": ["time.google.com"],
+                "networkOverlayConfig": {"enabled": False, "staticIp": True, "cidr": "192.168.1.0/24"},
+                "isTwoNode": False,
+            },
+            "controlPlaneDefaults": {
+                "nodeCount": 1,
+                "workerNodeEligible": False,
+                "labels": {"palette.ai": "true"},
+                "annotations": {"kubernetes.io/description": "Control plane node"},
+                "taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
+            },
+            "workerPoolDefaults": {
+                "labels": {"palette.ai": "true"},
+                "taints": [{"key": "worker-taint", "value": "true", "effect": "NoSchedule"}],
+            },
+        },
+    }
+)
+WORKLOAD = WorkloadProfile.model_validate(
+    {
+        "apiVersion": "mural.spectrocloud.com/v1alpha1",
+        "kind": "WorkloadProfile",
+        "metadata": {"name": "clearml", "namespace": "project-a"},
+        "spec": {
+            "clusterProfiles": [{"uid": "66a1b2c3d4e5f6a7b8c9d0e1", "packValues": [{"name": "clearml"}]}]
+        },
+    }
+)

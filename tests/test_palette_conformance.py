@@ -9,48 +9,29 @@ so a field the real API does not have - a typo or an invented one - fails the te
 from __future__ import annotations
 
 import copy
-import json
 import re
-from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from reconciler.emulator import FaultRule
 from reconciler.model.observed import managed_labels
-from reconciler.model.resources import ComputeProfile, WorkloadProfile
 from reconciler.palette import ClientError, PaletteClient, RateLimitedError, UnauthorizedError
 from reconciler.palette.entities import cluster_create_entity, machine_pool_entity
-from tests._palette_support import HTTP, KEY, Recorder, admin, fast_retry, host, running
-
-SPEC: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "data" / "palette" / "palette-openapi-subset.json").read_text()
+from tests._palette_support import (
+    HTTP,
+    KEY,
+    PROFILE,
+    SPEC,
+    WORKLOAD,
+    Recorder,
+    admin,
+    assert_valid,
+    fast_retry,
+    host,
+    running,
+    validator,
 )
-
-
-def _strict(node: Any) -> Any:
-    if isinstance(node, dict):
-        out = {k: _strict(v) for k, v in node.items()}
-        if "properties" in out and "additionalProperties" not in out and "$ref" not in out:
-            out["additionalProperties"] = False
-        return out
-    if isinstance(node, list):
-        return [_strict(v) for v in node]
-    return node
-
-
-DEFINITIONS = _strict(SPEC["definitions"])
-
-
-def validator(definition: str) -> jsonschema.Draft4Validator:
-    return jsonschema.Draft4Validator({"$ref": f"#/definitions/{definition}", "definitions": DEFINITIONS})
-
-
-def assert_valid(definition: str, document: Any, what: str) -> None:
-    errors = sorted(validator(definition).iter_errors(document), key=lambda e: list(e.absolute_path))
-    details = "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:5])
-    assert not errors, f"{what} does not match {definition}: {details}"
 
 
 def _operation(method: str, path: str) -> tuple[str, dict[str, Any]]:
@@ -87,45 +68,6 @@ def check_exchange(method: str, path: str, sent: Any, status: int, received: Any
     else:
         assert_valid(schema["$ref"].rsplit("/", 1)[-1], received, f"response {status} of {method} {template}")
     return template
-
-
-PROFILE = ComputeProfile.model_validate(
-    {
-        "apiVersion": "palette.ai/v1alpha1",
-        "kind": "ComputeProfile",
-        "metadata": {"name": "edge-compute-profile", "namespace": "project-a"},
-        "spec": {
-            "sshKeys": ["ssh-rsa AAAAB3Nza... test-user@test-machine"],
-            "edge": {
-                "vip": "10.10.189.24",
-                "ntpServers": ["time.google.com"],
-                "networkOverlayConfig": {"enabled": False, "staticIp": True, "cidr": "192.168.1.0/24"},
-                "isTwoNode": False,
-            },
-            "controlPlaneDefaults": {
-                "nodeCount": 1,
-                "workerNodeEligible": False,
-                "labels": {"palette.ai": "true"},
-                "annotations": {"kubernetes.io/description": "Control plane node"},
-                "taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
-            },
-            "workerPoolDefaults": {
-                "labels": {"palette.ai": "true"},
-                "taints": [{"key": "worker-taint", "value": "true", "effect": "NoSchedule"}],
-            },
-        },
-    }
-)
-WORKLOAD = WorkloadProfile.model_validate(
-    {
-        "apiVersion": "mural.spectrocloud.com/v1alpha1",
-        "kind": "WorkloadProfile",
-        "metadata": {"name": "clearml", "namespace": "project-a"},
-        "spec": {
-            "clusterProfiles": [{"uid": "66a1b2c3d4e5f6a7b8c9d0e1", "packValues": [{"name": "clearml"}]}]
-        },
-    }
-)
 
 
 def _scenario() -> list[tuple[str, str, Any, int, Any]]:

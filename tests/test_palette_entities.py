@@ -5,7 +5,7 @@ from __future__ import annotations
 from reconciler.model.observed import managed_labels
 from reconciler.model.resources import ComputeProfile, WorkloadProfile
 from reconciler.palette.entities import cluster_create_entity, machine_pool_entity
-from tests.test_palette_conformance import PROFILE, WORKLOAD, assert_valid
+from tests._palette_support import PROFILE, WORKLOAD, assert_valid
 
 
 def _profile(**spec: object) -> ComputeProfile:
