@@ -1,0 +1,109 @@
+"""`reconciler run` configured the way the container image configures it: environment only, no flags.
+
+The image (``Dockerfile``) runs ``reconciler run`` with no arguments, so everything must come from
+``RECONCILER_*`` variables and the secrets from the environment or files. This starts the real command
+that way against a bare remote and the emulator, and checks what an orchestrator and an operator see:
+the health endpoints, JSON log lines on a non-terminal standard error, no secret in them, and a clean
+exit on SIGTERM (what ``docker stop`` sends).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from reconciler.emulator import EmulatorServer
+from reconciler.server import sign_body
+from tests._e2e_support import API_KEY
+from tests._git_support import RemoteRepo, free_port
+
+pytestmark = pytest.mark.e2e
+
+WEBHOOK_SECRET = "container-webhook-secret-5d2a9e"
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def status_of(url: str) -> int | None:
+    try:
+        return httpx.get(url, timeout=1).status_code
+    except httpx.HTTPError:
+        return None
+
+
+def test_env_only_configuration_serves_logs_json_and_stops_on_sigterm(
+    remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    secret_file = tmp_path / "webhook-secret"
+    secret_file.write_text(WEBHOOK_SECRET + "\n")
+    port = free_port()
+    environ = {
+        key: value for key, value in os.environ.items() if not key.startswith(("RECONCILER_", "PALETTE_"))
+    }
+    environ.update(
+        RECONCILER_REPO=str(remote.bare),
+        RECONCILER_PALETTE=emulator.url,
+        RECONCILER_LISTEN=f"127.0.0.1:{port}",
+        RECONCILER_CACHE_DIR=str(tmp_path / "cache"),
+        RECONCILER_INTERVAL="3600",
+        RECONCILER_WEBHOOK_SECRET_FILE=str(secret_file),
+        PALETTE_API_KEY=API_KEY,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reconciler.cli", "run"],
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: status_of(f"{base}/healthz") == 200)
+        wait_for(lambda: status_of(f"{base}/readyz") == 200)
+        body = json.dumps({"ref": "refs/heads/main"}).encode()
+        hook = httpx.post(
+            f"{base}/hooks/git",
+            content=body,
+            headers={
+                "X-Hub-Signature-256": sign_body(WEBHOOK_SECRET.encode(), body),
+                "X-GitHub-Event": "push",
+            },
+            timeout=5,
+        )
+        assert hook.status_code == 202  # the secret file was read
+        assert "reconciler_passes_total" in httpx.get(f"{base}/metrics", timeout=5).text
+        stopped_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+        stop_seconds = time.monotonic() - stopped_at
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+    assert proc.returncode == 0, err.decode()
+    assert stop_seconds < 15
+    assert status_of(f"{base}/healthz") is None
+    lines = [json.loads(line) for line in err.decode().splitlines() if line.strip()]
+    assert lines, "no log line on standard error"
+    assert all({"timestamp", "level", "event"} <= line.keys() for line in lines)
+    assert any(line["event"] == "webhook accepted" for line in lines)
+    everything = out.decode() + err.decode()
+    assert API_KEY not in everything
+    assert WEBHOOK_SECRET not in everything
