@@ -17,6 +17,8 @@ Decisions that the design leaves open, written down here once:
   including workers added only to reach the minimum, are.
 - ``controlPlaneDefaults.workerNodeEligible`` does not count control-plane hosts as workers for the
   minimum: the seed counts worker nodes only.
+- A platform whose cluster is being deleted (Palette state ``Deleting``, e.g. the first half of a
+  replace) keeps that cluster's hosts as they are until it is gone; then it is placed like a new one.
 - An existing cluster's host that the inventory no longer lists is kept and counts towards node counts
   (with no GPUs): the engine cannot judge it, and removing it would be a guess.
 """
@@ -37,6 +39,7 @@ from reconciler.model.resources import ComputeProfile, MLPlatform, Project
 
 MIN_NODES_LABEL = "palette.ai/min-nodes"
 ALLOW_REPLACE_ANNOTATION = "palette.ai/allow-replace"
+DELETING_STATE = "Deleting"  # Palette's status.state of a cluster on its way out
 
 _INF = 1 << 60
 
@@ -587,6 +590,14 @@ def _allocate_existing(
     """Scale a platform's cluster in place; a different architecture needs a (permitted) replace."""
     existing = _Existing(cluster.control_plane, cluster.workers)
     arch = _cluster_arch(cluster, known)
+    if cluster.state == DELETING_STATE:
+        # Its hosts are held until Palette lets go of them; the platform is placed anew after that.
+        gpus: dict[str, int] = {}
+        for uid in cluster.workers:
+            m = known.get(uid)
+            if m is not None and m.gpu_family is not None and m.gpu_count > 0:
+                gpus[m.gpu_family] = gpus.get(m.gpu_family, 0) + m.gpu_count
+        return Allocation(cluster.control_plane, cluster.workers, dict(sorted(gpus.items())), arch or "")
     if arch is None:  # nothing known about its hosts: scale in place on the first architecture that fits
         failures: list[str] = []
         for a in free.arches(req.groups):

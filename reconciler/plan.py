@@ -4,10 +4,13 @@ Decisions the design leaves open, written down here:
 
 - Action reasons: ``create`` and ``replace`` carry ``Provisioning``, ``scale`` carries ``Scaling``,
   ``delete`` carries ``Deleting``, ``unchanged`` carries ``Provisioned`` when its cluster is Running and
-  ``Provisioning`` otherwise.
+  ``Provisioning`` otherwise, and ``Deleting`` while its cluster is being deleted (after a replace, or
+  removed by hand): the platform is created again once that cluster is gone.
 - Prune guard: when the desired state is incomplete, or more platforms' clusters would be deleted than
   ``max_deletions`` allows, none is deleted; each such platform is reported with action ``unchanged``,
-  reason ``PruneBlocked`` and a message saying how many would be deleted and the limit. The applier only
+  reason ``PruneBlocked`` and a message saying how many would be deleted and the limit. A cluster already
+  ``Deleting`` (deleted by an earlier pass) is reported ``unchanged`` with reason ``Deleting``: nothing
+  is left to do, and it does not count towards the limit. The applier only
   acts on create, scale, replace and delete, so a blocked prune is a no-op by construction.
 - A rejected or suspended platform that has a cluster is reported with that cluster's hosts: they stay.
 - An invalid platform is reported with reason ``ReferenceNotFound`` when one of its diagnostics says a
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from reconciler.allocate import Allocation, Decision, Rejection, allocate
+from reconciler.allocate import DELETING_STATE, Allocation, Decision, Rejection, allocate
 from reconciler.inventory import Inventory, Machine, Role
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
@@ -190,6 +193,9 @@ def _decided(
     rem_w = tuple(sorted(set(cluster.workers) - set(alloc.workers)))
     add_cp = tuple(sorted(set(alloc.control_plane) - set(cluster.control_plane)))
     rem_cp = tuple(sorted(set(cluster.control_plane) - set(alloc.control_plane)))
+    if cluster.state == DELETING_STATE:
+        msg = f"cluster {cluster.name} is being deleted; the platform is placed again once it is gone"
+        return PlatformPlan(*key, Action.UNCHANGED, Reason.DELETING, msg, **common)
     if not (add_w or rem_w or add_cp or rem_cp):
         reason = Reason.PROVISIONED if cluster.state == "Running" else Reason.PROVISIONING
         return PlatformPlan(
@@ -286,6 +292,12 @@ def make_plan(
         entries[key] = _kept(key, Action.INVALID, reason, first + suffix, cluster, machines)
 
     orphans = sorted(k for k in cluster_of if k not in entries)
+    for key in [k for k in orphans if cluster_of[k].state == DELETING_STATE]:
+        # Already on its way out (an earlier pass deleted it): not a new deletion for the guard.
+        cluster = cluster_of[key]
+        msg = f"platform removed from the repository; cluster {cluster.name} is being deleted"
+        entries[key] = _kept(key, Action.UNCHANGED, Reason.DELETING, msg, cluster, machines)
+    orphans = [k for k in orphans if k not in entries]
     blocked = ""
     if orphans and not desired.complete:
         blocked = (

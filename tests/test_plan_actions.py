@@ -202,3 +202,21 @@ def test_placeable_only_when_nothing_rejected_or_invalid() -> None:
     assert plan.placeable
     plan = make_plan(desired(platform("p", {H100: 8})), inventory(cps(1)), [])
     assert not plan.placeable
+
+
+def test_cluster_being_deleted_is_held_until_gone() -> None:
+    machines = [*cps(2, state=USED), machine("g", 8, state=USED), machine("f", 8)]
+    existing = cluster("p", ["cp-0"], ["g"], state="Deleting")
+    plan = make_plan(desired(platform("p", {H100: 16})), inventory(machines), [existing])
+    entry = plan.platforms[0]
+    assert (entry.action, entry.reason) == (Action.UNCHANGED, Reason.DELETING)
+    assert entry.workers == ("g",) and not entry.mutating
+
+
+def test_clusters_already_deleting_do_not_count_towards_max_deletions() -> None:
+    clusters = [cluster("gone-1", ["a"], [], state="Deleting"), cluster("gone-2", ["b"], [])]
+    plan = make_plan(desired(platform("ok")), inventory(cps(1)), clusters, max_deletions=1)
+    assert [(p.name, p.action, p.reason) for p in plan.platforms if p.name.startswith("gone")] == [
+        ("gone-1", Action.UNCHANGED, Reason.DELETING),
+        ("gone-2", Action.DELETE, Reason.DELETING),
+    ]
