@@ -449,3 +449,12 @@ def test_same_inputs_in_any_order_give_the_same_result() -> None:
     first = allocate(desired(*resources), inventory(machines), [])
     second = allocate(desired(*reversed(resources)), inventory(list(reversed(machines))), [])
     assert first == second
+
+
+def test_min_workers_fill_runs_after_the_exact_gpu_choice() -> None:
+    # The documented order: the request first (the 8), then the minimum (the 2, then a 4).
+    state = desired(platform("p", {H100: 8}), profile(min_workers=3))
+    machines = [*cps(1), machine("h8", 8), machine("h4a", 4), machine("h4b", 4), machine("h2", 2)]
+    alloc = placed(one(state, machines))
+    assert alloc.workers == ("h2", "h4a", "h8")
+    assert alloc.gpus == {H100: 14}
