@@ -139,3 +139,21 @@ def test_unhashable_key_is_a_syntax_error_not_a_crash() -> None:
     parsed = parse_file("f.yaml", b"? [a, b]\n: c\n")
     assert not parsed.complete
     assert parsed.diagnostics[0].line == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\nb: '1'\nc: 0\nd: 012\ne: 0x1f\nf: 1_000\ng: 190:20:30\nh: -3\ni: +4\n",
+        "a: yes\nb: No\nc: on\nd: true\ne: ~\nf: null\ng:\nh: 1.5\ni: .inf\nj: 2024-01-01\n",
+        "base: &b {x: 1}\nderived:\n  <<: *b\n  y: 2\n",
+        "1: int key\ntrue: bool key\n~: null key\n",
+        "list: [a, {b: [c, 1, true]}, [], {}]\nstr: !!str 123\nbin: !!binary aGk=\n",
+    ],
+)
+def test_fast_construction_matches_pyyaml_safe_load(text: str) -> None:
+    import yaml
+
+    parsed = parse_file("f.yaml", text.encode())
+    assert parsed.diagnostics == ()
+    assert [d.data for d in parsed.documents] == [yaml.safe_load(text)]

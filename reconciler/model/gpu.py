@@ -8,6 +8,7 @@ The canonical form is upper case with runs of separators collapsed into one ``-`
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import NewType
 
 GpuFamily = NewType("GpuFamily", str)
@@ -16,8 +17,12 @@ _SEPARATORS = re.compile(r"[\s_\-]+")
 _VALID = re.compile(r"^[A-Z0-9][A-Z0-9.+]*(-[A-Z0-9.+]+)*$")
 
 
+@lru_cache(maxsize=4096)
 def canonical_family(name: str) -> GpuFamily:
-    """Return the canonical form of a GPU family name (raises ValueError when it is empty or odd)."""
+    """Return the canonical form of a GPU family name (raises ValueError when it is empty or odd).
+
+    Cached: a large tree names the same few families thousands of times.
+    """
     folded = _SEPARATORS.sub("-", name.strip()).strip("-").upper()
     if not folded or not _VALID.match(folded):
         raise ValueError(f"not a GPU family name: {name!r}")

@@ -16,6 +16,7 @@ from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic
 
 SUFFIXES = (".yaml", ".yml")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _too_big(rel: str, size: int) -> Diagnostic:
@@ -47,7 +48,7 @@ def read_directory(root: Path) -> tuple[list[tuple[str, bytes]], list[Diagnostic
                     if entry.name != ".git":
                         stack.append((Path(entry.path), f"{rel}/"))
                 elif entry.name.endswith(SUFFIXES) and entry.is_file(follow_symlinks=False):
-                    _read_one(Path(entry.path), rel, entry.stat(follow_symlinks=False), files, diagnostics)
+                    _read_file(entry.path, rel, files, diagnostics)
     files.sort()
     diagnostics.sort(key=Diagnostic.sort_key)
     return files, diagnostics
@@ -58,18 +59,33 @@ def _read_one(
 ) -> None:
     if stat.S_ISLNK(info.st_mode):
         diagnostics.append(_link(rel))
-    elif info.st_size > MAX_FILE_BYTES:
-        diagnostics.append(_too_big(rel, info.st_size))
     else:
+        _read_file(str(path), rel, files, diagnostics)
+
+
+def _read_file(path: str, rel: str, files: list[tuple[str, bytes]], diagnostics: list[Diagnostic]) -> None:
+    """Read at most 1 MiB + 1 byte; more than 1 MiB is refused without reading the rest."""
+    try:
+        # O_NOFOLLOW: the file cannot be swapped for a link between the listing and the read.
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
         try:
-            # O_NOFOLLOW: the file cannot be swapped for a link between the listing and the read.
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-            with os.fdopen(fd, "rb") as handle:
-                data = handle.read(MAX_FILE_BYTES + 1)
-        except OSError as exc:
-            diagnostics.append(Diagnostic(rel, 0, 0, f"cannot read file: {exc.strerror}"))
-            return
-        files.append((rel, data))
+            chunks: list[bytes] = []
+            size = 0
+            while size <= MAX_FILE_BYTES:
+                chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        diagnostics.append(Diagnostic(rel, 0, 0, f"cannot read file: {exc.strerror}"))
+        return
+    if size > MAX_FILE_BYTES:
+        diagnostics.append(_too_big(rel, os.stat(path, follow_symlinks=False).st_size))
+    else:
+        files.append((rel, chunks[0] if len(chunks) == 1 else b"".join(chunks)))
 
 
 def load_directory(root: Path, revision: str | None = None) -> DesiredState:
