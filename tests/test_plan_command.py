@@ -164,3 +164,21 @@ def test_plan_cli_wires_every_option(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["platforms"]
+
+
+def test_plan_missing_repository_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cmd.run(str(tmp_path / "absent"), None, INVENTORY, None, 1, "json") == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_plan_single_manifest_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = [
+        (SAMPLE / "project-b" / name).read_text(encoding="utf-8")
+        for name in ("project.yaml", "settings.yaml", "computeprofile-a100.yaml", "platforms/inference.yaml")
+    ]
+    workloads = sorted((SAMPLE / "project-b").glob("workloadprofile-*.yaml"))
+    docs += [w.read_text(encoding="utf-8") for w in workloads]
+    path = tmp_path / "all.yaml"
+    path.write_text("\n---\n".join(docs), encoding="utf-8")
+    assert cmd.run(str(path), None, INVENTORY, None, 1, "json") == 0
+    assert [p["name"] for p in _json(capsys)["platforms"]] == ["inference"]

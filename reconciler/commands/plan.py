@@ -64,8 +64,8 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
     from reconciler.source.errors import SourceError
 
     path = Path(repo)
-    if rev is None and path.is_dir():
-        bare, head = _work_tree_head(path)
+    if rev is None and (path.is_dir() or path.is_file()):
+        bare, head = _work_tree_head(path) if path.is_dir() else (False, None)
         if not bare:
             from reconciler.source.directory import load_directory
 
