@@ -13,6 +13,7 @@ are visible in every scope, so a simple snapshot works whatever project the clie
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -107,8 +108,15 @@ class EmulatorState:
         self._counter = 0
         self.hosts: dict[str, dict[str, Any]] = {}
         self.clusters: dict[str, Cluster] = {}
+        # Paging a large inventory re-runs one search per page; the matching list is kept until any
+        # host changes (``_version``), so each page costs O(page), not O(inventory).
+        self._version = 0
+        self._search_cache: dict[tuple[str | None, str], tuple[int, list[dict[str, Any]]]] = {}
         if snapshot is not None:
             self._seed(snapshot)
+        self._host_order = sorted(
+            self.hosts, key=lambda uid: (str(self.hosts[uid]["metadata"].get("name")), uid)
+        )
 
     # --- seeding -----------------------------------------------------------------------------------
 
@@ -197,6 +205,7 @@ class EmulatorState:
         host = self.hosts.get(host_uid)
         if host is None:
             return
+        self._version += 1
         status = host.setdefault("status", {})
         refs = [r for r in status.get("inUseClustersRef") or [] if r.get("uid") != cluster_uid]
         status["inUseClustersRef"] = refs
@@ -204,6 +213,7 @@ class EmulatorState:
             status["state"] = "ready"
 
     def _occupy(self, host_uid: str, cluster: Cluster) -> None:
+        self._version += 1
         status = self.hosts[host_uid].setdefault("status", {})
         status["state"] = "in-use"
         status["inUseClustersRef"] = [{"name": cluster.name, "uid": cluster.uid}]
@@ -219,8 +229,9 @@ class EmulatorState:
         return str(uid) if uid else None
 
     def _visible_hosts(self, project: str | None) -> list[dict[str, Any]]:
-        hosts = [h for h in self.hosts.values() if self._in_scope(self._host_project(h), project)]
-        return sorted(hosts, key=lambda h: (str(h["metadata"].get("name")), str(h["metadata"]["uid"])))
+        """Hosts in scope, ordered by name then uid (a stable order for paging)."""
+        hosts = (self.hosts[uid] for uid in self._host_order)
+        return [h for h in hosts if self._in_scope(self._host_project(h), project)]
 
     def _visible_cluster(self, uid: str, project: str | None) -> Cluster:
         cluster = self.clusters.get(uid)
@@ -240,9 +251,17 @@ class EmulatorState:
         self, project: str | None, body: Any, limit: str | None, token: str | None, offset: str | None
     ) -> dict[str, Any]:
         predicate = search.compile_filter(body, _HOST_PROPERTIES)
+        key = (project, json.dumps(body, sort_keys=True, default=str))
         with self.lock:
             self.sweep()
-            matching = [h for h in self._visible_hosts(project) if predicate(h)]
+            cached = self._search_cache.get(key)
+            if cached is not None and cached[0] == self._version:
+                matching = cached[1]
+            else:
+                matching = [h for h in self._visible_hosts(project) if predicate(h)]
+                if len(self._search_cache) > 64:
+                    self._search_cache.clear()
+                self._search_cache[key] = (self._version, matching)
             result = search.page(matching, limit, token, offset)
             result["items"] = copy.deepcopy(result["items"])
         return result
@@ -416,6 +435,7 @@ class EmulatorState:
             host = self.hosts.get(uid)
             if host is None:
                 raise ApiError(404, "ResourceNotFound", f"edge host {uid} not found")
+            self._version += 1
             status = host.setdefault("status", {})
             if "healthState" in body:
                 if body["healthState"] not in ("healthy", "unhealthy"):
