@@ -184,6 +184,7 @@ def test_deleted_remote_raises_source_error_not_an_empty_tree(remote: RemoteRepo
     [
         "git://127.0.0.1:1/nothing.git",
         "file:///nonexistent/repo.git",
+        "ssh://git@127.0.0.1:1/repo.git",
         "/nonexistent/repo.git",
         "ext::sh -c touch% /tmp/pwned",
         "ftp://example.invalid/repo.git",
