@@ -112,8 +112,8 @@ def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def run(repo_git: git.Git, *args: str, timeout: float = LOCAL_TIMEOUT, **kwargs: Any) -> str:
-    """Run ``git <args>`` with a timeout; raise :class:`GitError` with git's own (redacted) message."""
+def _execute(repo_git: git.Git, args: tuple[str, ...], timeout: float, **kwargs: Any) -> str | bytes:
+    """``git <args>`` through GitPython with a timeout; GitError with git's own (redacted) message."""
     try:
         out = repo_git.execute(
             ["git", *args], kill_after_timeout=timeout, with_extended_output=False, **kwargs
@@ -124,24 +124,19 @@ def run(repo_git: git.Git, *args: str, timeout: float = LOCAL_TIMEOUT, **kwargs:
         raise GitError(f"git {args[0]} failed: {detail}") from None
     except (git.GitError, OSError) as exc:
         raise GitError(f"git {args[0]} failed: {exc}") from None
-    if isinstance(out, bytes):
-        return out.decode("utf-8", "replace")
-    return str(out)
+    return out if isinstance(out, bytes) else str(out)
+
+
+def run(repo_git: git.Git, *args: str, timeout: float = LOCAL_TIMEOUT, **kwargs: Any) -> str:
+    """Run ``git <args>`` and return its stdout as text (``kwargs`` go to GitPython's ``execute``)."""
+    out = _execute(repo_git, args, timeout, **kwargs)
+    return out.decode("utf-8", "replace") if isinstance(out, bytes) else out
 
 
 def run_bytes(repo_git: git.Git, *args: str, timeout: float = LOCAL_TIMEOUT) -> bytes:
     """Like :func:`run` but returns raw stdout (for ``-z`` listings whose paths may not be UTF-8)."""
-    try:
-        out = repo_git.execute(
-            ["git", *args], kill_after_timeout=timeout, stdout_as_string=False, strip_newline_in_stdout=False
-        )
-    except git.GitCommandError as exc:
-        stderr = exc.stderr.strip() if isinstance(exc.stderr, str) else ""
-        detail = _one_line(stderr.removeprefix("stderr:").strip().strip("'")) or str(exc)
-        raise GitError(f"git {args[0]} failed: {detail}") from None
-    except (git.GitError, OSError) as exc:
-        raise GitError(f"git {args[0]} failed: {exc}") from None
-    return out if isinstance(out, bytes) else str(out).encode()
+    out = _execute(repo_git, args, timeout, stdout_as_string=False, strip_newline_in_stdout=False)
+    return out if isinstance(out, bytes) else out.encode()
 
 
 def ls_remote_head(
@@ -167,6 +162,8 @@ def rev_parse(repo_git: git.Git, rev: str) -> str | None:
         )
     except git.GitCommandError:
         return None
+    except (git.GitError, OSError) as exc:
+        raise GitError(f"git rev-parse failed: {exc}") from None
     sha = str(out).strip()
     return sha or None
 
