@@ -144,6 +144,7 @@ class PaletteClient:
         self.project_uid = project_uid
         self._api_key = api_key
         self._retry = retry or RetryPolicy()
+        self._timeout = timeout
         self._on_request = on_request
         headers = {"ApiKey": api_key, "Accept": "application/json"}
         if project_uid:
@@ -241,7 +242,7 @@ class PaletteClient:
             if token:
                 params["continue"] = token
             page = self._json(self._call("POST", template, {}, json=body, query=params))
-            summary = self._check(wire.EdgeHostsSearchSummary, page, "POST", template)
+            summary = self._check(wire.SearchPage, page, "POST", template)
             items.extend(summary.items or [])
             token = summary.listmeta.continue_ if summary.listmeta else ""
             if not token:
@@ -268,8 +269,10 @@ class PaletteClient:
         shown = self._scrub(path)  # the path that errors carry: even a key passed as a uid stays hidden
         backoff = self._retry.backoff()
         while True:
+            # No attempt may outlive the total budget, so the call as a whole ends within it.
+            budget = min(self._timeout, max(backoff.remaining(), 0.001))
             try:
-                return self._attempt(method, template, path, shown, json, query, idempotent)
+                return self._attempt(method, template, path, shown, json, query, idempotent, budget)
             except _Retryable as failure:
                 delay = backoff.next_delay(failure.retry_after)
                 if delay is None:
@@ -285,9 +288,10 @@ class PaletteClient:
         body: Any,
         query: Mapping[str, str | int] | None,
         idempotent: bool,
+        timeout: float,
     ) -> httpx.Response:
         try:
-            response = self._http.request(method, path, json=body, params=query)
+            response = self._http.request(method, path, json=body, params=query, timeout=timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             # Nothing reached the server: safe to retry even a create.
             self._report(method, template, 0)

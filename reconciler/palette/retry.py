@@ -49,6 +49,10 @@ class Backoff:
     def elapsed(self) -> float:
         return self._policy.clock() - self._started
 
+    def remaining(self) -> float:
+        """Seconds left of the total budget (negative once it is spent)."""
+        return self._policy.total_timeout - self.elapsed()
+
     def next_delay(self, retry_after: float | None = None) -> float | None:
         """Record a failed attempt; return how long to wait before the next one, or None to give up."""
         policy = self._policy

@@ -78,7 +78,10 @@ class EdgeHost(Wire):
     status: EdgeHostStatus | None = None
 
 
-class EdgeHostsSearchSummary(Wire):
+class SearchPage(Wire):
+    """One page of a search (``v1EdgeHostsSearchSummary``, ``v1SpectroClustersSummary``); items are
+    validated one by one with their own models."""
+
     items: list[dict[str, Any]] | None = None
     listmeta: ListMeta | None = None
 
@@ -115,11 +118,6 @@ class SpectroClusterSummary(Wire):
     metadata: ObjectMeta
     spec_summary: ClusterSpecSummary | None = Field(default=None, alias="specSummary")
     status: ClusterStatus | None = None
-
-
-class SpectroClustersSummary(Wire):
-    items: list[dict[str, Any]] | None = None
-    listmeta: ListMeta | None = None
 
 
 class Uid(Wire):
