@@ -178,21 +178,25 @@ class StatusStore:
         except GitError as exc:
             raise StatusError(f"cannot read {self.branch!r} of {self.url}: {exc}") from None
         if remote is not None and remote != self._tip:
-            self._remember_objects(repo, remote)
+            # Start over from the tip's (reachable) objects: a fetch may have run ``gc --auto``, which
+            # can prune unreachable objects written earlier.
+            self._known = self._objects_of(repo, remote)
         self._tip = remote
         self._tip_tree = None if remote is None else _gitutil.rev_parse(repo.git, f"{remote}^{{tree}}")
         self._synced = True
 
-    def _remember_objects(self, repo: git.Repo, commit: str) -> None:
-        """Note the tip's trees and blobs as present, so that unchanged files are not written again."""
+    def _objects_of(self, repo: git.Repo, commit: str) -> set[str]:
+        """The ids of the commit's trees and blobs: present, so unchanged files are not written again."""
         try:
             raw = _gitutil.run_bytes(repo.git, "ls-tree", "-r", "-t", "-z", "--full-tree", commit)
         except GitError as exc:
             raise StatusError(f"cannot list {self.branch!r}: {exc}") from None
+        known: set[str] = set()
         for record in raw.split(b"\0"):
             meta = record.partition(b"\t")[0].split()
             if len(meta) == 3:
-                self._known.add(meta[2].decode("ascii"))
+                known.add(meta[2].decode("ascii"))
+        return known
 
     def tip(self) -> str | None:
         """The remote's current commit of the status branch, None before the first write."""
