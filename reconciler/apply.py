@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from reconciler.logging import get_logger
+from reconciler.logging import get_logger, with_log_context
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import cluster_name, managed_labels
 from reconciler.model.resources import ComputeProfile, MLPlatform
@@ -157,6 +157,10 @@ def apply_plan(
     todo = [p for p in plan.platforms if p.mutating]
     if not todo:
         return {}
+
+    def one(p: PlatformPlan) -> Outcome:
+        return apply_one(client, desired, p)
+
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="apply") as pool:
-        results = list(pool.map(lambda p: apply_one(client, desired, p), todo))
+        results = list(pool.map(with_log_context(one), todo))
     return {p.key: r for p, r in zip(todo, results, strict=True)}

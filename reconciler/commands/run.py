@@ -12,7 +12,7 @@ from typing import Any
 from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.logging import configure_logging, get_logger
 from reconciler.metrics import PassOutcome
-from reconciler.server import Server, ServerError, parse_listen, webhook_secret_from_env
+from reconciler.server import Server, ServerError, parse_listen, push_ref, webhook_secret_from_env
 from reconciler.source._gitutil import GitError
 
 
@@ -52,8 +52,12 @@ def run(
         log.info("pass finished", outcome=str(result.outcome), commit=result.commit, error=result.error)
         return 0 if result.outcome in (PassOutcome.SUCCESS, PassOutcome.SKIPPED) else 1
 
-    def on_webhook(_payload: dict[str, Any]) -> None:
-        log.info("webhook received; starting a pass")
+    def on_webhook(payload: dict[str, Any]) -> None:
+        ref = push_ref(payload)
+        if ref is not None and ref != f"refs/heads/{branch}":
+            log.info("webhook for another branch ignored", ref=ref)  # e.g. our own status commits
+            return
+        log.info("webhook received; starting a pass", ref=ref)
         controller.request_pass()
 
     host, port = parse_listen(listen)
