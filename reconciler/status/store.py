@@ -18,6 +18,7 @@ Why this shape:
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import threading
 import time
@@ -231,7 +232,7 @@ class StatusStore:
         sha = hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data, usedforsecurity=False)
         hexsha = sha.hexdigest()
         if hexsha not in self._known:
-            stored = self._odb.store(IStream(kind, len(data), _Reader(data)))
+            stored = self._odb.store(IStream(kind, len(data), io.BytesIO(data)))
             if stored.hexsha != hexsha.encode() and stored.hexsha != hexsha:
                 raise StatusError(f"object id mismatch writing {kind.decode()}: {stored.hexsha} != {hexsha}")
             self._known.add(hexsha)
@@ -334,17 +335,3 @@ class StatusStore:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
-
-
-class _Reader:
-    """A minimal ``read(size)`` stream over bytes, as gitdb's IStream expects."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._pos = 0
-
-    def read(self, size: int = -1) -> bytes:
-        end = len(self._data) if size < 0 else self._pos + size
-        chunk = self._data[self._pos : end]
-        self._pos += len(chunk)
-        return chunk
