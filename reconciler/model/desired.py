@@ -57,6 +57,10 @@ class DesiredState:
     invalid: dict[Identity, list[Diagnostic]] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     complete: bool = True
+    # (kind -> identities in order), rebuilt when ``resources`` changes size: resources are added or
+    # removed while loading, never swapped one for one afterwards. Not part of equality.
+    _by_kind: dict[str, list[Identity]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _indexed_size: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def has_errors(self) -> bool:
@@ -70,9 +74,15 @@ class DesiredState:
 
     def of_kind(self, cls: type[R]) -> Iterator[R]:
         """Valid resources of one kind, in (namespace, name) order."""
-        for (kind, _ns, _name), loaded in sorted(self.resources.items()):
-            if kind == cls.__name__ and isinstance(loaded.resource, cls):
-                yield loaded.resource
+        if self._indexed_size != len(self.resources):
+            self._by_kind = {}
+            for identity in sorted(self.resources):
+                self._by_kind.setdefault(identity[0], []).append(identity)
+            self._indexed_size = len(self.resources)
+        for identity in self._by_kind.get(cls.__name__, []):
+            resource = self.resources[identity].resource
+            if isinstance(resource, cls):
+                yield resource
 
     def platforms(self) -> list[MLPlatform]:
         return list(self.of_kind(MLPlatform))
@@ -83,8 +93,11 @@ class DesiredState:
     # -- reference resolution (DESIGN.md section 3): always inside the resource's own namespace --
 
     def project(self, namespace: str) -> Project | None:
-        projects = [p for p in self.of_kind(Project) if p.metadata.namespace == namespace]
-        return projects[0] if projects else None
+        """The namespace's Project (the first by name if there are several)."""
+        for project in self.of_kind(Project):
+            if project.metadata.namespace == namespace:
+                return project
+        return None
 
     def compute_profile_for(self, platform: MLPlatform) -> ComputeProfile | None:
         ns = platform.metadata.namespace
