@@ -187,6 +187,8 @@ class GitSource(Generic[T]):
         self._lock = threading.RLock()
         self._repo: git.Repo | None = None
         self._listing: tuple[str, list[TreeEntry], list[SkippedEntry]] | None = None
+        # The cached branch head as this instance last saw it (only this instance writes the cache).
+        self._head: str | None = None
         self.skipped: list[SkippedEntry] = []
         # Metrics: read by the controller/server for /metrics.
         self.ls_remote_count = 0
@@ -231,9 +233,12 @@ class GitSource(Generic[T]):
         """The commit sha of the branch head, fetching only when the remote moved since the last fetch."""
         with self._lock:
             remote = self.remote_head()
+            if remote == self._head:
+                return remote
             repo = self._cache()
             local = _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}")
             if local == remote:
+                self._head = remote
                 return remote
             if local is None and _gitutil.rev_parse(repo.git, self._ref) is not None:
                 # The cached ref names a commit the cache lacks (a damaged cache): fetch from scratch.
@@ -256,7 +261,8 @@ class GitSource(Generic[T]):
                 self.fetch_count += 1
                 self.last_fetch_seconds = time.monotonic() - started
                 self.fetch_seconds_total += self.last_fetch_seconds
-            return resolve_commit(repo, self._ref)
+            self._head = resolve_commit(repo, self._ref)
+            return self._head
 
     def _drop_ref(self, repo: git.Repo) -> None:
         try:
