@@ -313,3 +313,13 @@ def test_a_hung_remote_times_out_with_source_error(tmp_path: Path) -> None:
         with pytest.raises(SourceError):
             source.sync()
         assert time.monotonic() - started < 10
+
+
+def test_a_large_later_fetch_arriving_as_a_pack_is_readable(remote: RemoteRepo, tmp_path: Path) -> None:
+    source = source_for(remote.bare, tmp_path)
+    assert len(source.read_tree(source.sync())) == 1  # starts the persistent cat-file process
+    remote.commit({f"many/p{i}.yaml": f"i: {i}\n" for i in range(300)})
+    sha = source.sync()
+    assert list((tmp_path / "cache" / "objects" / "pack").glob("*.pack")), "the fetch arrived as a pack"
+    files = dict(source.read_tree(sha))
+    assert len(files) == 301 and files["many/p299.yaml"] == b"i: 299\n"
