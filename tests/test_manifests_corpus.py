@@ -18,6 +18,7 @@ CASES: list[tuple[str, int, int, str | None, str]] = [
     ("control-plane-defaults-missing.yaml", 4, 1, "spec.controlPlaneDefaults", "required field is missing"),
     ("document-list.yaml", 1, 1, None, "document is a list; expected a mapping"),
     ("document-scalar.yaml", 1, 1, None, "document is a str scalar; expected a mapping"),
+    ("duplicate-key.yaml", 8, 3, "spec.settingsRef", "duplicate key 'settingsRef'; YAML keeps only the last"),
     ("empty.yaml", 1, 1, None, "file is empty"),
     ("gpu-count-negative.yaml", 21, 14, "spec.gpus[0].count", "must be >= 0; got -2"),
     ("gpu-count-string.yaml", 21, 14, "spec.gpus[0].count", "must be an integer; got '8'"),
@@ -43,6 +44,7 @@ CASES: list[tuple[str, int, int, str | None, str]] = [
     ("ref-project-settings-missing.yaml", 6, 23, "spec.settingsRef.name", "Settings 'palette' not found"),
     ("ref-workload-profile-missing.yaml", 20, 11, "spec.workloadProfileRef.name", "not found"),
     ("resource-group-not-string.yaml", 20, 19, "spec.resourceGroups.network-pool", "must be a string"),
+    ("settings-env-not-a-name.yaml", 9, 12, "spec.palette.apiKeySecretRef.env", "environment variable name"),
     ("settings-host-url-not-http.yaml", 6, 14, "spec.palette.hostUrl", "must be an http(s) URL"),
     ("settings-inline-api-key.yaml", 8, 5, "spec.palette.apiKey", "use apiKeySecretRef"),
     ("settings-secret-ref-both.yaml", 9, 7, "spec.palette.apiKeySecretRef", "has both of env and file"),
@@ -68,7 +70,11 @@ def _load(name: str) -> list[Diagnostic]:
 
 def test_corpus_is_large_and_fully_covered() -> None:
     files = {p.name for p in CORPUS.glob("*.yaml")}
-    covered = {c[0] for c in CASES} | {"duplicate-identity.yaml", "ref-profile-invalid.yaml"}
+    covered = {c[0] for c in CASES} | {
+        "duplicate-identity.yaml",
+        "ref-profile-invalid.yaml",
+        "several-errors-one-document.yaml",
+    }
     assert len(files) >= 30
     assert files == covered
 
@@ -102,7 +108,23 @@ def test_platform_on_an_invalid_profile_is_invalid_too() -> None:
     assert not state.resources
 
 
-@pytest.mark.parametrize("name", ["settings-inline-api-key.yaml", "settings-secret-ref-string.yaml"])
+def test_schema_and_rule_errors_of_one_document_are_reported_together() -> None:
+    diagnostics = _load("several-errors-one-document.yaml")
+    assert [(d.line, d.column, d.field) for d in diagnostics] == [
+        (4, 9, "metadata.name"),
+        (8, 15, "spec.gpus[0].family"),
+        (9, 14, "spec.gpus[0].count"),
+    ]
+
+
+SECRET_CASES = [
+    "settings-inline-api-key.yaml",
+    "settings-secret-ref-string.yaml",
+    "settings-env-not-a-name.yaml",
+]
+
+
+@pytest.mark.parametrize("name", SECRET_CASES)
 def test_inline_secret_value_is_never_echoed(name: str) -> None:
     for diag in _load(name):
         assert "DO-NOT-ECHO" not in str(diag.to_json())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import yaml
 
 from reconciler.manifests import MAX_FILE_BYTES, load_files, parse_file
 from reconciler.manifests.parse import MAX_DEPTH
@@ -152,8 +153,6 @@ def test_unhashable_key_is_a_syntax_error_not_a_crash() -> None:
     ],
 )
 def test_fast_construction_matches_pyyaml_safe_load(text: str) -> None:
-    import yaml
-
     parsed = parse_file("f.yaml", text.encode())
     assert parsed.diagnostics == ()
     assert [d.data for d in parsed.documents] == [yaml.safe_load(text)]

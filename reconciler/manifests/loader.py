@@ -13,7 +13,7 @@ from typing import Any
 
 from reconciler.manifests.locate import FileNodes
 from reconciler.manifests.parse import Document, ParsedFile, parse_file
-from reconciler.manifests.rules import check_resource
+from reconciler.manifests.rules import check_document
 from reconciler.manifests.schema import PathElem, Problem, field_path, validate_document
 from reconciler.model.desired import DesiredState, Identity, Loaded, SourceRef
 from reconciler.model.diagnostics import Diagnostic
@@ -77,10 +77,10 @@ def _identify(item: _Doc) -> None:
         return
     item.kind = kind
     resource, problems = validate_document(kind, data)
+    item.resource = resource
     item.problems.extend(problems)
-    if resource is not None:
-        item.resource = resource
-        item.problems.extend(check_resource(resource))
+    reported = {p.path for p in problems}
+    item.problems.extend(p for p in check_document(kind, data) if p.path not in reported)
 
 
 def _ref_problem(path: tuple[PathElem, ...], kind: str, name: str, namespace: str) -> Problem:
@@ -299,6 +299,7 @@ def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredS
         for doc in parsed.documents:
             item = _Doc(file=parsed, doc=doc)
             _identify(item)
+            item.problems.extend(doc.problems)
             items.append(item)
     _check_duplicates(items)
     _check_projects(items)
@@ -326,7 +327,9 @@ def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredS
 
 
 def _diagnostic(item: _Doc, problem: Problem, nodes: FileNodes) -> Diagnostic:
-    position = nodes.locate(item.doc.index, problem.path, problem.at_key) if problem.path else None
+    position = problem.at
+    if position is None and problem.path:
+        position = nodes.locate(item.doc.index, problem.path, problem.at_key)
     line, column = position if position is not None else (item.doc.line, item.doc.column)
     return Diagnostic(
         file=item.file.path,

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from reconciler.manifests.schema import Problem, field_path
 from reconciler.model.diagnostics import Diagnostic
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -34,6 +35,8 @@ class Document:
     line: int
     column: int
     data: Any
+    # Problems found while building the data (duplicate keys), reported with the document's identity.
+    problems: tuple[Problem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,12 +168,16 @@ class _Fallback(Exception):
     """A node the fast path does not handle: construct the document with PyYAML's SafeConstructor."""
 
 
-def _construct(node: yaml.Node) -> Any:
-    """Plain data from a node tree without aliases, for the common tags only.
+def _construct(
+    node: yaml.Node, loader: yaml.CSafeLoader, path: tuple[str | int, ...], dups: list[Problem]
+) -> Any:
+    """Plain data from a node tree without anchors.
 
-    PyYAML's SafeConstructor is pure Python and general (aliases, merge keys, timestamps, floats...);
-    manifests are mappings of strings, decimal integers and booleans, which this builds several times
-    faster with the same result. Anything else raises ``_Fallback``. Depth is bounded by ``MAX_DEPTH``.
+    PyYAML's SafeConstructor is pure Python and general; manifests are mappings of strings, decimal
+    integers and booleans, which this builds several times faster with the same result (other scalars
+    go through SafeConstructor one by one). Unlike SafeConstructor it reports duplicate keys, which YAML
+    forbids and which would otherwise silently drop the first value. Merge keys and non-string keys
+    raise ``_Fallback``. Depth is bounded by ``MAX_DEPTH``.
     """
     tag = node.tag
     if isinstance(node, yaml.ScalarNode):
@@ -183,26 +190,34 @@ def _construct(node: yaml.Node) -> Any:
             return _BOOL_VALUES[value.lower()]
         if tag == _NULL:
             return None
-        raise _Fallback
+        return loader.construct_object(node, deep=True)
     if tag == _SEQ and isinstance(node, yaml.SequenceNode):
-        return [_construct(child) for child in node.value]
+        return [_construct(child, loader, (*path, i), dups) for i, child in enumerate(node.value)]
     if tag == _MAP and isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag != _STR:
                 raise _Fallback  # merge keys, non-string keys: let SafeConstructor decide
-            out[key_node.value] = _construct(value_node)
+            key = key_node.value
+            if key in out:
+                mark = key_node.start_mark
+                message = f"{field_path((*path, key))}: duplicate key {key!r}; YAML keeps only the last value"
+                dups.append(Problem((*path, key), message, at_key=True, at=(mark.line + 1, mark.column + 1)))
+            out[key] = _construct(value_node, loader, (*path, key), dups)
         return out
     raise _Fallback
 
 
-def _construct_document(loader: yaml.CSafeLoader, node: yaml.Node, has_anchors: bool) -> Any:
+def _construct_document(
+    loader: yaml.CSafeLoader, node: yaml.Node, has_anchors: bool
+) -> tuple[Any, list[Problem]]:
     if not has_anchors:
+        dups: list[Problem] = []
         try:
-            return _construct(node)
+            return _construct(node, loader, (), dups), dups
         except _Fallback:
             pass
-    return loader.construct_document(node)
+    return loader.construct_document(node), []
 
 
 def parse_file(path: str, data: bytes) -> ParsedFile:
@@ -249,10 +264,11 @@ def _load(path: str, text: str, has_anchors: bool) -> ParsedFile:
                 diagnostics.append(_error(path, line, column, problem))
                 complete = False
             else:
-                data = _construct_document(loader, node, has_anchors)
+                data, problems = _construct_document(loader, node, has_anchors)
                 # An empty document (a trailing ``---``) says nothing: skip it.
                 if data is not None:
-                    documents.append(Document(index=index, line=line, column=column, data=data))
+                    doc = Document(index=index, line=line, column=column, data=data, problems=tuple(problems))
+                    documents.append(doc)
             index += 1
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

@@ -1,116 +1,108 @@
-"""Rules a JSON Schema cannot say well: per-resource rules on typed models (the third layer).
+"""Rules a JSON Schema cannot say well (the third layer), checked on the document's plain data.
 
-Cross-resource rules (duplicates, references, VIP clashes) need every document and live in
-``reconciler.manifests.loader``.
+They run on the data rather than on the typed model so that they are reported together with the schema
+layer's errors of the same document (every error of a tree at once); where the schema layer already
+reported a field, the rule stays silent about it. Cross-resource rules (duplicates, references, VIP
+clashes) need every document and live in ``reconciler.manifests.loader``.
 """
 
 from __future__ import annotations
 
-from reconciler.manifests.schema import Problem
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.manifests.schema import PathElem, Problem
 from reconciler.model.gpu import canonical_family
-from reconciler.model.resources import ComputeProfile, MLPlatform, Resource, Settings, WorkloadProfile
 
 MIN_NODES_LABEL = "palette.ai/min-nodes"
 
 
-def check_resource(resource: Resource) -> list[Problem]:
-    """Per-resource rules of DESIGN.md section 3, after the model accepted the document."""
-    if isinstance(resource, ComputeProfile):
-        return _compute_profile(resource)
-    if isinstance(resource, MLPlatform):
-        return _platform(resource)
-    if isinstance(resource, WorkloadProfile):
-        return _workload_profile(resource)
-    if isinstance(resource, Settings):
-        return _settings(resource)
+def check_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
+    """Per-resource rules of DESIGN.md section 3 for one document of a known kind."""
+    spec = data.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    if kind == "ComputeProfile":
+        return _node_count(spec) + _families(("spec", "gpuLimits"), _keys(spec.get("gpuLimits")), at_key=True)
+    if kind == "MLPlatform":
+        gpus = spec.get("gpus")
+        families = [g.get("family") for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
+        return _families(("spec", "gpus"), families, at_key=False)
+    if kind == "WorkloadProfile":
+        return _min_nodes(data.get("metadata"))
+    if kind == "Settings":
+        palette = spec.get("palette")
+        return _secret_ref(palette.get("apiKeySecretRef")) if isinstance(palette, dict) else []
     return []
 
 
-def _compute_profile(profile: ComputeProfile) -> list[Problem]:
-    problems: list[Problem] = []
-    spec = profile.spec
-    two_node = spec.edge is not None and spec.edge.is_two_node
-    count = spec.control_plane_defaults.node_count
+def _keys(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, dict) else []
+
+
+def _node_count(spec: Mapping[str, Any]) -> list[Problem]:
+    edge = spec.get("edge")
+    two_node = isinstance(edge, dict) and edge.get("isTwoNode") is True
+    defaults = spec.get("controlPlaneDefaults")
+    count = defaults.get("nodeCount") if isinstance(defaults, dict) else None
+    if not isinstance(count, int) or isinstance(count, bool) or count not in (1, 2, 3, 5):
+        return []  # missing or not allowed at all: the schema layer says so
+    path = ("spec", "controlPlaneDefaults", "nodeCount")
     if count == 2 and not two_node:
-        problems.append(
-            Problem(
-                ("spec", "controlPlaneDefaults", "nodeCount"),
-                "spec.controlPlaneDefaults.nodeCount: 2 is allowed only when spec.edge.isTwoNode is true; "
-                "use 1, 3 or 5",
-            )
-        )
-    elif two_node and count != 2:
-        problems.append(
-            Problem(
-                ("spec", "controlPlaneDefaults", "nodeCount"),
-                "spec.controlPlaneDefaults.nodeCount: must be 2 when spec.edge.isTwoNode is true; "
-                f"got {count}",
-            )
-        )
-    problems.extend(_families(("spec", "gpuLimits"), list(spec.gpu_limits), at_key=True))
-    return problems
+        message = "2 is allowed only when spec.edge.isTwoNode is true; use 1, 3 or 5"
+        return [Problem(path, f"spec.controlPlaneDefaults.nodeCount: {message}")]
+    if two_node and count != 2:
+        message = f"must be 2 when spec.edge.isTwoNode is true; got {count}"
+        return [Problem(path, f"spec.controlPlaneDefaults.nodeCount: {message}")]
+    return []
 
 
-def _platform(platform: MLPlatform) -> list[Problem]:
-    families = [g.family for g in platform.spec.gpus]
-    return _families(("spec", "gpus"), families, at_key=False)
-
-
-def _families(base: tuple[str, ...], names: list[str], at_key: bool) -> list[Problem]:
+def _families(base: tuple[str, ...], names: list[Any], at_key: bool) -> list[Problem]:
     """Family names must be canonicalisable, and must not name one family twice."""
     problems: list[Problem] = []
     seen: dict[str, str] = {}
     for i, name in enumerate(names):
-        path: tuple[str | int, ...] = (*base, name) if at_key else (*base, i, "family")
+        if not isinstance(name, str) or not name:
+            continue  # the schema layer reports a missing or non-string family
+        path: tuple[PathElem, ...] = (*base, name) if at_key else (*base, i, "family")
         where = f"{'.'.join(base)}.{name}" if at_key else f"{'.'.join(base)}[{i}].family"
         try:
             canonical = canonical_family(name)
         except ValueError:
-            problems.append(
-                Problem(
-                    path,
-                    f"{where}: {name!r} is not a GPU family name; use letters, digits, '.', '+' and "
-                    "separators, e.g. NVIDIA-H100",
-                    at_key=at_key,
-                )
-            )
+            hint = "use letters, digits, '.', '+' and separators, e.g. NVIDIA-H100"
+            problems.append(Problem(path, f"{where}: {name!r} is not a GPU family name; {hint}", at_key))
             continue
         if canonical in seen:
-            problems.append(
-                Problem(
-                    path,
-                    f"{where}: GPU family {canonical} is listed twice ({seen[canonical]!r} and {name!r}); "
-                    "names compare case-insensitively with ' ', '-' and '_' equivalent",
-                    at_key=at_key,
-                )
+            message = (
+                f"{where}: GPU family {canonical} is listed twice ({seen[canonical]!r} and {name!r}); "
+                "names compare case-insensitively with ' ', '-' and '_' equivalent"
             )
+            problems.append(Problem(path, message, at_key))
         seen[canonical] = name
     return problems
 
 
-def _workload_profile(profile: WorkloadProfile) -> list[Problem]:
-    value = profile.metadata.labels.get(MIN_NODES_LABEL)
-    if value is None:
+def _min_nodes(metadata: Any) -> list[Problem]:
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    value = labels.get(MIN_NODES_LABEL) if isinstance(labels, dict) else None
+    if not isinstance(value, str):
+        return []  # absent, or not a string: the schema layer reports the latter
+    if value.isascii() and value.isdigit() and int(value) > 0:
         return []
-    if not (value.isascii() and value.isdigit() and int(value) > 0):
-        return [
-            Problem(
-                ("metadata", "labels", MIN_NODES_LABEL),
-                f"metadata.labels.{MIN_NODES_LABEL}: must be a positive integer such as '3'; got {value!r}",
-            )
-        ]
-    return []
+    where = f"metadata.labels.{MIN_NODES_LABEL}"
+    shown = repr(value) if len(value) <= 64 else repr(value[:64]) + "..."
+    message = f"{where}: must be a positive integer such as '3'; got {shown}"
+    return [Problem(("metadata", "labels", MIN_NODES_LABEL), message)]
 
 
-def _settings(settings: Settings) -> list[Problem]:
-    ref = settings.spec.palette.api_key_secret_ref
-    if (ref.env is None) == (ref.file is None):
-        which = "both" if ref.env is not None else "neither"
-        return [
-            Problem(
-                ("spec", "palette", "apiKeySecretRef"),
-                f"spec.palette.apiKeySecretRef: has {which} of env and file; set exactly one: "
-                "{env: NAME} or {file: PATH}",
-            )
-        ]
-    return []
+def _secret_ref(ref: Any) -> list[Problem]:
+    if not isinstance(ref, dict):
+        return []
+    has_env, has_file = ref.get("env") is not None, ref.get("file") is not None
+    if has_env != has_file:
+        return []
+    which = "both" if has_env else "neither"
+    message = (
+        f"spec.palette.apiKeySecretRef: has {which} of env and file; set exactly one: "
+        "{env: NAME} or {file: PATH}"
+    )
+    return [Problem(("spec", "palette", "apiKeySecretRef"), message)]

@@ -34,6 +34,7 @@ class Problem:
     path: tuple[PathElem, ...]
     message: str
     at_key: bool = False
+    at: tuple[int, int] | None = None  # a position known already (no need to look the path up)
 
 
 def field_path(path: Sequence[PathElem]) -> str:
@@ -74,6 +75,8 @@ def _problem(kind: str, model: type[BaseModel], err: ErrorDetails, secret: bool)
         message = _DNS_HINT
     elif last == "hostUrl" and typ == "string_pattern_mismatch":
         message = "must be an http(s) URL such as https://api.spectrocloud.com"
+    elif last == "env" and typ == "string_pattern_mismatch":
+        message = "must be an environment variable name (letters, digits and '_') such as PALETTE_API_KEY"
     elif typ == "missing":
         message = "required field is missing"
     elif typ == "greater_than_equal":
@@ -104,7 +107,7 @@ def _unknown_field(kind: str, model: type[BaseModel], path: tuple[PathElem, ...]
     where = field_path(path)
     key = str(path[-1]) if path else ""
     secret_like = any(w in key.lower() for w in _SECRET_WORDS)
-    if kind == "Settings" and path[:2] == ("spec", "palette") and secret_like:
+    if kind == "Settings" and secret_like:
         return Problem(
             path,
             f"{where}: an inline API key or secret is not allowed in Settings (its value is not shown); "

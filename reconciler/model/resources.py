@@ -189,7 +189,7 @@ class SecretRef(Strict):
         json_schema_extra={"oneOf": [{"required": ["env"]}, {"required": ["file"]}]},
     )
 
-    env: str | None = Field(default=None, min_length=1)
+    env: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     file: str | None = Field(default=None, min_length=1)
 
 
