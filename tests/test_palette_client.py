@@ -213,3 +213,31 @@ def test_client_sends_api_key_and_project_headers() -> None:
     assert request.headers["ApiKey"] == KEY
     assert request.headers["ProjectUid"] == PROJECT_A
     assert request.url.params["limit"] == "50"
+
+
+def test_a_host_repeated_across_pages_is_returned_once() -> None:
+    import httpx
+
+    pages = {
+        "": {"items": [host("edge-a"), host("edge-b")], "listmeta": {"continue": "p2", "count": 3}},
+        "p2": {"items": [host("edge-b"), host("edge-c")], "listmeta": {"continue": ""}},
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=pages[request.url.params.get("continue", "")])
+
+    with PaletteClient("http://palette.test", KEY, transport=httpx.MockTransport(handler)) as palette:
+        assert [h["metadata"]["uid"] for h in palette.search_edge_hosts()] == ["edge-a", "edge-b", "edge-c"]
+
+
+def test_a_server_that_repeats_its_continue_token_is_an_error() -> None:
+    import httpx
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"items": [], "listmeta": {"continue": "same"}})
+
+    with (
+        PaletteClient("http://palette.test", KEY, transport=httpx.MockTransport(handler)) as palette,
+        pytest.raises(ClientError, match="continue token repeated"),
+    ):
+        palette.search_edge_hosts()

@@ -170,11 +170,15 @@ class PaletteClient:
     # --- edge hosts --------------------------------------------------------------------------------
 
     def search_edge_hosts(self, tags: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        """Every edge host carrying all ``tags`` (as the API returns them), reading all pages."""
-        items = self._search(EDGE_HOSTS_SEARCH, edge_host_search_body(tags))
-        for item in items:
-            self._check(wire.EdgeHost, item, "POST", EDGE_HOSTS_SEARCH)
-        return items
+        """Every edge host carrying all ``tags`` (as the API returns them), reading all pages.
+
+        Offset paging can repeat an item when the inventory changes between pages; the first copy wins.
+        """
+        items: dict[str, dict[str, Any]] = {}
+        for item in self._search(EDGE_HOSTS_SEARCH, edge_host_search_body(tags)):
+            host = self._check(wire.EdgeHost, item, "POST", EDGE_HOSTS_SEARCH)
+            items.setdefault(host.metadata.uid or f"\0{len(items)}", item)
+        return list(items.values())
 
     # --- clusters ----------------------------------------------------------------------------------
 
