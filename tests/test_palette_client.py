@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.model.observed import managed_labels
-from reconciler.palette import ClientError, NotFoundError, PaletteClient, UnauthorizedError
+from reconciler.palette import ClientError, NotFoundError, PaletteClient, ServerError, UnauthorizedError
 from reconciler.palette.observe import managed_clusters
 from tests._palette_support import KEY, PROJECT_A, PROJECT_B, FakeClock, client, host, running
 
@@ -238,6 +238,6 @@ def test_a_server_that_repeats_its_continue_token_is_an_error() -> None:
 
     with (
         PaletteClient("http://palette.test", KEY, transport=httpx.MockTransport(handler)) as palette,
-        pytest.raises(ClientError, match="continue token repeated"),
+        pytest.raises(ServerError, match="continue token repeated"),
     ):
         palette.search_edge_hosts()

@@ -252,11 +252,11 @@ class PaletteClient:
             if not token:
                 return items
             if token in seen:
-                raise ClientError(
+                raise ServerError(
                     "paging did not advance: a continue token repeated", method="POST", path=template
                 )
             seen.add(token)
-        raise ClientError(f"more than {MAX_PAGES} pages", method="POST", path=template)
+        raise ServerError(f"more than {MAX_PAGES} pages", method="POST", path=template)
 
     def _call(
         self,
