@@ -98,6 +98,11 @@ def run(
         help="Address of /healthz, /metrics, webhook.",
     ),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", envvar="RECONCILER_CACHE_DIR"),
+    watch: bool = typer.Option(
+        False,
+        "--watch",
+        help="--repo is a local directory: reconcile its files as they are, on every change.",
+    ),
 ) -> None:
     """Run the reconcile loop."""
     from reconciler.commands import run as cmd
@@ -113,6 +118,7 @@ def run(
             once=once,
             listen=listen,
             cache_dir=cache_dir,
+            watch=watch,
         )
     )
 

@@ -47,8 +47,7 @@ from reconciler.palette.client import PaletteClient
 from reconciler.palette.errors import PaletteError
 from reconciler.palette.observe import managed_clusters
 from reconciler.plan import Action, Plan, PlatformPlan, make_plan
-from reconciler.source._gitutil import GitError
-from reconciler.source.git import GitSource
+from reconciler.source import DirectorySource, GitError, GitSource
 from reconciler.status.render import (
     Outcome,
     commit_message,
@@ -73,6 +72,7 @@ class ControllerOptions:
     repo: str
     branch: str = "main"
     cache_dir: Path | None = None
+    watch: bool = False  # repo is a local directory read as it is on disk (not its commits)
     # palette
     palette_url: str | None = None
     apply_concurrency: int = 4
@@ -137,10 +137,24 @@ class Controller:
         self.metrics = metrics or Metrics()
         self._environ = environ if environ is not None else os.environ
         cache = options.cache_dir
-        self.source: GitSource[ParsedFile] = GitSource(
-            options.repo, options.branch, cache / "source" if cache else None, parse=parse_file
-        )
-        self.status = StatusStore(options.repo, options.status_branch, cache / "status" if cache else None)
+        self.source: GitSource[ParsedFile] | DirectorySource[ParsedFile]
+        self.status: StatusStore | None
+        if options.watch:
+            # A local working directory: read as it is on disk; status goes to its repository if it has one.
+            self.source = DirectorySource(Path(options.repo), parse=parse_file)
+            has_git = (Path(options.repo) / ".git").exists()
+            self.status = (
+                StatusStore(options.repo, options.status_branch, cache / "status" if cache else None)
+                if has_git
+                else None
+            )
+        else:
+            self.source = GitSource(
+                options.repo, options.branch, cache / "source" if cache else None, parse=parse_file
+            )
+            self.status = StatusStore(
+                options.repo, options.status_branch, cache / "status" if cache else None
+            )
         self._client_factory = client_factory or self._make_client
         self._clients: dict[Target, PaletteClient] = {}
         self._revision: str | None = None
@@ -184,8 +198,10 @@ class Controller:
         for client in self._clients.values():
             client.close()
         self._clients.clear()
-        self.source.close()
-        self.status.close()
+        if isinstance(self.source, GitSource):
+            self.source.close()
+        if self.status is not None:
+            self.status.close()
 
     # -- the pass -----------------------------------------------------------------------------------
 
@@ -218,6 +234,8 @@ class Controller:
             if head != self._revision or desired is None:
                 loaded = build_desired(self.source.read_parsed(head), head)
                 loaded.diagnostics.extend(self.source.diagnostics)
+                if not self.source.complete:  # a skipped manifest may hold a resource: prune nothing
+                    loaded.complete = False
                 desired = _carry_unreadable(desired, loaded)
                 self._desired, self._revision = desired, head
         revision = self._revision
@@ -361,7 +379,7 @@ class Controller:
         unavailable: Mapping[str, str],
     ) -> PassResult:
         if self._previous is None:
-            self._previous = self.status.read()
+            self._previous = self.status.read() if self.status is not None else {}
         previous = parse_previous(self._previous)
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         files: dict[str, bytes] = {}
@@ -395,7 +413,10 @@ class Controller:
             elif status_path("Compute", ns, name) in self._previous:
                 files[status_path("Compute", ns, name)] = self._previous[status_path("Compute", ns, name)]
         result = PassResult(PassOutcome.SUCCESS, revision=revision, plan=entries, phases=phases)
-        if files != self._previous:
+        if files != self._previous and self.status is None:
+            log.info("status not written: the directory is not a git repository", files=len(files))
+            self._previous = files
+        elif files != self._previous and self.status is not None:
             try:
                 result.commit = self.status.write(
                     files,

@@ -191,3 +191,24 @@ def test_a_restarted_controller_adopts_clusters_and_rewrites_nothing(
     assert {p.action for p in result.plan} == {Action.UNCHANGED}
     assert emulator.stats.writes() == writes
     assert status_tip(remote) == tip
+
+
+def test_a_local_directory_is_a_source_read_as_it_is_on_disk(emulator: EmulatorServer, tmp_path: Path) -> None:
+    from reconciler.controller import Controller, ControllerOptions
+    from tests._e2e_support import copy_sample
+
+    directory = copy_sample(tmp_path / "config")  # not a git repository: no status branch
+    ctl = Controller(ControllerOptions(repo=str(directory), palette_url=emulator.url, watch=True))
+    first = ctl.reconcile_once()
+    assert first.revision is not None and first.revision.startswith("content-")
+    assert len(clusters_by_name(emulator)) == 5
+
+    path = directory / INFERENCE
+    doc = yaml.safe_load(path.read_text())
+    doc["spec"]["gpus"] = [{"family": "NVIDIA-L40S", "count": 4}]
+    path.write_text(yaml.safe_dump(doc))
+    second = ctl.reconcile_once()
+    ctl.close()
+
+    assert second.revision != first.revision
+    assert [p.action for p in second.plan if p.name == "inference"] == [Action.SCALE]

@@ -13,7 +13,7 @@ from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.logging import configure_logging, get_logger
 from reconciler.metrics import PassOutcome
 from reconciler.server import Server, ServerError, parse_listen, push_ref, webhook_secret_from_env
-from reconciler.source._gitutil import GitError
+from reconciler.source import GitError, watch_directory
 
 
 def run(
@@ -27,6 +27,7 @@ def run(
     once: bool,
     listen: str,
     cache_dir: Path | None,
+    watch: bool = False,
 ) -> int:
     configure_logging()
     log = get_logger(component="run")
@@ -38,7 +39,11 @@ def run(
         interval=interval,
         max_deletions=max_deletions,
         cache_dir=cache_dir,
+        watch=watch,
     )
+    if watch and not Path(repo).is_dir():
+        print(f"error: --watch needs --repo to be a local directory, got {repo}", file=sys.stderr)
+        return 2
     try:
         controller = Controller(options)
     except GitError as exc:
@@ -82,6 +87,14 @@ def run(
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
         controller.stop()
 
+    if watch:
+        watcher = threading.Thread(
+            target=watch_directory,
+            args=(Path(repo), controller.request_pass, controller.stopping),
+            name="watch",
+            daemon=True,
+        )
+        watcher.start()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
