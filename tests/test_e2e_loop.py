@@ -7,11 +7,11 @@ from pathlib import Path
 
 import yaml
 
-from reconciler.controller import Controller
+from reconciler.controller import Controller, ControllerOptions
 from reconciler.emulator import EmulatorServer
 from reconciler.metrics import PassOutcome
 from reconciler.plan import Action
-from tests._e2e_support import clusters_by_name, controller, status_doc, status_tip
+from tests._e2e_support import clusters_by_name, controller, copy_sample, status_doc, status_tip
 from tests._git_support import RemoteRepo, git
 
 NOTEBOOKS = "project-a/platforms/notebooks.yaml"
@@ -193,10 +193,9 @@ def test_a_restarted_controller_adopts_clusters_and_rewrites_nothing(
     assert status_tip(remote) == tip
 
 
-def test_a_local_directory_is_a_source_read_as_it_is_on_disk(emulator: EmulatorServer, tmp_path: Path) -> None:
-    from reconciler.controller import Controller, ControllerOptions
-    from tests._e2e_support import copy_sample
-
+def test_a_local_directory_is_a_source_read_as_it_is_on_disk(
+    emulator: EmulatorServer, tmp_path: Path
+) -> None:
     directory = copy_sample(tmp_path / "config")  # not a git repository: no status branch
     ctl = Controller(ControllerOptions(repo=str(directory), palette_url=emulator.url, watch=True))
     first = ctl.reconcile_once()
