@@ -71,13 +71,19 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
 
             return load_directory(path, revision=head)
     from reconciler.manifests import load_files
-    from reconciler.source.git import read_revision
+    from reconciler.model.diagnostics import Severity
+    from reconciler.source.git import SkippedEntry, read_revision
 
+    skipped: list[SkippedEntry] = []
     try:
-        sha, files = read_revision(repo, rev)
+        sha, files = read_revision(repo, rev, skipped=skipped)
     except SourceError as exc:
         raise PlanError(str(exc)) from None
-    return load_files(files, revision=sha)
+    desired = load_files(files, revision=sha)
+    desired.diagnostics.extend(s.to_diagnostic() for s in skipped)
+    if any(s.severity is Severity.ERROR for s in skipped):
+        desired.complete = False  # a skipped manifest may hold a resource: plan no deletion
+    return desired
 
 
 def observe_snapshot(path: Path) -> Observed:
