@@ -96,7 +96,7 @@ def _exact_depth(text: str) -> tuple[int, int, int]:
     """Exact maximum nesting depth from libyaml's (iterative) event stream, and where it is reached."""
     depth = deepest = 0
     where = (0, 0)
-    loader = yaml.CSafeLoader(text)
+    loader = _Loader(text)
     try:
         while loader.check_event():
             event = loader.get_event()
@@ -162,6 +162,33 @@ _NULL = "tag:yaml.org,2002:null"
 _SEQ = "tag:yaml.org,2002:seq"
 _MAP = "tag:yaml.org,2002:map"
 _BOOL_VALUES = yaml.constructor.SafeConstructor.bool_values
+
+
+_TAGS: dict[str, str] = {}
+_TAGS_MAX = 50_000
+
+
+class _Loader(yaml.CSafeLoader):
+    """CSafeLoader with a memo of implicit tags: libyaml's composer calls the pure-Python resolver for
+    every scalar, and the same plain scalars ("name", "apiVersion", "palette.ai/v1alpha1"...) recur in
+    every manifest. Path resolvers are not used, so their per-node hooks are skipped."""
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode and implicit[0]:
+            tag = _TAGS.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+                if len(_TAGS) >= _TAGS_MAX:
+                    _TAGS.clear()
+                _TAGS[value] = tag
+            return tag
+        return super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        return None
+
+    def ascend_resolver(self) -> None:
+        return None
 
 
 class _Fallback(Exception):
@@ -251,7 +278,7 @@ def _load(path: str, text: str, has_anchors: bool) -> ParsedFile:
     documents: list[Document] = []
     diagnostics: list[Diagnostic] = []
     complete = True
-    loader = yaml.CSafeLoader(text)
+    loader = _Loader(text)
     index = 0
     try:
         while loader.check_node():
