@@ -335,7 +335,8 @@ class Controller:
         digest = hashlib.sha256(
             json.dumps([hosts, raw_clusters], sort_keys=True, default=str).encode()
         ).hexdigest()
-        return _Observed(discover(hosts), managed_clusters(raw_clusters, hosts), digest)
+        inventory = discover(hosts)
+        return _Observed(inventory, managed_clusters(raw_clusters, hosts, inventory.by_uid()), digest)
 
     def _plan(
         self, desired: DesiredState, groups: Mapping[Target, list[str]], observed: Mapping[Target, _Observed]

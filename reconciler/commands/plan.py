@@ -95,7 +95,8 @@ def observe_snapshot(path: Path) -> Observed:
         raise PlanError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise PlanError(f"inventory {path}: {exc}") from None
-    return Observed(discover(snapshot.edge_hosts), managed_clusters(snapshot.clusters, snapshot.edge_hosts))
+    inventory = discover(snapshot.edge_hosts)
+    return Observed(inventory, managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid()))
 
 
 def observe_palette(url: str) -> Observed:
@@ -113,7 +114,8 @@ def observe_palette(url: str) -> Observed:
         raise PlanError(f"Palette at {url}: {str(exc).replace(key, '***')}") from None
     except ValueError as exc:
         raise PlanError(f"Palette at {url}: {str(exc).replace(key, '***')}") from None
-    return Observed(discover(hosts), managed_clusters(clusters, hosts))
+    inventory = discover(hosts)
+    return Observed(inventory, managed_clusters(clusters, hosts, inventory.by_uid()))
 
 
 # --- outputs -------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from reconciler.inventory import Machine, Role
 from reconciler.model.observed import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -80,9 +81,22 @@ def cluster_config_uid(cluster: Mapping[str, Any]) -> str | None:
 
 
 def managed_clusters(
-    clusters: Iterable[Mapping[str, Any]], edge_hosts: Iterable[Mapping[str, Any]]
+    clusters: Iterable[Mapping[str, Any]],
+    edge_hosts: Iterable[Mapping[str, Any]],
+    machines: Mapping[str, Machine] | None = None,
 ) -> list[ManagedCluster]:
-    """Clusters carrying ``palette.ai/managed-by: reconciler`` that are not deleted, with their hosts."""
+    """Clusters carrying ``palette.ai/managed-by: reconciler`` that are not deleted, with their hosts.
+
+    A host's role comes from ``machines`` (discovery's reading of it) when discovery knows the host;
+    :func:`is_worker_host` only covers hosts discovery left out (a cluster host whose ``palette.ai``
+    tag was removed, or one excluded for a bad tag).
+    """
+    known = machines or {}
+
+    def worker(host: Mapping[str, Any]) -> bool:
+        machine = known.get(str(_get(host, "metadata", "uid")))
+        return machine.role is Role.WORKER if machine is not None else is_worker_host(host)
+
     members: dict[str, list[Mapping[str, Any]]] = {}
     for host in edge_hosts:
         for ref in _get(host, "status", "inUseClustersRef") or []:
@@ -100,8 +114,8 @@ def managed_clusters(
         if not namespace or not platform:
             continue
         hosts = members.get(str(uid), [])
-        workers = sorted(str(_get(h, "metadata", "uid")) for h in hosts if is_worker_host(h))
-        control_plane = sorted(str(_get(h, "metadata", "uid")) for h in hosts if not is_worker_host(h))
+        workers = sorted(str(_get(h, "metadata", "uid")) for h in hosts if worker(h))
+        control_plane = sorted(str(_get(h, "metadata", "uid")) for h in hosts if not worker(h))
         arches = Counter(str(_get(h, "spec", "device", "archType") or "amd64") for h in hosts)
         arch = sorted(arches.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if arches else None
         result.append(
