@@ -1,0 +1,119 @@
+"""Cross-resource behaviour of build_desired: positions, fallbacks, dependency invalidity, VIPs."""
+
+from __future__ import annotations
+
+from reconciler.manifests import build_desired, load_files, parse_file
+from reconciler.model.resources import MLPlatform
+
+
+def _ns(ns: str, vip: str | None = "10.0.0.1", project_ok: bool = True) -> str:
+    edge = f"\n  edge: {{vip: {vip}}}" if vip else ""
+    ref = "prof" if project_ok else "Not_A_Name"
+    return f"""\
+apiVersion: mural.sh/v1alpha1
+kind: Project
+metadata: {{name: {ns}, namespace: {ns}}}
+spec:
+  computeProfileRef: {{name: {ref}}}
+---
+apiVersion: palette.ai/v1alpha1
+kind: ComputeProfile
+metadata: {{name: prof, namespace: {ns}}}
+spec:{edge}
+  controlPlaneDefaults: {{nodeCount: 1}}
+"""
+
+
+def _platform(ns: str, name: str, vip: str | None = None) -> str:
+    spec = f"{{edge: {{vip: {vip}}}}}" if vip else "{}"
+    return f"""\
+apiVersion: palette.ai/v1alpha1
+kind: MLPlatform
+metadata: {{name: {name}, namespace: {ns}}}
+spec: {spec}
+"""
+
+
+def test_resources_keep_the_position_of_their_document() -> None:
+    state = load_files([("dir/a.yaml", (_ns("a", vip=None) + "---\n" + _platform("a", "p")).encode())])
+    assert state.diagnostics == []
+    sources = {ident[0]: loaded.source for ident, loaded in state.resources.items()}
+    project = sources["Project"]
+    assert (project.file, project.line, project.column) == ("dir/a.yaml", 1, 1)
+    assert sources["ComputeProfile"].line == 7
+    assert sources["MLPlatform"].line == 13
+
+
+def test_platforms_on_the_project_fallback_share_the_profile_vip_and_clash() -> None:
+    files = [
+        ("ns.yaml", _ns("a")),
+        ("p1.yaml", _platform("a", "first")),
+        ("p2.yaml", _platform("a", "second")),
+    ]
+    state = load_files((f, t.encode()) for f, t in files)
+    assert [p.metadata.name for p in state.platforms()] == ["first"]
+    [diag] = state.invalid[("MLPlatform", "a", "second")]
+    assert diag.file == "p2.yaml" and diag.field == "spec"
+    assert "VIP 10.0.0.1 (from the ComputeProfile's spec.edge.vip) is already used by MLPlatform a/first" in (
+        diag.message
+    )
+
+
+def test_own_vips_avoid_the_clash() -> None:
+    files = [
+        ("ns.yaml", _ns("a")),
+        ("p1.yaml", _platform("a", "first", "10.0.0.2")),
+        ("p2.yaml", _platform("a", "second", "10.0.0.3")),
+    ]
+    state = load_files((f, t.encode()) for f, t in files)
+    assert state.diagnostics == [] and len(state.platforms()) == 2
+
+
+def test_vip_clashes_are_found_across_namespaces_in_namespace_name_order() -> None:
+    files = [
+        ("a.yaml", _ns("a", vip=None) + "---\n" + _platform("a", "zeta", "10.9.9.9")),
+        ("b.yaml", _ns("b", vip=None) + "---\n" + _platform("b", "alpha", "10.9.9.9")),
+    ]
+    state = load_files((f, t.encode()) for f, t in files)
+    assert list(state.invalid) == [("MLPlatform", "b", "alpha")]
+    [diag] = state.invalid[("MLPlatform", "b", "alpha")]
+    assert "already used by MLPlatform a/zeta (a.yaml:13)" in diag.message
+
+
+def test_platform_relying_on_an_invalid_project_is_invalid_not_absent() -> None:
+    files = [("ns.yaml", _ns("a", project_ok=False)), ("p.yaml", _platform("a", "p"))]
+    state = load_files((f, t.encode()) for f, t in files)
+    assert ("Project", "a", "a") in state.invalid
+    [diag] = state.invalid[("MLPlatform", "a", "p")]
+    assert "the Project of namespace a is invalid" in diag.message
+    assert state.complete
+
+
+def test_suspended_platforms_still_hold_their_vip() -> None:
+    suspended = _platform("a", "first", "10.0.0.7").replace("spec: {edge:", "spec: {suspend: true, edge:")
+    files = [("ns.yaml", _ns("a")), ("p1.yaml", suspended), ("p2.yaml", _platform("a", "second", "10.0.0.7"))]
+    state = load_files((f, t.encode()) for f, t in files)
+    platform = state.get(MLPlatform, "a", "first")
+    assert platform is not None and platform.spec.suspend
+    assert ("MLPlatform", "a", "second") in state.invalid
+
+
+def test_diagnostics_carry_the_resource_and_are_sorted() -> None:
+    bad = _platform("a", "p").replace("spec: {}", "spec: {gpus: [{family: H100, count: -1}], mode: x}")
+    state = load_files([("z.yaml", _ns("a").encode()), ("b.yaml", bad.encode())])
+    assert [(d.file, d.line, d.kind, d.namespace, d.name) for d in state.diagnostics] == [
+        ("b.yaml", 4, "MLPlatform", "a", "p"),
+        ("b.yaml", 4, "MLPlatform", "a", "p"),
+    ]
+    assert [d.field for d in state.diagnostics] == ["spec.gpus[0].count", "spec.mode"]
+
+
+def test_build_desired_reuses_parsed_files() -> None:
+    parsed = [
+        parse_file("ns.yaml", _ns("a").encode()),
+        parse_file("p.yaml", _platform("a", "p", "10.1.1.1").encode()),
+    ]
+    first = build_desired(parsed, "rev1")
+    second = build_desired(parsed, "rev2")
+    assert first.resources == second.resources
+    assert (first.revision, second.revision) == ("rev1", "rev2")
