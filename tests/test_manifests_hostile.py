@@ -156,3 +156,28 @@ def test_fast_construction_matches_pyyaml_safe_load(text: str) -> None:
     parsed = parse_file("f.yaml", text.encode())
     assert parsed.diagnostics == ()
     assert [d.data for d in parsed.documents] == [yaml.safe_load(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "message"),
+    [
+        (b"a: 2024-13-45\n", 4, "reads as YAML type 'timestamp' but is not a valid one"),
+        (b"a: " + b"9" * 5000 + b"\n", 4, "reads as YAML type 'int' but is not a valid one"),
+        (b"a: !!int abc\n", 4, "reads as YAML type 'int' but is not a valid one"),
+        (b"x: &a 1\na: !!float x\n", 1, "a value of this document cannot be read as its YAML type"),
+    ],
+    ids=["bad-date", "huge-int", "bad-explicit-int", "bad-float-with-anchors"],
+)
+def test_values_that_do_not_fit_their_yaml_type_are_errors_not_crashes(
+    text: bytes, column: int, message: str
+) -> None:
+    line, col, got = _only_error(text)
+    assert (line, col) == (1, column)
+    assert message in got
+    assert "abc" not in got and "2024-13-45" not in got
+
+
+def test_python_specific_tags_are_refused() -> None:
+    parsed = parse_file("f.yaml", b"a: !!python/object/apply:os.system ['true']\n")
+    assert not parsed.complete
+    assert "could not determine a constructor" in parsed.diagnostics[0].message

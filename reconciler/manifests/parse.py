@@ -195,6 +195,24 @@ class _Fallback(Exception):
     """A node the fast path does not handle: construct the document with PyYAML's SafeConstructor."""
 
 
+class _BadValue(Exception):
+    """A scalar whose tag says what it is but whose text is not that (``2024-13-45``, ``!!int abc``,
+    an integer of more than 4,300 digits): PyYAML raises plain Python errors for these."""
+
+    def __init__(self, line: int, column: int, tag: str) -> None:
+        super().__init__(tag)
+        self.line, self.column, self.tag = line, column, tag
+
+    def message(self) -> str:
+        if not self.tag:
+            return (
+                "a value of this document cannot be read as its YAML type (a date, a number, a tagged "
+                "value); quote it to make it a string"
+            )
+        what = self.tag.rsplit(":", 1)[-1]
+        return f"this value reads as YAML type '{what}' but is not a valid one; quote it to make it a string"
+
+
 def _construct(
     node: yaml.Node, loader: yaml.CSafeLoader, path: tuple[str | int, ...], dups: list[Problem]
 ) -> Any:
@@ -211,13 +229,25 @@ def _construct(
         value: str = node.value
         if tag == _STR:
             return value
-        if tag == _INT and value.isdigit() and value.isascii() and (value[0] != "0" or value == "0"):
+        if (
+            tag == _INT
+            and len(value) <= 18
+            and value.isdigit()
+            and value.isascii()
+            and (value[0] != "0" or value == "0")
+        ):
             return int(value)
         if tag == _BOOL:
             return _BOOL_VALUES[value.lower()]
         if tag == _NULL:
             return None
-        return loader.construct_object(node, deep=True)
+        try:
+            return loader.construct_object(node, deep=True)
+        except yaml.YAMLError:
+            raise
+        except Exception as exc:  # PyYAML's scalar constructors raise ValueError, AttributeError...
+            mark = node.start_mark
+            raise _BadValue(mark.line + 1, mark.column + 1, tag) from exc
     if tag == _SEQ and isinstance(node, yaml.SequenceNode):
         return [_construct(child, loader, (*path, i), dups) for i, child in enumerate(node.value)]
     if tag == _MAP and isinstance(node, yaml.MappingNode):
@@ -244,7 +274,13 @@ def _construct_document(
             return _construct(node, loader, (), dups), dups
         except _Fallback:
             pass
-    return loader.construct_document(node), []
+    try:
+        return loader.construct_document(node), []
+    except yaml.YAMLError:
+        raise
+    except Exception as exc:  # as above, for documents the fast path hands over
+        mark = node.start_mark
+        raise _BadValue(mark.line + 1, mark.column + 1, "") from exc
 
 
 def parse_file(path: str, data: bytes) -> ParsedFile:
@@ -291,7 +327,12 @@ def _load(path: str, text: str, has_anchors: bool) -> ParsedFile:
                 diagnostics.append(_error(path, line, column, problem))
                 complete = False
             else:
-                data, problems = _construct_document(loader, node, has_anchors)
+                try:
+                    data, problems = _construct_document(loader, node, has_anchors)
+                except _BadValue as bad:
+                    diagnostics.append(_error(path, bad.line, bad.column, bad.message()))
+                    complete = False
+                    data, problems = None, []
                 # An empty document (a trailing ``---``) says nothing: skip it.
                 if data is not None:
                     doc = Document(index=index, line=line, column=column, data=data, problems=tuple(problems))
