@@ -117,3 +117,12 @@ def test_build_desired_reuses_parsed_files() -> None:
     second = build_desired(parsed, "rev2")
     assert first.resources == second.resources
     assert (first.revision, second.revision) == ("rev1", "rev2")
+
+
+def test_an_invalid_platform_still_holds_the_vip_it_states() -> None:
+    broken = _platform("a", "first", "10.0.0.8").replace("spec: {edge:", "spec: {mode: nope, edge:")
+    files = [("ns.yaml", _ns("a")), ("p1.yaml", broken), ("p2.yaml", _platform("a", "second", "10.0.0.8"))]
+    state = load_files((f, t.encode()) for f, t in files)
+    assert set(state.invalid) == {("MLPlatform", "a", "first"), ("MLPlatform", "a", "second")}
+    [diag] = state.invalid[("MLPlatform", "a", "second")]
+    assert "already used by MLPlatform a/first (invalid, but its cluster is kept)" in diag.message

@@ -240,14 +240,30 @@ def _need(
         )
 
 
+def _raw_vip(item: _Doc) -> str | None:
+    """The own ``spec.edge.vip`` of a platform document that failed validation, if it states one."""
+    data = item.doc.data
+    spec = data.get("spec") if isinstance(data, dict) else None
+    edge = spec.get("edge") if isinstance(spec, dict) else None
+    vip = edge.get("vip") if isinstance(edge, dict) else None
+    return vip if isinstance(vip, str) and vip else None
+
+
 def _check_vips(items: list[_Doc], index: _Index) -> None:
-    """Two clusters never share a VIP: the first platform (namespace, name order) keeps it."""
+    """Two clusters never share a VIP: the first platform (namespace, name order) keeps it.
+
+    Invalid platforms keep their clusters, so a VIP they state still counts as taken.
+    """
     owners: dict[str, _Doc] = {}
-    platforms = [i for i in items if isinstance(i.resource, MLPlatform) and not i.problems]
+    platforms = [i for i in items if i.kind == "MLPlatform" and i.identity is not None]
     platforms.sort(key=lambda d: (d.namespace or "", d.name or ""))
     for item in platforms:
         platform = item.resource
-        assert isinstance(platform, MLPlatform)
+        if item.problems or not isinstance(platform, MLPlatform):
+            vip = _raw_vip(item)
+            if vip is not None:
+                owners.setdefault(vip, item)
+            continue
         own = platform.spec.edge.vip if platform.spec.edge is not None else None
         vip = own
         path: tuple[PathElem, ...] = ("spec", "edge", "vip")
@@ -262,12 +278,13 @@ def _check_vips(items: list[_Doc], index: _Index) -> None:
         if first is item:
             continue
         source = "spec.edge.vip" if own is not None else "the ComputeProfile's spec.edge.vip"
+        state = " (invalid, but its cluster is kept)" if first.problems else ""
         item.problems.append(
             Problem(
                 path,
                 f"{field_path(path)}: VIP {vip} (from {source}) is already used by MLPlatform "
-                f"{first.namespace}/{first.name} ({first.where}); two clusters never share a VIP, give this "
-                "platform its own spec.edge.vip",
+                f"{first.namespace}/{first.name}{state} ({first.where}); two clusters never share a VIP, "
+                "give this platform its own spec.edge.vip",
             )
         )
 
