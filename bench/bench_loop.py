@@ -80,6 +80,7 @@ def main() -> int:
     parser.add_argument("--platforms", type=int, default=1_000)
     parser.add_argument("--namespaces", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of one no-op pass")
     args = parser.parse_args()
     configure_logging("error")
 
@@ -173,6 +174,13 @@ def main() -> int:
             base.append(time.perf_counter() - t0)
         noop_writes = writes(stats(url))
         same_tip = git("-C", str(bare), "rev-parse", "refs/heads/reconciler/status").strip() == tip
+        if args.profile:
+            import cProfile
+            import pstats
+
+            profiler = cProfile.Profile()
+            profiler.runcall(ctl.reconcile_once)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
         n, b = statistics.median(noop), statistics.median(base)
         print(f"no-op pass:  median {n * 1000:.0f} ms over {args.repeat} (outcomes {sorted(outcomes)})")
         print(f"baseline (git ls-remote + full inventory listing): median {b * 1000:.0f} ms")

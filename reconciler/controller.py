@@ -163,6 +163,7 @@ class Controller:
         self._clean_fingerprint: str | None = None
         self._known_targets: set[Target] = set()
         self._key_refs: dict[Target, KeyRef] = {}
+        self._observed: dict[Target, _Observed] = {}
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.last: PassResult | None = None
@@ -332,11 +333,15 @@ class Controller:
         client = self._client(target)
         hosts = client.search_edge_hosts()
         raw_clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
-        digest = hashlib.sha256(
-            json.dumps([hosts, raw_clusters], sort_keys=True, default=str).encode()
-        ).hexdigest()
+        # The server's item order is stable, so the JSON text is a fingerprint without sorting keys.
+        digest = hashlib.sha256(json.dumps([hosts, raw_clusters], default=str).encode()).hexdigest()
+        last = self._observed.get(target)
+        if last is not None and last.fingerprint == digest:
+            return last  # nothing moved in Palette: reuse the machines and clusters read last time
         inventory = discover(hosts)
-        return _Observed(inventory, managed_clusters(raw_clusters, hosts, inventory.by_uid()), digest)
+        seen = _Observed(inventory, managed_clusters(raw_clusters, hosts, inventory.by_uid()), digest)
+        self._observed[target] = seen
+        return seen
 
     def _plan(
         self, desired: DesiredState, groups: Mapping[Target, list[str]], observed: Mapping[Target, _Observed]

@@ -112,6 +112,7 @@ class EmulatorState:
         # host changes (``_version``), so each page costs O(page), not O(inventory).
         self._version = 0
         self._search_cache: dict[tuple[str | None, str], tuple[int, list[dict[str, Any]]]] = {}
+        self._cluster_listings: dict[tuple[str | None, str], tuple[int, list[dict[str, Any]]]] = {}
         if snapshot is not None:
             self._seed(snapshot)
         self._host_order = sorted(
@@ -272,14 +273,26 @@ class EmulatorState:
         self, project: str | None, body: Any, limit: str | None, token: str | None, offset: str | None
     ) -> dict[str, Any]:
         predicate = search.compile_filter(body, _CLUSTER_PROPERTIES)
+        key = (project, json.dumps(body, sort_keys=True, default=str))
         with self.lock:
             self.sweep()
-            summaries = [
-                self.cluster_summary(c)
-                for c in sorted(self.clusters.values(), key=lambda c: (c.name, c.uid))
-                if self._in_scope(c.project_uid, project)
-            ]
-        return search.page([s for s in summaries if predicate(s)], limit, token, offset)
+            cached = self._cluster_listings.get(key)
+            # The first page takes a snapshot; continuation pages read the same snapshot, as a
+            # consistent cursor would (and one listing costs O(clusters), not O(clusters x pages)).
+            if token and cached is not None and cached[0] == self._version:
+                matching = cached[1]
+            else:
+                matching = [
+                    summary
+                    for c in sorted(self.clusters.values(), key=lambda c: (c.name, c.uid))
+                    if self._in_scope(c.project_uid, project)
+                    for summary in (self.cluster_summary(c),)
+                    if predicate(summary)
+                ]
+                if len(self._cluster_listings) > 64:
+                    self._cluster_listings.clear()
+                self._cluster_listings[key] = (self._version, matching)
+        return search.page(matching, limit, token, offset)
 
     def get_cluster(self, uid: str, project: str | None) -> dict[str, Any]:
         with self.lock:
