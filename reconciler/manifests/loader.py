@@ -108,6 +108,16 @@ class _Index:
                 self.failed.add(ident)
             else:
                 self.valid[ident] = item
+        self.project_namespaces = {ident[1] for ident in (*self.valid, *self.failed) if ident[0] == "Project"}
+        self._projects: dict[str, Project] = {}
+        for ident in sorted(i for i in self.valid if i[0] == "Project"):
+            resource = self.valid[ident].resource
+            if isinstance(resource, Project):
+                self._projects.setdefault(ident[1], resource)
+
+    def project(self, namespace: str) -> Project | None:
+        """The namespace's valid Project (the first by name when there are several)."""
+        return self._projects.get(namespace)
 
     def status(self, ident: Identity) -> str:
         if ident in self.valid:
@@ -186,10 +196,8 @@ def _platform_refs(platform: MLPlatform, index: _Index) -> list[Problem]:
     if ref is not None and ref.name:
         _need(problems, index, ("spec", "computeProfileRef", "name"), "ComputeProfile", ns, ref.name)
     else:
-        everything = (*index.valid, *index.failed)
-        projects = [ident for ident in everything if ident[0] == "Project" and ident[1] == ns]
-        valid_projects = [index.valid[i] for i in sorted(index.valid) if i in projects]
-        if not projects:
+        project = index.project(ns)
+        if ns not in index.project_namespaces:
             problems.append(
                 Problem(
                     ("spec",),
@@ -197,7 +205,7 @@ def _platform_refs(platform: MLPlatform, index: _Index) -> list[Problem]:
                     "whose spec.computeProfileRef could be used; set spec.computeProfileRef.name",
                 )
             )
-        elif not valid_projects:
+        elif project is None:
             problems.append(
                 Problem(
                     ("spec",),
@@ -206,8 +214,6 @@ def _platform_refs(platform: MLPlatform, index: _Index) -> list[Problem]:
                 )
             )
         else:
-            project = valid_projects[0].resource
-            assert isinstance(project, Project)
             name = project.spec.compute_profile_ref.name
             _need(problems, index, ("spec",), "ComputeProfile", ns, name, via="Project fallback")
     if platform.spec.workload_profile_ref is not None:
@@ -294,11 +300,9 @@ def _profile_of(platform: MLPlatform, index: _Index) -> ComputeProfile | None:
     ref = platform.spec.compute_profile_ref
     name = ref.name if ref is not None else None
     if not name:
-        projects = sorted(i for i in index.valid if i[0] == "Project" and i[1] == ns)
-        if not projects:
+        project = index.project(ns)
+        if project is None:
             return None
-        project = index.valid[projects[0]].resource
-        assert isinstance(project, Project)
         name = project.spec.compute_profile_ref.name
     found = index.valid.get(("ComputeProfile", ns, name))
     return found.resource if found is not None and isinstance(found.resource, ComputeProfile) else None

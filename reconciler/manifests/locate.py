@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 import yaml
 
+from reconciler.manifests.parse import MemoLoader
+
 PathElem = str | int
 
 
@@ -17,7 +19,7 @@ class FileNodes:
 
     def __init__(self, text: str) -> None:
         self.roots: list[yaml.Node] = []
-        loader = yaml.CSafeLoader(text)
+        loader = MemoLoader(text)
         try:
             while loader.check_node():
                 node = loader.get_node()

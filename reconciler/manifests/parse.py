@@ -96,7 +96,7 @@ def _exact_depth(text: str) -> tuple[int, int, int]:
     """Exact maximum nesting depth from libyaml's (iterative) event stream, and where it is reached."""
     depth = deepest = 0
     where = (0, 0)
-    loader = _Loader(text)
+    loader = MemoLoader(text)
     try:
         while loader.check_event():
             event = loader.get_event()
@@ -168,7 +168,7 @@ _TAGS: dict[str, str] = {}
 _TAGS_MAX = 50_000
 
 
-class _Loader(yaml.CSafeLoader):
+class MemoLoader(yaml.CSafeLoader):
     """CSafeLoader with a memo of implicit tags: libyaml's composer calls the pure-Python resolver for
     every scalar, and the same plain scalars ("name", "apiVersion", "palette.ai/v1alpha1"...) recur in
     every manifest. Path resolvers are not used, so their per-node hooks are skipped."""
@@ -314,7 +314,7 @@ def _load(path: str, text: str, has_anchors: bool) -> ParsedFile:
     documents: list[Document] = []
     diagnostics: list[Diagnostic] = []
     complete = True
-    loader = _Loader(text)
+    loader = MemoLoader(text)
     index = 0
     try:
         while loader.check_node():
