@@ -35,7 +35,7 @@ from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.observed import ManagedCluster
-from reconciler.model.resources import ComputeProfile, MLPlatform, Project
+from reconciler.model.resources import MLPlatform
 
 MIN_NODES_LABEL = "palette.ai/min-nodes"
 ALLOW_REPLACE_ANNOTATION = "palette.ai/allow-replace"
@@ -92,30 +92,7 @@ def allow_replace(platform: MLPlatform) -> bool:
     return platform.metadata.annotations.get(ALLOW_REPLACE_ANNOTATION, "").strip().lower() == "true"
 
 
-def _projects(desired: DesiredState) -> dict[str, Project]:
-    """Each namespace's Project, as ``DesiredState.project`` picks it, indexed once (that one sorts)."""
-    found: dict[str, Project] = {}
-    for project in desired.of_kind(Project):
-        found.setdefault(project.metadata.namespace, project)
-    return found
-
-
-def _compute_profile(
-    desired: DesiredState, platform: MLPlatform, projects: Mapping[str, Project]
-) -> ComputeProfile | None:
-    """``DesiredState.compute_profile_for`` with the Project index: the platform's ref, else the Project's."""
-    ns = platform.metadata.namespace
-    ref = platform.spec.compute_profile_ref
-    name = ref.name if ref is not None and ref.name else None
-    if name is None:
-        project = projects.get(ns)
-        name = project.spec.compute_profile_ref.name if project is not None else None
-    return desired.get(ComputeProfile, ns, name) if name else None
-
-
-def requirements(
-    desired: DesiredState, platform: MLPlatform, projects: Mapping[str, Project] | None = None
-) -> Requirements | Rejection:
+def requirements(desired: DesiredState, platform: MLPlatform) -> Requirements | Rejection:
     """Resolve a platform's needs: GPU limits, control-plane count, minimum workers (with precedence)."""
     spec = platform.spec
     ns = platform.metadata.namespace
@@ -123,7 +100,7 @@ def requirements(
         return Rejection(
             Reason.UNSUPPORTED_MODE, f"mode {spec.mode} is not supported yet; use mode dedicated"
         )
-    profile = _compute_profile(desired, platform, _projects(desired) if projects is None else projects)
+    profile = desired.compute_profile_for(platform)
     if profile is None:
         ref = spec.compute_profile_ref
         name = ref.name if ref is not None and ref.name else "(from the Project)"
@@ -643,10 +620,9 @@ def allocate(
     platforms = [p for p in desired.platforms() if not p.spec.suspend]
     decisions: dict[PlatformKey, Decision] = {}
     needs: dict[PlatformKey, Requirements] = {}
-    projects = _projects(desired)
     for p in platforms:
         key = (p.metadata.namespace, p.metadata.name)
-        req = requirements(desired, p, projects)
+        req = requirements(desired, p)
         if isinstance(req, Rejection):
             decisions[key] = req
         else:
