@@ -152,6 +152,20 @@ def ls_remote_head(
     return None
 
 
+def fetch_ref(repo_git: git.Git, location: str, ref: str, timeout: float) -> None:
+    """Fetch one ref of ``location`` into the same ref of a private cache repository (forced)."""
+    run(
+        repo_git,
+        "fetch",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--",
+        location,
+        f"+{ref}:{ref}",
+        timeout=timeout,
+    )
+
+
 def rev_parse(repo_git: git.Git, rev: str) -> str | None:
     """The sha of ``rev`` in the repository, or None when it does not exist."""
     try:

@@ -245,16 +245,7 @@ class GitSource(Generic[T]):
                 self._drop_ref(repo)
             started = time.monotonic()
             try:
-                _gitutil.run(
-                    repo.git,
-                    "fetch",
-                    "--no-tags",
-                    "--no-write-fetch-head",
-                    "--",
-                    self._location,
-                    f"+{self._ref}:{self._ref}",
-                    timeout=self.timeout,
-                )
+                _gitutil.fetch_ref(repo.git, self._location, self._ref, self.timeout)
             except GitError as exc:
                 raise SourceError(f"cannot fetch {self.branch!r} from {self.url}: {exc}") from None
             finally:

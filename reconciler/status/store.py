@@ -166,16 +166,7 @@ class StatusStore:
                 # Gone from the remote, or naming a commit the private repository lacks (damaged).
                 _gitutil.run(repo.git, "update-ref", "-d", self._ref)
             if remote is not None and remote != local:
-                _gitutil.run(
-                    repo.git,
-                    "fetch",
-                    "--no-tags",
-                    "--no-write-fetch-head",
-                    "--",
-                    self._location,
-                    f"+{self._ref}:{self._ref}",
-                    timeout=self.timeout,
-                )
+                _gitutil.fetch_ref(repo.git, self._location, self._ref, self.timeout)
         except GitError as exc:
             raise StatusError(f"cannot read {self.branch!r} of {self.url}: {exc}") from None
         if remote is not None and remote != self._tip:
