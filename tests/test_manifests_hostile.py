@@ -181,3 +181,21 @@ def test_python_specific_tags_are_refused() -> None:
     parsed = parse_file("f.yaml", b"a: !!python/object/apply:os.system ['true']\n")
     assert not parsed.complete
     assert "could not determine a constructor" in parsed.diagnostics[0].message
+
+
+def test_errors_per_document_are_capped_so_hostile_documents_stay_cheap() -> None:
+    body = b"".join(b"  k%d: 1\n" % i for i in range(5000))
+    start = time.perf_counter()
+    state = load_files([("f.yaml", COMPUTE + b"spec:\n" + body)])
+    assert time.perf_counter() - start < 10
+    assert len(state.diagnostics) == 51
+    assert state.diagnostics[0].message == (
+        "4950 more errors in this document are not shown; fix the ones above first"
+    )
+
+
+def test_thousands_of_duplicates_stay_linear() -> None:
+    doc = COMPUTE + b"---\n"
+    state = load_files([("f.yaml", doc * 3000)])
+    assert len(state.diagnostics) == 3000
+    assert "also defined at f.yaml:5, f.yaml:9, f.yaml:13 and 2996 more" in state.diagnostics[0].message

@@ -26,6 +26,9 @@ from reconciler.model.resources import (
     Resource,
 )
 
+# Enough to fix a document by; a hostile one with 100,000 unknown keys must not cost 100,000 lookups.
+MAX_PROBLEMS_PER_DOCUMENT = 50
+
 
 @dataclass(eq=False)
 class _Doc:
@@ -133,8 +136,13 @@ def _check_duplicates(items: list[_Doc]) -> None:
     for group in groups.values():
         if len(group) < 2:
             continue
-        for item in group:
-            others = ", ".join(o.where for o in group if o is not item)
+        # At most three places each: a hostile file with thousands of copies must not make the work or
+        # the messages grow with the square of their number.
+        wheres = [o.where for o in group[:4]]
+        for i, item in enumerate(group):
+            places = [w for j, w in enumerate(wheres) if j != i][:3]
+            more = len(group) - 1 - len(places)
+            others = ", ".join(places) + (f" and {more} more" if more > 0 else "")
             item.problems.append(
                 Problem(
                     ("metadata", "name"),
@@ -339,7 +347,14 @@ def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredS
         found = nodes.get(item.file.path)
         if found is None:
             found = nodes[item.file.path] = FileNodes(item.file.text)
-        diags = [_diagnostic(item, problem, found) for problem in item.problems]
+        problems = item.problems
+        if len(problems) > MAX_PROBLEMS_PER_DOCUMENT:
+            more = len(problems) - MAX_PROBLEMS_PER_DOCUMENT
+            problems = [
+                *problems[:MAX_PROBLEMS_PER_DOCUMENT],
+                Problem((), f"{more} more errors in this document are not shown; fix the ones above first"),
+            ]
+        diags = [_diagnostic(item, problem, found) for problem in problems]
         diagnostics.extend(diags)
         if ident is not None:
             state.invalid.setdefault(ident, []).extend(diags)
