@@ -59,7 +59,7 @@ def test_mangled_manifests_are_reported_not_raised(name: str, at: int, cut: int,
     at = min(at, len(original))
     text = original[:at] + insert + original[at + cut :]
     state = load_files([(name, text.encode())])
-    lines = text.count("\n") + 1
+    lines = len(text.splitlines()) + 1  # YAML also breaks lines at \r, NEL, LS and PS
     for diag in state.diagnostics:
         assert 0 <= diag.line <= lines + 1
         assert diag.message
