@@ -126,3 +126,21 @@ def test_an_invalid_platform_still_holds_the_vip_it_states() -> None:
     assert set(state.invalid) == {("MLPlatform", "a", "first"), ("MLPlatform", "a", "second")}
     [diag] = state.invalid[("MLPlatform", "a", "second")]
     assert "already used by MLPlatform a/first (invalid, but its cluster is kept)" in diag.message
+
+
+def test_platforms_that_allocation_will_refuse_get_warnings_and_stay_valid() -> None:
+    limits = "controlPlaneDefaults: {nodeCount: 1}\n  gpuLimits: {nvidia h100: 4}"
+    profile = _ns("a", vip=None).replace("controlPlaneDefaults: {nodeCount: 1}", limits)
+    platform = _platform("a", "big").replace(
+        "spec: {}", "spec:\n  mode: shared\n  gpus:\n    - {family: NVIDIA-H100, count: 8}\n"
+    )
+    state = load_files([("ns.yaml", profile.encode()), ("p.yaml", platform.encode())])
+    assert state.get(MLPlatform, "a", "big") is not None
+    assert not state.has_errors and not state.invalid
+    assert [(d.severity, d.line, d.field) for d in state.diagnostics] == [
+        ("warning", 5, "spec.mode"),
+        ("warning", 7, "spec.gpus[0].count"),
+    ]
+    assert "8 NVIDIA-H100 GPUs exceed the limit of 4 in ComputeProfile a/prof" in state.diagnostics[1].message
+    assert "GPULimitExceeded" in state.diagnostics[1].message
+    assert "UnsupportedMode" in state.diagnostics[0].message

@@ -116,3 +116,18 @@ def test_all_errors_of_a_tree_are_reported_at_once() -> None:
     assert result.exit_code == 1
     files = {Path(item["file"]).name for item in json.loads(result.output)}
     assert files == {p.name for p in CORPUS.glob("*.yaml")}
+
+
+def test_warnings_are_shown_but_do_not_fail(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(SAMPLE_REPO, repo, ignore=shutil.ignore_patterns("*.json"))
+    platform = repo / "project-a" / "platforms" / "notebooks.yaml"
+    platform.write_text(platform.read_text().replace("count: 4", "count: 7"))
+    result = runner.invoke(app, ["validate", str(repo)])
+    assert result.exit_code == 0, result.output
+    expected = "notebooks.yaml:17:14: warning: MLPlatform project-a/notebooks: spec.gpus[0].count: 7 NVIDIA"
+    assert expected in result.output
+    assert result.output.splitlines()[-1].endswith("all valid, 1 warning")
+    github = runner.invoke(app, ["validate", str(repo), "--format", "github"])
+    assert github.exit_code == 0
+    assert github.output.startswith(f"::warning file={platform.as_posix()},line=17,col=14::")

@@ -77,8 +77,10 @@ def run(path: Path, fmt: str) -> int:
     else:
         for d in diagnostics:
             out.write(format_text(d, d.file) + "\n")
+        warnings = len(diagnostics) - errors
+        noted = f", {warnings} warning{'s' if warnings != 1 else ''}" if warnings else ""
         if errors:
-            out.write(f"{errors} error{'s' if errors != 1 else ''} in {path.as_posix()}\n")
+            out.write(f"{errors} error{'s' if errors != 1 else ''}{noted} in {path.as_posix()}\n")
         else:
-            out.write(f"{path.as_posix()}: {resources} resources in {files} files, all valid\n")
+            out.write(f"{path.as_posix()}: {resources} resources in {files} files, all valid{noted}\n")
     return 1 if errors else 0

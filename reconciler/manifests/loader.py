@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.manifests.locate import FileNodes
@@ -16,7 +16,8 @@ from reconciler.manifests.parse import Document, ParsedFile, parse_file
 from reconciler.manifests.rules import check_document
 from reconciler.manifests.schema import PathElem, Problem, field_path, validate_document
 from reconciler.model.desired import DesiredState, Identity, Loaded, SourceRef
-from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.model.gpu import canonical_family
 from reconciler.model.resources import (
     KINDS,
     Compute,
@@ -39,6 +40,8 @@ class _Doc:
     name: str | None = None
     resource: Resource | None = None
     problems: list[Problem] = field(default_factory=list)
+    # Not errors: the resource stays valid, but what it asks for will be refused later.
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def identity(self) -> Identity | None:
@@ -316,6 +319,43 @@ def _profile_of(platform: MLPlatform, index: _Index) -> ComputeProfile | None:
     return found.resource if found is not None and isinstance(found.resource, ComputeProfile) else None
 
 
+def _check_admission(items: list[_Doc], index: _Index) -> None:
+    """Warn about valid platforms that allocation will refuse whatever the inventory holds.
+
+    ``mode: shared`` is rejected with UnsupportedMode and a request above the ComputeProfile's
+    ``gpuLimits`` with GPULimitExceeded (DESIGN.md sections 3 and 4). Saying so at validation time lets a
+    pull request catch it; the platform itself stays valid (a rejection keeps an existing cluster).
+    """
+    for item in items:
+        platform = item.resource
+        if item.problems or not isinstance(platform, MLPlatform):
+            continue
+        if platform.spec.mode == "shared":
+            item.warnings.append(
+                Problem(
+                    ("spec", "mode"),
+                    "spec.mode: shared is not supported yet; this platform will be rejected with "
+                    "UnsupportedMode (use dedicated)",
+                )
+            )
+        profile = _profile_of(platform, index)
+        if profile is None:
+            continue
+        limits = {canonical_family(k): v for k, v in profile.spec.gpu_limits.items()}
+        for i, request in enumerate(platform.spec.gpus):
+            family = canonical_family(request.family)
+            limit = limits.get(family)
+            if limit is not None and request.count > limit:
+                item.warnings.append(
+                    Problem(
+                        ("spec", "gpus", i, "count"),
+                        f"spec.gpus[{i}].count: {request.count} {family} GPUs exceed the limit of {limit} in "
+                        f"ComputeProfile {profile.metadata.namespace}/{profile.metadata.name}; this platform "
+                        "will be rejected with GPULimitExceeded",
+                    )
+                )
+
+
 def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredState:
     """Validate every document of every file and return the desired state of one revision."""
     state = DesiredState(revision=revision)
@@ -333,11 +373,19 @@ def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredS
     _check_duplicates(items)
     _check_projects(items)
     _check_references(items)
-    _check_vips(items, _Index(items))
+    index = _Index(items)
+    _check_vips(items, index)
+    _check_admission(items, index)
 
     nodes: dict[str, FileNodes] = {}
     for item in items:
         ident = item.identity
+        if item.warnings:
+            found = nodes.get(item.file.path)
+            if found is None:
+                found = nodes[item.file.path] = FileNodes(item.file.text)
+            for warning in item.warnings:
+                diagnostics.append(replace(_diagnostic(item, warning, found), severity=Severity.WARNING))
         if not item.problems and item.resource is not None and ident is not None:
             source = SourceRef(item.file.path, item.doc.line, item.doc.column)
             state.resources[ident] = Loaded(resource=item.resource, source=source)
