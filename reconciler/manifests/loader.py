@@ -42,6 +42,9 @@ class _Doc:
     problems: list[Problem] = field(default_factory=list)
     # Not errors: the resource stays valid, but what it asks for will be refused later.
     warnings: list[Problem] = field(default_factory=list)
+    # Certainly not one of our resources (another API group, or no apiVersion and no kind at all, like a
+    # CI workflow): still reported, but it cannot hide a platform, so it does not block pruning.
+    foreign: bool = False
 
     @property
     def identity(self) -> Identity | None:
@@ -55,6 +58,9 @@ class _Doc:
 
     def label(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
+
+
+_OUR_GROUPS = frozenset(api.split("/", 1)[0] for api, _model in KINDS.values())
 
 
 def _identify(item: _Doc) -> None:
@@ -73,6 +79,8 @@ def _identify(item: _Doc) -> None:
         item.name = name if isinstance(name, str) and name else None
         item.namespace = namespace if isinstance(namespace, str) and namespace else None
     if not isinstance(kind, str) or kind not in KINDS:
+        group = api.split("/", 1)[0] if isinstance(api, str) and "/" in api else None
+        item.foreign = (kind is None and api is None) or (group is not None and group not in _OUR_GROUPS)
         known = ", ".join(f"{k} ({v[0]})" for k, v in sorted(KINDS.items()))
         if kind is None:
             message = f"kind: required field is missing; known kinds: {known}"
@@ -390,7 +398,7 @@ def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredS
             source = SourceRef(item.file.path, item.doc.line, item.doc.column)
             state.resources[ident] = Loaded(resource=item.resource, source=source)
             continue
-        if ident is None:
+        if ident is None and not item.foreign:
             state.complete = False
         found = nodes.get(item.file.path)
         if found is None:
