@@ -1,10 +1,32 @@
-"""The config repository: git fetch/read at a revision, and a local directory as a source."""
+"""The config repository: git fetch/read at a revision, and a local directory as a source.
 
-from reconciler.source._gitutil import GitError
-from reconciler.source.cache import ParseCache, blob_id
-from reconciler.source.errors import SourceError
-from reconciler.source.git import GitSource, SkippedEntry, read_revision
-from reconciler.source.watch import DirectorySource, watch_directory
+Names are imported lazily, so that ``reconciler validate`` (which only needs ``source.directory``)
+does not pay for importing GitPython and watchfiles.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reconciler.source._gitutil import GitError
+    from reconciler.source.cache import ParseCache, blob_id
+    from reconciler.source.errors import SourceError
+    from reconciler.source.git import GitSource, SkippedEntry, read_revision
+    from reconciler.source.watch import DirectorySource, watch_directory
+
+_WHERE = {
+    "GitError": "reconciler.source._gitutil",
+    "ParseCache": "reconciler.source.cache",
+    "blob_id": "reconciler.source.cache",
+    "SourceError": "reconciler.source.errors",
+    "GitSource": "reconciler.source.git",
+    "SkippedEntry": "reconciler.source.git",
+    "read_revision": "reconciler.source.git",
+    "DirectorySource": "reconciler.source.watch",
+    "watch_directory": "reconciler.source.watch",
+}
 
 __all__ = [
     "DirectorySource",
@@ -17,3 +39,10 @@ __all__ = [
     "read_revision",
     "watch_directory",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
