@@ -41,31 +41,15 @@ class Observed:
 # --- inputs --------------------------------------------------------------------------------------
 
 
-def _work_tree_head(path: Path) -> tuple[bool, str | None]:
-    """(is a bare repository, HEAD sha of a work tree); failures read as (False, None)."""
-    try:
-        import git
-
-        repo = git.Repo(path)
-    except Exception:
-        return False, None
-    try:
-        if repo.bare:
-            return True, None
-        return False, str(repo.head.commit.hexsha)
-    except Exception:
-        return False, None
-    finally:
-        repo.close()
-
-
 def load_desired(repo: str, rev: str | None) -> DesiredState:
     """The desired state of ``repo`` (a directory's files, or one git revision)."""
     from reconciler.source.errors import SourceError
 
     path = Path(repo)
     if rev is None and (path.is_dir() or path.is_file()):
-        bare, head = _work_tree_head(path) if path.is_dir() else (False, None)
+        from reconciler.source.git import work_tree_head
+
+        bare, head = work_tree_head(path) if path.is_dir() else (False, None)
         if not bare:
             from reconciler.source.directory import load_directory
 

@@ -333,6 +333,23 @@ class GitSource(Generic[T]):
         self.close()
 
 
+def work_tree_head(path: Path) -> tuple[bool, str | None]:
+    """(is a bare repository, HEAD sha of a work tree) of a local directory; (False, None) when it is
+    not a repository or has no commit yet. Nothing is run but reading refs."""
+    try:
+        repo = git.Repo(path)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return False, None
+    try:
+        if repo.bare:
+            return True, None
+        return False, str(repo.head.commit.hexsha)
+    except (ValueError, GitError, git.GitCommandError):
+        return False, None
+    finally:
+        repo.close()
+
+
 def read_revision(
     repo: str, rev: str | None = None, *, skipped: list[SkippedEntry] | None = None
 ) -> tuple[str, list[tuple[str, bytes]]]:

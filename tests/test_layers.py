@@ -1,0 +1,73 @@
+"""Import rules between layers (DESIGN.md section 2), checked on the source, as import-linter would.
+
+Pure modules never import I/O modules or I/O libraries; only ``reconciler.palette`` talks HTTP to
+Palette, and only ``reconciler.source`` and ``reconciler.status`` talk to git.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "reconciler"
+
+PURE = ["model", "manifests", "inventory.py", "allocate.py", "plan.py", "compute_status.py"]
+IO_MODULES = (
+    "reconciler.palette",
+    "reconciler.source",
+    "reconciler.status",
+    "reconciler.apply",
+    "reconciler.controller",
+    "reconciler.server",
+    "reconciler.emulator",
+    "reconciler.commands",
+    "reconciler.cli",
+)
+IO_LIBRARIES = ("httpx", "git", "watchfiles", "uvicorn", "starlette", "socket", "subprocess", "requests")
+
+
+def imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def files(parts: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for part in parts:
+        target = PACKAGE / part
+        out.extend(sorted(target.rglob("*.py")) if target.is_dir() else [target])
+    return out
+
+
+def starts(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+@pytest.mark.parametrize("path", files(PURE), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_pure_modules_import_no_io(path: Path) -> None:
+    bad = sorted(n for n in imports(path) if starts(n, IO_MODULES) or starts(n, IO_LIBRARIES))
+    assert bad == [], f"{path.relative_to(PACKAGE)} imports I/O: {bad}"
+
+
+def test_only_the_palette_package_speaks_http_and_only_source_and_status_speak_git() -> None:
+    offenders: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        names = imports(path)
+        # The emulator is a server, not a client of Palette; the webhook server is starlette, not httpx.
+        if starts_any(names, ("httpx",)) and not rel.startswith("palette/"):
+            offenders.append(f"{rel}: httpx")
+        if starts_any(names, ("git",)) and not rel.startswith(("source/", "status/")):
+            offenders.append(f"{rel}: git")
+    assert offenders == []
+
+
+def starts_any(names: set[str], prefixes: tuple[str, ...]) -> bool:
+    return any(starts(n, prefixes) for n in names)
