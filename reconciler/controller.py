@@ -35,7 +35,7 @@ from pathlib import Path
 from reconciler.apply import apply_plan
 from reconciler.compute_status import compute_status
 from reconciler.inventory import Inventory, discover
-from reconciler.logging import get_logger, pass_context, register_secret
+from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import ParsedFile, build_desired, parse_file
 from reconciler.metrics import Metrics, PassOutcome
 from reconciler.model.conditions import Phase, Reason
@@ -44,6 +44,7 @@ from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
 from reconciler.model.resources import Compute
 from reconciler.palette.client import PaletteClient
+from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError
 from reconciler.palette.observe import managed_clusters
 from reconciler.plan import Action, Plan, PlatformPlan, make_plan
@@ -61,7 +62,7 @@ from reconciler.status.store import StatusStore
 
 log = get_logger(component="controller")
 
-DEFAULT_KEY_ENV = "PALETTE_API_KEY"
+DEFAULT_KEY_ENV = API_KEY_ENV
 
 
 @dataclass(frozen=True)
@@ -176,17 +177,10 @@ class Controller:
     def _api_key(self, target: Target) -> str:
         ref = self._key_refs.get(target, KeyRef())
         if ref.file:
-            try:
-                key = Path(ref.file).read_text().strip()
-            except OSError as exc:
-                raise KeyError(f"API key file {ref.file} cannot be read ({exc.strerror})") from None
-        else:
-            name = ref.env or DEFAULT_KEY_ENV
-            key = self._environ.get(name) or self._environ.get(DEFAULT_KEY_ENV, "")
-            if not key:
-                raise KeyError(f"API key not set: environment variable {name} is empty")
-        register_secret(key)
-        return key
+            return read_key_file(ref.file)
+        if ref.env and ref.env != DEFAULT_KEY_ENV and self._environ.get(ref.env, "").strip():
+            return api_key_from_env(self._environ, name=ref.env)
+        return api_key_from_env(self._environ)
 
     def _client(self, target: Target) -> PaletteClient:
         client = self._clients.get(target)
@@ -261,7 +255,7 @@ class Controller:
             ):
                 try:
                     observed[target] = self._observe(target)
-                except (PaletteError, KeyError) as exc:
+                except (PaletteError, MissingAPIKey) as exc:
                     failed[target] = f"Palette unavailable: {exc}"
                     log.warning("palette unavailable", url=target.url, error=str(exc))
             self._known_targets |= set(observed)

@@ -29,4 +29,6 @@ def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
         check=True,
     ).stdout
     assert "Source-Revision:" in log
+    key = (Path(workspace.group(1)) / "palette-api-key").read_text()
+    assert key and key not in proc.stdout and key not in proc.stderr
     shutil.rmtree(workspace.group(1), ignore_errors=True)

@@ -99,6 +99,9 @@ def run(keep: bool) -> int:
     remote = make_remote(sample, workspace)
     api_key = secrets.token_urlsafe(24)
     os.environ["PALETTE_API_KEY"] = api_key
+    key_file = workspace / "palette-api-key"  # the emulator's throwaway key, for your own commands
+    key_file.touch(mode=0o600)
+    key_file.write_text(api_key)
     snapshot = load_snapshot(sample / "inventory.json")
     console.print(f"[bold]workspace[/bold] {workspace}")
     console.print(f"[bold]config repository[/bold] {remote} (branch main)")
@@ -160,7 +163,7 @@ def run(keep: bool) -> int:
         if keep:
             console.print(
                 f"\nkept running (Ctrl-C to stop). Change the config: git clone {remote}, edit, push.\n"
-                f"  PALETTE_API_KEY={api_key} reconciler plan --repo {remote} --palette {emulator.url}"
+                f"  PALETTE_API_KEY_FILE={key_file} reconciler plan --repo {remote} --palette {emulator.url}"
             )
             try:
                 while loop.is_alive():

@@ -15,7 +15,6 @@ Exit codes: 0 done, 2 usage, input or Palette error.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,9 +27,9 @@ from rich.table import Table
 from reconciler.compute_status import compute_status, summary
 from reconciler.inventory import Inventory, discover
 from reconciler.palette import PaletteClient, PaletteError
+from reconciler.palette.credentials import MissingAPIKey, api_key_from_env
 from reconciler.palette.observe import Snapshot, dump_snapshot, load_snapshot
 
-API_KEY_ENV = "PALETTE_API_KEY"
 EXIT_OK = 0
 EXIT_ERROR = 2
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -41,10 +40,10 @@ class _CommandError(Exception):
 
 
 def _api_key() -> str:
-    key = os.environ.get(API_KEY_ENV, "")
-    if not key.strip():
-        raise _CommandError(f"set the Palette API key in the environment variable {API_KEY_ENV}")
-    return key
+    try:
+        return api_key_from_env()
+    except MissingAPIKey as exc:
+        raise _CommandError(str(exc)) from None
 
 
 def _fail(message: str) -> int:

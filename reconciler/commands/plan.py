@@ -11,7 +11,6 @@ invalid, 2 an error (usage, unreadable repository or inventory, Palette unreacha
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +21,9 @@ from rich.table import Table
 from reconciler.inventory import Inventory, discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
+from reconciler.palette.credentials import MissingAPIKey, api_key_from_env
 from reconciler.plan import Action, Plan, PlatformPlan, free_capacity, make_plan
 
-API_KEY_ENV = "PALETTE_API_KEY"
 EXIT_OK, EXIT_REJECTED, EXIT_ERROR = 0, 1, 2
 
 
@@ -87,9 +86,10 @@ def observe_palette(url: str) -> Observed:
     from reconciler.palette import PaletteClient, PaletteError
     from reconciler.palette.observe import managed_clusters
 
-    key = os.environ.get(API_KEY_ENV, "")
-    if not key.strip():
-        raise PlanError(f"--palette needs the API key in the environment variable {API_KEY_ENV}")
+    try:
+        key = api_key_from_env()
+    except MissingAPIKey as exc:
+        raise PlanError(f"--palette needs the API key: {exc}") from None
     try:
         with PaletteClient(url, api_key=key, project_uid=None) as client:
             hosts = client.search_edge_hosts()
