@@ -208,6 +208,11 @@ class Controller:
         except GitError as exc:
             log.warning("git unavailable; nothing applied", error=str(exc))
             result = PassResult(PassOutcome.ERROR, revision=self._revision, error=str(exc))
+        except Exception as exc:  # a bug or an unforeseen failure must not end the loop: back off, retry
+            log.exception("pass failed", revision=self._revision)
+            result = PassResult(
+                PassOutcome.ERROR, revision=self._revision, error=f"{type(exc).__name__}: {exc}"
+            )
         result.duration = time.perf_counter() - started
         self.metrics.observe_pass(result.outcome, result.duration)
         if result.phases:
@@ -233,19 +238,20 @@ class Controller:
                     loaded.complete = False
                 desired = _carry_unreadable(desired, loaded)
                 self._desired, self._revision = desired, head
+                with pass_context(head):
+                    for diag in desired.diagnostics:  # once per revision, not on every resync
+                        log.warning(
+                            "invalid manifest" if diag.severity is Severity.ERROR else "manifest warning",
+                            file=diag.file,
+                            line=diag.line,
+                            kind=diag.kind,
+                            namespace=diag.namespace,
+                            name=diag.name,
+                            message=diag.message,
+                        )
         revision = self._revision
 
         with pass_context(revision):
-            for diag in desired.diagnostics:
-                log.warning(
-                    "invalid manifest",
-                    file=diag.file,
-                    line=diag.line,
-                    kind=diag.kind,
-                    namespace=diag.namespace,
-                    name=diag.name,
-                    message=diag.message,
-                )
             # 3. observe
             groups, unavailable = self._targets(desired)
             observed: dict[Target, _Observed] = {}

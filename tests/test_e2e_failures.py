@@ -80,3 +80,29 @@ def test_git_unreachable_changes_nothing(
     assert len(clusters_by_name(emulator)) == 5
     shutil.move(moved, remote.bare)
     assert status_tip(remote) == tip
+
+
+def test_an_unexpected_error_fails_the_pass_not_the_loop(
+    remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    calls = {"n": 0}
+
+    class Flaky(PaletteClient):
+        def search_edge_hosts(self, tags: object = None) -> list[dict[str, object]]:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise RuntimeError("surprise")
+            return super().search_edge_hosts()
+
+    def client(target: Target, key: str) -> PaletteClient:
+        return Flaky(target.url, key, target.project_uid, retry=fast_retry())
+
+    options = ControllerOptions(repo=str(remote.bare), palette_url=emulator.url, cache_dir=tmp_path / "c")
+    ctl = Controller(options, client_factory=client)
+    first = ctl.reconcile_once()
+    second = ctl.reconcile_once()
+    ctl.close()
+
+    assert first.outcome is PassOutcome.ERROR and first.error == "RuntimeError: surprise"
+    assert second.outcome is PassOutcome.SUCCESS
+    assert len(clusters_by_name(emulator)) == 5
