@@ -34,7 +34,7 @@ from pathlib import Path
 
 from reconciler.apply import apply_plan
 from reconciler.compute_status import compute_status
-from reconciler.inventory import Inventory, discover
+from reconciler.inventory import HostState, Inventory, discover
 from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import ParsedFile, build_desired, parse_file
 from reconciler.metrics import Metrics, PassOutcome
@@ -397,8 +397,11 @@ class Controller:
             for (kind, ns, name) in sorted(set(desired.resources) | set(desired.invalid))
             if kind == "MLPlatform" and ns in unavailable and (ns, name) not in planned
         ]
+        machines = {uid: m for seen in observed.values() for uid, m in seen.inventory.by_uid().items()}
         for p in [*entries, *stranded]:
             path = status_path("MLPlatform", p.namespace, p.name)
+            hosts = p.existing.hosts if p.existing is not None else ()
+            unhealthy = [h for h in hosts if h in machines and machines[h].state is HostState.UNAVAILABLE]
             phase, doc = platform_status(
                 p,
                 revision=revision,
@@ -406,6 +409,7 @@ class Controller:
                 previous=previous.get(path),
                 now=now,
                 unavailable=unavailable.get(p.namespace) if p.reason is Reason.PALETTE_UNAVAILABLE else None,
+                unhealthy=unhealthy,
             )
             phases[p.key] = phase
             files[path] = dump(doc)

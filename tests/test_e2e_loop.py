@@ -211,3 +211,28 @@ def test_a_local_directory_is_a_source_read_as_it_is_on_disk(
 
     assert second.revision != first.revision
     assert [p.action for p in second.plan if p.name == "inference"] == [Action.SCALE]
+
+
+def test_an_unhealthy_host_degrades_its_platform_and_moves_nothing(
+    remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    ctl = controller(remote, emulator, tmp_path)
+    settle(ctl)
+    status = status_doc(remote, "project-a/mlplatforms/notebooks.yaml")["status"]
+    assert isinstance(status, dict)
+    sick = status["allocation"]["workers"][0]
+    writes = emulator.stats.writes()
+
+    emulator.state.patch_host(sick, {"healthState": "unhealthy"})
+    result = ctl.reconcile_once()
+    assert str(result.phases[("project-a", "notebooks")]) == "Degraded"
+    assert emulator.stats.writes() == writes  # kept, not moved or replaced
+    status = status_doc(remote, "project-a/mlplatforms/notebooks.yaml")["status"]
+    assert isinstance(status, dict)
+    assert status["phase"] == "Degraded"
+    assert sick in status["conditions"][0]["message"]
+
+    emulator.state.patch_host(sick, {"healthState": "healthy"})
+    healed = ctl.reconcile_once()
+    ctl.close()
+    assert str(healed.phases[("project-a", "notebooks")]) == "Running"

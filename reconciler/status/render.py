@@ -8,7 +8,7 @@ same bytes and makes no commit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ def status_path(kind: str, namespace: str, name: str) -> str:
 
 
 def _phase_and_reason(
-    p: PlatformPlan, outcome: Outcome | None, unavailable: str | None
+    p: PlatformPlan, outcome: Outcome | None, unavailable: str | None, unhealthy: Sequence[str]
 ) -> tuple[Phase, Reason, str]:
     if unavailable is not None:
         return Phase.PENDING, Reason.PALETTE_UNAVAILABLE, unavailable
@@ -62,6 +62,11 @@ def _phase_and_reason(
         case _:
             if reason is Reason.PRUNE_BLOCKED:
                 return Phase.DEGRADED, reason, p.message
+            if state == "Failed":
+                return Phase.DEGRADED, Reason.PROVISIONING, f"{p.message}: Palette reports the cluster Failed"
+            if state == "Running" and unhealthy:
+                hosts = ", ".join(sorted(unhealthy))
+                return Phase.DEGRADED, Reason.PROVISIONED, f"{p.message}; unhealthy hosts: {hosts}"
             if state == "Running":
                 return Phase.RUNNING, Reason.PROVISIONED, p.message
             if state in ("Deleting", "Deleted"):
@@ -87,9 +92,14 @@ def platform_status(
     previous: Mapping[str, Any] | None,
     now: str,
     unavailable: str | None = None,
+    unhealthy: Sequence[str] = (),
 ) -> tuple[Phase, dict[str, Any]]:
-    """The status document of one MLPlatform, and its phase."""
-    phase, reason, message = _phase_and_reason(p, outcome, unavailable)
+    """The status document of one MLPlatform, and its phase.
+
+    ``unhealthy`` are hosts of the platform's cluster that Palette reports unhealthy or not ready: a
+    Running cluster with such hosts is ``Degraded`` (its hosts are kept; nothing is moved).
+    """
+    phase, reason, message = _phase_and_reason(p, outcome, unavailable, unhealthy)
     ready = "True" if phase in _READY_PHASES else "False"
     status: dict[str, Any] = {
         "observedRevision": revision,
