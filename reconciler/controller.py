@@ -7,11 +7,12 @@ Flux: transient ones (git or Palette unreachable) back off and retry; invalid in
 left alone until it changes (a pass over unchanged inputs does nothing).
 
 Decisions the design leaves open, written down here:
-- Each namespace talks to the Palette of its Project's Settings (``hostUrl``, ``defaultProjectID`` as
-  the ``ProjectUid`` scope, the API key from ``apiKeySecretRef``, else ``$PALETTE_API_KEY``).
-  ``--palette URL`` replaces every ``hostUrl`` and takes the key from ``$PALETTE_API_KEY``. Namespaces
-  that share (URL, project) share one inventory, so they are observed and planned together (the key
-  of the first one is used); the prune guard counts deletions over the whole pass.
+- A platform talks to the Palette of its ComputeProfile's Settings, else its Project's (``hostUrl``,
+  ``defaultProjectID`` as the ``ProjectUid`` scope, the key from ``apiKeySecretRef``, else
+  ``$PALETTE_API_KEY``); a Compute to its own Settings, else its Project's. ``--palette URL`` replaces
+  every ``hostUrl`` and takes the key from ``$PALETTE_API_KEY``. Everything on one (URL, project)
+  shares one inventory, so it is observed and planned together (with the first Settings' key); the
+  prune guard counts deletions over the whole pass.
 - A pass whose git read fails does nothing at all (no apply, no status); one whose Palette read fails
   for a namespace leaves that namespace's clusters alone and reports ``PaletteUnavailable``.
 - Inputs unchanged since the last clean pass (same revision, same Palette observation) -> the pass
@@ -121,6 +122,22 @@ class _Observed:
     inventory: Inventory
     clusters: list[ManagedCluster]
     fingerprint: str
+
+
+@dataclass
+class _Routing:
+    """Which Palette (target) each platform and Compute talks to, and who has none."""
+
+    platforms: dict[Target, set[PlatformKey]] = field(default_factory=dict)
+    computes: dict[tuple[str, str], Target] = field(default_factory=dict)
+    unavailable: dict[PlatformKey, str] = field(default_factory=dict)
+
+    @property
+    def targets(self) -> set[Target]:
+        return set(self.platforms) | set(self.computes.values())
+
+    def all_platforms(self) -> set[PlatformKey]:
+        return {key for keys in self.platforms.values() for key in keys}
 
 
 class Controller:
@@ -253,11 +270,11 @@ class Controller:
 
         with pass_context(revision):
             # 3. observe
-            groups, unavailable = self._targets(desired)
+            routing = self._route(desired)
             observed: dict[Target, _Observed] = {}
             failed: dict[Target, str] = {}
             for target in sorted(
-                set(groups) | self._known_targets, key=lambda t: (t.url, t.project_uid or "")
+                routing.targets | self._known_targets, key=lambda t: (t.url, t.project_uid or "")
             ):
                 try:
                     observed[target] = self._observe(target)
@@ -273,12 +290,12 @@ class Controller:
                     ]
                 ).encode()
             ).hexdigest()
-            if not failed and not unavailable and fingerprint == self._clean_fingerprint:
+            if not failed and not routing.unavailable and fingerprint == self._clean_fingerprint:
                 log.debug("nothing changed since the last pass")
                 return PassResult(PassOutcome.SKIPPED, revision=revision, phases=self._last_phases())
 
             # 4. allocate and 5. plan
-            plans = self._plan(desired, groups, observed)
+            plans = self._plan(desired, routing, observed)
 
             # 6. apply
             outcomes: dict[PlatformKey, Outcome] = {}
@@ -290,12 +307,11 @@ class Controller:
                 )
 
             # 7. report
-            unavailable_by_ns = dict(unavailable)
+            unavailable = dict(routing.unavailable)
             for target, reason in failed.items():
-                for ns in groups.get(target, ()):
-                    unavailable_by_ns[ns] = reason
+                unavailable.update(dict.fromkeys(routing.platforms.get(target, ()), reason))
             entries = [p for plan in plans.values() for p in plan.platforms]
-            result = self._report(desired, revision, entries, outcomes, observed, groups, unavailable_by_ns)
+            result = self._report(desired, revision, entries, outcomes, observed, routing, unavailable)
 
         errors = bool(failed) or any(not o.ok for o in outcomes.values()) or result.error is not None
         if errors:
@@ -306,28 +322,51 @@ class Controller:
             result.outcome = PassOutcome.SUCCESS
         result.writes = len(outcomes)
         # Only a pass that changed nothing may be skipped next time with the same inputs.
-        self._clean_fingerprint = fingerprint if not errors and not outcomes and not unavailable else None
+        clean = not errors and not outcomes and not routing.unavailable
+        self._clean_fingerprint = fingerprint if clean else None
         return result
 
-    def _targets(self, desired: DesiredState) -> tuple[dict[Target, list[str]], dict[str, str]]:
-        """Group namespaces by the Palette they talk to; say why a namespace has none."""
-        namespaces = {ns for (_k, ns, _n) in desired.resources} | {ns for (_k, ns, _n) in desired.invalid}
-        groups: dict[Target, list[str]] = {}
-        unavailable: dict[str, str] = {}
-        for ns in sorted(namespaces):
-            settings = desired.settings_for(ns)
-            url = self.options.palette_url or (settings.spec.palette.host_url if settings else None)
-            if url is None:
-                unavailable[ns] = f"namespace {ns} has no Settings and no --palette endpoint was given"
-                continue
-            target = Target(url, settings.spec.palette.default_project_id if settings else None)
-            if target not in groups:
-                # One key per target: with --palette, $PALETTE_API_KEY; else the first namespace's reference.
-                ref = settings.spec.palette.api_key_secret_ref if settings else None
-                use_ref = ref is not None and self.options.palette_url is None
-                self._key_refs.setdefault(target, KeyRef(ref.env, ref.file) if use_ref and ref else KeyRef())
-            groups.setdefault(target, []).append(ns)
-        return groups, unavailable
+    def _route(self, desired: DesiredState) -> _Routing:
+        """Each platform talks to the Palette of its ComputeProfile's Settings, else its Project's; each
+        Compute to its own Settings, else its Project's (DESIGN.md section 3). ``--palette`` replaces
+        every ``hostUrl``. An invalid platform uses its Project's, so its cluster is still found."""
+        routing = _Routing()
+        for platform in desired.platforms():
+            key = (platform.metadata.namespace, platform.metadata.name)
+            profile = desired.compute_profile_for(platform)
+            ref = profile.spec.settings_ref if profile is not None else None
+            target = self._target(desired, key[0], ref.name if ref else None)
+            if isinstance(target, str):
+                routing.unavailable[key] = target
+            else:
+                routing.platforms.setdefault(target, set()).add(key)
+        for kind, ns, name in sorted(desired.invalid):
+            if kind == "MLPlatform":
+                target = self._target(desired, ns, None)
+                if isinstance(target, str):
+                    routing.unavailable[(ns, name)] = target
+                else:
+                    routing.platforms.setdefault(target, set()).add((ns, name))
+        for compute in desired.of_kind(Compute):
+            ns, ref = compute.metadata.namespace, compute.spec.settings_ref
+            target = self._target(desired, ns, ref.name if ref else None)
+            if not isinstance(target, str):
+                routing.computes[(ns, compute.metadata.name)] = target
+        return routing
+
+    def _target(self, desired: DesiredState, namespace: str, settings_name: str | None) -> Target | str:
+        """The Palette of a Settings reference (None: the Project's), or why there is none."""
+        settings = desired.settings_for(namespace, settings_name)
+        url = self.options.palette_url or (settings.spec.palette.host_url if settings else None)
+        if url is None:
+            return f"namespace {namespace} has no Settings and no --palette endpoint was given"
+        target = Target(url.rstrip("/"), settings.spec.palette.default_project_id if settings else None)
+        # One key per target: with --palette, $PALETTE_API_KEY; else the first Settings' reference.
+        ref = settings.spec.palette.api_key_secret_ref if settings else None
+        if target not in self._key_refs:
+            use_ref = ref is not None and self.options.palette_url is None
+            self._key_refs[target] = KeyRef(ref.env, ref.file) if use_ref and ref else KeyRef()
+        return target
 
     def _observe(self, target: Target) -> _Observed:
         client = self._client(target)
@@ -344,13 +383,15 @@ class Controller:
         return seen
 
     def _plan(
-        self, desired: DesiredState, groups: Mapping[Target, list[str]], observed: Mapping[Target, _Observed]
+        self, desired: DesiredState, routing: _Routing, observed: Mapping[Target, _Observed]
     ) -> dict[Target, Plan]:
-        every_ns = {ns for names in groups.values() for ns in names}
+        everyone = routing.all_platforms()
         plans: dict[Target, Plan] = {}
         for target, seen in observed.items():
-            mine = set(groups.get(target, ()))
-            clusters = [c for c in seen.clusters if c.namespace in mine or c.namespace not in every_ns]
+            mine = routing.platforms.get(target, set())
+            # A cluster of a platform routed elsewhere is left alone here; one whose platform is gone
+            # from the desired state everywhere is an orphan of this target.
+            clusters = [c for c in seen.clusters if c.key in mine or c.key not in everyone]
             plans[target] = make_plan(
                 _restrict(desired, mine), seen.inventory, clusters, max_deletions=self.options.max_deletions
             )
@@ -381,8 +422,8 @@ class Controller:
         entries: list[PlatformPlan],
         outcomes: Mapping[PlatformKey, Outcome],
         observed: Mapping[Target, _Observed],
-        groups: Mapping[Target, list[str]],
-        unavailable: Mapping[str, str],
+        routing: _Routing,
+        unavailable: Mapping[PlatformKey, str],
     ) -> PassResult:
         if self._previous is None:
             self._previous = self.status.read() if self.status is not None else {}
@@ -391,11 +432,11 @@ class Controller:
         files: dict[str, bytes] = {}
         phases: dict[PlatformKey, Phase] = {}
         planned = {p.key for p in entries}
-        # Platforms of namespaces that could not be observed: their clusters are left alone.
+        # Platforms whose Palette could not be observed: their clusters are left alone.
         stranded = [
-            PlatformPlan(ns, name, Action.UNCHANGED, Reason.PALETTE_UNAVAILABLE, unavailable[ns])
-            for (kind, ns, name) in sorted(set(desired.resources) | set(desired.invalid))
-            if kind == "MLPlatform" and ns in unavailable and (ns, name) not in planned
+            PlatformPlan(ns, name, Action.UNCHANGED, Reason.PALETTE_UNAVAILABLE, unavailable[(ns, name)])
+            for (ns, name) in sorted(unavailable)
+            if (ns, name) not in planned
         ]
         machines = {uid: m for seen in observed.values() for uid, m in seen.inventory.by_uid().items()}
         for p in [*entries, *stranded]:
@@ -408,17 +449,17 @@ class Controller:
                 outcome=outcomes.get(p.key),
                 previous=previous.get(path),
                 now=now,
-                unavailable=unavailable.get(p.namespace) if p.reason is Reason.PALETTE_UNAVAILABLE else None,
+                unavailable=unavailable.get(p.key) if p.reason is Reason.PALETTE_UNAVAILABLE else None,
                 unhealthy=unhealthy,
             )
             phases[p.key] = phase
             files[path] = dump(doc)
-        inventories = {ns: seen.inventory for t, seen in observed.items() for ns in groups.get(t, ())}
         for compute in desired.of_kind(Compute):
             ns, name = compute.metadata.namespace, compute.metadata.name
-            if ns in inventories:
+            target = routing.computes.get((ns, name))
+            if target is not None and target in observed:
                 files[status_path("Compute", ns, name)] = dump(
-                    compute_document(ns, name, revision, compute_status(inventories[ns]))
+                    compute_document(ns, name, revision, compute_status(observed[target].inventory))
                 )
             elif status_path("Compute", ns, name) in self._previous:
                 files[status_path("Compute", ns, name)] = self._previous[status_path("Compute", ns, name)]
@@ -512,12 +553,17 @@ def _carry_unreadable(previous: DesiredState | None, current: DesiredState) -> D
     return current
 
 
-def _restrict(desired: DesiredState, namespaces: set[str]) -> DesiredState:
-    """The part of the desired state in ``namespaces`` (diagnostics and completeness are kept whole)."""
+def _restrict(desired: DesiredState, platforms: set[PlatformKey]) -> DesiredState:
+    """The desired state with only ``platforms`` among the MLPlatforms (valid or invalid); every other
+    resource, the diagnostics and completeness are kept whole."""
+
+    def keep(identity: tuple[str, str, str]) -> bool:
+        return identity[0] != "MLPlatform" or (identity[1], identity[2]) in platforms
+
     return DesiredState(
         revision=desired.revision,
-        resources={k: v for k, v in desired.resources.items() if k[1] in namespaces},
-        invalid={k: v for k, v in desired.invalid.items() if k[1] in namespaces},
+        resources={k: v for k, v in desired.resources.items() if keep(k)},
+        invalid={k: v for k, v in desired.invalid.items() if keep(k)},
         diagnostics=list(desired.diagnostics),
         complete=desired.complete,
     )
