@@ -1,0 +1,205 @@
+"""Contract of ``reconciler plan`` (DESIGN.md section 8), black box: output shape, sorting, exit codes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._contract_support import (
+    ACTIONS,
+    DIAGNOSTIC_KEYS,
+    PLATFORM_KEYS,
+    REASONS,
+    SAMPLE_INVENTORY,
+    SAMPLE_PLATFORMS,
+    SAMPLE_REPO,
+    ConfigRepo,
+    load_json,
+    make_config_repo,
+    run_cli,
+    running_emulator,
+    with_key,
+)
+
+
+def _plan(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    result = run_cli("plan", *args, "--format", "json", env=env)
+    assert result.returncode in (0, 1), result.stderr
+    data = load_json(result.stdout)  # exactly one JSON document on stdout
+    assert isinstance(data, dict)
+    return result.returncode, data
+
+
+def check_plan_shape(plan: dict[str, Any]) -> None:
+    """Everything section 8 promises about one plan object."""
+    assert set(plan) == {"revision", "platforms", "diagnostics"}
+    assert plan["revision"] is None or re.fullmatch(r"[0-9a-f]{40}", plan["revision"])
+    platforms = plan["platforms"]
+    keys = [(p["namespace"], p["name"]) for p in platforms]
+    assert keys == sorted(keys), "platforms are sorted by namespace, then name"
+    for p in platforms:
+        assert set(p) == PLATFORM_KEYS, p
+        assert p["action"] in ACTIONS
+        assert p["reason"] in REASONS
+        assert isinstance(p["message"], str)
+        assert p["controlPlane"] == sorted(p["controlPlane"])
+        assert p["workers"] == sorted(p["workers"])
+        assert all(isinstance(h, str) for h in p["controlPlane"] + p["workers"])
+        assert isinstance(p["gpus"], dict)
+        assert all(isinstance(v, int) for v in p["gpus"].values())
+    for d in plan["diagnostics"]:
+        assert set(d) == DIAGNOSTIC_KEYS
+
+
+@pytest.fixture(scope="module")
+def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample repository as a plain directory (not a git work tree)."""
+    root = tmp_path_factory.mktemp("plan-dir") / "repo"
+    shutil.copytree(SAMPLE_REPO, root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def config_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[ConfigRepo, str, str]:
+    """A bare repo with two commits: the sample, then one that breaks a platform (returns both shas)."""
+    repo = make_config_repo(tmp_path_factory.mktemp("plan-git"))
+    first = repo.head()
+    target = repo.work / "project-a" / "platforms" / "notebooks.yaml"
+    target.write_text(target.read_text() + "  bogusField: 1\n")
+    second = repo.commit_and_push("break notebooks")
+    return repo, first, second
+
+
+def test_offline_plan_of_the_sample_places_every_platform(sample_dir: Path) -> None:
+    code, plan = _plan("--repo", str(sample_dir), "--inventory", str(SAMPLE_INVENTORY))
+    assert code == 0
+    check_plan_shape(plan)
+    assert plan["revision"] is None  # a plain directory has no commit
+    assert [(p["namespace"], p["name"]) for p in plan["platforms"]] == SAMPLE_PLATFORMS
+    assert {p["action"] for p in plan["platforms"]} == {"create"}
+    assert plan["diagnostics"] == []
+    hosts = [h for p in plan["platforms"] for h in p["controlPlane"] + p["workers"]]
+    assert len(hosts) == len(set(hosts)), "no host in two clusters"
+    gpus = {p["name"]: p["gpus"] for p in plan["platforms"]}
+    assert gpus["cpu-sandbox"] == {}
+    assert gpus["notebooks"] == {"NVIDIA-H100": 4}
+
+
+def test_same_inputs_give_byte_identical_output(sample_dir: Path) -> None:
+    args = ("plan", "--repo", str(sample_dir), "--inventory", str(SAMPLE_INVENTORY), "--format", "json")
+    assert run_cli(*args).stdout == run_cli(*args).stdout
+
+
+def test_rejected_platform_exits_one_with_its_reason(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(SAMPLE_REPO, repo)
+    notebooks = repo / "project-a" / "platforms" / "notebooks.yaml"
+    notebooks.write_text(notebooks.read_text().replace("count: 4", "count: 400"))
+    inference = repo / "project-b" / "platforms" / "inference.yaml"
+    inference.write_text(inference.read_text().replace("count: 2", "count: 40"))
+    code, plan = _plan("--repo", str(repo), "--inventory", str(SAMPLE_INVENTORY))
+    assert code == 1
+    check_plan_shape(plan)
+    by_name = {p["name"]: p for p in plan["platforms"]}
+    assert by_name["notebooks"]["action"] == "rejected"
+    assert by_name["notebooks"]["reason"] == "GPULimitExceeded"  # the edge profile allows 6 H100
+    assert by_name["inference"]["action"] == "rejected"
+    assert by_name["inference"]["reason"] == "InsufficientCompute"  # no L40S limit, too few L40S GPUs
+    assert "40" in by_name["inference"]["message"]
+    for rejected in (by_name["notebooks"], by_name["inference"]):
+        assert rejected["controlPlane"] == [] and rejected["workers"] == []  # nothing half-allocated
+    assert by_name["clearml-prod"]["action"] == "create"
+
+
+def test_bare_repo_plans_head_and_any_rev(config_repo: tuple[ConfigRepo, str, str]) -> None:
+    repo, first, second = config_repo
+    code, plan = _plan("--repo", str(repo.bare), "--inventory", str(SAMPLE_INVENTORY))
+    check_plan_shape(plan)
+    assert code == 1
+    assert plan["revision"] == second
+    by_name = {p["name"]: p for p in plan["platforms"]}
+    assert by_name["notebooks"]["action"] == "invalid"
+    assert by_name["notebooks"]["reason"] == "InvalidSpec"
+    assert by_name["clearml-prod"]["action"] == "create"  # one bad resource never blocks the others
+    bad = [d for d in plan["diagnostics"] if d["name"] == "notebooks"]
+    assert bad and bad[0]["file"].endswith("notebooks.yaml") and bad[0]["severity"] == "error"
+
+    code, old = _plan("--repo", str(repo.bare), "--rev", first, "--inventory", str(SAMPLE_INVENTORY))
+    assert code == 0
+    assert old["revision"] == first
+    assert {p["action"] for p in old["platforms"]} == {"create"}
+    code, by_ref = _plan("--repo", str(repo.bare), "--rev", "main~1", "--inventory", str(SAMPLE_INVENTORY))
+    assert by_ref["revision"] == first
+    code, by_url = _plan("--repo", repo.bare.as_uri(), "--rev", first, "--inventory", str(SAMPLE_INVENTORY))
+    assert by_url == old
+
+
+def test_unknown_rev_is_an_error(config_repo: tuple[ConfigRepo, str, str]) -> None:
+    repo, _, _ = config_repo
+    result = run_cli(
+        "plan", "--repo", str(repo.bare), "--rev", "no-such-rev", "--inventory", str(SAMPLE_INVENTORY)
+    )
+    assert result.returncode == 2
+
+
+def test_work_tree_revision_is_its_head(config_repo: tuple[ConfigRepo, str, str]) -> None:
+    repo, _, second = config_repo
+    _, plan = _plan("--repo", str(repo.work), "--inventory", str(SAMPLE_INVENTORY))
+    assert plan["revision"] == second
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param([], id="neither-inventory-nor-palette"),
+        pytest.param(["--inventory", str(SAMPLE_INVENTORY), "--palette", "http://127.0.0.1:9"], id="both"),
+        pytest.param(["--inventory", "/nonexistent/inventory.json"], id="missing-inventory"),
+    ],
+)
+def test_usage_and_input_errors_exit_two(sample_dir: Path, extra: list[str]) -> None:
+    result = run_cli("plan", "--repo", str(sample_dir), *extra, "--format", "json")
+    assert result.returncode == 2
+    assert result.stderr.strip()
+
+
+def test_malformed_inventory_and_missing_repo_exit_two(tmp_path: Path, sample_dir: Path) -> None:
+    broken = tmp_path / "inventory.yaml"
+    broken.write_text("edgeHosts: [\n")
+    assert run_cli("plan", "--repo", str(sample_dir), "--inventory", str(broken)).returncode == 2
+    wrong = tmp_path / "inventory.json"
+    wrong.write_text('{"edgeHosts": 5}')
+    assert run_cli("plan", "--repo", str(sample_dir), "--inventory", str(wrong)).returncode == 2
+    missing = tmp_path / "no-repo"
+    assert run_cli("plan", "--repo", str(missing), "--inventory", str(SAMPLE_INVENTORY)).returncode == 2
+
+
+def test_text_and_markdown_formats_name_every_platform(sample_dir: Path) -> None:
+    outputs = {}
+    for fmt in ("text", "markdown"):
+        result = run_cli(
+            "plan", "--repo", str(sample_dir), "--inventory", str(SAMPLE_INVENTORY), "--format", fmt
+        )
+        assert result.returncode == 0
+        for namespace, name in SAMPLE_PLATFORMS:
+            assert f"{namespace}/{name}" in result.stdout
+        outputs[fmt] = result.stdout
+    assert "|---" in outputs["markdown"]
+
+
+def test_online_plan_against_the_emulator_matches_the_offline_plan(tmp_path: Path, sample_dir: Path) -> None:
+    _, offline = _plan("--repo", str(sample_dir), "--inventory", str(SAMPLE_INVENTORY))
+    with running_emulator(tmp_path) as emulator:
+        code, online = _plan("--repo", str(sample_dir), "--palette", emulator.url, env=with_key())
+        assert code == 0
+        check_plan_shape(online)
+        assert online == offline
+        no_key = run_cli("plan", "--repo", str(sample_dir), "--palette", emulator.url, "--format", "json")
+        assert no_key.returncode == 2
+        wrong = run_cli(
+            "plan", "--repo", str(sample_dir), "--palette", emulator.url, env={"PALETTE_API_KEY": "wrong-key"}
+        )
+        assert wrong.returncode == 2
