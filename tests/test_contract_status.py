@@ -1,0 +1,258 @@
+"""Contract of ``reconciler run --once`` and the status branch (DESIGN.md sections 5, 6 and 7), black box.
+
+One module-wide story against a real bare repository and ``reconciler emulator`` on loopback: the first
+pass, then passes until everything is Running, a no-op pass, another status branch, a broken file, and
+plans that would prune. The tests run in file order and each one leaves the state the next expects.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests._contract_support import (
+    PHASES,
+    REASONS,
+    SAMPLE_COMPUTES,
+    SAMPLE_INVENTORY,
+    SAMPLE_PLATFORMS,
+    ConfigRepo,
+    Emulator,
+    git_rc,
+    load_json,
+    make_config_repo,
+    run_cli,
+    running_emulator,
+    with_key,
+)
+
+STATUS_BRANCH = "reconciler/status"
+TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+
+
+@dataclass
+class Loop:
+    repo: ConfigRepo
+    emulator: Emulator
+    tmp: Path
+    first_revision: str
+    first_status_commit: str
+
+    def run_once(self, *extra: str, expect: int = 0) -> None:
+        """One pass; ``--once`` exits 0 on success and 1 when the pass had invalid input or failed."""
+        result = run_cli(
+            "run",
+            "--repo",
+            str(self.repo.bare),
+            "--palette",
+            self.emulator.url,
+            "--once",
+            "--listen",
+            "127.0.0.1:0",
+            "--cache-dir",
+            str(self.tmp / "cache"),
+            *extra,
+            env=with_key(),
+        )
+        assert result.returncode == expect, result.stderr[-2000:]
+
+    def status(self, path: str, ref: str = STATUS_BRANCH) -> dict[str, Any]:
+        data = yaml.safe_load(self.repo.status_git("show", f"{ref}:{path}"))
+        assert isinstance(data, dict)
+        return data
+
+    def commits(self, ref: str = STATUS_BRANCH) -> int:
+        return int(self.repo.status_git("rev-list", "--count", ref))
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loop]:
+    tmp = tmp_path_factory.mktemp("contract-status")
+    repo = make_config_repo(tmp)
+    with running_emulator(tmp, provision_seconds=0.3, delete_seconds=0.1) as emulator:
+        first = Loop(repo, emulator, tmp, repo.head(), "")
+        first.run_once()
+        first.first_status_commit = repo.status_git("rev-parse", STATUS_BRANCH)
+        yield first
+
+
+def platform_path(namespace: str, name: str) -> str:
+    return f"{namespace}/mlplatforms/{name}.yaml"
+
+
+def test_status_branch_has_one_file_per_platform_and_compute(loop: Loop) -> None:
+    files = set(loop.repo.status_git("ls-tree", "-r", "--name-only", loop.first_status_commit).splitlines())
+    expected = {platform_path(ns, n) for ns, n in SAMPLE_PLATFORMS}
+    expected |= {f"{ns}/computes/{n}.yaml" for ns, n in SAMPLE_COMPUTES}
+    assert expected <= files
+    assert all(re.fullmatch(r"[a-z0-9-]+/[a-z]+s/[a-z0-9-]+\.yaml", f) for f in files), files
+
+
+def test_platform_status_file_has_the_documented_shape(loop: Loop) -> None:
+    for namespace, name in SAMPLE_PLATFORMS:
+        doc = loop.status(platform_path(namespace, name), ref=loop.first_status_commit)
+        assert doc["apiVersion"] == "palette.ai/v1alpha1"
+        assert doc["kind"] == "MLPlatform"
+        assert doc["metadata"] == {"namespace": namespace, "name": name}
+        status = doc["status"]
+        assert status["observedRevision"] == loop.first_revision
+        assert status["phase"] in PHASES
+        assert status["phase"] in {"Pending", "Provisioning"}  # a pass never waits for provisioning
+        for condition in status["conditions"]:
+            assert set(condition) == {"type", "status", "reason", "message", "lastTransitionTime"}
+            assert condition["status"] in {"True", "False", "Unknown"}
+            assert condition["reason"] in REASONS
+            assert TIMESTAMP.match(str(condition["lastTransitionTime"])), condition
+        assert [c["type"] for c in status["conditions"]].count("Ready") == 1
+        cluster = status["cluster"]
+        assert set(cluster) == {"uid", "name", "state"}
+        assert cluster["name"] == f"{namespace}-{name}"
+        assert cluster["uid"]
+        allocation = status["allocation"]
+        assert set(allocation) == {"controlPlane", "workers", "gpus"}
+        assert allocation["controlPlane"] and allocation["controlPlane"] == sorted(allocation["controlPlane"])
+        assert allocation["workers"] == sorted(allocation["workers"])
+    clearml = loop.status(platform_path("project-a", "clearml-prod"), ref=loop.first_status_commit)
+    assert clearml["status"]["allocation"]["gpus"] == {"NVIDIA-H100": 6}
+
+
+def test_compute_status_file_has_the_documented_shape(loop: Loop) -> None:
+    for namespace, name in SAMPLE_COMPUTES:
+        doc = loop.status(f"{namespace}/computes/{name}.yaml", ref=loop.first_status_commit)
+        assert doc["apiVersion"] == "palette.ai/v1alpha1"
+        assert doc["kind"] == "Compute"
+        assert doc["metadata"] == {"namespace": namespace, "name": name}
+        status = doc["status"]
+        assert status["observedRevision"] == loop.first_revision
+        assert isinstance(status["availableControlPlaneCompute"], list)
+        assert isinstance(status["availableWorkerCompute"], list)
+
+
+def test_status_commit_carries_the_source_revision_trailer(loop: Loop) -> None:
+    trailers = loop.repo.status_git(
+        "log", "-1", "--format=%(trailers:key=Source-Revision,valueonly)", loop.first_status_commit
+    )
+    assert trailers.strip() == loop.first_revision
+    history = loop.repo.status_git(
+        "log", "--format=%H", STATUS_BRANCH, "--", platform_path("project-a", "notebooks")
+    )
+    assert loop.first_status_commit in history.split()
+
+
+def test_status_branch_is_an_orphan(loop: Loop) -> None:
+    assert git_rc("--git-dir", str(loop.repo.bare), "merge-base", "main", STATUS_BRANCH) == 1
+    roots = loop.repo.status_git("rev-list", "--max-parents=0", STATUS_BRANCH).split()
+    assert loop.repo.head() not in loop.repo.status_git("rev-list", STATUS_BRANCH).split()
+    assert len(roots) == 1
+
+
+def test_managed_clusters_are_named_and_labelled(loop: Loop) -> None:
+    snapshot = loop.emulator.export(loop.tmp / "after-first-pass.yaml")
+    clusters = {c["metadata"]["name"]: c for c in snapshot["clusters"]}
+    assert sorted(clusters) == sorted(f"{ns}-{n}" for ns, n in SAMPLE_PLATFORMS)
+    for namespace, name in SAMPLE_PLATFORMS:
+        labels = clusters[f"{namespace}-{name}"]["metadata"]["labels"]
+        assert labels["palette.ai/managed-by"] == "reconciler"
+        assert labels["palette.ai/namespace"] == namespace
+        assert labels["palette.ai/name"] == name
+    assert len(snapshot["edgeHosts"]) == len(load_json(SAMPLE_INVENTORY.read_text())["edgeHosts"])
+
+
+def test_passes_reach_running_then_a_pass_without_changes_commits_nothing(loop: Loop) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        loop.run_once()
+        phases = {loop.status(platform_path(ns, n))["status"]["phase"] for ns, n in SAMPLE_PLATFORMS}
+        if phases == {"Running"} or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert phases == {"Running"}
+    clearml = loop.status(platform_path("project-a", "clearml-prod"))["status"]
+    ready = next(c for c in clearml["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "Provisioned")
+    assert clearml["cluster"]["state"] == "Running"
+    loop.run_once()
+    before = loop.repo.status_git("rev-parse", STATUS_BRANCH)
+    loop.run_once()
+    assert loop.repo.status_git("rev-parse", STATUS_BRANCH) == before
+
+
+def test_status_branch_flag_is_honoured(loop: Loop) -> None:
+    loop.run_once("--status-branch", "audit/palette")
+    files = loop.repo.status_git("ls-tree", "-r", "--name-only", "audit/palette").splitlines()
+    assert platform_path("project-b", "training") in files
+    trailer = loop.repo.status_git(
+        "log", "-1", "--format=%(trailers:key=Source-Revision,valueonly)", "audit/palette"
+    )
+    assert trailer.strip() == loop.repo.head()
+
+
+def test_a_broken_file_keeps_its_cluster_and_reports_invalid(loop: Loop) -> None:
+    target = loop.repo.work / "project-a" / "platforms" / "notebooks.yaml"
+    target.write_text(target.read_text() + "  bogusField: 1\n")
+    broken = loop.repo.commit_and_push("break notebooks")
+    loop.run_once(expect=1)
+    status = loop.status(platform_path("project-a", "notebooks"))["status"]
+    assert status["phase"] == "Invalid"
+    assert status["observedRevision"] == broken
+    trailer = loop.repo.status_git(
+        "log", "-1", "--format=%(trailers:key=Source-Revision,valueonly)", STATUS_BRANCH
+    )
+    assert trailer.strip() == broken
+    clusters = {
+        c["metadata"]["name"] for c in loop.emulator.export(loop.tmp / "after-break.yaml")["clusters"]
+    }
+    assert "project-a-notebooks" in clusters
+    assert loop.status(platform_path("project-a", "clearml-prod"))["status"]["phase"] == "Running"
+
+
+def test_plan_prunes_at_most_max_deletions(loop: Loop) -> None:
+    tree = loop.tmp / "pruned"
+    shutil.copytree(loop.repo.work, tree, ignore=shutil.ignore_patterns(".git"))
+    (tree / "project-a" / "platforms" / "notebooks.yaml").unlink()
+    result = run_cli(
+        "plan", "--repo", str(tree), "--palette", loop.emulator.url, "--format", "json", env=with_key()
+    )
+    plan = load_json(result.stdout)
+    by_name = {p["name"]: p for p in plan["platforms"]}
+    assert (by_name["notebooks"]["action"], by_name["notebooks"]["reason"]) == ("delete", "Deleting")
+    assert by_name["clearml-prod"]["action"] == "unchanged"
+    assert result.returncode == 0
+
+    for platform in (tree / "project-b" / "platforms").iterdir():
+        platform.unlink()
+    result = run_cli(
+        "plan", "--repo", str(tree), "--palette", loop.emulator.url, "--format", "json", env=with_key()
+    )
+    plan = load_json(result.stdout)
+    assert not [p for p in plan["platforms"] if p["action"] == "delete"]
+    blocked = {p["name"] for p in plan["platforms"] if p["reason"] == "PruneBlocked"}
+    assert blocked == {"notebooks", "inference", "training"}
+
+    raised = run_cli(
+        "plan",
+        "--repo",
+        str(tree),
+        "--palette",
+        loop.emulator.url,
+        "--max-deletions",
+        "3",
+        "--format",
+        "json",
+        env=with_key(),
+    )
+    deleted = {p["name"] for p in load_json(raised.stdout)["platforms"] if p["action"] == "delete"}
+    assert deleted == {"notebooks", "inference", "training"}
+
+    snapshot = loop.tmp / "snapshot.yaml"
+    loop.emulator.export(snapshot)
+    offline = run_cli("plan", "--repo", str(tree), "--inventory", str(snapshot), "--format", "json")
+    assert load_json(offline.stdout)["platforms"] == plan["platforms"]
