@@ -256,3 +256,36 @@ def test_plan_prunes_at_most_max_deletions(loop: Loop) -> None:
     loop.emulator.export(snapshot)
     offline = run_cli("plan", "--repo", str(tree), "--inventory", str(snapshot), "--format", "json")
     assert load_json(offline.stdout)["platforms"] == plan["platforms"]
+
+
+def test_suspend_reject_and_delete_show_in_status_and_history(loop: Loop) -> None:
+    platforms = loop.repo.work / "project-a" / "platforms"
+    (platforms / "notebooks.yaml").unlink()
+    sandbox = platforms / "cpu-sandbox.yaml"
+    sandbox.write_text(sandbox.read_text() + "  suspend: true\n")
+    inference = loop.repo.work / "project-b" / "platforms" / "inference.yaml"
+    inference.write_text(inference.read_text().replace("count: 2", "count: 40"))
+    revision = loop.repo.commit_and_push("suspend, outgrow and remove")
+    loop.run_once()
+
+    suspended = loop.status(platform_path("project-a", "cpu-sandbox"))["status"]
+    assert (suspended["phase"], suspended["conditions"][0]["reason"]) == ("Suspended", "Suspended")
+    assert suspended["cluster"]["name"] == "project-a-cpu-sandbox"
+    outgrown = loop.status(platform_path("project-b", "inference"))["status"]
+    assert outgrown["conditions"][0]["reason"] == "InsufficientCompute"
+    assert outgrown["phase"] in {"Rejected", "Degraded"}  # its running cluster is kept, never half-scaled
+    deleting = loop.status(platform_path("project-a", "notebooks"))["status"]
+    assert (deleting["phase"], deleting["observedRevision"]) == ("Deleting", revision)
+
+    deadline = time.monotonic() + 15
+    gone = platform_path("project-a", "notebooks")
+    while gone in loop.repo.status_git("ls-tree", "-r", "--name-only", STATUS_BRANCH).splitlines():
+        assert time.monotonic() < deadline, "the status file of a deleted platform stays"
+        time.sleep(0.3)
+        loop.run_once()
+    assert len(loop.repo.status_git("log", "--format=%H", STATUS_BRANCH, "--", gone).split()) >= 3
+    clusters = {
+        c["metadata"]["name"] for c in loop.emulator.export(loop.tmp / "after-delete.yaml")["clusters"]
+    }
+    assert "project-a-notebooks" not in clusters
+    assert {"project-a-cpu-sandbox", "project-b-inference"} <= clusters
