@@ -203,3 +203,28 @@ def test_online_plan_against_the_emulator_matches_the_offline_plan(tmp_path: Pat
             "plan", "--repo", str(sample_dir), "--palette", emulator.url, env={"PALETTE_API_KEY": "wrong-key"}
         )
         assert wrong.returncode == 2
+
+
+def test_an_unreadable_manifest_means_not_all_placeable(tmp_path: Path) -> None:
+    """A YAML syntax error may hide a platform: plan reports it and exits 1, never "all placeable"."""
+    repo = tmp_path / "repo"
+    shutil.copytree(SAMPLE_REPO, repo)
+    (repo / "project-a" / "platforms" / "notebooks.yaml").write_text(
+        "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: notebooks\nspec: [\n"
+    )
+    code, plan = _plan("--repo", str(repo), "--inventory", str(SAMPLE_INVENTORY))
+    assert code == 1
+    check_plan_shape(plan)
+    assert [d["file"] for d in plan["diagnostics"]] == ["project-a/platforms/notebooks.yaml"]
+    assert not [p for p in plan["platforms"] if p["action"] == "delete"]
+
+
+def test_foreign_documents_are_reported_but_do_not_fail_the_plan(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(SAMPLE_REPO, repo)
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "ci.yml").write_text("name: ci\non: [push]\njobs: {}\n")
+    code, plan = _plan("--repo", str(repo), "--inventory", str(SAMPLE_INVENTORY))
+    assert code == 0
+    assert [d["file"] for d in plan["diagnostics"]] == [".github/workflows/ci.yml"]
+    assert run_cli("validate", str(repo), "--format", "json").returncode == 1

@@ -5,7 +5,7 @@ pull request, its revision the work tree's HEAD when it is a git work tree); wit
 bare repository or a URL, the revision is read from git objects. The observed state comes from exactly
 one of ``--inventory FILE`` (a snapshot, offline) or ``--palette URL`` (online, API key from
 ``PALETTE_API_KEY`` only). Exit codes: 0 every platform valid and placeable, 1 some platform rejected or
-invalid, 2 an error (usage, unreadable repository or inventory, Palette unreachable).
+invalid (or some manifest could not be read at all), 2 an error (usage, unreadable repository or inventory, Palette unreachable).
 """
 
 from __future__ import annotations
@@ -212,4 +212,6 @@ def run(
         sys.stdout.write(render_markdown(plan, observed.inventory))
     else:
         render_text(plan, observed.inventory, Console(width=max(Console().width, 140)))
-    return EXIT_OK if plan.placeable else EXIT_REJECTED
+    # A document that could not even be identified (a YAML syntax error, say) may be a platform: then
+    # not every platform is known to be valid, so the plan cannot say "all placeable" (exit 1).
+    return EXIT_OK if plan.placeable and desired.complete else EXIT_REJECTED
