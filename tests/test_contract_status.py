@@ -289,3 +289,28 @@ def test_suspend_reject_and_delete_show_in_status_and_history(loop: Loop) -> Non
     }
     assert "project-a-notebooks" not in clusters
     assert {"project-a-cpu-sandbox", "project-b-inference"} <= clusters
+
+
+NEW_PLATFORMS = {
+    "bad-spec": ("spec:\n  bogus: 1\n", "Invalid", "InvalidSpec"),
+    "bad-ref": ("spec:\n  computeProfileRef: {name: no-such-profile}\n", "Invalid", "ReferenceNotFound"),
+    "shared-mode": ("spec:\n  mode: shared\n", "Rejected", "UnsupportedMode"),
+}
+
+
+def test_new_platforms_that_cannot_be_placed_get_a_status_with_their_reason(loop: Loop) -> None:
+    for name, (spec, _, _) in NEW_PLATFORMS.items():
+        (loop.repo.work / "project-a" / "platforms" / f"{name}.yaml").write_text(
+            "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\n"
+            f"metadata: {{name: {name}, namespace: project-a}}\n{spec}"
+        )
+    revision = loop.repo.commit_and_push("three platforms that cannot be placed")
+    loop.run_once(expect=1)  # invalid input this pass
+    for name, (_, phase, reason) in NEW_PLATFORMS.items():
+        status = loop.status(platform_path("project-a", name))["status"]
+        assert (status["phase"], status["observedRevision"]) == (phase, revision)
+        assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
+            ("Ready", "False", reason)
+        ]
+    clusters = {c["metadata"]["name"] for c in loop.emulator.export(loop.tmp / "after-new.yaml")["clusters"]}
+    assert not {f"project-a-{name}" for name in NEW_PLATFORMS} & clusters
