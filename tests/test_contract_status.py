@@ -19,11 +19,13 @@ import pytest
 import yaml
 
 from tests._contract_support import (
+    API_KEY,
     PHASES,
     REASONS,
     SAMPLE_COMPUTES,
     SAMPLE_INVENTORY,
     SAMPLE_PLATFORMS,
+    SAMPLE_REPO,
     ConfigRepo,
     Emulator,
     git_rc,
@@ -314,3 +316,36 @@ def test_new_platforms_that_cannot_be_placed_get_a_status_with_their_reason(loop
         ]
     clusters = {c["metadata"]["name"] for c in loop.emulator.export(loop.tmp / "after-new.yaml")["clusters"]}
     assert not {f"project-a-{name}" for name in NEW_PLATFORMS} & clusters
+
+
+def test_without_palette_flag_each_namespace_uses_its_settings(tmp_path: Path) -> None:
+    """Settings' ``hostUrl`` and ``apiKeySecretRef`` ({env} in project-a, {file} in project-b) are used."""
+    with running_emulator(tmp_path) as emulator:
+        tree = tmp_path / "tree"
+        shutil.copytree(SAMPLE_REPO, tree)
+        key_file = tmp_path / "palette-key"
+        key_file.write_text(API_KEY + "\n")
+        for namespace, ref in (
+            ("project-a", "env: PROJECT_A_PALETTE_KEY"),
+            ("project-b", f"file: {key_file}"),
+        ):
+            settings = tree / namespace / "settings.yaml"
+            doc = yaml.safe_load(settings.read_text())
+            doc["spec"]["palette"]["hostUrl"] = emulator.url
+            doc["spec"]["palette"]["apiKeySecretRef"] = yaml.safe_load(ref)
+            settings.write_text(yaml.safe_dump(doc))
+        repo = make_config_repo(tmp_path / "git", source=tree)
+        result = run_cli(
+            "run",
+            "--repo",
+            str(repo.bare),
+            "--once",
+            "--listen",
+            "127.0.0.1:0",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            env={"PROJECT_A_PALETTE_KEY": API_KEY},
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        clusters = {c["metadata"]["name"] for c in emulator.export(tmp_path / "snapshot.yaml")["clusters"]}
+        assert clusters == {f"{ns}-{n}" for ns, n in SAMPLE_PLATFORMS}
