@@ -228,3 +228,12 @@ def test_foreign_documents_are_reported_but_do_not_fail_the_plan(tmp_path: Path)
     assert code == 0
     assert [d["file"] for d in plan["diagnostics"]] == [".github/workflows/ci.yml"]
     assert run_cli("validate", str(repo), "--format", "json").returncode == 1
+
+
+def test_repo_given_as_a_link_to_a_directory_is_followed(tmp_path: Path, sample_dir: Path) -> None:
+    link = tmp_path / "repo-link"
+    link.symlink_to(sample_dir, target_is_directory=True)
+    _, direct = _plan("--repo", str(sample_dir), "--inventory", str(SAMPLE_INVENTORY))
+    code, linked = _plan("--repo", str(link), "--inventory", str(SAMPLE_INVENTORY))
+    assert code == 0
+    assert linked == direct

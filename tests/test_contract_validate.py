@@ -166,3 +166,16 @@ def test_committed_schemas_match_what_the_command_writes(tmp_path: Path) -> None
         assert load_json((tmp_path / name).read_text()) == load_json(
             (REPO_ROOT / "schemas" / name).read_text()
         )
+
+
+def test_a_path_that_is_a_link_is_followed_but_links_inside_are_not(tmp_path: Path) -> None:
+    linked_dir = tmp_path / "linked-repo"
+    linked_dir.symlink_to(SAMPLE_REPO, target_is_directory=True)
+    assert _json_diagnostics(str(linked_dir)) == (0, [])
+    inside = tmp_path / "with-link"
+    inside.mkdir()
+    (inside / "profile.yaml").symlink_to(SAMPLE_REPO / "project-a" / "computeprofile-edge.yaml")
+    code, diags = _json_diagnostics(str(inside))
+    assert code == 1
+    assert [Path(d["file"]).name for d in diags] == ["profile.yaml"]
+    assert "link" in diags[0]["message"]

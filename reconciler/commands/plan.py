@@ -5,7 +5,8 @@ pull request, its revision the work tree's HEAD when it is a git work tree); wit
 bare repository or a URL, the revision is read from git objects. The observed state comes from exactly
 one of ``--inventory FILE`` (a snapshot, offline) or ``--palette URL`` (online, API key from
 ``PALETTE_API_KEY`` only). Exit codes: 0 every platform valid and placeable, 1 some platform rejected or
-invalid (or some manifest could not be read at all), 2 an error (usage, unreadable repository or inventory, Palette unreachable).
+invalid (or some manifest could not be read at all), 2 an error (usage, unreadable repository or
+inventory, Palette unreachable).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
     from reconciler.source.errors import SourceError
 
     path = Path(repo)
+    if path.is_symlink():  # --repo is what the user named: follow it (links inside are never followed)
+        path = path.resolve()
     if rev is None and (path.is_dir() or path.is_file()):
         from reconciler.source.git import work_tree_head
 

@@ -47,7 +47,8 @@ def run(path: Path, fmt: str) -> int:
         # The loaded data is acyclic and short-lived: cyclic garbage collection would only cost time.
         gc.disable()
         try:
-            state = load_directory(path)
+            # PATH itself is what the user named, so a link there is followed; links inside never are.
+            state = load_directory(path.resolve() if path.is_symlink() else path)
         finally:
             gc.enable()
         diagnostics = [
