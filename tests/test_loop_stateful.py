@@ -8,6 +8,8 @@ section 7 and the allocation rules of section 4 after every pass.
 
 from __future__ import annotations
 
+import contextlib
+import random
 import shutil
 import subprocess
 import tempfile
@@ -16,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import event, settings
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from reconciler.controller import Controller, ControllerOptions, PassResult
@@ -229,79 +233,49 @@ class ReconcileLoop(RuleBasedStateMachine):
         self.remote.commit({m.path: m.document() for m in initial}, "initial platforms")
         self.one_pass()
 
-    @rule(data=st.data(), and_pass=st.booleans())
-    def add_platform(self, data: st.DataObject, and_pass: bool) -> None:
-        model = data.draw(PLATFORMS)
-        if (model.namespace, model.name) not in self.model:
-            self.commit(model, f"add {model.namespace}/{model.name}")
+    @rule(model=PLATFORMS, and_pass=st.booleans())
+    def add_platform(self, model: PlatformModel, and_pass: bool) -> None:
+        self.op_add(model)
         self.maybe_pass(and_pass)
 
     @precondition(lambda self: bool(self.model))
     @rule(data=st.data(), and_pass=st.booleans())
     def delete_platform(self, data: st.DataObject, and_pass: bool) -> None:
-        key = data.draw(st.sampled_from(sorted(self.model)))
-        self.commit(None, f"delete {key}", delete=key)
+        self.op_delete(data.draw(st.sampled_from(sorted(self.model))))
         self.maybe_pass(and_pass)
 
     @precondition(lambda self: bool(self.model))
-    @rule(data=st.data(), count=st.integers(0, 8), and_pass=st.booleans())
-    def change_gpu_count(self, data: st.DataObject, count: int, and_pass: bool) -> None:
-        key = data.draw(st.sampled_from(sorted(self.model)))
-        model = self.model[key]
-        family = (
-            model.spec["gpus"][0]["family"] if model.spec["gpus"] else data.draw(st.sampled_from(FAMILIES))
-        )
-        model.spec["gpus"] = [{"family": family, "count": count}] if count else []
-        self.commit(model, f"scale {key} to {count}")
+    @rule(data=st.data(), count=st.integers(0, 8), family=st.sampled_from(FAMILIES), and_pass=st.booleans())
+    def change_gpu_count(self, data: st.DataObject, count: int, family: str, and_pass: bool) -> None:
+        self.op_scale(data.draw(st.sampled_from(sorted(self.model))), count, family)
         self.maybe_pass(and_pass)
 
     @precondition(lambda self: any(m.broken is None for m in self.model.values()))
     @rule(data=st.data(), how=st.sampled_from(["schema", "syntax"]), and_pass=st.booleans())
     def break_platform(self, data: st.DataObject, how: str, and_pass: bool) -> None:
-        key = data.draw(st.sampled_from(sorted(k for k, m in self.model.items() if m.broken is None)))
-        model = self.model[key]
-        model.broken = how
-        self.commit(model, f"break {key} ({how})")
+        self.op_break(data.draw(st.sampled_from(self.intact())), how)
         self.maybe_pass(and_pass)
 
     @precondition(lambda self: any(m.broken is not None for m in self.model.values()))
     @rule(data=st.data(), and_pass=st.booleans())
     def fix_platform(self, data: st.DataObject, and_pass: bool) -> None:
-        key = data.draw(st.sampled_from(sorted(k for k, m in self.model.items() if m.broken is not None)))
-        model = self.model[key]
-        model.broken = None
-        self.commit(model, f"fix {key}")
+        self.op_fix(data.draw(st.sampled_from(self.broken())))
         self.maybe_pass(and_pass)
 
     @precondition(lambda self: bool(self.model))
     @rule(data=st.data(), and_pass=st.booleans())
     def toggle_suspend(self, data: st.DataObject, and_pass: bool) -> None:
-        key = data.draw(st.sampled_from(sorted(self.model)))
-        model = self.model[key]
-        if model.spec.get("suspend"):
-            model.spec.pop("suspend")
-        else:
-            model.spec["suspend"] = True
-        self.commit(model, f"suspend {key}: {bool(model.spec.get('suspend'))}")
+        self.op_suspend(data.draw(st.sampled_from(sorted(self.model))))
         self.maybe_pass(and_pass)
-
-    # -- rules: Palette and the process -------------------------------------------------------------
 
     @rule(host=st.sampled_from(HOST_NAMES), and_pass=st.booleans())
     def toggle_host_health(self, host: str, and_pass: bool) -> None:
-        uid = self.host_uid[host]
-        healthy = uid in self.unhealthy
-        self.emulator.state.patch_host(uid, {"healthState": "healthy" if healthy else "unhealthy"})
-        if healthy:
-            self.unhealthy.discard(uid)
-        else:
-            self.unhealthy.add(uid)
+        self.op_host(host)
         self.maybe_pass(and_pass)
 
     @rule()
     def restart_controller(self) -> None:
-        self.controller.close()
-        self.controller = self._new_controller()
+        self.op_restart()
 
     @rule(passes=st.integers(1, 3))
     def run_passes(self, passes: int) -> None:
@@ -311,6 +285,64 @@ class ReconcileLoop(RuleBasedStateMachine):
 
     @rule()
     def settle(self) -> None:
+        self.op_settle()
+
+    # -- operations (shared by the rules and the seeded random walk) --------------------------------
+
+    def intact(self) -> list[Key]:
+        return sorted(k for k, m in self.model.items() if m.broken is None)
+
+    def broken(self) -> list[Key]:
+        return sorted(k for k, m in self.model.items() if m.broken is not None)
+
+    def op_add(self, model: PlatformModel) -> None:
+        if (model.namespace, model.name) not in self.model:
+            self.commit(model, f"add {model.namespace}/{model.name}")
+
+    def op_delete(self, key: Key) -> None:
+        self.commit(None, f"delete {key}", delete=key)
+
+    def op_scale(self, key: Key, count: int, family: str) -> None:
+        """A new GPU count; the family stays the platform's own when it has one."""
+        model = self.model[key]
+        family = model.spec["gpus"][0]["family"] if model.spec["gpus"] else family
+        model.spec["gpus"] = [{"family": family, "count": count}] if count else []
+        self.commit(model, f"scale {key} to {count}")
+
+    def op_break(self, key: Key, how: str) -> None:
+        model = self.model[key]
+        model.broken = how
+        self.commit(model, f"break {key} ({how})")
+
+    def op_fix(self, key: Key) -> None:
+        model = self.model[key]
+        model.broken = None
+        self.commit(model, f"fix {key}")
+
+    def op_suspend(self, key: Key) -> None:
+        model = self.model[key]
+        if model.spec.get("suspend"):
+            model.spec.pop("suspend")
+        else:
+            model.spec["suspend"] = True
+        self.commit(model, f"suspend {key}: {bool(model.spec.get('suspend'))}")
+
+    def op_host(self, host: str) -> None:
+        """Flip an edge host's health through the emulator's admin interface."""
+        uid = self.host_uid[host]
+        healthy = uid in self.unhealthy
+        self.emulator.state.patch_host(uid, {"healthState": "healthy" if healthy else "unhealthy"})
+        if healthy:
+            self.unhealthy.discard(uid)
+        else:
+            self.unhealthy.add(uid)
+
+    def op_restart(self) -> None:
+        """A new process: a new Controller object with a fresh cache directory."""
+        self.controller.close()
+        self.controller = self._new_controller()
+
+    def op_settle(self) -> None:
         """Passes until nothing changes any more; then every placed platform has a live cluster."""
         for _ in range(8):
             result = self.one_pass()
@@ -340,9 +372,9 @@ class ReconcileLoop(RuleBasedStateMachine):
         result = self.controller.reconcile_once()
         after = self.world()
         self.last = result
-        event(f"pass outcome: {result.outcome}")
+        _note(f"pass outcome: {result.outcome}")
         for p in result.plan:
-            event(f"plan: {p.action} {p.reason or ''}".strip())
+            _note(f"plan: {p.action} {p.reason or ''}".strip())
         self.check_pass(result, head, before, after)
         return result
 
@@ -402,5 +434,77 @@ class ReconcileLoop(RuleBasedStateMachine):
             assert cluster.name == f"{ns}-{name}", f"{cluster.name} labelled {ns}/{name}"
 
 
-ReconcileLoop.TestCase.settings = settings(max_examples=10, stateful_step_count=25, deadline=None)
+ReconcileLoop.TestCase.settings = settings(max_examples=6, stateful_step_count=25, deadline=None)
 test_reconcile_loop = ReconcileLoop.TestCase
+
+
+def _random_platform(rng: random.Random) -> PlatformModel:
+    return _platform(
+        rng.choice(NAMESPACES),
+        rng.choice(NAMES),
+        rng.choice(FAMILIES),
+        rng.randint(0, 8),
+        rng.choice(RESOURCE_GROUPS),
+    )
+
+
+def _note(value: str) -> None:
+    """A coverage event for ``--hypothesis-show-statistics``; the random walk runs outside Hypothesis."""
+    with contextlib.suppress(InvalidArgument):
+        event(value)
+
+
+def _walk_step(loop: ReconcileLoop, rng: random.Random) -> None:
+    """One operation, weighted towards edits of the configuration (passes come after it)."""
+    weights = {
+        "add": 3,
+        "delete": 2 if loop.model else 0,
+        "scale": 3 if loop.model else 0,
+        "suspend": 2 if loop.model else 0,
+        "break": 3 if loop.intact() else 0,
+        "fix": 2 if loop.broken() else 0,
+        "host": 2,
+        "restart": 1,
+        "settle": 1,
+    }
+    op = rng.choices(list(weights), weights=list(weights.values()))[0]
+    if op == "add":
+        loop.op_add(_random_platform(rng))
+    elif op == "delete":
+        loop.op_delete(rng.choice(sorted(loop.model)))
+    elif op == "scale":
+        loop.op_scale(rng.choice(sorted(loop.model)), rng.randint(0, 8), rng.choice(FAMILIES))
+    elif op == "suspend":
+        loop.op_suspend(rng.choice(sorted(loop.model)))
+    elif op == "break":
+        loop.op_break(rng.choice(loop.intact()), rng.choice(["schema", "syntax"]))
+    elif op == "fix":
+        loop.op_fix(rng.choice(loop.broken()))
+    elif op == "host":
+        loop.op_host(rng.choice(HOST_NAMES))
+    elif op == "restart":
+        loop.op_restart()
+    else:
+        loop.op_settle()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_seeded_random_walk_keeps_the_safety_rules(seed: int) -> None:
+    """The same machine, walked by a seeded RNG that favours edits followed by passes.
+
+    Hypothesis' own search spends many steps on short runs; this walk reaches deep states (broken files
+    across restarts, scaling after health flips, several deletions between passes) in a few seconds.
+    """
+    rng = random.Random(seed)
+    loop = ReconcileLoop()
+    try:
+        loop.configure(max_deletions=rng.choice([1, 2]), initial=[_random_platform(rng) for _ in range(3)])
+        for _ in range(30):
+            _walk_step(loop, rng)
+            for _ in range(rng.choice([0, 1, 1, 2])):
+                loop.one_pass()
+                time.sleep(PROVISION_SECONDS / 2)
+            loop.emulator_is_consistent()
+        loop.op_settle()
+    finally:
+        loop.teardown()
