@@ -10,7 +10,6 @@ from typing import Any
 from tests._contract_support import (
     API_KEY,
     DIAGNOSTIC_KEYS,
-    REPO_ROOT,
     SAMPLE_REPO,
     load_json,
     run_cli,
@@ -155,17 +154,6 @@ def test_inline_api_key_is_an_error_that_never_echoes_the_value(tmp_path: Path) 
     assert any(d["kind"] == "Settings" and "apiKey" in d["message"] for d in diags)
     for fmt in ("text", "github"):
         assert run_cli("validate", str(tmp_path), "--format", fmt).returncode == 1
-
-
-def test_committed_schemas_match_what_the_command_writes(tmp_path: Path) -> None:
-    result = run_cli("schemas", "--out", str(tmp_path))
-    assert result.returncode == 0
-    written = sorted(p.name for p in tmp_path.iterdir())
-    assert written == sorted(p.name for p in (REPO_ROOT / "schemas").iterdir() if p.suffix == ".json")
-    for name in written:
-        assert load_json((tmp_path / name).read_text()) == load_json(
-            (REPO_ROOT / "schemas" / name).read_text()
-        )
 
 
 def test_a_path_that_is_a_link_is_followed_but_links_inside_are_not(tmp_path: Path) -> None:
