@@ -167,3 +167,67 @@ def test_a_path_that_is_a_link_is_followed_but_links_inside_are_not(tmp_path: Pa
     assert code == 1
     assert [Path(d["file"]).name for d in diags] == ["profile.yaml"]
     assert "link" in diags[0]["message"]
+
+
+SECTION_3_ERRORS = """\
+apiVersion: palette.ai/v1alpha1
+kind: MLPlatform
+metadata: {name: no-namespace}
+spec: {}
+---
+apiVersion: palette.ai/v1alpha1
+kind: MLPlatform
+metadata: {name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, namespace: ns}
+spec: {}
+---
+apiVersion: palette.ai/v1alpha1
+kind: ComputeProfile
+metadata: {name: two, namespace: ns}
+spec:
+  controlPlaneDefaults: {nodeCount: 2}
+  minWorkerNode: 3
+---
+apiVersion: mural.spectrocloud.com/v1alpha1
+kind: WorkloadProfile
+metadata:
+  name: wp
+  namespace: ns
+  labels: {palette.ai/min-nodes: "0"}
+spec: {}
+---
+apiVersion: palette.ai/v1alpha1
+kind: ComputeProfile
+metadata: {name: nocp, namespace: ns}
+spec: {}
+---
+apiVersion: palette.ai/v1alpha1
+kind: MLPlatform
+metadata: {name: p1, namespace: ns2}
+spec:
+  computeProfileRef: {name: x}
+---
+apiVersion: mural.sh/v1alpha1
+kind: Project
+metadata: {name: ns3, namespace: ns3}
+spec: {}
+"""
+
+
+def test_section_3_rules_are_reported_at_their_line(tmp_path: Path) -> None:
+    """Identity, DNS-1123 names, nodeCount, unknown fields, min-nodes, required fields, references."""
+    expected = {
+        3: "metadata.namespace",
+        8: "DNS-1123",
+        15: "nodeCount",
+        16: "minWorkerNode",
+        23: "palette.ai/min-nodes",
+        29: "spec.controlPlaneDefaults",
+        35: "spec.computeProfileRef",
+        40: "spec.computeProfileRef",
+    }
+    (tmp_path / "rules.yaml").write_text(SECTION_3_ERRORS)
+    code, diags = _json_diagnostics(str(tmp_path))
+    assert code == 1
+    assert sorted(d["line"] for d in diags) == sorted(expected)
+    for diag in diags:
+        assert expected[diag["line"]] in diag["message"], diag
