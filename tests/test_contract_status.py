@@ -259,6 +259,16 @@ def test_plan_prunes_at_most_max_deletions(loop: Loop) -> None:
     offline = run_cli("plan", "--repo", str(tree), "--inventory", str(snapshot), "--format", "json")
     assert load_json(offline.stdout)["platforms"] == plan["platforms"]
 
+    # Without this reconciler's labels a cluster is not ours: never pruned, whatever --max-deletions says.
+    data = yaml.safe_load(snapshot.read_text())
+    for cluster in data["clusters"]:
+        cluster["metadata"]["labels"] = {"team": "someone-else"}
+    foreign = loop.tmp / "foreign.yaml"
+    foreign.write_text(yaml.safe_dump(data))
+    args = ("--repo", str(tree), "--inventory", str(foreign), "--max-deletions", "9", "--format", "json")
+    unlabelled = load_json(run_cli("plan", *args).stdout)
+    assert not [p for p in unlabelled["platforms"] if p["action"] == "delete"]
+
 
 def test_suspend_reject_and_delete_show_in_status_and_history(loop: Loop) -> None:
     platforms = loop.repo.work / "project-a" / "platforms"
