@@ -1,4 +1,10 @@
-"""``reconciler run``: the reconcile loop, with the webhook/metrics server beside it."""
+"""``reconciler run``: the reconcile loop, with the webhook/metrics server beside it.
+
+``--once`` exits 0 when the pass completed, even if some input was invalid or some platform rejected:
+those are reported in the status files, as the loop reports them (an invalid pass still counts as
+ready). It exits 1 when the pass failed (git or Palette unreachable, a Palette write refused) and 2 on
+a usage error.
+"""
 
 from __future__ import annotations
 
@@ -55,7 +61,7 @@ def run(
         finally:
             controller.close()
         log.info("pass finished", outcome=str(result.outcome), commit=result.commit, error=result.error)
-        return 0 if result.outcome in (PassOutcome.SUCCESS, PassOutcome.SKIPPED) else 1
+        return 0 if result.outcome in (PassOutcome.SUCCESS, PassOutcome.SKIPPED, PassOutcome.INVALID) else 1
 
     def on_webhook(payload: dict[str, Any]) -> None:
         ref = push_ref(payload)
