@@ -137,3 +137,11 @@ def test_demo_runs_the_whole_loop_and_exits_zero(tmp_path: Path) -> None:
     result = run_cli("demo", env=with_key({"TMPDIR": str(tmp_path)}), timeout=120)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "Running" in result.stdout
+
+
+def test_schemas_into_an_unwritable_place_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    occupied = tmp_path / "a-file"
+    occupied.write_text("")
+    result = run_cli("schemas", "--out", str(occupied))
+    assert result.returncode == 2
+    assert "error" in result.stderr

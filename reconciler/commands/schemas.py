@@ -7,6 +7,7 @@ The files are committed under ``schemas/`` for editors (``yaml-language-server``
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,12 @@ def render(kind: str) -> str:
 
 
 def run(out: Path) -> int:
-    out.mkdir(parents=True, exist_ok=True)
-    for kind in sorted(KINDS):
-        (out / f"{kind.lower()}.json").write_text(render(kind), encoding="utf-8")
+    """Write every kind's schema to ``out``. Exit 0 done, 2 when the directory cannot be written."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for kind in sorted(KINDS):
+            (out / f"{kind.lower()}.json").write_text(render(kind), encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot write schemas to {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     return 0
