@@ -188,6 +188,14 @@ def test_passes_reach_running_then_a_pass_without_changes_commits_nothing(loop: 
     assert loop.repo.status_git("rev-parse", STATUS_BRANCH) == before
 
 
+def test_the_api_key_is_in_no_status_file_commit_or_cache_file(loop: Loop) -> None:
+    history = loop.repo.status_git("log", "--all", "-p", "--format=%H%n%B")
+    assert API_KEY not in history
+    for path in (loop.tmp / "cache").rglob("*"):
+        if path.is_file():
+            assert API_KEY.encode() not in path.read_bytes(), path
+
+
 def test_status_branch_flag_is_honoured(loop: Loop) -> None:
     loop.run_once("--status-branch", "audit/palette")
     files = loop.repo.status_git("ls-tree", "-r", "--name-only", "audit/palette").splitlines()
