@@ -29,9 +29,10 @@ from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.emulator import EmulatorServer
 from reconciler.metrics import PassOutcome
 from reconciler.model.conditions import Reason
+from reconciler.model.gpu import canonical_family
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAME_LABEL, NAMESPACE_LABEL
 from reconciler.palette.observe import load_snapshot
-from reconciler.plan import Action
+from reconciler.plan import Action, PlatformPlan
 from tests._e2e_support import SAMPLE, sample_files
 from tests._git_support import GIT_ENV, RemoteRepo
 
@@ -386,6 +387,11 @@ class ReconcileLoop(RuleBasedStateMachine):
         live_after = after.live()
         stopped = {c.name for uid, c in before.live().items() if uid not in live_after}
         assert len(stopped) <= self.max_deletions, f"one pass deleted {sorted(stopped)}"
+        # Only a planned delete (or replace) ends a cluster: rejected, suspended and invalid keep theirs.
+        ending = {
+            f"{p.namespace}-{p.name}" for p in result.plan if p.action in (Action.DELETE, Action.REPLACE)
+        }
+        assert stopped <= ending, f"clusters {sorted(stopped - ending)} ended without a planned delete"
 
         # Invalid is not absent: a broken file keeps its cluster.
         for key, model in self.model.items():
@@ -400,6 +406,7 @@ class ReconcileLoop(RuleBasedStateMachine):
         for p in result.plan:
             if p.action in (Action.CREATE, Action.SCALE):
                 assert f"{p.namespace}-{p.name}" in after.live_names(), f"{p.action} {p.key} left no cluster"
+            self.check_allocation(p, after)
 
         # The status branch says what the pass reported, at the config head.
         files = read_status_branch(self.remote.bare)
@@ -417,6 +424,30 @@ class ReconcileLoop(RuleBasedStateMachine):
         assert all(API_KEY not in text for text in files.values())
         assert API_KEY not in (result.error or "")
         assert all(API_KEY not in p.message for p in result.plan)
+
+    def check_allocation(self, p: PlatformPlan, after: World) -> None:
+        """DESIGN.md section 4 for a placed platform: the request is met, on hosts of one architecture
+        that carry the platform's resource groups, and the cluster holds exactly the planned hosts."""
+        placed = p.action in (Action.CREATE, Action.SCALE) or (
+            p.action is Action.UNCHANGED and p.reason in (Reason.PROVISIONED, Reason.PROVISIONING)
+        )
+        model = self.model.get(p.key)
+        if not placed or model is None or model.broken is not None:
+            return
+        for request in model.spec["gpus"]:
+            family = canonical_family(request["family"])
+            assert p.gpus.get(family, 0) >= request["count"], f"{p.key} got {p.gpus} for {request}"
+        hosts = [*p.control_plane, *p.workers]
+        state = self.emulator.state
+        with state.lock:
+            labels = [dict(state.hosts[uid]["metadata"].get("labels") or {}) for uid in hosts]
+            arches = {state.hosts[uid]["spec"]["device"].get("archType") for uid in hosts}
+        assert len(arches) == 1, f"{p.key} spans architectures {arches}"
+        for group, value in model.spec.get("resourceGroups", {}).items():
+            assert all(h.get(f"palette.ai.rg/{group}") == value for h in labels), f"{p.key} outside {group}"
+        name = f"{p.namespace}-{p.name}"
+        cluster = next(c for c in after.clusters if c.name == name and not c.deleting)
+        assert sorted(cluster.hosts) == sorted(hosts), f"{name} holds {cluster.hosts}, planned {hosts}"
 
     @invariant()
     def emulator_is_consistent(self) -> None:
