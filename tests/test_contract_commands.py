@@ -91,7 +91,8 @@ def test_inventory_show_online_matches_the_snapshot(emulator: Emulator) -> None:
     assert no_key.returncode == 2
 
 
-def test_inventory_export_writes_a_snapshot_plan_can_read(emulator: Emulator, tmp_path: Path) -> None:
+def test_inventory_export_writes_a_snapshot_of_every_host(emulator: Emulator, tmp_path: Path) -> None:
+    """Offline plan on an exported snapshot (with clusters) is checked in test_contract_status."""
     exported = run_cli("inventory", "export", "--palette", emulator.url, env=with_key())
     assert exported.returncode == 0
     snapshot = yaml.safe_load(exported.stdout)
@@ -107,11 +108,7 @@ def test_inventory_export_writes_a_snapshot_plan_can_read(emulator: Emulator, tm
         ).returncode
         == 0
     )
-    args = ("plan", "--repo", str(SAMPLE_REPO), "--format", "json")
-    from_export = run_cli(*args, "--inventory", str(out))
-    from_sample = run_cli(*args, "--inventory", str(SAMPLE_INVENTORY))
-    assert from_export.returncode == 0
-    assert load_json(from_export.stdout) == load_json(from_sample.stdout)
+    assert yaml.safe_load(out.read_text()) == snapshot
 
 
 def test_schemas_writes_one_draft_2020_12_schema_per_kind_that_accepts_the_sample(tmp_path: Path) -> None:
@@ -145,3 +142,20 @@ def test_schemas_into_an_unwritable_place_is_an_error_not_a_crash(tmp_path: Path
     result = run_cli("schemas", "--out", str(occupied))
     assert result.returncode == 2
     assert "error" in result.stderr
+
+
+def test_online_plan_against_the_emulator_matches_the_offline_plan(emulator: Emulator) -> None:
+    offline = run_cli(
+        "plan", "--repo", str(SAMPLE_REPO), "--inventory", str(SAMPLE_INVENTORY), "--format", "json"
+    )
+    online = run_cli(
+        "plan", "--repo", str(SAMPLE_REPO), "--palette", emulator.url, "--format", "json", env=with_key()
+    )
+    assert online.returncode == offline.returncode == 0
+    assert load_json(online.stdout) == load_json(offline.stdout)
+    no_key = run_cli("plan", "--repo", str(SAMPLE_REPO), "--palette", emulator.url, "--format", "json")
+    assert no_key.returncode == 2
+    wrong = run_cli(
+        "plan", "--repo", str(SAMPLE_REPO), "--palette", emulator.url, env={"PALETTE_API_KEY": "wrong"}
+    )
+    assert wrong.returncode == 2

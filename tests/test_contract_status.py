@@ -28,7 +28,6 @@ from tests._contract_support import (
     SAMPLE_REPO,
     ConfigRepo,
     Emulator,
-    free_port,
     git_rc,
     load_json,
     make_config_repo,
@@ -393,24 +392,25 @@ def test_a_file_that_stops_parsing_reports_invalid_after_a_restart(loop: Loop) -
     assert status["phase"] == "Invalid"
 
 
-def test_run_once_exits_one_when_palette_is_unreachable(tmp_path: Path) -> None:
+def test_run_once_exits_one_when_palette_refuses_the_key(loop: Loop, tmp_path: Path) -> None:
+    """A failed pass (here Palette answering 401) exits 1; its statuses say PaletteUnavailable."""
     repo = make_config_repo(tmp_path)
     result = run_cli(
         "run",
         "--repo",
         str(repo.bare),
         "--palette",
-        f"http://127.0.0.1:{free_port()}",
+        loop.emulator.url,
         "--once",
         "--listen",
         "127.0.0.1:0",
         "--cache-dir",
         str(tmp_path / "cache"),
-        env=with_key(),
+        env={"PALETTE_API_KEY": "not-the-key"},
     )
     assert result.returncode == 1
     status = yaml.safe_load(
         repo.status_git("show", f"{STATUS_BRANCH}:{platform_path('project-a', 'clearml-prod')}")
     )
     assert status["status"]["conditions"][0]["reason"] == "PaletteUnavailable"
-    assert "cluster" not in status["status"] or status["status"]["cluster"] is None
+    assert "not-the-key" not in result.stdout + result.stderr
