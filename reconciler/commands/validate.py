@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from reconciler.model.diagnostics import Diagnostic, Severity
@@ -38,6 +39,18 @@ def format_github(diag: Diagnostic, file: str) -> str:
     return f"::{level} {props}::{_escape_data(resource + diag.message)}"
 
 
+_UNRESOLVED = "ReferenceNotFound:"
+_SINGLE_FILE_NOTE = " (only this file was read; validate its directory to check references)"
+
+
+def _single_file(diag: Diagnostic) -> Diagnostic:
+    """A lone file cannot see its namespace's other resources (a pre-commit hook passes one file at a
+    time): an unresolved reference there is a warning, not an error. Validating the directory checks it."""
+    if diag.severity is Severity.ERROR and diag.message.startswith(_UNRESOLVED):
+        return replace(diag, severity=Severity.WARNING, message=diag.message + _SINGLE_FILE_NOTE)
+    return diag
+
+
 def run(path: Path, fmt: str) -> int:
     """Validate every manifest under ``path``. Exit 0 when valid, 1 on errors."""
     if not path.exists() and not path.is_symlink():
@@ -65,8 +78,13 @@ def run(path: Path, fmt: str) -> int:
             )
             for d in state.diagnostics
         ]
+        if not path.is_dir():
+            diagnostics = [_single_file(d) for d in diagnostics]
         resources = len(state.resources) + len(state.invalid)
-        files = len({loaded.source.file for loaded in state.resources.values()})
+        files = len(
+            {loaded.source.file for loaded in state.resources.values()}
+            | {d.file for d in state.diagnostics if d.kind}
+        )
     errors = sum(1 for d in diagnostics if d.severity is Severity.ERROR)
     out = sys.stdout
     if fmt == "json":
