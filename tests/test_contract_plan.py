@@ -18,6 +18,7 @@ from tests._contract_support import (
     SAMPLE_PLATFORMS,
     SAMPLE_REPO,
     ConfigRepo,
+    git,
     load_json,
     make_config_repo,
     run_cli,
@@ -216,3 +217,15 @@ def test_repo_given_as_a_link_to_a_directory_is_followed(tmp_path: Path, sample_
     code, linked = _plan("--repo", str(link), "--inventory", str(SAMPLE_INVENTORY))
     assert code == 0
     assert linked == direct
+
+
+def test_bare_repo_whose_head_names_an_unpushed_branch_plans_main(
+    tmp_path: Path, config_repo: tuple[ConfigRepo, str, str]
+) -> None:
+    """`git init --bare` may point HEAD at master while the config was pushed to main."""
+    repo, _, second = config_repo
+    bare = tmp_path / "remote.git"
+    git("init", "-q", "--bare", "-b", "master", str(bare))
+    git("push", "-q", str(bare), "HEAD:refs/heads/main", cwd=repo.work)
+    _, plan = _plan("--repo", str(bare), "--inventory", str(SAMPLE_INVENTORY))
+    assert plan["revision"] == second

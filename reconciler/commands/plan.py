@@ -64,7 +64,15 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
     try:
         sha, files = read_revision(repo, rev, skipped=skipped)
     except SourceError as exc:
-        raise PlanError(str(exc)) from None
+        if rev is not None:
+            raise PlanError(str(exc)) from None
+        # `git init --bare` may leave HEAD on a branch never pushed (master) while the config lives on
+        # main, the branch `run` follows by default: plan that before giving up.
+        try:
+            skipped.clear()
+            sha, files = read_revision(repo, "main", skipped=skipped)
+        except SourceError:
+            raise PlanError(str(exc)) from None
     desired = load_files(files, revision=sha)
     desired.diagnostics.extend(s.to_diagnostic() for s in skipped)
     if any(s.severity is Severity.ERROR for s in skipped):
