@@ -269,6 +269,12 @@ class ReconcileLoop(RuleBasedStateMachine):
         self.op_suspend(data.draw(st.sampled_from(sorted(self.model))))
         self.maybe_pass(and_pass)
 
+    @precondition(lambda self: bool(self.model))
+    @rule(data=st.data(), groups=st.sampled_from(RESOURCE_GROUPS), and_pass=st.booleans())
+    def change_resource_groups(self, data: st.DataObject, groups: dict[str, str], and_pass: bool) -> None:
+        self.op_groups(data.draw(st.sampled_from(sorted(self.model))), groups)
+        self.maybe_pass(and_pass)
+
     @rule(host=st.sampled_from(HOST_NAMES), and_pass=st.booleans())
     def toggle_host_health(self, host: str, and_pass: bool) -> None:
         self.op_host(host)
@@ -309,6 +315,13 @@ class ReconcileLoop(RuleBasedStateMachine):
         family = model.spec["gpus"][0]["family"] if model.spec["gpus"] else family
         model.spec["gpus"] = [{"family": family, "count": count}] if count else []
         self.commit(model, f"scale {key} to {count}")
+
+    def op_groups(self, key: Key, groups: dict[str, str]) -> None:
+        model = self.model[key]
+        model.spec.pop("resourceGroups", None)
+        if groups:
+            model.spec["resourceGroups"] = dict(groups)
+        self.commit(model, f"resource groups of {key}: {groups}")
 
     def op_break(self, key: Key, how: str) -> None:
         model = self.model[key]
@@ -492,6 +505,7 @@ def _walk_step(loop: ReconcileLoop, rng: random.Random) -> None:
         "delete": 2 if loop.model else 0,
         "scale": 3 if loop.model else 0,
         "suspend": 2 if loop.model else 0,
+        "groups": 1 if loop.model else 0,
         "break": 3 if loop.intact() else 0,
         "fix": 2 if loop.broken() else 0,
         "host": 2,
@@ -505,6 +519,8 @@ def _walk_step(loop: ReconcileLoop, rng: random.Random) -> None:
         loop.op_delete(rng.choice(sorted(loop.model)))
     elif op == "scale":
         loop.op_scale(rng.choice(sorted(loop.model)), rng.randint(0, 8), rng.choice(FAMILIES))
+    elif op == "groups":
+        loop.op_groups(rng.choice(sorted(loop.model)), rng.choice(RESOURCE_GROUPS))
     elif op == "suspend":
         loop.op_suspend(rng.choice(sorted(loop.model)))
     elif op == "break":
