@@ -253,6 +253,8 @@ class Controller:
                 loaded.diagnostics.extend(self.source.diagnostics)
                 if not self.source.complete:  # a skipped manifest may hold a resource: prune nothing
                     loaded.complete = False
+                if desired is None and _has_unreadable(loaded):
+                    desired = self._last_reported_desired(head)
                 desired = _carry_unreadable(desired, loaded)
                 self._desired, self._revision = desired, head
                 with pass_context(head):
@@ -482,6 +484,25 @@ class Controller:
                 log.warning("status branch not written", error=str(exc))
         return result
 
+    def _last_reported_desired(self, head: str) -> DesiredState | None:
+        """After a restart: the desired state of the revision the status branch last reported, so that
+        a file which stopped parsing meanwhile still reads as Invalid (not absent). None if unknown."""
+        if self.status is None or not isinstance(self.source, GitSource):
+            return None
+        if self._previous is None:
+            self._previous = self.status.read()
+        revisions = {
+            str(doc.get("status", {}).get("observedRevision"))
+            for doc in parse_previous(self._previous).values()
+            if isinstance(doc.get("status"), dict) and doc["status"].get("observedRevision")
+        }
+        for revision in sorted(revisions - {head}):
+            try:
+                return build_desired(self.source.read_parsed(revision), revision)
+            except GitError:
+                continue  # not in the cache (e.g. the branch was rewritten): nothing to carry over
+        return None
+
     def _last_phases(self) -> dict[PlatformKey, Phase]:
         return dict(self.last.phases) if self.last is not None else {}
 
@@ -525,6 +546,10 @@ def _backoff(base: float, cap: float) -> Iterator[float]:
     while True:
         yield delay * random.uniform(0.8, 1.2)
         delay = min(cap, delay * 2)
+
+
+def _has_unreadable(state: DesiredState) -> bool:
+    return any(d.severity is Severity.ERROR and d.kind is None and d.name is None for d in state.diagnostics)
 
 
 def _carry_unreadable(previous: DesiredState | None, current: DesiredState) -> DesiredState:

@@ -236,3 +236,22 @@ def test_an_unhealthy_host_degrades_its_platform_and_moves_nothing(
     healed = ctl.reconcile_once()
     ctl.close()
     assert str(healed.phases[("project-a", "notebooks")]) == "Running"
+
+
+def test_after_a_restart_a_file_that_stopped_parsing_is_invalid_not_absent(
+    remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    first = controller(remote, emulator, tmp_path)
+    settle(first)
+    first.close()
+    remote.commit({NOTEBOOKS: "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: [\n"})
+
+    restarted = controller(remote, emulator, tmp_path / "fresh")  # no memory of the last revision
+    result = restarted.reconcile_once()
+    restarted.close()
+
+    assert [p.action for p in result.plan if p.name == "notebooks"] == [Action.INVALID]
+    assert "project-a-notebooks" in clusters_by_name(emulator)
+    status = status_doc(remote, "project-a/mlplatforms/notebooks.yaml")["status"]
+    assert isinstance(status, dict)
+    assert status["phase"] == "Invalid"
