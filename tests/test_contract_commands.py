@@ -87,8 +87,6 @@ def test_inventory_show_online_matches_the_snapshot(emulator: Emulator) -> None:
     online = run_cli("inventory", "show", "--palette", emulator.url, "--format", "json", env=with_key())
     assert online.returncode == 0
     assert load_json(online.stdout) == load_json(offline.stdout)
-    no_key = run_cli("inventory", "show", "--palette", emulator.url, "--format", "json")
-    assert no_key.returncode == 2
 
 
 def test_inventory_export_writes_a_snapshot_of_every_host(emulator: Emulator, tmp_path: Path) -> None:
@@ -155,7 +153,5 @@ def test_online_plan_against_the_emulator_matches_the_offline_plan(emulator: Emu
     assert load_json(online.stdout) == load_json(offline.stdout)
     no_key = run_cli("plan", "--repo", str(SAMPLE_REPO), "--palette", emulator.url, "--format", "json")
     assert no_key.returncode == 2
-    wrong = run_cli(
-        "plan", "--repo", str(SAMPLE_REPO), "--palette", emulator.url, env={"PALETTE_API_KEY": "wrong"}
-    )
+    wrong = run_cli("inventory", "show", "--palette", emulator.url, env={"PALETTE_API_KEY": "wrong"})
     assert wrong.returncode == 2
