@@ -2,8 +2,9 @@
 
 Hypothesis drives the real :class:`Controller` against the real Palette emulator on loopback and a real
 bare git repository through random sequences of operations (add, delete, scale, break and fix platform
-files, suspend, host health flips, controller restarts, passes) and checks the safety rules of DESIGN.md
-section 7 and the allocation rules of section 4 after every pass.
+files, suspend, resource groups, host health flips, controller restarts, passes) and checks the safety
+rules of DESIGN.md section 7 and the allocation rules of section 4 after every pass. A seeded random walk
+over the same operations reaches deeper states within the same time budget.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ class ClusterView:
     labels: dict[str, str]
     hosts: list[str]
     deleting: bool
+    state: str
 
 
 @dataclass
@@ -204,7 +206,14 @@ class ReconcileLoop(RuleBasedStateMachine):
             state.sweep()
             return World(
                 [
-                    ClusterView(c.uid, c.name, dict(c.labels), c.host_uids(), c.deleting_since is not None)
+                    ClusterView(
+                        c.uid,
+                        c.name,
+                        dict(c.labels),
+                        c.host_uids(),
+                        c.deleting_since is not None,
+                        state.cluster_state(c),
+                    )
                     for c in state.clusters.values()
                 ]
             )
@@ -418,6 +427,11 @@ class ReconcileLoop(RuleBasedStateMachine):
         for key, model in self.model.items():
             if model.broken == "schema" and result.outcome is not PassOutcome.SKIPPED:
                 assert plan[key].action is Action.INVALID, f"{key} broken but planned {plan[key].action}"
+                assert result.phases[key] == "Invalid", f"{key} broken but reported {result.phases[key]}"
+        running = {c.name for c in after.clusters if c.state == "Running"}
+        for (ns, name), phase in result.phases.items():
+            if phase == "Running":
+                assert f"{ns}-{name}" in running, f"{ns}/{name} reported Running without a running cluster"
         for p in result.plan:
             if p.action in (Action.CREATE, Action.SCALE):
                 assert f"{p.namespace}-{p.name}" in after.live_names(), f"{p.action} {p.key} left no cluster"
