@@ -586,8 +586,24 @@ def _allocate_existing(
         return Rejection(Reason.INSUFFICIENT_COMPUTE, "; ".join(failures) or "no host to scale onto")
     in_place = _place(req, free, arch, False, existing, known)
     if isinstance(in_place, _Outcome):
-        free.commit(in_place.trial)
-        return _to_allocation(arch, in_place)
+        swapped = sorted(set(cluster.control_plane) - set(in_place.control_plane))
+        if not swapped or len(in_place.control_plane) < len(cluster.control_plane):
+            free.commit(in_place.trial)
+            return _to_allocation(arch, in_place)
+        # Control-plane hosts would be exchanged (e.g. new resource groups), not just added or removed:
+        # that moves the cluster's quorum, so it is a replace, never a silent in-place scale.
+        if not allow_replace(platform):
+            return Rejection(
+                Reason.REPLACE_BLOCKED,
+                f"the spec needs other control-plane hosts than {', '.join(swapped)}; that needs a new "
+                f'cluster: set annotation {ALLOW_REPLACE_ANNOTATION}: "true" to replace it',
+            )
+        fresh = _best_fresh(req, free)
+        if isinstance(fresh, Rejection):
+            return fresh
+        new_arch, outcome = fresh
+        free.commit(outcome.trial)
+        return _to_allocation(new_arch, outcome, replaces=True)
     other = _best_fresh(req, free, skip=arch)
     if isinstance(other, Rejection):
         return in_place
