@@ -74,6 +74,22 @@ def make_host(rng: random.Random, index: int, projects: list[dict[str, str]]) ->
     health = "unhealthy" if rng.random() < 0.02 else "healthy"
     uid = _uid(rng)
     project = projects[index % len(projects)]
+    address = {"hostAddress": f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"}
+    return edge_host_item(uid, name, labels, device, address, dict(project), state, health)
+
+
+def edge_host_item(
+    uid: str,
+    name: str,
+    labels: dict[str, str],
+    device: dict[str, Any],
+    host: dict[str, str],
+    project: dict[str, str],
+    state: str = "ready",
+    health: str = "healthy",
+    in_use: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """One item exactly as ``POST /v1/dashboard/edgehosts/search`` returns it (v1EdgeHostsMetadata)."""
     return {
         "metadata": {
             "uid": uid,
@@ -82,16 +98,11 @@ def make_host(rng: random.Random, index: int, projects: list[dict[str, str]]) ->
             "creationTimestamp": "2026-01-10T10:00:00.000Z",
             "lastModifiedTimestamp": "2026-01-10T10:05:00.000Z",
         },
-        "spec": {
-            "type": "edge-native",
-            "device": device,
-            "host": {"hostAddress": f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"},
-            "projectMeta": dict(project),
-        },
+        "spec": {"type": "edge-native", "device": device, "host": host, "projectMeta": project},
         "status": {
             "state": state,
             "health": {"state": health, "agentVersion": "4.8.1", "message": ""},
-            "inUseClustersRef": [],
+            "inUseClustersRef": in_use or [],
         },
     }
 

@@ -14,6 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gen_inventory import edge_host_item
+
 PROJECT = {"name": "ml-project", "uid": "6514216503b1d1cd4f1bdc44"}
 RG_A100 = {"palette.ai.rg/network-pool": "3", "palette.ai.rg/storage-tier": "high-performance"}
 
@@ -61,33 +65,16 @@ def host(
 ) -> dict[str, Any]:
     labels = {"palette.ai": "true", **(tags or {})}
     gpus = [{"vendor": gpu[0], "model": gpu[1], "gpuCount": gpu_count, "memory": gpu[2]}] if gpu else []
-    return {
-        "metadata": {
-            "uid": uid or uid_for(name),
-            "name": name,
-            "labels": labels,
-            "creationTimestamp": "2026-01-10T10:00:00.000Z",
-            "lastModifiedTimestamp": "2026-01-10T10:05:00.000Z",
-        },
-        "spec": {
-            "type": "edge-native",
-            "device": {
-                "archType": "amd64",
-                "cpu": {"cores": cores},
-                "memory": {"sizeInMB": 32768 if not gpu else 524288},
-                "gpus": gpus,
-                "os": {"family": "ubuntu", "version": "22.04"},
-                "hostType": "appliance",
-            },
-            "host": {"hostAddress": f"10.10.135.{10 + n}", "macAddress": f"00:50:56:b8:87:{n:02x}"},
-            "projectMeta": PROJECT,
-        },
-        "status": {
-            "state": state,
-            "health": {"state": health, "agentVersion": "4.8.1", "message": ""},
-            "inUseClustersRef": in_use or [],
-        },
+    device = {
+        "archType": "amd64",
+        "cpu": {"cores": cores},
+        "memory": {"sizeInMB": 32768 if not gpu else 524288},
+        "gpus": gpus,
+        "os": {"family": "ubuntu", "version": "22.04"},
+        "hostType": "appliance",
     }
+    address = {"hostAddress": f"10.10.135.{10 + n}", "macAddress": f"00:50:56:b8:87:{n:02x}"}
+    return edge_host_item(uid or uid_for(name), name, labels, device, address, PROJECT, state, health, in_use)
 
 
 def edge_hosts() -> list[dict[str, Any]]:

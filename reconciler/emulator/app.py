@@ -179,23 +179,20 @@ class EmulatorApp:
     def _palette_routes(self) -> list[Route]:
         state = self.state
 
-        @_handles_errors
-        async def search_hosts(request: Request) -> Response:
-            body = await _json_body(request)
-            q = request.query_params
-            page = state.search_hosts(
-                _project(request), body, q.get("limit"), q.get("continue"), q.get("offset")
-            )
-            return JSONResponse(page)
+        def searcher(search: Callable[..., dict[str, Any]]) -> Handler:
+            """A paged search endpoint: filter body, limit/continue/offset query, project scope."""
 
-        @_handles_errors
-        async def search_clusters(request: Request) -> Response:
-            body = await _json_body(request)
-            q = request.query_params
-            page = state.search_clusters(
-                _project(request), body, q.get("limit"), q.get("continue"), q.get("offset")
-            )
-            return JSONResponse(page)
+            @_handles_errors
+            async def handle(request: Request) -> Response:
+                body = await _json_body(request)
+                q = request.query_params
+                page = search(_project(request), body, q.get("limit"), q.get("continue"), q.get("offset"))
+                return JSONResponse(page)
+
+            return handle
+
+        search_hosts = searcher(state.search_hosts)
+        search_clusters = searcher(state.search_clusters)
 
         @_handles_errors
         async def create_cluster(request: Request) -> Response:
