@@ -17,7 +17,8 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/reconciler
 WORKDIR /src
 COPY . .
-RUN /opt/reconciler/bin/pip install .
+# requirements.lock pins every dependency to the versions CI tested (DESIGN.md section 12).
+RUN /opt/reconciler/bin/pip install -c requirements.lock .
 
 FROM ${PYTHON_IMAGE}
 # git: GitPython shells out to it for every fetch and push. openssh-client: ssh:// config repositories.

@@ -85,8 +85,11 @@ def test_installs_git_in_the_runtime_image() -> None:
     assert any("rm -rf /var/lib/apt/lists" in rest for rest in installs), "apt lists left in the image"
 
 
-def test_installs_the_package_with_pip() -> None:
-    assert any(keyword == "RUN" and re.search(r"pip install \.$", rest) for keyword, rest in instructions())
+def test_installs_the_package_with_pip_pinned_by_the_lock_file() -> None:
+    assert any(
+        keyword == "RUN" and re.search(r"pip install -c requirements\.lock \.$", rest)
+        for keyword, rest in instructions()
+    )
 
 
 def test_entrypoint_runs_the_reconcile_loop_configured_from_the_environment() -> None:

@@ -110,11 +110,25 @@ def _exact_depth(text: str) -> tuple[int, int, int]:
                     break
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        # libyaml may refuse deep nesting itself (its own limit, in its own words, which change between
+        # releases): measure the flow nesting open where it stopped, so the refusal is ours either way.
+        mark = exc.problem_mark
+        if mark is not None and deepest <= MAX_DEPTH:
+            open_flow = _open_flow_depth(text, mark.index)
+            if open_flow > MAX_DEPTH:
+                return open_flow, mark.line + 1, mark.column + 1
     except yaml.YAMLError:
         pass  # the syntax error is reported by the real parse
     finally:
         loader.dispose()
     return deepest, where[0], where[1]
+
+
+def _open_flow_depth(text: str, end: int) -> int:
+    """Flow collections (``[``/``{``) still open at ``end``: an upper bound that ignores quoting."""
+    head = text[:end]
+    return head.count("[") + head.count("{") - head.count("]") - head.count("}")
 
 
 def _alias_problem(root: yaml.Node) -> str | None:
