@@ -1,0 +1,1 @@
+"""The running process around the pure core: leases (one writer), and later the loop's stages."""
