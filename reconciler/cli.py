@@ -175,6 +175,26 @@ def inventory_export(
     raise typer.Exit(cmd.export(palette, project_uid, out))
 
 
+class StatusFormat(enum.StrEnum):
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def status(
+    resource: str | None = typer.Argument(None, metavar="[NAMESPACE/NAME]", help="One resource."),
+    repo: str = typer.Option(..., "--repo", help="Config repository: a directory, a bare repo or a URL."),
+    status_branch: str = typer.Option("reconciler/status", "--status-branch"),
+    history: bool = typer.Option(False, "--history", help="The resource's changes, newest first."),
+    format: StatusFormat = typer.Option(StatusFormat.text, "--format", help="Output format."),
+    html: Path | None = typer.Option(None, "--html", help="Write a page that draws the inventory."),
+) -> None:
+    """Show what the status branch says: every platform, pool and workload, or one and its history."""
+    from reconciler.commands import status as cmd
+
+    raise typer.Exit(cmd.run(repo, status_branch, resource, history, str(format), html))
+
+
 def main() -> None:
     app()
 

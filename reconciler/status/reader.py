@@ -1,0 +1,161 @@
+"""Read-only view of a status branch for ``reconciler status`` and ``plan --from-status``.
+
+A local repository (work tree or bare) is read in place; a URL is cloned bare into a temporary
+directory removed on close. The branch is looked up as ``refs/heads/<branch>``, then as the remote
+tracking ``refs/remotes/origin/<branch>`` (a work-tree clone of the config repository has it only there).
+Nothing is checked out; no hook of the repository runs.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import git
+
+from reconciler.source import _gitutil
+from reconciler.source._gitutil import GitError
+
+_FIELD = "\x1f"
+_RECORD = "\x1e"
+
+
+@dataclass(frozen=True)
+class StatusCommit:
+    """One commit of the status branch that changed a file."""
+
+    sha: str
+    time: str  # committer date, ISO 8601
+    subject: str
+    trailers: dict[str, str] = field(default_factory=dict)
+
+
+class StatusBranch:
+    """The status branch ``branch`` of the config repository ``repo`` (a path or URL), read-only."""
+
+    def __init__(self, repo: str, branch: str = "reconciler/status") -> None:
+        self.branch = branch
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        location = _gitutil.normalize_url(repo)
+        if _gitutil.is_local(location):
+            if not Path(location).exists():
+                raise GitError(f"repository {location} does not exist")
+            try:
+                self._repo = git.Repo(location)
+            except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+                raise GitError(f"{location} is not a git repository") from None
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="reconciler-status-")
+            target = Path(self._tmp.name) / "repo.git"
+            runner = git.Git(self._tmp.name)
+            runner.update_environment(**_gitutil.git_env())
+            try:
+                _gitutil.run(
+                    runner,
+                    "clone",
+                    "--bare",
+                    "--template=",
+                    "--quiet",
+                    "--",
+                    location,
+                    str(target),
+                    timeout=_gitutil.NETWORK_TIMEOUT,
+                )
+            except GitError as exc:
+                self._tmp.cleanup()
+                raise GitError(f"cannot clone {_gitutil.redact(location)}: {exc}") from None
+            self._repo = git.Repo(target)
+        self._repo.git.update_environment(**_gitutil.git_env())
+        self.ref = self._find_ref()
+
+    def _find_ref(self) -> str | None:
+        for ref in (f"refs/heads/{self.branch}", f"refs/remotes/origin/{self.branch}"):
+            try:
+                _gitutil.run(self._repo.git, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+                return ref
+            except GitError:
+                continue
+        return None
+
+    @property
+    def tip(self) -> str | None:
+        if self.ref is None:
+            return None
+        return str(_gitutil.run(self._repo.git, "rev-parse", f"{self.ref}^{{commit}}")).strip()
+
+    def files(self, commit: str | None = None) -> dict[str, bytes]:
+        """Every file of the branch's tip (or of ``commit``) by path."""
+        rev = commit or self.ref
+        if rev is None:
+            return {}
+        listing = str(_gitutil.run(self._repo.git, "ls-tree", "-r", "-z", "--full-tree", rev))
+        found: dict[str, bytes] = {}
+        for entry in listing.split("\0"):
+            if not entry:
+                continue
+            meta, path = entry.split("\t", 1)
+            _mode, kind, blob = meta.split()
+            if kind == "blob":
+                found[path] = self._blob(blob)
+        return found
+
+    def read(self, path: str, commit: str | None = None) -> bytes | None:
+        rev = commit or self.ref
+        if rev is None:
+            return None
+        try:
+            blob = str(
+                _gitutil.run(self._repo.git, "rev-parse", "--verify", "--quiet", f"{rev}:{path}")
+            ).strip()
+        except GitError:
+            return None
+        return self._blob(blob)
+
+    def _blob(self, blob: str) -> bytes:
+        data: bytes = self._repo.odb.stream(bytes.fromhex(blob)).read()
+        return data
+
+    def history(self, path: str) -> list[StatusCommit]:
+        """The commits that changed ``path``, newest first, with their trailers."""
+        if self.ref is None:
+            return []
+        fmt = _FIELD.join(["%H", "%cI", "%s", "%(trailers:only,unfold)"]) + _RECORD
+        out = str(_gitutil.run(self._repo.git, "log", f"--format={fmt}", self.ref, "--", path))
+        commits = []
+        for record in out.split(_RECORD):
+            record = record.strip("\n")
+            if not record:
+                continue
+            sha, time, subject, trailer_text = ([*record.split(_FIELD), "", "", "", ""])[:4]
+            trailers = {}
+            for line in trailer_text.splitlines():
+                key, sep, value = line.partition(":")
+                if sep and key.strip():
+                    trailers[key.strip()] = value.strip()
+            commits.append(StatusCommit(sha.strip(), time, subject, trailers))
+        return commits
+
+    def config_commit(self, sha: str) -> tuple[str, str] | None:
+        """(subject, ``Name <email>``) of a config commit, when this repository has it."""
+        try:
+            out = str(_gitutil.run(self._repo.git, "log", "-1", "--format=%s%x1f%an <%ae>", sha, "--"))
+        except GitError:
+            return None
+        subject, _, author = out.strip().partition(_FIELD)
+        return subject, author
+
+    def close(self) -> None:
+        self._repo.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> StatusBranch:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

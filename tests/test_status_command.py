@@ -1,0 +1,186 @@
+"""``reconciler status`` (DESIGN.md section 8), black box against a real bare repository whose status
+branch was written by real ``run --once`` passes against the emulator; the HTML page is rendered by
+headless Chromium (Debian's package; CI installs it) and its screenshot checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests._contract_support import (
+    SAMPLE_PLATFORMS,
+    ConfigRepo,
+    Emulator,
+    assert_no_secret,
+    git,
+    make_config_repo,
+    run_cli,
+    running_emulator,
+    with_key,
+)
+
+MERGE_SUBJECT = "Merge pull request #7 from team/raise-notebooks"
+
+
+@dataclass
+class Deployed:
+    repo: ConfigRepo
+    emulator: Emulator
+    tmp: Path
+
+    def run_once(self) -> None:
+        result = run_cli(
+            "run", "--repo", str(self.repo.bare), "--palette", self.emulator.url, "--once",
+            "--listen", "127.0.0.1:0", "--cache-dir", str(self.tmp / "cache"), env=with_key(),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+
+    def status(self, *args: str) -> subprocess.CompletedProcess[str]:
+        result = run_cli("status", "--repo", str(self.repo.bare), *args)
+        assert_no_secret(result.stdout, result.stderr)
+        return result
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+    tmp = tmp_path_factory.mktemp("status-command")
+    repo = make_config_repo(tmp)
+    with running_emulator(tmp, provision_seconds=0.2, delete_seconds=0.1) as emulator:
+        story = Deployed(repo, emulator, tmp)
+        story.run_once()
+        time.sleep(0.4)
+        story.run_once()  # the clusters are Running now
+        yield story
+
+
+def test_table_lists_every_platform_with_phase_and_cluster(deployed: Deployed) -> None:
+    result = deployed.status()
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:4] == ["KIND", "RESOURCE", "PHASE", "REASON"]
+    for namespace, name in SAMPLE_PLATFORMS:
+        line = next(line for line in lines if f" {namespace}/{name} " in line)
+        assert line.startswith("MLPlatform")
+        assert "Running" in line and f"{namespace}-{name}" in line
+
+
+def test_json_has_the_documented_shape(deployed: Deployed) -> None:
+    result = deployed.status("--format", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["revision"] == deployed.repo.head()
+    keys = {"kind", "namespace", "name", "phase", "reason", "message", "cluster", "gpus", "hosts", "since"}
+    assert doc["resources"] and all(set(r) == keys for r in doc["resources"])
+    assert [(r["namespace"], r["name"]) for r in doc["resources"]] == sorted(SAMPLE_PLATFORMS)
+    running = [r for r in doc["resources"] if r["phase"] == "Running"]
+    assert running and all(r["hosts"] and r["cluster"] and r["since"] for r in running)
+
+
+def test_one_resource_and_unknown_ones(deployed: Deployed) -> None:
+    namespace, name = SAMPLE_PLATFORMS[0]
+    one = json.loads(deployed.status(f"{namespace}/{name}", "--format", "json").stdout)
+    assert [(r["namespace"], r["name"]) for r in one["resources"]] == [(namespace, name)]
+    missing = deployed.status("nowhere/nothing")
+    assert missing.returncode == 2 and "nowhere/nothing" in missing.stderr
+
+
+def test_history_names_the_merge_that_caused_each_change(deployed: Deployed) -> None:
+    work = deployed.repo.work
+    namespace, name = "project-a", "notebooks"
+    path = next(work.rglob("*.yaml").__iter__())  # make sure the tree is there
+    assert path.exists()
+    platform_file = next(
+        p for p in work.rglob("*.yaml")
+        if (doc := yaml.safe_load(p.read_text())) and isinstance(doc, dict)
+        and doc.get("kind") == "MLPlatform" and doc["metadata"]["name"] == name
+    )  # fmt: skip
+    git("checkout", "-q", "-b", "raise-notebooks", cwd=work)
+    doc = yaml.safe_load(platform_file.read_text())
+    doc["spec"]["suspend"] = True
+    platform_file.write_text(yaml.safe_dump(doc))
+    git("commit", "-qam", "suspend notebooks", cwd=work)
+    git("checkout", "-q", "main", cwd=work)
+    git("merge", "-q", "--no-ff", "-m", MERGE_SUBJECT, "raise-notebooks", cwd=work)
+    git("push", "-q", "origin", "main", cwd=work)
+    deployed.run_once()
+
+    result = deployed.status(f"{namespace}/{name}", "--history", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["resource"]["phase"] == "Suspended"
+    newest = doc["history"][0]
+    assert newest["sourceRevision"] == deployed.repo.head()
+    assert newest["sourceSubject"] == MERGE_SUBJECT
+    assert newest["sourceAuthor"] and "<" in newest["sourceAuthor"]
+    assert newest["phase"] == "Suspended"
+    assert [h["phase"] for h in doc["history"]][-1] == "Provisioning", "oldest first change is the create"
+    times = [h["time"] for h in doc["history"]]
+    assert times == sorted(times, reverse=True)
+    text = deployed.status(f"{namespace}/{name}", "--history").stdout
+    assert MERGE_SUBJECT in text
+
+
+def test_without_a_status_branch_it_says_so(tmp_path: Path) -> None:
+    repo = make_config_repo(tmp_path)
+    result = run_cli("status", "--repo", str(repo.bare))
+    assert result.returncode == 2
+    assert "no status branch" in result.stderr
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (CI must install it: see .ci/run)")
+        pytest.skip("chromium is not installed")
+    return found
+
+
+def _headless(binary: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={tmp / 'chromium-profile'}", *args,
+        ],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_html_page_draws_every_held_host_in_chromium(deployed: Deployed, tmp_path: Path) -> None:
+    from PIL import Image
+
+    binary = _chromium()
+    page = tmp_path / "inventory.html"
+    result = deployed.status("--html", str(page))
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    assert "<script" not in text and "http://" not in text and "https://" not in text, "self-contained"
+
+    dom = _headless(binary, tmp_path, "--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    statuses = json.loads(deployed.status("--format", "json").stdout)["resources"]
+    held = {host for r in statuses for host in r["hosts"]}
+    assert held
+    for host in held:
+        assert f'data-host="{host}"' in dom.stdout
+    assert dom.stdout.count('class="host') >= len(held)
+    assert 'id="capacity"' in dom.stdout
+
+    shot = tmp_path / "shot.png"
+    done = _headless(binary, tmp_path, f"--screenshot={shot}", "--window-size=1280,900", page.as_uri())
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    image = Image.open(shot).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20) or []
+    assert len(colours) > 50, "the screenshot is (nearly) blank"
+    white = max(colours)[0] / (image.width * image.height)
+    assert white < 0.97, f"{white:.0%} of the page is one colour"
