@@ -81,7 +81,7 @@ def render(
     known = {m.uid for m in machines}
     unobserved = sorted({host for host in holder if host not in known})
     if unobserved:  # held, but in no inventory snapshot of the branch (written before snapshots were)
-        tiles = "".join(
+        held_tiles = "".join(
             f'<div class="host" data-host="{_e(uid)}" data-holder="{_e(holder[uid])}" '
             f'style="background:{_colour(holder[uid])}" title="{_e(uid)}">'
             f"<b>{_e(uid)}</b><small>not in a snapshot</small><small>{_e(holder[uid])}</small></div>"
@@ -89,7 +89,7 @@ def render(
         )
         sections.append(
             f'<section class="group"><h3>held hosts without an inventory snapshot '
-            f'<small>({len(unobserved)})</small></h3><div class="tiles">{tiles}</div></section>'
+            f'<small>({len(unobserved)})</small></h3><div class="tiles">{held_tiles}</div></section>'
         )
     for (role, family, rg), members in sorted(groups.items()):
         tiles = []
