@@ -1,0 +1,183 @@
+"""Plans for people: markdown for pull-request comments and plain text for CI logs (pure).
+
+Both render the ``plan --format json`` object of DESIGN.md section 8, so every output format says the
+same thing. Markdown puts a summary table first and the details in collapsed sections (problems first),
+shows host names beside uids, and never exceeds ``limit`` characters (GitHub refuses comments over
+65,536): rows that do not fit are counted in a closing line, never cut mid-table. Text prints one line
+per entry with nothing folded, so uids stay greppable in a CI log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+MARKDOWN_LIMIT = 60_000
+
+# Sections in the order they matter to a reviewer: what fails, what changes, what stays.
+_PROBLEMS = ("rejected", "invalid", "pending")
+_CHANGES = ("create", "replace", "scale", "delete", "admit", "remove")
+_QUIET = ("suspended", "unchanged", "admitted")
+_ORDER = _PROBLEMS + _CHANGES + _QUIET
+_SECTIONS = (("platforms", "Platforms"), ("pools", "Pools"), ("workloads", "Workloads"))
+
+
+def _md(text: object) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _gpus(gpus: Mapping[str, int] | None) -> str:
+    return ", ".join(f"{count} x {family}" for family, count in sorted((gpus or {}).items())) or "-"
+
+
+def _hosts(entry: Mapping[str, Any], names: Mapping[str, str], *, markdown: bool) -> str:
+    parts = []
+    for role, key in (("control plane", "controlPlane"), ("workers", "workers")):
+        uids = entry.get(key) or []
+        if not uids:
+            continue
+        if markdown:
+            shown = ", ".join(f"{_md(names.get(u, '?'))} (`{_md(u)}`)" for u in uids)
+        else:
+            shown = ",".join(f"{names[u]}={u}" if u in names else u for u in uids)
+        parts.append(f"{role}: {shown}")
+    for binding in entry.get("mig") or []:
+        if isinstance(binding, Mapping) and binding.get("host"):
+            host = names.get(binding["host"], binding["host"])
+            parts.append(f"{binding.get('profile')}@{host}/gpu{binding.get('gpu')}")
+    return ("<br>" if markdown else "; ").join(parts)
+
+
+def _counts(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in entries:
+        counts[str(entry.get("action"))] = counts.get(str(entry.get("action")), 0) + 1
+    return counts
+
+
+def _sorted(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    rank = {action: i for i, action in enumerate(_ORDER)}
+    return sorted(
+        entries,
+        key=lambda e: (
+            rank.get(str(e.get("action")), len(rank)),
+            str(e.get("namespace")),
+            str(e.get("name")),
+        ),
+    )
+
+
+def _summary_line(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{counts[a]} {a}" for a in _ORDER if counts.get(a)) or "nothing"
+
+
+def render_markdown(
+    plan: Mapping[str, Any],
+    names: Mapping[str, str],
+    *,
+    limit: int = MARKDOWN_LIMIT,
+    title: str | None = None,
+) -> str:
+    """The pull-request comment of ``plan`` (the JSON contract), at most ``limit`` characters."""
+    revision = plan.get("revision")
+    head = (
+        title
+        or f"### Reconciler plan for {'`' + str(revision)[:12] + '`' if revision else 'the working tree'}"
+    )
+    lines = [head, ""]
+    present = [(key, label, plan.get(key) or []) for key, label in _SECTIONS]
+    actions = [a for a in _ORDER if any(_counts(e).get(a) for _, _, e in present)]
+    if actions:
+        lines.append("| | " + " | ".join(actions) + " |")
+        lines.append("|---|" + "---:|" * len(actions))
+        for _key, label, entries in present:
+            if entries:
+                counts = _counts(entries)
+                lines.append(f"| {label} | " + " | ".join(str(counts.get(a, 0)) for a in actions) + " |")
+    else:
+        lines.append("Nothing to plan: the repository has no platforms, pools or workloads.")
+    diagnostics = plan.get("diagnostics") or []
+    errors = sum(1 for d in diagnostics if d.get("severity") == "error")
+    if diagnostics:
+        lines.append("")
+        lines.append(f"{errors} errors and {len(diagnostics) - errors} warnings in the manifests.")
+    out = "\n".join(lines) + "\n"
+    footer_room = 200
+    omitted = 0
+
+    def add(block: str) -> bool:
+        nonlocal out
+        if len(out) + len(block) + footer_room > limit:
+            return False
+        out += block
+        return True
+
+    for key, label, entries in present:
+        if not entries:
+            continue
+        rows = _sorted(entries)
+        opened = f"\n<details{' open' if any(str(e.get('action')) in _PROBLEMS for e in rows) else ''}>"
+        opened += f"<summary><b>{label}</b>: {_summary_line(_counts(rows))}</summary>\n\n"
+        header = "| action | resource | GPUs | hosts | reason |\n|---|---|---|---|---|\n"
+        if not add(opened + header):
+            omitted += len(rows)
+            continue
+        for index, entry in enumerate(rows):
+            reason = entry.get("reason")
+            message = entry.get("message") or ""
+            why = f"{reason}: {message}" if reason else message
+            resource = f"{entry.get('namespace')}/{entry.get('name')}"
+            if key == "workloads" and entry.get("pool"):
+                resource += f" → {entry.get('pool')}"
+            row = (
+                f"| {_md(entry.get('action'))} | `{_md(resource)}` | {_md(_gpus(entry.get('gpus')))} | "
+                f"{_hosts(entry, names, markdown=True) or '-'} | {_md(why) or '-'} |\n"
+            )
+            if not add(row):
+                omitted += len(rows) - index
+                break
+        out += "\n</details>\n"
+    if diagnostics:
+        block = "\n<details open><summary><b>Diagnostics</b></summary>\n\n"
+        if add(block):
+            for index, d in enumerate(diagnostics):
+                where = f"{_md(d.get('file'))}:{d.get('line')}:{d.get('column')}"
+                line = f"- `{where}` {d.get('severity')}: {_md(d.get('message'))}\n"
+                if not add(line):
+                    omitted += len(diagnostics) - index
+                    break
+            out += "\n</details>\n"
+        else:
+            omitted += len(diagnostics)
+    if omitted:
+        out += f"\n_{omitted} more entries do not fit in one comment: run `reconciler plan --format json`._\n"
+    return out
+
+
+def render_text(plan: Mapping[str, Any], names: Mapping[str, str]) -> str:
+    """One line per entry (``KIND ACTION NAMESPACE/NAME GPUS HOSTS REASON``), nothing folded or cut."""
+    revision = plan.get("revision") or "(working tree)"
+    lines = [f"Plan for revision {revision}"]
+    for key, label in _SECTIONS:
+        entries = plan.get(key) or []
+        if not entries:
+            continue
+        lines.append(f"{label}: {_summary_line(_counts(entries))}")
+        rows = [
+            (
+                str(e.get("action")),
+                f"{e.get('namespace')}/{e.get('name')}",
+                _gpus(e.get("gpus")).replace(" x ", "x").replace(", ", ","),
+                _hosts(e, names, markdown=False) or "-",
+                f"{e.get('reason')}: {e.get('message')}" if e.get("reason") else (e.get("message") or "-"),
+            )
+            for e in entries
+        ]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        for r in rows:
+            lines.append(f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}  {r[4]}")
+    for d in plan.get("diagnostics") or []:
+        lines.append(
+            f"{d.get('file')}:{d.get('line')}:{d.get('column')}: {d.get('severity')}: {d.get('message')}"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,103 @@
+"""Plans for people (reconciler/plan_report.py): markdown within GitHub's comment limit with a summary
+first and host names beside uids; text that never folds a uid."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler.plan_report import MARKDOWN_LIMIT, render_markdown, render_text
+
+ACTIONS = ["create", "scale", "unchanged", "rejected", "delete", "invalid", "suspended", "replace"]
+
+
+def _plan(n: int, hosts_each: int = 6) -> tuple[dict[str, Any], dict[str, str]]:
+    names: dict[str, str] = {}
+    platforms = []
+    for i in range(n):
+        workers = [f"edge-{i:04d}{j:02d}0123456789abcdef0123" for j in range(hosts_each)]
+        names.update({uid: f"gpu-node-{i:04d}-{j}" for j, uid in enumerate(workers)})
+        action = ACTIONS[i % len(ACTIONS)]
+        platforms.append(
+            {
+                "namespace": f"team-{i % 20:02d}",
+                "name": f"platform-{i:04d}",
+                "action": action,
+                "reason": "InsufficientCompute" if action == "rejected" else None,
+                "message": "needs 8 NVIDIA-H100 GPUs, 4 available" if action == "rejected" else "",
+                "controlPlane": [],
+                "workers": workers,
+                "gpus": {"NVIDIA-H100": 8},
+            }
+        )
+    return {
+        "revision": "a" * 40,
+        "platforms": platforms,
+        "pools": [],
+        "workloads": [],
+        "diagnostics": [],
+    }, names
+
+
+def _rows_shown(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.startswith("| ") and "`team-" in line)
+
+
+def test_a_thousand_platforms_fit_in_one_comment_and_the_rest_is_counted() -> None:
+    plan, names = _plan(1000)
+    text = render_markdown(plan, names)
+    assert len(text) <= MARKDOWN_LIMIT
+    shown = _rows_shown(text)
+    match = re.search(r"_(\d+) more entries do not fit", text)
+    assert match is not None
+    assert shown + int(match.group(1)) == 1000
+    for line in text.splitlines():
+        if line.startswith("|"):
+            assert line.endswith("|"), f"a table row was cut: {line[-40:]}"
+
+
+def test_summary_table_comes_before_any_detail_and_counts_everything() -> None:
+    plan, names = _plan(1000)
+    text = render_markdown(plan, names)
+    assert text.index("| Platforms |") < text.index("<details")
+    summary = next(line for line in text.splitlines() if line.startswith("| Platforms |"))
+    assert sum(int(cell) for cell in summary.strip("|").split("|")[1:]) == 1000
+
+
+def test_problems_are_listed_first_and_open() -> None:
+    plan, names = _plan(40)
+    text = render_markdown(plan, names)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "`team-" in line]
+    actions = [row.split("|")[1].strip() for row in rows]
+    assert actions[: actions.count("rejected")] == ["rejected"] * actions.count("rejected")
+    assert "<details open>" in text
+
+
+def test_markdown_names_hosts_beside_their_uids() -> None:
+    plan, names = _plan(3)
+    text = render_markdown(plan, names)
+    uid = plan["platforms"][0]["workers"][0]
+    assert f"{names[uid]} (`{uid}`)" in text
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 400), hosts_each=st.integers(0, 12), limit=st.integers(2_000, 60_000))
+def test_markdown_never_exceeds_its_limit_and_loses_no_count(n: int, hosts_each: int, limit: int) -> None:
+    plan, names = _plan(n, hosts_each)
+    text = render_markdown(plan, names, limit=limit)
+    assert len(text) <= limit
+    match = re.search(r"_(\d+) more entries do not fit", text)
+    assert _rows_shown(text) + (int(match.group(1)) if match else 0) == n
+
+
+def test_text_prints_one_unfolded_line_per_entry() -> None:
+    plan, names = _plan(50, hosts_each=10)
+    text = render_text(plan, names)
+    for p in plan["platforms"]:
+        line = next(line for line in text.splitlines() if f" {p['namespace']}/{p['name']} " in line)
+        for uid in p["workers"]:
+            assert uid in line
+    assert len([line for line in text.splitlines() if "team-" in line]) == 50
