@@ -558,7 +558,7 @@ def _allocate_existing(
     """Scale a platform's cluster in place; a different architecture needs a (permitted) replace."""
     existing = _Existing(cluster.control_plane, cluster.workers)
     arch = _cluster_arch(cluster, known)
-    if cluster.state == DELETING_STATE:
+    if cluster.known_state is DELETING_STATE:
         # Its hosts are held until Palette lets go of them; the platform is placed anew after that.
         gpus: dict[str, int] = {}
         for uid in cluster.workers:

@@ -196,11 +196,11 @@ def _decided(
     rem_w = tuple(sorted(set(cluster.workers) - set(alloc.workers)))
     add_cp = tuple(sorted(set(alloc.control_plane) - set(cluster.control_plane)))
     rem_cp = tuple(sorted(set(cluster.control_plane) - set(alloc.control_plane)))
-    if cluster.state == DELETING_STATE:
+    if cluster.known_state is DELETING_STATE:
         msg = f"cluster {cluster.name} is being deleted; the platform is placed again once it is gone"
         return PlatformPlan(*key, Action.UNCHANGED, Reason.DELETING, msg, **common)
     if not (add_w or rem_w or add_cp or rem_cp):
-        reason = Reason.PROVISIONED if cluster.state is ClusterState.RUNNING else Reason.PROVISIONING
+        reason = Reason.PROVISIONED if cluster.known_state is ClusterState.RUNNING else Reason.PROVISIONING
         return PlatformPlan(
             *key, Action.UNCHANGED, reason, f"cluster {cluster.name} is {cluster.state}", **common
         )
@@ -293,7 +293,7 @@ def _entries(
 
     for key in sorted(k for k in cluster_of if k not in entries):
         cluster = cluster_of[key]
-        if cluster.state == DELETING_STATE:
+        if cluster.known_state is DELETING_STATE:
             # Already on its way out (an earlier pass deleted it): not a new deletion for the guard.
             msg = f"platform removed from the repository; cluster {cluster.name} is being deleted"
             entries[key] = _kept(key, Action.UNCHANGED, Reason.DELETING, msg, cluster, machines)

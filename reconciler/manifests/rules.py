@@ -21,8 +21,8 @@ def check_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
     spec = data.get("spec")
     spec = spec if isinstance(spec, dict) else {}
     if kind == "ComputeProfile":
-        families = _families(("spec", "gpuLimits"), _keys(spec.get("gpuLimits")), at_key=True)
-        return _node_count(spec) + families + _vip(spec)
+        limits = _families(("spec", "gpuLimits"), _keys(spec.get("gpuLimits")), at_key=True)
+        return _node_count(spec) + limits + _vip(spec)
     if kind == "MLPlatform":
         gpus = spec.get("gpus")
         families = [g.get("family") for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []

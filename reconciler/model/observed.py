@@ -47,7 +47,8 @@ class ClusterState(StrEnum):
 class ManagedCluster:
     """An edge-native cluster carrying this reconciler's labels.
 
-    ``state`` is Palette's ``status.state`` (a plain string is accepted and parsed).
+    ``state`` is Palette's ``status.state`` as Palette spells it (shown in status files);
+    :attr:`known_state` is the same as a :class:`ClusterState` for decisions.
     ``control_plane`` and ``workers`` are sorted edge host uids; ``arch`` is a canonical architecture.
     """
 
@@ -55,7 +56,7 @@ class ManagedCluster:
     name: str
     namespace: str
     platform: str
-    state: ClusterState
+    state: str
     cloud_config_uid: str | None = None
     control_plane: tuple[str, ...] = ()
     workers: tuple[str, ...] = ()
@@ -63,9 +64,9 @@ class ManagedCluster:
     labels: dict[str, str] = field(default_factory=dict)
     project_uid: str | None = None  # the Palette project it lives in, when known
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.state, ClusterState):
-            object.__setattr__(self, "state", ClusterState.parse(self.state))
+    @property
+    def known_state(self) -> ClusterState:
+        return ClusterState.parse(self.state)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -89,9 +89,10 @@ def managed_clusters(
     result: list[ManagedCluster] = []
     for cluster in clusters:
         labels = dict(_get(cluster, "metadata", "labels") or {})
-        state = ClusterState.parse(_get(cluster, "status", "state") or "Unknown")
+        state = str(_get(cluster, "status", "state") or ClusterState.UNKNOWN.value)
         uid = _get(cluster, "metadata", "uid")
-        if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or state is ClusterState.DELETED or not uid:
+        deleted = ClusterState.parse(state) is ClusterState.DELETED
+        if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or deleted or not uid:
             continue
         namespace, platform = labels.get(NAMESPACE_LABEL), labels.get(NAME_LABEL)
         if not namespace or not platform:
