@@ -70,6 +70,9 @@ class PlatformPlan:
     remove_workers: tuple[str, ...] = ()
     add_control_plane: tuple[str, ...] = ()
     remove_control_plane: tuple[str, ...] = ()
+    # The known machines of control_plane + workers (names, addresses for staticIp, GPU devices), so the
+    # applier never reads Palette's host JSON itself. Not part of the JSON output.
+    machines: Mapping[str, Machine] = field(default_factory=dict)
 
     @property
     def key(self) -> PlatformKey:
@@ -129,6 +132,10 @@ def _is_reference_problem(diagnostics: Sequence[Diagnostic]) -> bool:
     return any(d.reason == Reason.REFERENCE_NOT_FOUND for d in diagnostics)
 
 
+def _machines_of(hosts: Sequence[str], machines: Mapping[str, Machine]) -> dict[str, Machine]:
+    return {uid: machines[uid] for uid in sorted(hosts) if uid in machines}
+
+
 def _kept(
     key: PlatformKey,
     action: Action,
@@ -151,6 +158,7 @@ def _kept(
         gpus=gpus_of(cluster.workers, machines),
         existing=cluster,
         arch=cluster.arch,
+        machines=_machines_of(cluster.hosts, machines),
     )
 
 
@@ -166,6 +174,7 @@ def _decided(
         "gpus": alloc.gpus,
         "existing": cluster,
         "arch": alloc.arch,
+        "machines": _machines_of(alloc.control_plane + alloc.workers, machines),
     }
     hosts = len(alloc.control_plane) + len(alloc.workers)
     if cluster is None:

@@ -119,3 +119,16 @@ def test_cluster_architecture_is_canonical_so_it_matches_its_machines() -> None:
     }
     (managed,) = managed_clusters([cluster], [host])
     assert managed.arch == "amd64" and managed.workers == ("edge-1",) and managed.project_uid == "p-east"
+
+
+def test_plan_entries_carry_host_names_and_addresses_for_the_applier() -> None:
+    from reconciler.plan import make_plan
+    from tests._allocate_support import desired, platform
+
+    cp = item(archType="amd64")
+    cp["metadata"].update(uid="edge-cp", name="rack1-cp", labels={"palette.ai": "true"})
+    cp["status"] = {"state": "ready", "health": {"state": "healthy"}}
+    entry = make_plan(desired(platform("p")), discover([cp]), []).platforms[0]
+    assert entry.control_plane == ("edge-cp",)
+    assert entry.machines["edge-cp"].name == "rack1-cp"
+    assert entry.machines["edge-cp"].addresses == ("10.10.135.182",)
