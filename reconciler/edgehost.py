@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 DEFAULT_ARCH = "amd64"  # v1DeviceSpec.archType's default
 _ARCHES = {"amd64": "amd64", "x86_64": "amd64", "x86-64": "amd64", "arm64": "arm64", "aarch64": "arm64"}
@@ -40,8 +40,7 @@ class GpuDevice:
     mig_strategy: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Nic:
+class Nic(NamedTuple):
     name: str
     ip: str
     subnet: str | None = None
@@ -49,10 +48,14 @@ class Nic:
     is_default: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HostFacts:
     """What Palette says about one edge host, typed. ``arch`` is canonical, or None when the agent
-    reports an architecture nobody knows (``raw_arch`` keeps its text for the message)."""
+    reports an architecture nobody knows (``raw_arch`` keeps its text for the message).
+
+    Read-only by convention; not frozen because a frozen dataclass costs a third of the time of reading
+    10,000 hosts (its fields are only ever set here). Devices and NICs are immutable tuples.
+    """
 
     uid: str
     name: str
