@@ -29,17 +29,18 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from reconciler import resolve
 from reconciler.inventory import Inventory, Machine, Role
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
-from reconciler.model.gpu import GpuFamily, canonical_family
-from reconciler.model.observed import ManagedCluster
+from reconciler.model.gpu import GpuFamily
+from reconciler.model.observed import ClusterState, ManagedCluster
 from reconciler.model.resources import MLPlatform
 
-MIN_NODES_LABEL = "palette.ai/min-nodes"
 ALLOW_REPLACE_ANNOTATION = "palette.ai/allow-replace"
-DELETING_STATE = "Deleting"  # Palette's status.state of a cluster on its way out
+DELETING_STATE = ClusterState.DELETING  # Palette's status.state of a cluster on its way out
 
 _INF = 1 << 60
 
@@ -93,61 +94,29 @@ def allow_replace(platform: MLPlatform) -> bool:
 
 
 def requirements(desired: DesiredState, platform: MLPlatform) -> Requirements | Rejection:
-    """Resolve a platform's needs: GPU limits, control-plane count, minimum workers (with precedence)."""
-    spec = platform.spec
+    """Resolve a platform's needs (the rules themselves are in :mod:`reconciler.resolve`)."""
     ns = platform.metadata.namespace
-    if spec.mode != "dedicated":
-        return Rejection(
-            Reason.UNSUPPORTED_MODE, f"mode {spec.mode} is not supported yet; use mode dedicated"
-        )
-    profile = desired.compute_profile_for(platform)
+    mode = resolve.unsupported_mode(platform)
+    if mode is not None:
+        return Rejection(Reason.UNSUPPORTED_MODE, mode)
+    profile = resolve.compute_profile(desired, platform)
     if profile is None:
-        ref = spec.compute_profile_ref
-        name = ref.name if ref is not None and ref.name else "(from the Project)"
+        name = resolve.compute_profile_name(platform, desired.project(ns)) or "(from the Project)"
         return Rejection(Reason.REFERENCE_NOT_FOUND, f"ComputeProfile {name} not found in namespace {ns}")
-    gpus: dict[GpuFamily, int] = {}
-    for request in spec.gpus:
-        try:
-            family = canonical_family(request.family)
-        except ValueError:
-            return Rejection(Reason.INVALID_SPEC, f"not a GPU family name: {request.family!r}")
-        gpus[family] = gpus.get(family, 0) + request.count
-    limits: dict[GpuFamily, int] = {}
-    for key, value in profile.spec.gpu_limits.items():
-        try:
-            limits[canonical_family(key)] = value
-        except ValueError:
-            continue
-    for family, count in sorted(gpus.items()):
-        limit = limits.get(family)
-        if limit is not None and count > limit:
-            return Rejection(
-                Reason.GPU_LIMIT_EXCEEDED,
-                f"requests {count} {family} GPUs; ComputeProfile {profile.metadata.name} "
-                f"allows at most {limit}",
-            )
-    min_workers = 0
-    workload = desired.workload_profile_for(platform)
-    label = workload.metadata.labels.get(MIN_NODES_LABEL) if workload is not None else None
-    override = spec.compute_profile_ref.override if spec.compute_profile_ref is not None else None
-    if label is not None:
-        try:
-            min_workers = int(label.strip())
-        except ValueError:
-            min_workers = -1
-        if min_workers < 0:
-            return Rejection(
-                Reason.INVALID_SPEC, f"WorkloadProfile label {MIN_NODES_LABEL}: {label!r} is not a count"
-            )
-    elif override is not None and override.min_worker_nodes is not None:
-        min_workers = override.min_worker_nodes
-    elif profile.spec.min_worker_nodes is not None:
-        min_workers = profile.spec.min_worker_nodes
+    gpus = resolve.requested_gpus(platform)
+    if isinstance(gpus, resolve.Invalid):
+        return Rejection(Reason.INVALID_SPEC, gpus.message)
+    breaches = resolve.limit_breaches(platform, profile)
+    if breaches:
+        return Rejection(Reason.GPU_LIMIT_EXCEEDED, breaches[0].message(profile))
+    min_workers = resolve.min_workers(platform, profile, resolve.workload_profile(desired, platform))
+    if isinstance(min_workers, resolve.Invalid):
+        return Rejection(Reason.INVALID_SPEC, min_workers.message)
     return Requirements(
         control_plane=profile.spec.control_plane_defaults.node_count,
-        gpus={f: c for f, c in sorted(gpus.items()) if c > 0},
+        gpus=gpus,
         min_workers=min_workers,
-        groups=dict(sorted(spec.resource_groups.items())),
+        groups=dict(sorted(platform.spec.resource_groups.items())),
     )
 
 
@@ -210,16 +179,32 @@ def optimal_count_vectors(available: Mapping[int, int], request: int) -> list[di
     return vectors
 
 
-HostKey = tuple[str, str]  # (name, uid): the order of equally good hosts
+# The order of equally good hosts: hosts that carry no resource group first (they are the ones a platform
+# without groups should take, leaving grouped hosts to the platforms that need them), then by name, uid.
+HostKey = tuple[int, str, str]  # (1 if the host carries resource groups else 0, name, uid)
+
+
+class _Free(NamedTuple):
+    """A free host as the pools offer it; tuples of these sort fewest GPUs, then by host key."""
+
+    gpus: int
+    rank: int
+    name: str
+    uid: str
+    pool: int
+
+
+def _host_key(m: Machine) -> HostKey:
+    return (1 if m.resource_groups else 0, m.name, m.uid)
 
 
 def choose_gpu_hosts(
     available: Mapping[int, int], request: int, first: Callable[[int, int], list[HostKey]]
 ) -> dict[int, int] | None:
-    """Pick the optimal count vector whose hosts, sorted, come first by (name, uid).
+    """Pick the optimal count vector whose hosts, sorted, come first by host key.
 
-    ``first(count, m)`` returns the m best-named free hosts with ``count`` GPUs (hosts with one count are
-    interchangeable but for their names, so an optimal set always takes a name-prefix of each group).
+    ``first(count, m)`` returns the m first free hosts with ``count`` GPUs by host key (hosts with one
+    count are interchangeable but for their keys, so an optimal set always takes a prefix of each group).
     """
     vectors = optimal_count_vectors(available, request)
     if not vectors:
@@ -243,8 +228,12 @@ class _Pool:
     family: GpuFamily | None
     count: int
     groups: Mapping[str, str]
-    hosts: list[HostKey]
+    hosts: list[tuple[str, str]]  # (name, uid), sorted
     head: int = 0
+
+    @property
+    def rank(self) -> int:
+        return 1 if self.groups else 0
 
 
 class _Trial:
@@ -256,22 +245,23 @@ class _Trial:
     def avail(self, pool: _Pool) -> int:
         return len(pool.hosts) - pool.head - self.used.get(pool.idx, 0)
 
-    def peek(self, pools: Iterable[_Pool], n: int) -> list[tuple[int, str, str, int]]:
-        """The first ``n`` free hosts over ``pools`` by (GPU count, name, uid) as (count, name, uid, pool)."""
+    def peek(self, pools: Iterable[_Pool], n: int) -> list[_Free]:
+        """The first ``n`` free hosts over ``pools`` by GPU count, then host key."""
         streams = []
         for p in pools:
             start = p.head + self.used.get(p.idx, 0)
             chunk = p.hosts[start : start + n]
             if chunk:
-                streams.append([(p.count, name, uid, p.idx) for name, uid in chunk])
+                rank = p.rank
+                streams.append([_Free(p.count, rank, name, uid, p.idx) for name, uid in chunk])
         if len(streams) == 1:
             return streams[0][:n]
         return list(itertools.islice(heapq.merge(*streams), n))
 
-    def take(self, pools: Iterable[_Pool], n: int) -> list[tuple[int, str, str, int]]:
+    def take(self, pools: Iterable[_Pool], n: int) -> list[_Free]:
         chosen = self.peek(pools, n)
-        for *_, idx in chosen:
-            self.used[idx] = self.used.get(idx, 0) + 1
+        for free in chosen:
+            self.used[free.pool] = self.used.get(free.pool, 0) + 1
         return chosen
 
 
@@ -360,25 +350,50 @@ def _fill_stages(pools: Sequence[_Pool], req: Requirements) -> list[list[_Pool]]
     ]
 
 
-def _gpu_workers_from_pools(
-    trial: _Trial, pools: Sequence[_Pool], family: GpuFamily, request: int
-) -> list[tuple[int, str, str, int]] | None:
-    by_count: dict[int, list[_Pool]] = {}
+def _gpu_workers(
+    trial: _Trial, pools: Sequence[_Pool], family: GpuFamily, request: int, current: Sequence[Machine]
+) -> tuple[list[str], int] | None:
+    """The GPU workers of one family: the optimal set over the current workers and the free hosts.
+
+    Fewest surplus GPUs, then fewest hosts, over everything on offer; among equally good sets the one
+    that keeps the most current workers (sticky), then by host key. So a spec change is met in one step,
+    adding and removing hosts together, and never holds more GPUs than that set. Returns (uids, GPUs).
+    """
+    free_by_count: dict[int, list[_Pool]] = {}
     for p in pools:
         if p.role is Role.WORKER and p.family == family and trial.avail(p) > 0:
-            by_count.setdefault(p.count, []).append(p)
-    available = {c: sum(trial.avail(p) for p in ps) for c, ps in by_count.items()}
-
-    def first(count: int, m: int) -> list[HostKey]:
-        return [(name, uid) for _, name, uid, _ in trial.peek(by_count[count], m)]
-
-    vector = choose_gpu_hosts(available, request, first)
-    if vector is None:
+            free_by_count.setdefault(p.count, []).append(p)
+    mine: dict[int, list[Machine]] = {}
+    for host in sorted(current, key=_host_key):
+        if host.gpu_count > 0:
+            mine.setdefault(host.gpu_count, []).append(host)
+    available = {c: sum(trial.avail(p) for p in ps) for c, ps in free_by_count.items()}
+    for c, ms in mine.items():
+        available[c] = available.get(c, 0) + len(ms)
+    vectors = optimal_count_vectors(available, request)
+    if not vectors:
         return None
-    chosen: list[tuple[int, str, str, int]] = []
-    for count, m in sorted(vector.items()):
-        chosen.extend(trial.take(by_count[count], m))
-    return chosen
+
+    def kept(vector: Mapping[int, int]) -> int:
+        return sum(min(m, len(mine.get(c, ()))) for c, m in vector.items())
+
+    def free_part(count: int, m: int) -> list[_Free]:
+        k = m - min(m, len(mine.get(count, ())))
+        return trial.peek(free_by_count[count], k) if k > 0 else []
+
+    def order(vector: Mapping[int, int]) -> tuple[int, list[HostKey]]:
+        hosts = [_host_key(x) for c, m in vector.items() for x in mine.get(c, [])[:m]]
+        hosts += [(f.rank, f.name, f.uid) for c, m in vector.items() for f in free_part(c, m)]
+        return (-kept(vector), sorted(hosts))
+
+    best = vectors[0] if len(vectors) == 1 else min(vectors, key=order)
+    uids: list[str] = []
+    for count, n in sorted(best.items()):
+        keep = mine.get(count, [])[:n]
+        uids += [x.uid for x in keep]
+        if n > len(keep):
+            uids += [f.uid for f in trial.take(free_by_count[count], n - len(keep))]
+    return uids, sum(c * m for c, m in best.items())
 
 
 def _free_gpus(trial: _Trial, pools: Sequence[_Pool], family: GpuFamily) -> int:
@@ -420,21 +435,14 @@ def _place(
     gpus: dict[str, int] = {}
     for family, request in req.gpus.items():
         mine = [known[u] for u in existing_workers if u in known and known[u].gpu_family == family]
-        have = sum(m.gpu_count for m in mine if m.gpu_count > 0)
-        if mine and have >= request:
-            keep = _best_subset(mine, request)
-            gpu_workers += [m.uid for m in keep]
-            gpus[family] = sum(m.gpu_count for m in keep)
-            continue
-        gpu_workers += [m.uid for m in mine]
-        got_gpus = _gpu_workers_from_pools(trial, pools, family, request - have)
+        got_gpus = _gpu_workers(trial, pools, family, request, mine)
         if got_gpus is None:
-            short = have + _free_gpus(trial, pools, family)
+            short = sum(m.gpu_count for m in mine) + _free_gpus(trial, pools, family)
             return Rejection(
                 Reason.INSUFFICIENT_COMPUTE, f"needs {request} {family} GPUs{where}, {short} available"
             )
-        gpu_workers += [uid for _, _, uid, _ in got_gpus]
-        gpus[family] = have + sum(c for c, _, _, _ in got_gpus)
+        gpu_workers += got_gpus[0]
+        gpus[family] = got_gpus[1]
 
     # Control plane: keep the existing ones that serve, then take free candidates fewest GPUs first.
     control_plane: list[str] = []
@@ -452,15 +460,16 @@ def _place(
                 Reason.INSUFFICIENT_COMPUTE,
                 f"needs {_hosts(req.control_plane, 'control-plane')}{where}, {have} available",
             )
-        control_plane += [uid for _, _, uid, _ in got]
+        control_plane += [f.uid for f in got]
 
-    # Minimum workers: existing leftovers first (keep what serves), then the seed's fill order.
+    # Minimum workers: the current workers left over are offered first (sticky: a running cluster is
+    # not churned because a better host appeared), then free hosts in the seed's fill order.
     workers = gpu_workers + unknown_workers
     missing = req.min_workers - len(workers)
     chosen = set(workers)
     leftovers = [known[u] for u in existing_workers if u in known and u not in chosen]
     leftovers = [m for m in leftovers if _fill_stage(m, req) is not None]
-    leftovers.sort(key=lambda m: (_fill_stage(m, req), m.gpu_count, m.name, m.uid))
+    leftovers.sort(key=lambda m: (_fill_stage(m, req), m.gpu_count, *_host_key(m)))
     fill: list[tuple[int, str]] = []  # (gpus, family) of every fill host
     for m in leftovers[: max(missing, 0)]:
         workers.append(m.uid)
@@ -469,9 +478,9 @@ def _place(
     if missing > 0:
         for stage in _fill_stages(pools, req):
             got = trial.take(stage, missing)
-            for count, _, uid, idx in got:
-                workers.append(uid)
-                fill.append((count, free.pools[idx].family or ""))
+            for f in got:
+                workers.append(f.uid)
+                fill.append((f.gpus, free.pools[f.pool].family or ""))
             missing -= len(got)
             if missing == 0:
                 break
@@ -497,24 +506,6 @@ def _fill_stage(m: Machine, req: Requirements) -> int | None:
     if m.gpu_family is not None and m.gpu_count > 0:
         return 1 if m.gpu_family in req.gpus else 2
     return None
-
-
-def _best_subset(machines: Sequence[Machine], request: int) -> list[Machine]:
-    """The subset of ``machines`` to keep for ``request`` GPUs: what a scale-down leaves."""
-    by_count: dict[int, list[Machine]] = {}
-    for m in machines:
-        if m.gpu_count > 0:
-            by_count.setdefault(m.gpu_count, []).append(m)
-    for group in by_count.values():
-        group.sort(key=lambda m: (m.name, m.uid))
-
-    def first(count: int, m: int) -> list[HostKey]:
-        return [(x.name, x.uid) for x in by_count[count][:m]]
-
-    vector = choose_gpu_hosts({c: len(g) for c, g in by_count.items()}, request, first)
-    if vector is None:
-        return list(machines)
-    return [m for c, k in sorted(vector.items()) for m in by_count[c][:k]]
 
 
 def _outcome_key(arch: str, outcome: _Outcome) -> tuple[int, int, str]:
@@ -567,7 +558,7 @@ def _allocate_existing(
     """Scale a platform's cluster in place; a different architecture needs a (permitted) replace."""
     existing = _Existing(cluster.control_plane, cluster.workers)
     arch = _cluster_arch(cluster, known)
-    if cluster.state == DELETING_STATE:
+    if cluster.known_state is DELETING_STATE:
         # Its hosts are held until Palette lets go of them; the platform is placed anew after that.
         gpus: dict[str, int] = {}
         for uid in cluster.workers:

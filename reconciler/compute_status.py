@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.inventory import Inventory, Machine, Role, display_family
+from reconciler.inventory import HostState, Inventory, Machine, Role, display_family
 
 _GroupKey = tuple[str, tuple[tuple[str, str], ...], int, str, int]
 
@@ -81,6 +81,15 @@ def compute_status(inventory: Inventory) -> dict[str, Any]:
         "availableWorkerCompute": _grouped(workers, worker=True),
         "excludedMachines": [{"name": h.name, "uid": h.uid, "reason": h.reason} for h in inventory.excluded],
     }
+
+
+def unavailable_machines(inventory: Inventory) -> list[dict[str, str]]:
+    """Hosts that are PaletteAI's but cannot be placed now (unhealthy, not ready), with why."""
+    return [
+        {"name": m.name, "uid": m.uid, "reason": m.unavailable_reason or "not available"}
+        for m in inventory.machines
+        if m.state is HostState.UNAVAILABLE
+    ]
 
 
 def summary(inventory: Inventory) -> Mapping[str, int]:

@@ -21,7 +21,6 @@ Decisions the design leaves open, written down here:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -48,7 +47,8 @@ from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError
 from reconciler.palette.observe import managed_clusters
-from reconciler.plan import Action, Plan, PlatformPlan, make_plan
+from reconciler.plan import Action, Plan, PlatformPlan, plan_targets
+from reconciler.resolve import Routing, Target, route
 from reconciler.source import DirectorySource, GitError, GitSource
 from reconciler.status.render import (
     Outcome,
@@ -90,14 +90,6 @@ class ControllerOptions:
 
 
 @dataclass(frozen=True)
-class Target:
-    """One Palette endpoint and project scope: the unit that is observed and planned together."""
-
-    url: str
-    project_uid: str | None
-
-
-@dataclass(frozen=True)
 class KeyRef:
     """Where a target's API key is: an environment variable or a file. Never the key itself."""
 
@@ -122,22 +114,6 @@ class _Observed:
     inventory: Inventory
     clusters: list[ManagedCluster]
     fingerprint: str
-
-
-@dataclass
-class _Routing:
-    """Which Palette (target) each platform and Compute talks to, and who has none."""
-
-    platforms: dict[Target, set[PlatformKey]] = field(default_factory=dict)
-    computes: dict[tuple[str, str], Target] = field(default_factory=dict)
-    unavailable: dict[PlatformKey, str] = field(default_factory=dict)
-
-    @property
-    def targets(self) -> set[Target]:
-        return set(self.platforms) | set(self.computes.values())
-
-    def all_platforms(self) -> set[PlatformKey]:
-        return {key for keys in self.platforms.values() for key in keys}
 
 
 class Controller:
@@ -328,47 +304,12 @@ class Controller:
         self._clean_fingerprint = fingerprint if clean else None
         return result
 
-    def _route(self, desired: DesiredState) -> _Routing:
-        """Each platform talks to the Palette of its ComputeProfile's Settings, else its Project's; each
-        Compute to its own Settings, else its Project's (DESIGN.md section 3). ``--palette`` replaces
-        every ``hostUrl``. An invalid platform uses its Project's, so its cluster is still found."""
-        routing = _Routing()
-        for platform in desired.platforms():
-            key = (platform.metadata.namespace, platform.metadata.name)
-            profile = desired.compute_profile_for(platform)
-            ref = profile.spec.settings_ref if profile is not None else None
-            target = self._target(desired, key[0], ref.name if ref else None)
-            if isinstance(target, str):
-                routing.unavailable[key] = target
-            else:
-                routing.platforms.setdefault(target, set()).add(key)
-        for kind, ns, name in sorted(desired.invalid):
-            if kind == "MLPlatform":
-                target = self._target(desired, ns, None)
-                if isinstance(target, str):
-                    routing.unavailable[(ns, name)] = target
-                else:
-                    routing.platforms.setdefault(target, set()).add((ns, name))
-        for compute in desired.of_kind(Compute):
-            ns, ref = compute.metadata.namespace, compute.spec.settings_ref
-            target = self._target(desired, ns, ref.name if ref else None)
-            if not isinstance(target, str):
-                routing.computes[(ns, compute.metadata.name)] = target
+    def _route(self, desired: DesiredState) -> Routing:
+        """Which Palette each platform and Compute talks to: the one routing rule, shared with ``plan``."""
+        routing = route(desired, self.options.palette_url)
+        for target, ref in routing.keys.items():
+            self._key_refs.setdefault(target, KeyRef(ref.env, ref.file) if ref is not None else KeyRef())
         return routing
-
-    def _target(self, desired: DesiredState, namespace: str, settings_name: str | None) -> Target | str:
-        """The Palette of a Settings reference (None: the Project's), or why there is none."""
-        settings = desired.settings_for(namespace, settings_name)
-        url = self.options.palette_url or (settings.spec.palette.host_url if settings else None)
-        if url is None:
-            return f"namespace {namespace} has no Settings and no --palette endpoint was given"
-        target = Target(url.rstrip("/"), settings.spec.palette.default_project_id if settings else None)
-        # One key per target: with --palette, $PALETTE_API_KEY; else the first Settings' reference.
-        ref = settings.spec.palette.api_key_secret_ref if settings else None
-        if target not in self._key_refs:
-            use_ref = ref is not None and self.options.palette_url is None
-            self._key_refs[target] = KeyRef(ref.env, ref.file) if use_ref and ref else KeyRef()
-        return target
 
     def _observe(self, target: Target) -> _Observed:
         client = self._client(target)
@@ -385,37 +326,9 @@ class Controller:
         return seen
 
     def _plan(
-        self, desired: DesiredState, routing: _Routing, observed: Mapping[Target, _Observed]
+        self, desired: DesiredState, routing: Routing, observed: Mapping[Target, _Observed]
     ) -> dict[Target, Plan]:
-        everyone = routing.all_platforms()
-        plans: dict[Target, Plan] = {}
-        for target, seen in observed.items():
-            mine = routing.platforms.get(target, set())
-            # A cluster of a platform routed elsewhere is left alone here; one whose platform is gone
-            # from the desired state everywhere is an orphan of this target.
-            clusters = [c for c in seen.clusters if c.key in mine or c.key not in everyone]
-            plans[target] = make_plan(
-                _restrict(desired, mine), seen.inventory, clusters, max_deletions=self.options.max_deletions
-            )
-        deletions = sum(1 for plan in plans.values() for p in plan.platforms if p.action is Action.DELETE)
-        if deletions > self.options.max_deletions:
-            message = (
-                f"would delete {deletions} platform clusters, more than --max-deletions "
-                f"{self.options.max_deletions}; nothing is deleted"
-            )
-            for target, plan in plans.items():
-                plans[target] = dataclasses.replace(
-                    plan,
-                    platforms=[
-                        dataclasses.replace(
-                            p, action=Action.UNCHANGED, reason=Reason.PRUNE_BLOCKED, message=message
-                        )
-                        if p.action is Action.DELETE
-                        else p
-                        for p in plan.platforms
-                    ],
-                )
-        return plans
+        return plan_targets(desired, routing, observed, max_deletions=self.options.max_deletions)
 
     def _report(
         self,
@@ -424,7 +337,7 @@ class Controller:
         entries: list[PlatformPlan],
         outcomes: Mapping[PlatformKey, Outcome],
         observed: Mapping[Target, _Observed],
-        routing: _Routing,
+        routing: Routing,
         unavailable: Mapping[PlatformKey, str],
     ) -> PassResult:
         if self._previous is None:
@@ -577,18 +490,3 @@ def _carry_unreadable(previous: DesiredState | None, current: DesiredState) -> D
             current.invalid[identity] = list(problems)
     return current
 
-
-def _restrict(desired: DesiredState, platforms: set[PlatformKey]) -> DesiredState:
-    """The desired state with only ``platforms`` among the MLPlatforms (valid or invalid); every other
-    resource, the diagnostics and completeness are kept whole."""
-
-    def keep(identity: tuple[str, str, str]) -> bool:
-        return identity[0] != "MLPlatform" or (identity[1], identity[2]) in platforms
-
-    return DesiredState(
-        revision=desired.revision,
-        resources={k: v for k, v in desired.resources.items() if keep(k)},
-        invalid={k: v for k, v in desired.invalid.items() if keep(k)},
-        diagnostics=list(desired.diagnostics),
-        complete=desired.complete,
-    )

@@ -22,7 +22,8 @@ discovery rule of DESIGN.md section 4 and the seed's device-tag table:
   plane.
 - Resource groups: each tag ``palette.ai.rg/<group>: <value>``; the group may contain ``/``.
 
-Discovery is a plain-dict pass (no pydantic per host) so that 10,000 hosts take a few tens of milliseconds.
+Palette's JSON is read by :mod:`reconciler.edgehost` (the one reader); this module applies the rules to
+the facts it returns. No pydantic per host, so that 10,000 hosts take a few tens of milliseconds.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-from reconciler.model.gpu import GpuFamily, canonical_family
+from reconciler.edgehost import DEFAULT_ARCH, GpuDevice, HostFacts, label_text, read_host
+from reconciler.model.gpu import GPU_MODEL_FAMILIES, KNOWN_FAMILIES, GpuFamily, canonical_family
 from reconciler.model.quantity import parse_memory_bytes
 
 PALETTE_AI_TAG = "palette.ai"
@@ -74,6 +76,10 @@ class Machine:
     state: HostState = HostState.AVAILABLE
     cluster_uid: str | None = None  # set whenever Palette names the host's cluster, whatever the state
     notes: tuple[str, ...] = ()  # decisions discovery took about this host (e.g. mixed GPU families)
+    unavailable_reason: str = ""  # why an UNAVAILABLE host is (health, state)
+    project_uid: str | None = None  # spec.projectMeta.uid: the Palette project the host belongs to
+    addresses: tuple[str, ...] = ()  # IP addresses (default NIC first, then hostAddress): for staticIp
+    gpu_devices: tuple[GpuDevice, ...] = ()  # the agent's GPU entries as reported (MIG capability, ...)
 
     @property
     def available(self) -> bool:
@@ -105,51 +111,6 @@ class Inventory:
 
 # --- GPU family names -------------------------------------------------------------------------------
 
-# Model tokens as agents and nvidia-smi/rocm-smi spell them ("GH100 [H100 PCIe]", "NVIDIA A100-SXM4-80GB",
-# "TU104GL [Tesla T4]", "Aqua Vanjaram [Instinct MI300X]") -> canonical family. A model string is split
-# into upper-case alphanumeric tokens; the bracketed marketing name is tried first, then the whole string,
-# and the first token found here wins. Tokens match whole, so L40S never reads as L40 nor GB200 as B200.
-GPU_MODEL_FAMILIES: Mapping[str, GpuFamily] = {
-    token: canonical_family(family)
-    for token, family in {
-        # NVIDIA data-centre
-        "B100": "NVIDIA-B100",
-        "B200": "NVIDIA-B200",
-        "B300": "NVIDIA-B300",
-        "GB200": "NVIDIA-GB200",
-        "GB300": "NVIDIA-GB300",
-        "H100": "NVIDIA-H100",
-        "H200": "NVIDIA-H200",
-        "H800": "NVIDIA-H800",
-        "GH200": "NVIDIA-GH200",
-        "A100": "NVIDIA-A100",
-        "A800": "NVIDIA-A800",
-        "A40": "NVIDIA-A40",
-        "A30": "NVIDIA-A30",
-        "A16": "NVIDIA-A16",
-        "A10": "NVIDIA-A10",
-        "A10G": "NVIDIA-A10G",
-        "A2": "NVIDIA-A2",
-        "L40S": "NVIDIA-L40S",
-        "L40": "NVIDIA-L40",
-        "L20": "NVIDIA-L20",
-        "L4": "NVIDIA-L4",
-        "T4": "NVIDIA-T4",
-        "V100": "NVIDIA-V100",
-        "V100S": "NVIDIA-V100S",
-        "P100": "NVIDIA-P100",
-        "P40": "NVIDIA-P40",
-        # AMD Instinct
-        "MI325X": "AMD-MI325X",
-        "MI300X": "AMD-MI300X",
-        "MI300A": "AMD-MI300A",
-        "MI250X": "AMD-MI250X",
-        "MI250": "AMD-MI250",
-        "MI210": "AMD-MI210",
-        "MI100": "AMD-MI100",
-    }.items()
-}
-_KNOWN_FAMILIES = frozenset(GPU_MODEL_FAMILIES.values())
 
 # Vendor strings as agents report them (names or PCI vendor ids) -> the prefix used in fallback names.
 _VENDOR_PREFIXES = (
@@ -211,7 +172,7 @@ def family_from_tag(value: str) -> GpuFamily:
     Raises ValueError when the value is not a family name (the caller turns that into an exclusion).
     """
     family = canonical_family(value)
-    if family in _KNOWN_FAMILIES:
+    if family in KNOWN_FAMILIES:
         return family
     return GPU_MODEL_FAMILIES.get(family, family)
 
@@ -230,17 +191,6 @@ class _TagError(ValueError):
 
 def _shown(value: str) -> str:
     return repr(value if len(value) <= 64 else value[:61] + "...")
-
-
-def _label_text(value: Any) -> str:
-    """Labels are strings in Palette; hand-written YAML snapshots may hold booleans or numbers."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return ""
-    return str(value)
 
 
 def _parse_bool_tag(tag: str, value: str) -> bool:
@@ -314,9 +264,9 @@ def _parse_tags(labels: Mapping[Any, Any]) -> _Tags:
         key = raw_key if type(raw_key) is str else str(raw_key)
         if key not in _HARDWARE_AND_ROLE_TAGS:
             if key.startswith(RESOURCE_GROUP_PREFIX):
-                _add_resource_group(tags, key, _label_text(raw_value))
+                _add_resource_group(tags, key, label_text(raw_value))
             continue
-        value = _label_text(raw_value)
+        value = label_text(raw_value)
         try:
             if key == WORKER_TAG:
                 tags.worker = _parse_bool_tag(key, value)
@@ -336,24 +286,6 @@ def _parse_tags(labels: Mapping[Any, Any]) -> _Tags:
 
 
 # --- agent data -------------------------------------------------------------------------------------
-
-_EMPTY: Mapping[str, Any] = {}
-_ARCHES = {"amd64": "amd64", "x86_64": "amd64", "arm64": "arm64", "aarch64": "arm64"}
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    # ``type(...) is dict`` first: the ABC check is slow and almost every value is a plain dict.
-    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _positive_int(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return None
 
 
 @lru_cache(maxsize=1024)
@@ -375,32 +307,25 @@ class _Gpus:
     problem: str | None = None
 
 
-def _agent_gpus(device: Mapping[str, Any], tags: _Tags) -> _Gpus:
+def _agent_gpus(devices: tuple[GpuDevice, ...], tags: _Tags) -> _Gpus:
     """GPUs from ``spec.device.gpus``, with the tags filling in what the agent leaves out."""
     counts: dict[GpuFamily, int] = {}
     memories: dict[GpuFamily, int] = {}
     unnamed = 0
     unnamed_memory: int | None = None
-    entries = device.get("gpus")
-    if not entries and not tags.gpus and tags.gpu_family is None:
+    if not devices and not tags.gpus and tags.gpu_family is None:
         return _Gpus()  # the common CPU host: nothing to look at
-    for entry in entries if isinstance(entries, list) else ():
-        if type(entry) is not dict and not isinstance(entry, Mapping):
+    for device in devices:
+        if device.count <= 0:
             continue
-        raw_count = entry.get("gpuCount")
-        # A missing count means one entry per device (the schema allows either); 0 means none.
-        count = 1 if raw_count is None else raw_count
-        if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
-            continue
-        memory_text = entry.get("memory")
-        memory = _agent_memory(memory_text) if isinstance(memory_text, str) else None
-        family = family_from_model(_text(entry.get("vendor")), _text(entry.get("model")))
+        memory = _agent_memory(device.memory) if device.memory is not None else None
+        family = family_from_model(device.vendor, device.model)
         if family is None:
-            unnamed += count
+            unnamed += device.count
             if memory is not None:
                 unnamed_memory = memory if unnamed_memory is None else min(unnamed_memory, memory)
             continue
-        counts[family] = counts.get(family, 0) + count
+        counts[family] = counts.get(family, 0) + device.count
         if memory is not None:
             memories[family] = min(memories.get(family, memory), memory)
     result = _Gpus()
@@ -417,11 +342,6 @@ def _agent_gpus(device: Mapping[str, Any], tags: _Tags) -> _Gpus:
             return result
         else:
             result.notes.append(f"{unnamed} GPU(s) without a model ignored (no {GPU_FAMILY_TAG} tag)")
-    if len(counts) == 1:
-        ((family, count),) = counts.items()
-        result.family, result.count = family, count
-        result.memory = memories.get(family, tags.gpu_memory)
-        return result
     if counts:
         family = min(counts, key=lambda f: (-counts[f], f))
         if len(counts) > 1:
@@ -446,65 +366,42 @@ def _agent_gpus(device: Mapping[str, Any], tags: _Tags) -> _Gpus:
     return result
 
 
-def _cluster_uid(status: Mapping[str, Any]) -> str | None:
-    for key in ("inUseClustersRef", "inUseClusters"):  # inUseClusters is Palette's deprecated spelling
-        refs = status.get(key)
-        if isinstance(refs, list):
-            for ref in refs:
-                if isinstance(ref, Mapping) and isinstance(ref.get("uid"), str) and ref["uid"]:
-                    return str(ref["uid"])
-    return None
+def _host_state(facts: HostFacts) -> tuple[HostState, str]:
+    """Availability, and for an unavailable host why (shown by ``inventory show``)."""
+    if facts.health != "healthy":
+        return HostState.UNAVAILABLE, f"health is {facts.health or 'not reported'}"
+    if facts.state == "in-use" or (facts.cluster_uid is not None and facts.state == "ready"):
+        return HostState.IN_USE, ""
+    if facts.state == "ready":
+        return HostState.AVAILABLE, ""
+    return HostState.UNAVAILABLE, f"state is {facts.state or 'not reported'} (not ready)"
 
 
-def _host_state(status: Mapping[str, Any], cluster_uid: str | None) -> HostState:
-    healthy = _text(_mapping(status.get("health")).get("state")).lower() == "healthy"
-    state = _text(status.get("state")).lower()
-    if not healthy:
-        return HostState.UNAVAILABLE
-    if state == "in-use" or (cluster_uid is not None and state == "ready"):
-        return HostState.IN_USE
-    if state == "ready":
-        return HostState.AVAILABLE
-    return HostState.UNAVAILABLE
-
-
-def _discover_host(item: Any) -> Machine | ExcludedHost | None:
-    """One search item -> a machine, an excluded host, or None when it is not PaletteAI's."""
-    if type(item) is not dict and not isinstance(item, Mapping):
+def classify(facts: HostFacts) -> Machine | ExcludedHost | None:
+    """Discovery's rules on one host's facts: a machine, an excluded host, or None when not PaletteAI's."""
+    if facts.tags.get(PALETTE_AI_TAG, "").strip().lower() != "true":
         return None
-    metadata = _mapping(item.get("metadata"))
-    labels = _mapping(metadata.get("labels"))
-    if _label_text(labels.get(PALETTE_AI_TAG)).strip().lower() != "true":
-        return None
-    uid = _text(metadata.get("uid"))
-    name = _text(metadata.get("name")) or uid
-    status = _mapping(item.get("status"))
-    cluster_uid = _cluster_uid(status)
-    tags = _parse_tags(labels)
+    uid = facts.uid
+    tags = _parse_tags(facts.tags)
     problems = tags.problems
     if not uid:
         problems.insert(0, "the edge host has no metadata.uid")
-    device = _mapping(_mapping(item.get("spec")).get("device"))
-    raw_arch = device.get("archType")
-    arch = _ARCHES.get(raw_arch.lower(), "") if isinstance(raw_arch, str) and raw_arch else "amd64"
-    if not arch:
-        problems.append(f"the agent reports an unknown architecture {_shown(str(raw_arch))}")
-    cpus = _positive_int(_mapping(device.get("cpu")).get("cores")) or tags.cpus or 0
-    gpus = _agent_gpus(device, tags)
+    if facts.arch is None:
+        problems.append(f"the agent reports an unknown architecture {_shown(str(facts.raw_arch))}")
+    cpus = facts.cpu_cores or tags.cpus or 0
+    gpus = _agent_gpus(facts.gpus, tags)
     if gpus.problem is not None:
         problems.append(gpus.problem)
     if problems:
-        return ExcludedHost(uid=uid, name=name, reason="; ".join(problems), cluster_uid=cluster_uid)
-    if tags.worker:
-        role = Role.WORKER
-    elif tags.control_plane:
-        role = Role.CONTROL_PLANE
-    else:
-        role = Role.WORKER if gpus.count > 0 else Role.CONTROL_PLANE
+        return ExcludedHost(
+            uid=uid, name=facts.name, reason="; ".join(problems), cluster_uid=facts.cluster_uid
+        )
+    role = _role(tags.worker, tags.control_plane, gpus.count)
+    state, why = _host_state(facts)
     return Machine(
         uid=uid,
-        name=name,
-        arch=arch,
+        name=facts.name,
+        arch=facts.arch or DEFAULT_ARCH,
         cpus=cpus,
         gpu_family=gpus.family if gpus.count > 0 else None,
         gpu_count=gpus.count,
@@ -512,10 +409,36 @@ def _discover_host(item: Any) -> Machine | ExcludedHost | None:
         role=role,
         worker_tagged=tags.worker,
         resource_groups=tags.resource_groups,
-        state=_host_state(status, cluster_uid),
-        cluster_uid=cluster_uid,
+        state=state,
+        cluster_uid=facts.cluster_uid,
         notes=tuple(gpus.notes),
+        unavailable_reason=why,
+        project_uid=facts.project_uid,
+        addresses=facts.addresses,
+        gpu_devices=facts.gpus,
     )
+
+
+def _role(worker_tag: bool, control_plane_tag: bool, gpus: int) -> Role:
+    """Roles are exclusive: worker tag > control-plane tag > GPUs make a worker, none a control plane."""
+    if worker_tag:
+        return Role.WORKER
+    if control_plane_tag:
+        return Role.CONTROL_PLANE
+    return Role.WORKER if gpus > 0 else Role.CONTROL_PLANE
+
+
+def role_of(facts: HostFacts) -> Role:
+    """The role rule on a host discovery may have left out: tags that do not parse count as absent,
+    the agent's GPUs else the ``gpus`` tag give the count."""
+    tags = _parse_tags(facts.tags)
+    gpus = sum(d.count for d in facts.gpus) or tags.gpus or 0
+    return _role(tags.worker, tags.control_plane, gpus)
+
+
+def _discover_host(item: Any) -> Machine | ExcludedHost | None:
+    facts = read_host(item)
+    return classify(facts) if facts is not None else None
 
 
 def discover(edge_hosts: Iterable[Mapping[str, Any]]) -> Inventory:

@@ -13,23 +13,28 @@ Decisions the design leaves open, written down here:
   is left to do, and it does not count towards the limit. The applier only
   acts on create, scale, replace and delete, so a blocked prune is a no-op by construction.
 - A rejected or suspended platform that has a cluster is reported with that cluster's hosts: they stay.
-- An invalid platform is reported with reason ``ReferenceNotFound`` when one of its diagnostics says a
-  referenced resource was not found, else ``InvalidSpec``.
+- An invalid platform is reported with reason ``ReferenceNotFound`` when one of its diagnostics has that
+  reason (a referenced resource was not found), else ``InvalidSpec``.
+- A pass spans several Palette targets (:func:`plan_targets`); the prune guard counts the deletions of
+  the whole pass, and its message gives that one count.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.allocate import DELETING_STATE, Allocation, Decision, Rejection, allocate
 from reconciler.inventory import Inventory, Machine, Role
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
-from reconciler.model.diagnostics import Diagnostic
-from reconciler.model.observed import ManagedCluster
+from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic
+from reconciler.model.gpu import GpuFamily, canonical_family
+from reconciler.model.observed import ClusterState, ManagedCluster
+from reconciler.model.resources import MLPlatform
+from reconciler.resolve import Routing, Target
 
 
 class Action(StrEnum):
@@ -65,6 +70,9 @@ class PlatformPlan:
     remove_workers: tuple[str, ...] = ()
     add_control_plane: tuple[str, ...] = ()
     remove_control_plane: tuple[str, ...] = ()
+    # The known machines of control_plane + workers (names, addresses for staticIp, GPU devices), so the
+    # applier never reads Palette's host JSON itself. Not part of the JSON output.
+    machines: Mapping[str, Machine] = field(default_factory=dict)
 
     @property
     def key(self) -> PlatformKey:
@@ -121,9 +129,11 @@ def gpus_of(hosts: Sequence[str], machines: Mapping[str, Machine]) -> dict[str, 
 
 
 def _is_reference_problem(diagnostics: Sequence[Diagnostic]) -> bool:
-    return any(
-        "not found" in d.message.lower() or "referencenotfound" in d.message.lower() for d in diagnostics
-    )
+    return any(d.reason == Reason.REFERENCE_NOT_FOUND for d in diagnostics)
+
+
+def _machines_of(hosts: Sequence[str], machines: Mapping[str, Machine]) -> dict[str, Machine]:
+    return {uid: machines[uid] for uid in sorted(hosts) if uid in machines}
 
 
 def _kept(
@@ -148,6 +158,7 @@ def _kept(
         gpus=gpus_of(cluster.workers, machines),
         existing=cluster,
         arch=cluster.arch,
+        machines=_machines_of(cluster.hosts, machines),
     )
 
 
@@ -163,6 +174,7 @@ def _decided(
         "gpus": alloc.gpus,
         "existing": cluster,
         "arch": alloc.arch,
+        "machines": _machines_of(alloc.control_plane + alloc.workers, machines),
     }
     hosts = len(alloc.control_plane) + len(alloc.workers)
     if cluster is None:
@@ -193,11 +205,11 @@ def _decided(
     rem_w = tuple(sorted(set(cluster.workers) - set(alloc.workers)))
     add_cp = tuple(sorted(set(alloc.control_plane) - set(cluster.control_plane)))
     rem_cp = tuple(sorted(set(cluster.control_plane) - set(alloc.control_plane)))
-    if cluster.state == DELETING_STATE:
+    if cluster.known_state is DELETING_STATE:
         msg = f"cluster {cluster.name} is being deleted; the platform is placed again once it is gone"
         return PlatformPlan(*key, Action.UNCHANGED, Reason.DELETING, msg, **common)
     if not (add_w or rem_w or add_cp or rem_cp):
-        reason = Reason.PROVISIONED if cluster.state == "Running" else Reason.PROVISIONING
+        reason = Reason.PROVISIONED if cluster.known_state is ClusterState.RUNNING else Reason.PROVISIONING
         return PlatformPlan(
             *key, Action.UNCHANGED, reason, f"cluster {cluster.name} is {cluster.state}", **common
         )
@@ -256,14 +268,11 @@ def free_capacity(plan: Plan, inventory: Inventory) -> list[Capacity]:
     ]
 
 
-def make_plan(
-    desired: DesiredState,
-    inventory: Inventory,
-    clusters: Sequence[ManagedCluster],
-    *,
-    max_deletions: int = 1,
-) -> Plan:
-    """Plan one pass: every platform of the desired state and every managed cluster gets one entry."""
+def _entries(
+    desired: DesiredState, inventory: Inventory, clusters: Sequence[ManagedCluster]
+) -> dict[PlatformKey, PlatformPlan]:
+    """Every platform of the desired state and every managed cluster gets one entry; a cluster whose
+    platform is gone is a ``delete`` here (the prune guard, over the whole pass, comes after)."""
     machines = inventory.by_uid()
     cluster_of: dict[PlatformKey, ManagedCluster] = {}
     for c in sorted(clusters, key=lambda c: (c.namespace, c.platform, c.name, c.uid)):
@@ -291,34 +300,143 @@ def make_plan(
         suffix = f"; cluster {cluster.name} kept" if cluster else ""
         entries[key] = _kept(key, Action.INVALID, reason, first + suffix, cluster, machines)
 
-    orphans = sorted(k for k in cluster_of if k not in entries)
-    for key in [k for k in orphans if cluster_of[k].state == DELETING_STATE]:
-        # Already on its way out (an earlier pass deleted it): not a new deletion for the guard.
+    for key in sorted(k for k in cluster_of if k not in entries):
         cluster = cluster_of[key]
-        msg = f"platform removed from the repository; cluster {cluster.name} is being deleted"
-        entries[key] = _kept(key, Action.UNCHANGED, Reason.DELETING, msg, cluster, machines)
-    orphans = [k for k in orphans if k not in entries]
-    blocked = ""
-    if orphans and not desired.complete:
-        blocked = (
-            f"would delete {len(orphans)} platform cluster(s), but some documents of this revision could "
-            "not be read; nothing is deleted"
-        )
-    elif len(orphans) > max_deletions:
-        blocked = (
-            f"would delete {len(orphans)} platform clusters, more than --max-deletions {max_deletions}; "
-            "nothing is deleted"
-        )
-    for key in orphans:
-        cluster = cluster_of[key]
-        if blocked:
-            entries[key] = _kept(key, Action.UNCHANGED, Reason.PRUNE_BLOCKED, blocked, cluster, machines)
+        if cluster.known_state is DELETING_STATE:
+            # Already on its way out (an earlier pass deleted it): not a new deletion for the guard.
+            msg = f"platform removed from the repository; cluster {cluster.name} is being deleted"
+            entries[key] = _kept(key, Action.UNCHANGED, Reason.DELETING, msg, cluster, machines)
         else:
             msg = f"platform removed from the repository; delete cluster {cluster.name}"
             entries[key] = _kept(key, Action.DELETE, Reason.DELETING, msg, cluster, machines)
+    return entries
 
+
+def _prune_guard(entries: Sequence[PlatformPlan], complete: bool, max_deletions: int) -> str:
+    """Why no deletion of this pass may happen ("" when they may): counted over the whole pass."""
+    deletions = len({p.key for p in entries if p.action is Action.DELETE})
+    if deletions and not complete:
+        return (
+            f"would delete {deletions} platform cluster(s), but some documents of this revision could "
+            "not be read; nothing is deleted"
+        )
+    if deletions > max_deletions:
+        return (
+            f"would delete {deletions} platform clusters, more than --max-deletions {max_deletions}; "
+            "nothing is deleted"
+        )
+    return ""
+
+
+def _blocked(entry: PlatformPlan, message: str) -> PlatformPlan:
+    if not message or entry.action is not Action.DELETE:
+        return entry
+    return replace(entry, action=Action.UNCHANGED, reason=Reason.PRUNE_BLOCKED, message=message)
+
+
+def make_plan(
+    desired: DesiredState,
+    inventory: Inventory,
+    clusters: Sequence[ManagedCluster],
+    *,
+    max_deletions: int = 1,
+) -> Plan:
+    """Plan one pass against one inventory: every platform and every managed cluster gets one entry."""
+    entries = _entries(desired, inventory, clusters)
+    blocked = _prune_guard(list(entries.values()), desired.complete, max_deletions)
+    families = {m.gpu_family for m in inventory.machines if m.gpu_family}
     return Plan(
         revision=desired.revision,
-        platforms=[entries[k] for k in sorted(entries)],
-        diagnostics=sorted(desired.diagnostics, key=Diagnostic.sort_key),
+        platforms=[_blocked(entries[k], blocked) for k in sorted(entries)],
+        diagnostics=plan_diagnostics(desired, families),
     )
+
+
+class Observation(Protocol):
+    """What one Palette target shows: its machines and the managed clusters in it."""
+
+    @property
+    def inventory(self) -> Inventory: ...
+
+    @property
+    def clusters(self) -> Sequence[ManagedCluster]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    inventory: Inventory
+    clusters: Sequence[ManagedCluster]
+
+
+def restrict(desired: DesiredState, platforms: set[PlatformKey]) -> DesiredState:
+    """The desired state with only ``platforms`` among the MLPlatforms (valid or invalid); every other
+    resource, the diagnostics and completeness are kept whole."""
+
+    def keep(identity: tuple[str, str, str]) -> bool:
+        return identity[0] != "MLPlatform" or (identity[1], identity[2]) in platforms
+
+    return DesiredState(
+        revision=desired.revision,
+        resources={k: v for k, v in desired.resources.items() if keep(k)},
+        invalid={k: v for k, v in desired.invalid.items() if keep(k)},
+        diagnostics=list(desired.diagnostics),
+        complete=desired.complete,
+    )
+
+
+def plan_targets(
+    desired: DesiredState,
+    routing: Routing,
+    observed: Mapping[Target, Observation],
+    *,
+    max_deletions: int = 1,
+) -> dict[Target, Plan]:
+    """Plan a pass over every observed Palette target, as ``run`` does and ``plan`` shows.
+
+    Each target plans the platforms routed to it against its own inventory; a cluster of a platform
+    routed elsewhere is left alone, one whose platform is gone from the desired state everywhere is an
+    orphan of the target that holds it. The prune guard counts the deletions of the whole pass.
+    """
+    everyone = routing.all_platforms()
+    entries: dict[Target, dict[PlatformKey, PlatformPlan]] = {}
+    for target in sorted(observed, key=lambda t: (t.url, t.project_uid or "")):
+        seen = observed[target]
+        mine = routing.platforms.get(target, set())
+        clusters = [c for c in seen.clusters if c.key in mine or c.key not in everyone]
+        entries[target] = _entries(restrict(desired, mine), seen.inventory, clusters)
+    every = [p for found in entries.values() for p in found.values()]
+    blocked = _prune_guard(every, desired.complete, max_deletions)
+    families = {m.gpu_family for seen in observed.values() for m in seen.inventory.machines if m.gpu_family}
+    diagnostics = plan_diagnostics(desired, families)
+    return {
+        target: Plan(desired.revision, [_blocked(found[k], blocked) for k in sorted(found)], diagnostics)
+        for target, found in entries.items()
+    }
+
+
+def plan_diagnostics(desired: DesiredState, host_families: set[GpuFamily]) -> list[Diagnostic]:
+    """The revision's diagnostics, less the unknown-family warnings about a family some host has:
+    validation cannot see hosts, the plan can (a family no host and no known model has is a typo)."""
+
+    def moot(d: Diagnostic) -> bool:
+        if d.reason != UNKNOWN_GPU_FAMILY or d.namespace is None or d.name is None or d.field is None:
+            return False
+        platform = desired.get(MLPlatform, d.namespace, d.name)
+        index = d.field.removeprefix("spec.gpus[").split("]", 1)[0]
+        if platform is None or not index.isdigit() or int(index) >= len(platform.spec.gpus):
+            return False
+        try:
+            return canonical_family(platform.spec.gpus[int(index)].family) in host_families
+        except ValueError:
+            return False
+
+    return sorted((d for d in desired.diagnostics if not moot(d)), key=Diagnostic.sort_key)
+
+
+def merge(revision: str | None, plans: Mapping[Target, Plan], diagnostics: Sequence[Diagnostic]) -> Plan:
+    """One plan of a whole pass (what ``plan`` prints): every target's entries, by (namespace, name)."""
+    entries: dict[PlatformKey, PlatformPlan] = {}
+    for target in sorted(plans, key=lambda t: (t.url, t.project_uid or "")):
+        for p in plans[target].platforms:
+            entries.setdefault(p.key, p)
+    return Plan(revision, [entries[k] for k in sorted(entries)], sorted(diagnostics, key=Diagnostic.sort_key))

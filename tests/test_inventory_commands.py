@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from reconciler.cli import app
 from reconciler.commands import inventory as cmd
-from reconciler.compute_status import compute_status
+from reconciler.compute_status import compute_status, unavailable_machines
 from reconciler.inventory import discover
 from reconciler.palette import PaletteClient
 from tests._inventory_support import edge_host, gpu
@@ -28,8 +28,10 @@ API_KEY = "sekrit-key-0123456789"
 
 
 def seed_status() -> dict[str, Any]:
+    """The Compute status of the seed, plus the unavailable hosts ``show`` also lists."""
     hosts = yaml.load(SEED.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)["edgeHosts"]
-    return compute_status(discover(hosts))
+    found = discover(hosts)
+    return {**compute_status(found), "unavailableMachines": unavailable_machines(found)}
 
 
 # --- offline ------------------------------------------------------------------------------------
@@ -63,6 +65,26 @@ def test_show_table_lists_compute_excluded_hosts_and_why(
     assert "tag gpus: 'eight'" in out
     assert "mixed GPU families" in out
     assert "3 machines: 3 available, 0 in use, 0 unavailable; 1 excluded" in out
+
+
+def test_show_lists_unavailable_hosts_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Unavailable hosts were counted but never listed: now each is named with its reason."""
+    snapshot = tmp_path / "inv.json"
+    sick, unpaired = edge_host("edge-sick", cores=4), edge_host("edge-new", cores=4)
+    sick["status"]["health"]["state"] = "unhealthy"
+    unpaired["status"]["state"] = "unpaired"
+    snapshot.write_text(json.dumps({"edgeHosts": [edge_host("edge-ok", cores=4), sick, unpaired]}))
+    assert cmd.show(None, snapshot, None, "table") == 0
+    out = capsys.readouterr().out
+    assert "Unavailable hosts" in out
+    assert "edge-sick" in out and "health is unhealthy" in out
+    assert "edge-new" in out and "state is unpaired (not ready)" in out
+    assert cmd.show(None, snapshot, None, "json") == 0
+    listed = json.loads(capsys.readouterr().out)["unavailableMachines"]
+    assert [(h["uid"], h["reason"]) for h in listed] == [
+        ("edge-new", "state is unpaired (not ready)"),
+        ("edge-sick", "health is unhealthy"),
+    ]
 
 
 def test_the_cli_wires_inventory_show_with_its_format_option() -> None:

@@ -13,7 +13,16 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "reconciler"
 
-PURE = ["model", "manifests", "inventory.py", "allocate.py", "plan.py", "compute_status.py"]
+PURE = [
+    "model",
+    "manifests",
+    "inventory.py",
+    "edgehost.py",
+    "resolve.py",
+    "allocate.py",
+    "plan.py",
+    "compute_status.py",
+]
 IO_MODULES = (
     "reconciler.palette",
     "reconciler.source",

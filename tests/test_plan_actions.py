@@ -115,12 +115,22 @@ def test_invalid_platform_keeps_cluster_and_is_never_deleted() -> None:
 def test_invalid_platform_with_missing_reference_without_cluster() -> None:
     state = desired(platform("ok"))
     state.invalid[("MLPlatform", NS, "bad")] = [
-        Diagnostic("p.yaml", 1, 1, "ComputeProfile nope not found in namespace project-a")
+        Diagnostic("p.yaml", 1, 1, "ComputeProfile nope is missing", reason=Reason.REFERENCE_NOT_FOUND)
     ]
     entry = make_plan(state, inventory(cps(1)), []).get(NS, "bad")
     assert entry is not None
     assert (entry.action, entry.reason) == (Action.INVALID, Reason.REFERENCE_NOT_FOUND)
     assert entry.existing is None
+
+
+def test_invalid_reason_comes_from_the_diagnostic_reason_not_its_wording() -> None:
+    """A message that happens to say "not found" is no missing reference."""
+    state = desired(platform("ok"))
+    state.invalid[("MLPlatform", NS, "bad")] = [
+        Diagnostic("p.yaml", 1, 1, "spec.edge.vip: host not found in DNS", reason=None)
+    ]
+    entry = make_plan(state, inventory(cps(1)), []).get(NS, "bad")
+    assert entry is not None and entry.reason is Reason.INVALID_SPEC
 
 
 def test_removed_platform_cluster_is_deleted() -> None:

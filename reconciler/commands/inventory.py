@@ -24,11 +24,12 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from reconciler.compute_status import compute_status, summary
+from reconciler.compute_status import compute_status, summary, unavailable_machines
 from reconciler.inventory import Inventory, discover
 from reconciler.palette import PaletteClient, PaletteError
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env
-from reconciler.palette.observe import Snapshot, dump_snapshot, load_snapshot
+from reconciler.palette.observe import Snapshot, dump_snapshot, load_snapshot, scoped
+from reconciler.resolve import Target
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -58,16 +59,6 @@ def _read_snapshot(path: Path) -> Snapshot:
         raise _CommandError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise _CommandError(f"inventory {path}: {exc}") from None
-
-
-def _in_project(host: Mapping[str, Any], project_uid: str | None) -> bool:
-    """The emulator's and Palette's scoping, offline: hosts of another project are out of scope;
-    hosts that name no project are in every scope, so a plain snapshot works whatever project is set."""
-    if not project_uid:
-        return True
-    meta = host.get("spec", {}).get("projectMeta") if isinstance(host.get("spec"), Mapping) else None
-    uid = meta.get("uid") if isinstance(meta, Mapping) else None
-    return not uid or uid == project_uid
 
 
 def _read_palette(url: str, project_uid: str | None, *, with_clusters: bool) -> Snapshot:
@@ -112,6 +103,15 @@ def _render_table(inventory: Inventory, status: Mapping[str, Any], console: Cons
                 "\n".join(entry["machines"]),
             )
     console.print(compute)
+    if status["unavailableMachines"]:
+        unavailable = Table(
+            title="Unavailable hosts (never placed until healthy and ready)", title_justify="left"
+        )
+        for column in ("name", "uid", "why"):
+            unavailable.add_column(column)
+        for host in status["unavailableMachines"]:
+            unavailable.add_row(host["name"], host["uid"], host["reason"])
+        console.print(unavailable)
     if status["excludedMachines"]:
         excluded = Table(title="Excluded hosts", title_justify="left")
         for column in ("name", "uid", "reason"):
@@ -130,8 +130,12 @@ def _render_table(inventory: Inventory, status: Mapping[str, Any], console: Cons
 
 
 def _render(inventory: Inventory, fmt: str) -> str | None:
-    """YAML/JSON text, or None after printing the table (rich writes to the console itself)."""
-    status = compute_status(inventory)
+    """YAML/JSON text, or None after printing the table (rich writes to the console itself).
+
+    Besides the Compute status shape, ``unavailableMachines`` lists the hosts that are counted but
+    cannot be placed, each with why (the Compute status itself lists available compute only).
+    """
+    status = {**compute_status(inventory), "unavailableMachines": unavailable_machines(inventory)}
     if fmt == "json":
         return json.dumps(status, indent=2) + "\n"
     if fmt == "yaml":
@@ -148,8 +152,9 @@ def show(palette: str | None, inventory: Path | None, project_uid: str | None, f
         return _fail(f"unknown format {fmt!r} (table, yaml or json)")
     try:
         if inventory is not None:
-            read = _read_snapshot(inventory)
-            snapshot = Snapshot([h for h in read.edge_hosts if _in_project(h, project_uid)], read.clusters)
+            # Scoped as Palette (and the emulator) scope a ProjectUid: hosts of that project and hosts
+            # that name none, so a plain snapshot works whatever project is set.
+            snapshot = scoped(_read_snapshot(inventory), Target("", project_uid))
         elif palette is not None:
             snapshot = _read_palette(palette, project_uid, with_clusters=False)
     except _CommandError as exc:

@@ -4,7 +4,11 @@ The desired state comes from ``--repo``: a directory is read as it is on disk (t
 pull request, its revision the work tree's HEAD when it is a git work tree); with ``--rev``, or for a
 bare repository or a URL, the revision is read from git objects. The observed state comes from exactly
 one of ``--inventory FILE`` (a snapshot, offline) or ``--palette URL`` (online, API key from
-``PALETTE_API_KEY`` only). Exit codes: 0 every platform valid and placeable, 1 some platform rejected or
+``PALETTE_API_KEY`` only). Either way every namespace is routed as ``run`` routes it (one routing
+function, :func:`reconciler.resolve.route`): each sees the hosts of its Settings' project only
+(``spec.projectMeta.uid`` = ``defaultProjectID``), and the pass is planned by the same
+:func:`reconciler.plan.plan_targets`, so the plan is what the next pass would do.
+Exit codes: 0 every platform valid and placeable, 1 some platform rejected or
 invalid (or some manifest could not be read at all), 2 an error (usage, unreadable repository or
 inventory, Palette unreachable).
 """
@@ -13,29 +17,25 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from reconciler.inventory import Inventory, discover
+from reconciler.inventory import ExcludedHost, Inventory, Machine, discover
 from reconciler.model.desired import DesiredState
-from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
+from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env
-from reconciler.plan import Action, Plan, PlatformPlan, free_capacity, make_plan
+from reconciler.palette.observe import Snapshot
+from reconciler.plan import Action, Observed, Plan, PlatformPlan, free_capacity, merge, plan_targets
+from reconciler.resolve import Routing, Target, route
 
 EXIT_OK, EXIT_REJECTED, EXIT_ERROR = 0, 1, 2
 
 
 class PlanError(Exception):
     """A problem that ends the command with exit code 2; its text never carries the API key."""
-
-
-@dataclass(frozen=True, slots=True)
-class Observed:
-    inventory: Inventory
-    clusters: list[ManagedCluster]
 
 
 # --- inputs --------------------------------------------------------------------------------------
@@ -80,20 +80,48 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
     return desired
 
 
-def observe_snapshot(path: Path) -> Observed:
-    from reconciler.palette.observe import load_snapshot, managed_clusters
+def read_snapshot(path: Path) -> Snapshot:
+    from reconciler.palette.observe import load_snapshot
 
     try:
-        snapshot = load_snapshot(path)
+        return load_snapshot(path)
     except OSError as exc:
         raise PlanError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise PlanError(f"inventory {path}: {exc}") from None
+
+
+def _observation(snapshot: Snapshot) -> Observed:
+    from reconciler.palette.observe import managed_clusters
+
     inventory = discover(snapshot.edge_hosts)
-    return Observed(inventory, managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid()))
+    clusters = managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid())
+    return Observed(inventory, clusters)
 
 
-def observe_palette(url: str) -> Observed:
+def snapshot_url(path: Path) -> str:
+    """The endpoint an offline plan routes every namespace to: the snapshot stands for Palette."""
+    return f"inventory:{path}"
+
+
+def observe_snapshot(snapshot: Snapshot, routing: Routing, url: str) -> dict[Target, Observed]:
+    """What each target would observe in a Palette holding ``snapshot``, scoped exactly as ``run`` sees it.
+
+    Besides the routed targets, the project of every managed cluster in the snapshot is observed (as
+    ``run`` keeps observing the targets it manages), so a cluster whose platform is gone is still planned.
+    """
+    from reconciler.palette.observe import scoped
+
+    whole = _observation(snapshot)
+    targets = set(routing.targets)
+    targets |= {Target(url, c.project_uid) for c in whole.clusters}
+    if not targets:
+        targets.add(Target(url, None))
+    return {t: whole if t.project_uid is None else _observation(scoped(snapshot, t)) for t in targets}
+
+
+def observe_palette(url: str, routing: Routing) -> dict[Target, Observed]:
+    """Each routed target read from Palette (the whole tenant when nothing is routed)."""
     from reconciler.palette import PaletteClient, PaletteError
     from reconciler.palette.observe import managed_clusters
 
@@ -101,16 +129,39 @@ def observe_palette(url: str) -> Observed:
         key = api_key_from_env()
     except MissingAPIKey as exc:
         raise PlanError(f"--palette needs the API key: {exc}") from None
-    try:
-        with PaletteClient(url, api_key=key, project_uid=None) as client:
-            hosts = client.search_edge_hosts()
-            clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
-    except PaletteError as exc:
-        raise PlanError(f"Palette at {url}: {str(exc).replace(key, '***')}") from None
-    except ValueError as exc:
-        raise PlanError(f"Palette at {url}: {str(exc).replace(key, '***')}") from None
-    inventory = discover(hosts)
-    return Observed(inventory, managed_clusters(clusters, hosts, inventory.by_uid()))
+    observed: dict[Target, Observed] = {}
+    for target in sorted(routing.targets or {Target(url, None)}, key=lambda t: t.project_uid or ""):
+        try:
+            with PaletteClient(target.url, api_key=key, project_uid=target.project_uid) as client:
+                hosts = client.search_edge_hosts()
+                clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
+        except (PaletteError, ValueError) as exc:
+            raise PlanError(f"Palette at {url}: {str(exc).replace(key, '***')}") from None
+        inventory = discover(hosts)
+        observed[target] = Observed(inventory, managed_clusters(clusters, hosts, inventory.by_uid()))
+    return observed
+
+
+def whole_inventory(observed: Mapping[Target, Observed]) -> Inventory:
+    """Every machine any target sees, once (for the free-capacity table)."""
+    machines: dict[str, Machine] = {}
+    excluded: dict[str, ExcludedHost] = {}
+    for seen in observed.values():
+        machines.update((m.uid, m) for m in seen.inventory.machines)
+        excluded.update((h.uid, h) for h in seen.inventory.excluded)
+    return Inventory(
+        tuple(sorted(machines.values(), key=lambda m: (m.name, m.uid))),
+        tuple(sorted(excluded.values(), key=lambda h: (h.name, h.uid))),
+    )
+
+
+def plan_pass(
+    desired: DesiredState, routing: Routing, observed: Mapping[Target, Observed], max_deletions: int
+) -> Plan:
+    """The plan of one pass over every target, as ``run`` would carry it out."""
+    plans = plan_targets(desired, routing, observed, max_deletions=max_deletions)
+    diagnostics = next(iter(plans.values())).diagnostics if plans else desired.diagnostics
+    return merge(desired.revision, plans, diagnostics)
 
 
 # --- outputs -------------------------------------------------------------------------------------
@@ -212,17 +263,25 @@ def run(
         return EXIT_ERROR
     try:
         desired = load_desired(repo, rev)
-        observed = observe_snapshot(inventory) if inventory is not None else observe_palette(str(palette))
+        if inventory is not None:
+            url = snapshot_url(inventory)
+            snapshot = read_snapshot(inventory)
+            routing = route(desired, url)
+            observed = observe_snapshot(snapshot, routing, url)
+        else:
+            routing = route(desired, str(palette))
+            observed = observe_palette(str(palette), routing)
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    plan = make_plan(desired, observed.inventory, observed.clusters, max_deletions=max_deletions)
+    plan = plan_pass(desired, routing, observed, max_deletions)
+    machines = whole_inventory(observed)
     if fmt == "json":
         sys.stdout.write(json.dumps(plan.to_json(), indent=2) + "\n")
     elif fmt == "markdown":
-        sys.stdout.write(render_markdown(plan, observed.inventory))
+        sys.stdout.write(render_markdown(plan, machines))
     else:
-        render_text(plan, observed.inventory, Console(width=max(Console().width, 140)))
+        render_text(plan, machines, Console(width=max(Console().width, 140)))
     # A document that could not even be identified (a YAML syntax error, say) may be a platform: then
     # not every platform is known to be valid, so the plan cannot say "all placeable" (exit 1).
     return EXIT_OK if plan.placeable and desired.complete else EXIT_REJECTED

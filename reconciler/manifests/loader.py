@@ -6,18 +6,21 @@ of a tree. Positions inside a document are looked up only for documents that hav
 
 from __future__ import annotations
 
+import difflib
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from reconciler import resolve
 from reconciler.manifests.locate import FileNodes
 from reconciler.manifests.parse import Document, ParsedFile, parse_file
 from reconciler.manifests.rules import check_document
 from reconciler.manifests.schema import PathElem, Problem, field_path, validate_document
+from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, Identity, Loaded, SourceRef
-from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.model.gpu import canonical_family
+from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic, Severity
+from reconciler.model.gpu import KNOWN_FAMILIES, canonical_family
 from reconciler.model.resources import (
     KINDS,
     Compute,
@@ -101,6 +104,7 @@ def _ref_problem(path: tuple[PathElem, ...], kind: str, name: str, namespace: st
     return Problem(
         path,
         f"ReferenceNotFound: {_dotted(path)}: {kind} '{name}' not found in namespace {namespace}",
+        reason=Reason.REFERENCE_NOT_FOUND,
     )
 
 
@@ -222,6 +226,7 @@ def _platform_refs(platform: MLPlatform, index: _Index) -> list[Problem]:
                     ("spec",),
                     f"ReferenceNotFound: spec.computeProfileRef: not set, and namespace {ns} has no Project "
                     "whose spec.computeProfileRef could be used; set spec.computeProfileRef.name",
+                    reason=Reason.REFERENCE_NOT_FOUND,
                 )
             )
         elif project is None:
@@ -254,7 +259,7 @@ def _need(
     status = index.status((kind, ns, name))
     if status == "missing":
         message = f"ReferenceNotFound: {where}: {kind} '{name}' not found in namespace {ns}"
-        problems.append(Problem(path, message))
+        problems.append(Problem(path, message, reason=Reason.REFERENCE_NOT_FOUND))
     elif status == "invalid":
         problems.append(
             Problem(
@@ -289,20 +294,18 @@ def _check_vips(items: list[_Doc], index: _Index) -> None:
             if vip is not None:
                 owners.setdefault(vip, item)
             continue
-        own = platform.spec.edge.vip if platform.spec.edge is not None else None
-        vip = own
+        found = resolve.vip(platform, _profile_of(platform, index))
+        if found is None:
+            continue
+        vip = found.address
         path: tuple[PathElem, ...] = ("spec", "edge", "vip")
-        if vip is None:
-            profile = _profile_of(platform, index)
-            vip = profile.spec.edge.vip if profile is not None and profile.spec.edge is not None else None
+        if not found.from_platform:
             has_ref = platform.spec.compute_profile_ref is not None
             path = ("spec", "computeProfileRef") if has_ref else ("spec",)
-        if vip is None:
-            continue
         first = owners.setdefault(vip, item)
         if first is item:
             continue
-        source = "spec.edge.vip" if own is not None else "the ComputeProfile's spec.edge.vip"
+        source = "spec.edge.vip" if found.from_platform else "the ComputeProfile's spec.edge.vip"
         state = " (invalid, but its cluster is kept)" if first.problems else ""
         item.problems.append(
             Problem(
@@ -316,14 +319,8 @@ def _check_vips(items: list[_Doc], index: _Index) -> None:
 
 def _profile_of(platform: MLPlatform, index: _Index) -> ComputeProfile | None:
     ns = platform.metadata.namespace
-    ref = platform.spec.compute_profile_ref
-    name = ref.name if ref is not None else None
-    if not name:
-        project = index.project(ns)
-        if project is None:
-            return None
-        name = project.spec.compute_profile_ref.name
-    found = index.valid.get(("ComputeProfile", ns, name))
+    name = resolve.compute_profile_name(platform, index.project(ns))
+    found = index.valid.get(("ComputeProfile", ns, name)) if name else None
     return found.resource if found is not None and isinstance(found.resource, ComputeProfile) else None
 
 
@@ -338,30 +335,45 @@ def _check_admission(items: list[_Doc], index: _Index) -> None:
         platform = item.resource
         if item.problems or not isinstance(platform, MLPlatform):
             continue
-        if platform.spec.mode == "shared":
+        mode = resolve.unsupported_mode(platform)
+        if mode is not None:
             item.warnings.append(
                 Problem(
                     ("spec", "mode"),
-                    "spec.mode: shared is not supported yet; this platform will be rejected with "
-                    "UnsupportedMode (use dedicated)",
+                    f"spec.mode: {mode}; this platform will be rejected with UnsupportedMode",
+                    reason=Reason.UNSUPPORTED_MODE,
                 )
             )
+        for i, request in enumerate(platform.spec.gpus):
+            family = canonical_family(request.family)
+            if family not in KNOWN_FAMILIES:
+                item.warnings.append(
+                    Problem(
+                        ("spec", "gpus", i, "family"),
+                        f"spec.gpus[{i}].family: {family} is not a known GPU family{_did_you_mean(family)}; "
+                        f"only hosts tagged gpu-family: {family} can serve it",
+                        reason=UNKNOWN_GPU_FAMILY,
+                    )
+                )
         profile = _profile_of(platform, index)
         if profile is None:
             continue
-        limits = {canonical_family(k): v for k, v in profile.spec.gpu_limits.items()}
-        for i, request in enumerate(platform.spec.gpus):
-            family = canonical_family(request.family)
-            limit = limits.get(family)
-            if limit is not None and request.count > limit:
-                item.warnings.append(
-                    Problem(
-                        ("spec", "gpus", i, "count"),
-                        f"spec.gpus[{i}].count: {request.count} {family} GPUs exceed the limit of {limit} in "
-                        f"ComputeProfile {profile.metadata.namespace}/{profile.metadata.name}; this platform "
-                        "will be rejected with GPULimitExceeded",
-                    )
+        for breach in resolve.limit_breaches(platform, profile):
+            i = breach.index
+            item.warnings.append(
+                Problem(
+                    ("spec", "gpus", i, "count"),
+                    f"spec.gpus[{i}].count: {breach.count} {breach.family} GPUs exceed the limit of "
+                    f"{breach.limit} in ComputeProfile {profile.metadata.namespace}/{profile.metadata.name}; "
+                    "this platform will be rejected with GPULimitExceeded",
+                    reason=Reason.GPU_LIMIT_EXCEEDED,
                 )
+            )
+
+
+def _did_you_mean(family: str) -> str:
+    close = difflib.get_close_matches(family, sorted(KNOWN_FAMILIES), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredState:
@@ -432,6 +444,7 @@ def _diagnostic(item: _Doc, problem: Problem, nodes: FileNodes) -> Diagnostic:
         namespace=item.namespace,
         name=item.name,
         field=field_path(problem.path) or None,
+        reason=problem.reason,
     )
 
 

@@ -13,8 +13,7 @@ from typing import Any
 
 from reconciler.manifests.schema import PathElem, Problem
 from reconciler.model.gpu import canonical_family
-
-MIN_NODES_LABEL = "palette.ai/min-nodes"
+from reconciler.resolve import MIN_NODES_LABEL, min_nodes_problem, parse_min_nodes, vip_problem
 
 
 def check_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
@@ -22,11 +21,12 @@ def check_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
     spec = data.get("spec")
     spec = spec if isinstance(spec, dict) else {}
     if kind == "ComputeProfile":
-        return _node_count(spec) + _families(("spec", "gpuLimits"), _keys(spec.get("gpuLimits")), at_key=True)
+        limits = _families(("spec", "gpuLimits"), _keys(spec.get("gpuLimits")), at_key=True)
+        return _node_count(spec) + limits + _vip(spec)
     if kind == "MLPlatform":
         gpus = spec.get("gpus")
         families = [g.get("family") for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
-        return _families(("spec", "gpus"), families, at_key=False)
+        return _families(("spec", "gpus"), families, at_key=False) + _vip(spec)
     if kind == "WorkloadProfile":
         return _min_nodes(data.get("metadata"))
     if kind == "Settings":
@@ -86,12 +86,21 @@ def _min_nodes(metadata: Any) -> list[Problem]:
     value = labels.get(MIN_NODES_LABEL) if isinstance(labels, dict) else None
     if not isinstance(value, str):
         return []  # absent, or not a string: the schema layer reports the latter
-    if value.isascii() and value.isdigit() and int(value) > 0:
+    if parse_min_nodes(value) is not None:
         return []
-    where = f"metadata.labels.{MIN_NODES_LABEL}"
-    shown = repr(value) if len(value) <= 64 else repr(value[:64]) + "..."
-    message = f"{where}: must be a positive integer such as '3'; got {shown}"
+    message = f"metadata.labels.{MIN_NODES_LABEL}: {min_nodes_problem(value)}"
     return [Problem(("metadata", "labels", MIN_NODES_LABEL), message)]
+
+
+def _vip(spec: Mapping[str, Any]) -> list[Problem]:
+    edge = spec.get("edge")
+    value = edge.get("vip") if isinstance(edge, dict) else None
+    if not isinstance(value, str):
+        return []  # absent, or not a string: the schema layer reports the latter
+    problem = vip_problem(value)
+    if problem is None:
+        return []
+    return [Problem(("spec", "edge", "vip"), f"spec.edge.vip: {problem}")]
 
 
 def _secret_ref(ref: Any) -> list[Problem]:

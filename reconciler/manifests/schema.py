@@ -35,6 +35,7 @@ class Problem:
     message: str
     at_key: bool = False
     at: tuple[int, int] | None = None  # a position known already (no need to look the path up)
+    reason: str | None = None  # what kind of problem, for programs (see Diagnostic.reason)
 
 
 def field_path(path: Sequence[PathElem]) -> str:

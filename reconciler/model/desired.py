@@ -99,24 +99,19 @@ class DesiredState:
                 return project
         return None
 
+    # The fallback rules themselves live in reconciler.resolve; these are conveniences over them.
+
     def compute_profile_for(self, platform: MLPlatform) -> ComputeProfile | None:
-        ns = platform.metadata.namespace
-        ref = platform.spec.compute_profile_ref
-        name = ref.name if ref is not None and ref.name else None
-        if name is None:
-            project = self.project(ns)
-            name = project.spec.compute_profile_ref.name if project is not None else None
-        return self.get(ComputeProfile, ns, name) if name else None
+        from reconciler.resolve import compute_profile
+
+        return compute_profile(self, platform)
 
     def workload_profile_for(self, platform: MLPlatform) -> WorkloadProfile | None:
-        ref = platform.spec.workload_profile_ref
-        if ref is None:
-            return None
-        return self.get(WorkloadProfile, platform.metadata.namespace, ref.name)
+        from reconciler.resolve import workload_profile
+
+        return workload_profile(self, platform)
 
     def settings_for(self, namespace: str, explicit: str | None = None) -> Settings | None:
-        name = explicit
-        if name is None:
-            project = self.project(namespace)
-            name = project.spec.settings_ref.name if project and project.spec.settings_ref else None
-        return self.get(Settings, namespace, name) if name else None
+        from reconciler.resolve import settings
+
+        return settings(self, namespace, explicit)

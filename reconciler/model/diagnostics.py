@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+# Diagnostic reasons that are not condition reasons (those are in reconciler.model.conditions.Reason).
+UNKNOWN_GPU_FAMILY = "UnknownGPUFamily"
+
 
 class Severity(StrEnum):
     ERROR = "error"
@@ -18,6 +21,8 @@ class Diagnostic:
 
     ``field`` is the path of the offending field (``spec.gpus[0].count``) when there is one; it is
     part of the text output and of ``message`` where it helps, not of the JSON contract.
+    ``reason`` says what kind of problem it is for programs (a condition reason such as
+    ``ReferenceNotFound``, or :data:`UNKNOWN_GPU_FAMILY`), so nothing ever matches on the wording.
     """
 
     file: str
@@ -29,6 +34,7 @@ class Diagnostic:
     namespace: str | None = None
     name: str | None = None
     field: str | None = None
+    reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The shape of ``validate --format json`` (DESIGN.md section 8)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 MANAGED_BY_LABEL = "palette.ai/managed-by"
 MANAGED_BY_VALUE = "reconciler"
@@ -19,12 +20,36 @@ def managed_labels(namespace: str, name: str) -> dict[str, str]:
     return {MANAGED_BY_LABEL: MANAGED_BY_VALUE, NAMESPACE_LABEL: namespace, NAME_LABEL: name}
 
 
+class ClusterState(StrEnum):
+    """Palette's ``status.state`` of a cluster. Values compare equal to Palette's strings; a state this
+    reconciler does not know is read as UNKNOWN (it is neither Running nor on its way out)."""
+
+    PENDING = "Pending"
+    PROVISIONING = "Provisioning"
+    RUNNING = "Running"
+    IMPORTING = "Importing"
+    UPDATING = "Updating"
+    DELETING = "Deleting"
+    DELETED = "Deleted"
+    FAILED = "Failed"
+    ERROR = "Error"
+    UNKNOWN = "Unknown"
+
+    @classmethod
+    def parse(cls, text: object) -> ClusterState:
+        if isinstance(text, cls):
+            return text
+        folded = str(text or "").strip().lower()
+        return next((s for s in cls if s.value.lower() == folded), cls.UNKNOWN)
+
+
 @dataclass(frozen=True, slots=True)
 class ManagedCluster:
     """An edge-native cluster carrying this reconciler's labels.
 
-    ``state`` is Palette's ``status.state`` (Pending, Provisioning, Running, Deleting, ...).
-    ``control_plane`` and ``workers`` are sorted edge host uids.
+    ``state`` is Palette's ``status.state`` as Palette spells it (shown in status files);
+    :attr:`known_state` is the same as a :class:`ClusterState` for decisions.
+    ``control_plane`` and ``workers`` are sorted edge host uids; ``arch`` is a canonical architecture.
     """
 
     uid: str
@@ -37,6 +62,11 @@ class ManagedCluster:
     workers: tuple[str, ...] = ()
     arch: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    project_uid: str | None = None  # the Palette project it lives in, when known
+
+    @property
+    def known_state(self) -> ClusterState:
+        return ClusterState.parse(self.state)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -16,17 +16,17 @@ from typing import Any
 
 import yaml
 
-from reconciler.inventory import Machine, Role
+from reconciler.edgehost import HostFacts, read_host
+from reconciler.inventory import Machine, Role, role_of
 from reconciler.model.observed import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     NAME_LABEL,
     NAMESPACE_LABEL,
+    ClusterState,
     ManagedCluster,
 )
-
-WORKER_TAG = "palette.ai/worker"
-CONTROL_PLANE_TAG = "palette.ai/control-plane"
+from reconciler.resolve import Target, in_scope
 
 try:  # the C loader is much faster on 10,000-host snapshots
     from yaml import CSafeLoader as _SafeLoader
@@ -52,26 +52,10 @@ def _get(obj: Any, *keys: str) -> Any:
 
 
 def is_worker_host(host: Mapping[str, Any]) -> bool:
-    """The exclusive role rule of DESIGN.md section 4, as far as membership splitting needs it."""
-    labels = _get(host, "metadata", "labels") or {}
-    if str(labels.get(WORKER_TAG, "")).lower() == "true":
-        return True
-    if str(labels.get(CONTROL_PLANE_TAG, "")).lower() == "true":
-        return False
-    return host_gpu_count(host) > 0
-
-
-def host_gpu_count(host: Mapping[str, Any]) -> int:
-    """GPUs reported by the agent, else the ``gpus`` tag; 0 when neither says anything usable."""
-    gpus = _get(host, "spec", "device", "gpus") or []
-    reported = sum(int(g.get("gpuCount") or 0) for g in gpus if isinstance(g, Mapping))
-    if reported:
-        return reported
-    tag = (_get(host, "metadata", "labels") or {}).get("gpus")
-    try:
-        return max(int(str(tag)), 0) if tag is not None else 0
-    except ValueError:
-        return 0
+    """The exclusive role rule of DESIGN.md section 4 on a raw host, leniently (for hosts discovery left
+    out). Kept for the emulator's seeding until the emulator has its own reader."""
+    facts = read_host(host)
+    return facts is not None and role_of(facts) is Role.WORKER
 
 
 def cluster_config_uid(cluster: Mapping[str, Any]) -> str | None:
@@ -88,35 +72,35 @@ def managed_clusters(
     """Clusters carrying ``palette.ai/managed-by: reconciler`` that are not deleted, with their hosts.
 
     A host's role comes from ``machines`` (discovery's reading of it) when discovery knows the host;
-    :func:`is_worker_host` only covers hosts discovery left out (a cluster host whose ``palette.ai``
-    tag was removed, or one excluded for a bad tag).
+    :func:`reconciler.inventory.role_of` only covers hosts discovery left out (a cluster host whose
+    ``palette.ai`` tag was removed, or one excluded for a bad tag).
     """
     known = machines or {}
-
-    def worker(host: Mapping[str, Any]) -> bool:
-        machine = known.get(str(_get(host, "metadata", "uid")))
-        return machine.role is Role.WORKER if machine is not None else is_worker_host(host)
-
-    members: dict[str, list[Mapping[str, Any]]] = {}
+    members: dict[str, list[HostFacts]] = {}
     for host in edge_hosts:
-        for ref in _get(host, "status", "inUseClustersRef") or []:
-            uid = ref.get("uid") if isinstance(ref, Mapping) else None
-            if uid:
-                members.setdefault(str(uid), []).append(host)
+        facts = read_host(host)
+        if facts is not None and facts.cluster_uid:
+            members.setdefault(facts.cluster_uid, []).append(facts)
+
+    def worker(facts: HostFacts) -> bool:
+        machine = known.get(facts.uid)
+        return (machine.role if machine is not None else role_of(facts)) is Role.WORKER
+
     result: list[ManagedCluster] = []
     for cluster in clusters:
         labels = dict(_get(cluster, "metadata", "labels") or {})
-        state = str(_get(cluster, "status", "state") or "Unknown")
+        state = str(_get(cluster, "status", "state") or ClusterState.UNKNOWN.value)
         uid = _get(cluster, "metadata", "uid")
-        if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or state == "Deleted" or not uid:
+        deleted = ClusterState.parse(state) is ClusterState.DELETED
+        if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or deleted or not uid:
             continue
         namespace, platform = labels.get(NAMESPACE_LABEL), labels.get(NAME_LABEL)
         if not namespace or not platform:
             continue
         hosts = members.get(str(uid), [])
-        workers = sorted(str(_get(h, "metadata", "uid")) for h in hosts if worker(h))
-        control_plane = sorted(str(_get(h, "metadata", "uid")) for h in hosts if not worker(h))
-        arches = Counter(str(_get(h, "spec", "device", "archType") or "amd64") for h in hosts)
+        workers = sorted(h.uid for h in hosts if worker(h))
+        control_plane = sorted(h.uid for h in hosts if not worker(h))
+        arches = Counter(h.arch for h in hosts if h.arch is not None)
         arch = sorted(arches.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if arches else None
         result.append(
             ManagedCluster(
@@ -130,9 +114,40 @@ def managed_clusters(
                 workers=tuple(workers),
                 arch=arch,
                 labels=labels,
+                project_uid=cluster_project(cluster, hosts),
             )
         )
     return sorted(result, key=lambda c: (c.namespace, c.platform, c.uid))
+
+
+def cluster_project(cluster: Mapping[str, Any], members: Iterable[HostFacts]) -> str | None:
+    """The Palette project of a cluster: as the summary or the annotations say, else its first host's."""
+    uid = _get(cluster, "specSummary", "projectMeta", "uid") or _get(
+        cluster, "metadata", "annotations", "projectUid"
+    )
+    if isinstance(uid, str) and uid:
+        return uid
+    return next((h.project_uid for h in members if h.project_uid), None)
+
+
+def scoped(snapshot: Snapshot, target: Target) -> Snapshot:
+    """The part of a snapshot a target sees, as Palette (and the emulator) scope a ``ProjectUid``."""
+    if target.project_uid is None:
+        return snapshot
+    facts = [read_host(h) for h in snapshot.edge_hosts]
+    hosts = [
+        h for h, f in zip(snapshot.edge_hosts, facts, strict=True) if f and in_scope(f.project_uid, target)
+    ]
+    members: dict[str, list[HostFacts]] = {}
+    for f in facts:
+        if f is not None and f.cluster_uid:
+            members.setdefault(f.cluster_uid, []).append(f)
+    clusters = [
+        c
+        for c in snapshot.clusters
+        if in_scope(cluster_project(c, members.get(str(_get(c, "metadata", "uid")), [])), target)
+    ]
+    return Snapshot(edge_hosts=hosts, clusters=clusters)
 
 
 def parse_snapshot(text: str, *, json_first: bool = False) -> Snapshot:

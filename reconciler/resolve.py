@@ -1,0 +1,331 @@
+"""Every fallback and precedence rule of the resources, and routing to Palette, in one place (pure).
+
+DESIGN.md sections 3-5. Whoever needs one of these answers (validation, allocation, planning, the
+controller, the applier) asks here, so a rule is written once:
+
+- ComputeProfile of a platform: its ``computeProfileRef.name``, else its Project's.
+- Settings of a platform: its ComputeProfile's ``settingsRef``, else its Project's; of a ComputeProfile or
+  Compute: its own, else its Project's. An invalid platform (no usable profile) uses its Project's, so its
+  cluster is still found.
+- VIP of a platform: its ``spec.edge.vip``, else its ComputeProfile's ``spec.edge.vip``.
+- Minimum workers: the WorkloadProfile's label ``palette.ai/min-nodes`` (a positive integer), else
+  ``computeProfileRef.override.minWorkerNodes``, else the profile's ``minWorkerNodes``, else 0.
+- GPU limits: a request above ``gpuLimits[family]`` (families compared canonically) is refused.
+- Modes: only ``dedicated`` is placed here; ``shared`` is refused with UnsupportedMode.
+- Routing: which Palette target ``(url, projectUid)`` each platform and Compute talks to, or why none.
+  ``plan`` (offline and online) and ``run`` call the same :func:`route`, so they plan the same inputs the
+  same way.
+
+The functions take the resources themselves (and a lookup where a reference must be followed), so
+the loader, which works on documents still being validated, and the planner, which works on a
+:class:`~reconciler.model.desired.DesiredState`, share them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from reconciler.model.gpu import GpuFamily, canonical_family
+from reconciler.model.resources import (
+    Compute,
+    ComputeProfile,
+    MLPlatform,
+    Project,
+    SecretRef,
+    Settings,
+    WorkloadProfile,
+)
+
+if TYPE_CHECKING:  # only for annotations: the model does not depend on this module at import time
+    from reconciler.model.desired import DesiredState, PlatformKey
+
+MIN_NODES_LABEL = "palette.ai/min-nodes"
+DEDICATED = "dedicated"
+
+
+# --- references and fallbacks --------------------------------------------------------------------
+
+
+def compute_profile_name(platform: MLPlatform, project: Project | None) -> str | None:
+    """The ComputeProfile a platform uses: its own reference, else its namespace's Project's."""
+    ref = platform.spec.compute_profile_ref
+    if ref is not None and ref.name:
+        return ref.name
+    return project.spec.compute_profile_ref.name if project is not None else None
+
+
+def settings_name(own: str | None, project: Project | None) -> str | None:
+    """A Settings reference with the Project fallback (ComputeProfile, Compute, platform)."""
+    if own:
+        return own
+    if project is not None and project.spec.settings_ref is not None:
+        return project.spec.settings_ref.name
+    return None
+
+
+def platform_settings_name(profile: ComputeProfile | None, project: Project | None) -> str | None:
+    """A platform talks to its ComputeProfile's Settings, else its Project's."""
+    own = profile.spec.settings_ref.name if profile is not None and profile.spec.settings_ref else None
+    return settings_name(own, project)
+
+
+def compute_settings_name(compute: Compute, project: Project | None) -> str | None:
+    own = compute.spec.settings_ref.name if compute.spec.settings_ref is not None else None
+    return settings_name(own, project)
+
+
+def compute_profile(desired: DesiredState, platform: MLPlatform) -> ComputeProfile | None:
+    ns = platform.metadata.namespace
+    name = compute_profile_name(platform, desired.project(ns))
+    return desired.get(ComputeProfile, ns, name) if name else None
+
+
+def workload_profile(desired: DesiredState, platform: MLPlatform) -> WorkloadProfile | None:
+    ref = platform.spec.workload_profile_ref
+    return desired.get(WorkloadProfile, platform.metadata.namespace, ref.name) if ref is not None else None
+
+
+def settings(desired: DesiredState, namespace: str, own: str | None = None) -> Settings | None:
+    """The Settings named ``own`` in ``namespace``, else the Project's (None when neither resolves)."""
+    name = settings_name(own, desired.project(namespace))
+    return desired.get(Settings, namespace, name) if name else None
+
+
+# --- VIP -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Vip:
+    address: str
+    from_platform: bool  # True: the platform's spec.edge.vip; False: its ComputeProfile's
+
+
+def vip(platform: MLPlatform, profile: ComputeProfile | None) -> Vip | None:
+    """The VIP of a platform's cluster: its own ``spec.edge.vip`` over its profile's."""
+    if platform.spec.edge is not None and platform.spec.edge.vip:
+        return Vip(platform.spec.edge.vip, True)
+    if profile is not None and profile.spec.edge is not None and profile.spec.edge.vip:
+        return Vip(profile.spec.edge.vip, False)
+    return None
+
+
+def vip_problem(value: str) -> str | None:
+    """Why ``value`` is not a usable VIP (an IPv4 or IPv6 address), or None."""
+    try:
+        ipaddress.ip_address(value.strip())
+    except ValueError:
+        return f"{value!r} is not an IP address (e.g. 10.10.189.24)"
+    return None
+
+
+# --- minimum workers -----------------------------------------------------------------------------
+
+
+def parse_min_nodes(text: str) -> int | None:
+    """The ``palette.ai/min-nodes`` label: a positive integer such as '3'; None when it is not one."""
+    value = text.strip()
+    if value.isascii() and value.isdigit() and len(value) <= 6 and int(value) > 0:
+        return int(value)
+    return None
+
+
+def min_nodes_problem(text: str) -> str:
+    shown = repr(text) if len(text) <= 64 else repr(text[:64]) + "..."
+    return f"must be a positive integer such as '3'; got {shown}"
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A rule that cannot be applied because its input is wrong (reported as InvalidSpec)."""
+
+    message: str
+
+
+def min_workers(
+    platform: MLPlatform, profile: ComputeProfile, workload: WorkloadProfile | None
+) -> int | Invalid:
+    """Minimum worker nodes, by precedence: label > override > profile > none (0)."""
+    label = workload.metadata.labels.get(MIN_NODES_LABEL) if workload is not None else None
+    if label is not None:
+        parsed = parse_min_nodes(label)
+        if parsed is None:
+            return Invalid(f"WorkloadProfile label {MIN_NODES_LABEL}: {min_nodes_problem(label)}")
+        return parsed
+    ref = platform.spec.compute_profile_ref
+    override = ref.override if ref is not None else None
+    if override is not None and override.min_worker_nodes is not None:
+        return override.min_worker_nodes
+    if profile.spec.min_worker_nodes is not None:
+        return profile.spec.min_worker_nodes
+    return 0
+
+
+# --- GPU requests, limits and modes --------------------------------------------------------------
+
+
+def requested_gpus(platform: MLPlatform) -> dict[GpuFamily, int] | Invalid:
+    """Positive GPU requests per canonical family (requests of one family add up)."""
+    gpus: dict[GpuFamily, int] = {}
+    for request in platform.spec.gpus:
+        try:
+            family = canonical_family(request.family)
+        except ValueError:
+            return Invalid(f"not a GPU family name: {request.family!r}")
+        gpus[family] = gpus.get(family, 0) + request.count
+    return {f: c for f, c in sorted(gpus.items()) if c > 0}
+
+
+def gpu_limits(profile: ComputeProfile) -> dict[GpuFamily, int]:
+    limits: dict[GpuFamily, int] = {}
+    for key, value in profile.spec.gpu_limits.items():
+        try:
+            limits[canonical_family(key)] = value
+        except ValueError:
+            continue  # validation reports it; an unreadable key limits nothing
+    return limits
+
+
+@dataclass(frozen=True, slots=True)
+class LimitBreach:
+    index: int  # position in spec.gpus
+    family: GpuFamily
+    count: int
+    limit: int
+
+    def message(self, profile: ComputeProfile) -> str:
+        return (
+            f"requests {self.count} {self.family} GPUs; ComputeProfile {profile.metadata.name} "
+            f"allows at most {self.limit}"
+        )
+
+
+def limit_breaches(platform: MLPlatform, profile: ComputeProfile) -> list[LimitBreach]:
+    """Requests above the profile's ``gpuLimits`` (a family absent from the limits has none).
+
+    Requests of one family add up before they are compared, as allocation counts them.
+    """
+    limits = gpu_limits(profile)
+    totals: dict[GpuFamily, tuple[int, int]] = {}
+    for i, request in enumerate(platform.spec.gpus):
+        try:
+            family = canonical_family(request.family)
+        except ValueError:
+            continue
+        first, count = totals.get(family, (i, 0))
+        totals[family] = (first, count + request.count)
+    return [
+        LimitBreach(first, family, count, limits[family])
+        for family, (first, count) in sorted(totals.items())
+        if family in limits and count > limits[family]
+    ]
+
+
+def unsupported_mode(platform: MLPlatform) -> str | None:
+    """Why the platform's mode cannot be placed as a dedicated cluster, or None."""
+    if platform.spec.mode == DEDICATED:
+        return None
+    return f"mode {platform.spec.mode} is not supported yet; use mode dedicated"
+
+
+# --- routing -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One Palette endpoint and project scope: the unit that is observed and planned together."""
+
+    url: str
+    project_uid: str | None
+
+
+@dataclass
+class Routing:
+    """Which Palette target each platform and Compute talks to, and who has none (and why).
+
+    ``keys`` holds, per target, the API key reference of the first Settings routed to it (None: the
+    default ``$PALETTE_API_KEY``, as with ``--palette``). Never a key itself.
+    """
+
+    platforms: dict[Target, set[PlatformKey]] = field(default_factory=dict)
+    computes: dict[tuple[str, str], Target] = field(default_factory=dict)
+    unavailable: dict[PlatformKey, str] = field(default_factory=dict)
+    keys: dict[Target, SecretRef | None] = field(default_factory=dict)
+
+    @property
+    def targets(self) -> set[Target]:
+        return set(self.platforms) | set(self.computes.values())
+
+    def all_platforms(self) -> set[PlatformKey]:
+        return {key for keys in self.platforms.values() for key in keys}
+
+    def target_of(self, key: PlatformKey) -> Target | None:
+        return next((t for t, keys in self.platforms.items() if key in keys), None)
+
+
+def target_for(settings: Settings | None, palette_url: str | None, namespace: str) -> Target | str:
+    """The target of a Settings (``palette_url`` replaces its ``hostUrl``), or why there is none."""
+    url = palette_url or (settings.spec.palette.host_url if settings is not None else None)
+    if url is None:
+        return f"namespace {namespace} has no Settings and no --palette endpoint was given"
+    project_uid = settings.spec.palette.default_project_id if settings is not None else None
+    return Target(url.rstrip("/"), project_uid)
+
+
+def route(desired: DesiredState, palette_url: str | None = None) -> Routing:
+    """Route every platform (valid or invalid) and Compute of ``desired`` to its Palette target.
+
+    ``palette_url`` (``--palette``, or a snapshot for an offline plan) replaces every ``hostUrl`` and
+    keeps each Settings' project scope; a namespace without Settings then talks to the whole tenant.
+    """
+    routing = Routing()
+
+    def add(key: PlatformKey, found: Settings | None) -> None:
+        target = target_for(found, palette_url, key[0])
+        if isinstance(target, str):
+            routing.unavailable[key] = target
+            return
+        routing.platforms.setdefault(target, set()).add(key)
+        if target not in routing.keys:
+            ref = found.spec.palette.api_key_secret_ref if found is not None else None
+            routing.keys[target] = ref if palette_url is None else None
+
+    for platform in desired.platforms():
+        ns = platform.metadata.namespace
+        project = desired.project(ns)
+        name = platform_settings_name(compute_profile(desired, platform), project)
+        add((ns, platform.metadata.name), desired.get(Settings, ns, name) if name else None)
+    for kind, ns, name in sorted(desired.invalid):
+        if kind == "MLPlatform" and (ns, name) not in routing.unavailable:
+            add((ns, name), settings(desired, ns))
+    for compute in desired.of_kind(Compute):
+        ns = compute.metadata.namespace
+        own = compute_settings_name(compute, desired.project(ns))
+        found = desired.get(Settings, ns, own) if own else None
+        target = target_for(found, palette_url, ns)
+        if not isinstance(target, str):
+            routing.computes[(ns, compute.metadata.name)] = target
+            if target not in routing.keys:
+                ref = found.spec.palette.api_key_secret_ref if found is not None else None
+                routing.keys[target] = ref if palette_url is None else None
+    return routing
+
+
+def in_scope(thing_project: str | None, target: Target) -> bool:
+    """Palette's project scoping (as the emulator implements it): a target with a project sees what
+    belongs to that project and what names no project; a tenant-scope target sees everything."""
+    return target.project_uid is None or thing_project is None or thing_project == target.project_uid
+
+
+LookupProfile = Callable[[str, str], ComputeProfile | None]
+
+
+def profile_via(
+    platform: MLPlatform, projects: Mapping[str, Project], lookup: LookupProfile
+) -> ComputeProfile | None:
+    """The platform's ComputeProfile through any lookup (the loader's index, a DesiredState)."""
+    ns = platform.metadata.namespace
+    name = compute_profile_name(platform, projects.get(ns))
+    return lookup(ns, name) if name else None
