@@ -60,6 +60,17 @@ class HostState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Nic:
+    """The network interface Palette reaches a host on, as its agent reports it (``v1Nic``)."""
+
+    name: str | None
+    ip: str
+    subnet: str | None = None
+    gateway: str | None = None
+    dns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Machine:
     uid: str
     name: str
@@ -74,6 +85,7 @@ class Machine:
     state: HostState = HostState.AVAILABLE
     cluster_uid: str | None = None  # set whenever Palette names the host's cluster, whatever the state
     notes: tuple[str, ...] = ()  # decisions discovery took about this host (e.g. mixed GPU families)
+    nic: Nic | None = None  # its address (agent's spec.device.nics), for static-IP clusters
 
     @property
     def available(self) -> bool:
@@ -446,6 +458,26 @@ def _agent_gpus(device: Mapping[str, Any], tags: _Tags) -> _Gpus:
     return result
 
 
+def _nic(spec: Mapping[str, Any]) -> Nic | None:
+    """The agent's default interface with an address (else the one on ``spec.host.hostAddress``, else the
+    first with an address); None when the agent reports no address."""
+    reported = _mapping(spec.get("device")).get("nics")
+    nics = [n for n in reported or () if isinstance(n, Mapping) and _text(n.get("ip"))]
+    if not nics:
+        return None
+    address = _text(_mapping(spec.get("host")).get("hostAddress"))
+    chosen = next((n for n in nics if n.get("isDefault") is True), None)
+    chosen = chosen or next((n for n in nics if _text(n.get("ip")) == address), nics[0])
+    dns = chosen.get("dns")
+    return Nic(
+        name=_text(chosen.get("nicName")) or None,
+        ip=_text(chosen.get("ip")),
+        subnet=_text(chosen.get("subnet")) or None,
+        gateway=_text(chosen.get("gateway")) or None,
+        dns=tuple(_text(d) for d in dns if _text(d)) if isinstance(dns, list) else (),
+    )
+
+
 def _cluster_uid(status: Mapping[str, Any]) -> str | None:
     for key in ("inUseClustersRef", "inUseClusters"):  # inUseClusters is Palette's deprecated spelling
         refs = status.get(key)
@@ -484,7 +516,8 @@ def _discover_host(item: Any) -> Machine | ExcludedHost | None:
     problems = tags.problems
     if not uid:
         problems.insert(0, "the edge host has no metadata.uid")
-    device = _mapping(_mapping(item.get("spec")).get("device"))
+    spec = _mapping(item.get("spec"))
+    device = _mapping(spec.get("device"))
     raw_arch = device.get("archType")
     arch = _ARCHES.get(raw_arch.lower(), "") if isinstance(raw_arch, str) and raw_arch else "amd64"
     if not arch:
@@ -515,6 +548,7 @@ def _discover_host(item: Any) -> Machine | ExcludedHost | None:
         state=_host_state(status, cluster_uid),
         cluster_uid=cluster_uid,
         notes=tuple(gpus.notes),
+        nic=_nic(spec),
     )
 
 

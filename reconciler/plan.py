@@ -30,6 +30,7 @@ from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.observed import ManagedCluster
+from reconciler.profiles import reject_unbuildable
 
 
 class Action(StrEnum):
@@ -92,6 +93,8 @@ class Plan:
     revision: str | None
     platforms: list[PlatformPlan]
     diagnostics: list[Diagnostic]
+    # The machines the plan was made from: the applier sends their names and addresses (plan = apply).
+    machines: Mapping[str, Machine] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Exactly the ``plan --format json`` object of DESIGN.md section 8."""
@@ -264,6 +267,7 @@ def make_plan(
     max_deletions: int = 1,
 ) -> Plan:
     """Plan one pass: every platform of the desired state and every managed cluster gets one entry."""
+    desired = reject_unbuildable(desired)  # no cluster profile: invalid, InvalidSpec (DESIGN.md section 3)
     machines = inventory.by_uid()
     cluster_of: dict[PlatformKey, ManagedCluster] = {}
     for c in sorted(clusters, key=lambda c: (c.namespace, c.platform, c.name, c.uid)):
@@ -321,4 +325,5 @@ def make_plan(
         revision=desired.revision,
         platforms=[entries[k] for k in sorted(entries)],
         diagnostics=sorted(desired.diagnostics, key=Diagnostic.sort_key),
+        machines=machines,
     )
