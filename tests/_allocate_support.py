@@ -66,8 +66,11 @@ def profile(
     node_count: int = 1,
     min_workers: int | None = None,
     limits: Mapping[str, int] | None = None,
+    edge: Mapping[str, Any] | None = None,
 ) -> ComputeProfile:
     spec: dict[str, Any] = {"controlPlaneDefaults": {"nodeCount": node_count}}
+    if edge is not None:
+        spec["edge"] = dict(edge)
     if min_workers is not None:
         spec["minWorkerNodes"] = min_workers
     if limits:

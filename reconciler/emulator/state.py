@@ -119,7 +119,8 @@ class EmulatorState:
         self._counter = 0
         self.hosts: dict[str, dict[str, Any]] = {}
         self.clusters: dict[str, Cluster] = {}
-        # uid -> {uid, name, type (Palette's)}; None: no catalogue, any uid is an infrastructure profile.
+        # uid -> {uid, name, type: infra|add-on|full}; None: no catalogue, any uid is an infrastructure
+        # profile. Palette's documents name the types infra, add-on and cluster (full).
         self.catalogue: dict[str, dict[str, str]] | None = None
         # Paging a large inventory re-runs one search per page; the matching list is kept until any
         # host changes (``_version``), so each page costs O(page), not O(inventory).
@@ -139,7 +140,7 @@ class EmulatorState:
             self.catalogue = {}
             for entry in snapshot.cluster_profiles:
                 uid = str(entry["uid"])
-                kind = PALETTE_PROFILE_TYPES.get(str(entry.get("type") or "infra"), "infra")
+                kind = str(entry.get("type") or "infra")
                 self.catalogue[uid] = {"uid": uid, "name": str(entry.get("name") or uid), "type": kind}
         for host in snapshot.edge_hosts:
             item = copy.deepcopy(host)
@@ -396,7 +397,7 @@ class EmulatorState:
         entry = self.catalogue.get(uid)
         if entry is None:
             raise ApiError(400, "ClusterProfileNotFound", f"cluster profile {uid} not found")
-        return entry["type"]
+        return PALETTE_PROFILE_TYPES.get(entry["type"], "infra")
 
     def _check_profiles(self, profiles: Any, *, for_create: bool) -> list[dict[str, Any]]:
         """Validate ``v1SpectroClusterProfileEntity`` items; a create needs an infra or full profile."""
@@ -426,7 +427,11 @@ class EmulatorState:
         entry = (self.catalogue or {}).get(uid, {"uid": uid, "name": uid, "type": "infra"})
         return {
             "metadata": {"uid": uid, "name": entry["name"]},
-            "spec": {"cloudType": "edge-native", "type": entry["type"], "version": 1},
+            "spec": {
+                "cloudType": "edge-native",
+                "type": PALETTE_PROFILE_TYPES.get(entry["type"], "infra"),
+                "version": 1,
+            },
         }
 
     def get_cluster_profiles(self, uid: str, project: str | None) -> dict[str, Any]:
@@ -480,7 +485,7 @@ class EmulatorState:
 
     def _attached_type(self, uid: str) -> str:
         entry = (self.catalogue or {}).get(uid)
-        return entry["type"] if entry is not None else "infra"
+        return PALETTE_PROFILE_TYPES.get(entry["type"], "infra") if entry is not None else "infra"
 
     # --- machines and overview -------------------------------------------------------------------
 
