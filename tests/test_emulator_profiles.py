@@ -99,7 +99,12 @@ def test_host_name_and_nic_are_kept_and_static_ip_needs_every_address() -> None:
         uid = palette.create_edge_native_cluster(_body(cp=hosts[:1], cloud={"staticIp": True}))
         cluster = palette.get_cluster(uid)
         assert cluster is not None
-        config = palette.get_cloud_config(cluster["spec"]["cloudConfigRef"]["uid"])
+        config_uid = cluster["spec"]["cloudConfigRef"]["uid"]
+        pool = _body(cp=hosts)["spec"]["machinepoolconfig"][0]
+        with pytest.raises(ClientError) as refused:  # a static cluster's new host needs its address too
+            palette.update_machine_pool(config_uid, "control-plane-pool", pool)
+        assert "edge-cp-2" in str(refused.value)
+        config = palette.get_cloud_config(config_uid)
     [kept] = config["spec"]["machinePoolConfig"][0]["hosts"]
     assert kept["hostName"] == "cp-one" and kept["nic"] == nic
 

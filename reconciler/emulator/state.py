@@ -634,6 +634,7 @@ class EmulatorState:
             raise ApiError(400, "InvalidRequest", "an edge host may appear only once in a pool")
         if pool.is_control_plane and not new.hosts:
             raise ApiError(400, "InvalidRequest", "a control-plane pool needs at least one host")
+        _check_addressing(cluster.cluster_config, [new])
         added = [uid for uid in new.hosts if uid not in pool.hosts]
         removed = [uid for uid in pool.hosts if uid not in new.hosts]
         for uid in added:
@@ -827,8 +828,9 @@ def _machine_uid(cluster_uid: str, host_uid: str) -> str:
 
 
 def _check_addressing(cloud_config: Mapping[str, Any], pools: list[Pool]) -> None:
-    """What Palette checks of a create's addressing: ``staticIp`` needs every host's ``nic.ip``; a
-    two-node cluster needs a control plane of two hosts marked primary and secondary."""
+    """What Palette checks of a request's addressing against its cluster's cloud config: ``staticIp``
+    needs every host's ``nic.ip``; a two-node cluster's control plane is two hosts marked primary and
+    secondary."""
     if cloud_config.get("staticIp") is True:
         for pool in pools:
             for uid in pool.hosts:
@@ -836,8 +838,8 @@ def _check_addressing(cloud_config: Mapping[str, Any], pools: list[Pool]) -> Non
                     raise ApiError(
                         400, "InvalidRequest", f"staticIp is set but edge host {uid} has no nic.ip"
                     )
-    if cloud_config.get("isTwoNodeCluster") is True:
-        control = [p for p in pools if p.is_control_plane]
+    control = [p for p in pools if p.is_control_plane]
+    if cloud_config.get("isTwoNodeCluster") is True and control:
         priorities = sorted(
             str(p.entities.get(uid, {}).get("twoNodeCandidatePriority")) for p in control for uid in p.hosts
         )
