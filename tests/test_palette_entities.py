@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.inventory import Nic
+from reconciler.inventory import Nic, discover
 from reconciler.model.observed import managed_labels
 from reconciler.model.resources import ClusterProfileRef, ComputeProfile
 from reconciler.palette.entities import (
@@ -18,7 +18,7 @@ from reconciler.palette.entities import (
     pool_hosts,
 )
 from tests._allocate_support import machine
-from tests._palette_support import PROFILE, WORKLOAD, assert_valid
+from tests._palette_support import PROFILE, WORKLOAD, assert_valid, host
 
 INFRA = ClusterProfileRef(uid="6651a2b3c4d5e6f708192a3b")
 PROFILES = (INFRA, *(WORKLOAD.spec.cluster_profiles if WORKLOAD.spec else []))
@@ -77,9 +77,9 @@ def test_create_entity_carries_name_labels_and_edge_settings() -> None:
 def test_static_ip_is_sent_only_when_every_host_carries_its_address() -> None:
     with_addresses = _entity()
     for pool in with_addresses["spec"]["machinepoolconfig"]:
-        for host in pool["cloudConfig"]["edgeHosts"]:
-            assert host["nic"]["ip"].startswith("10.0.0.")
-            assert host["nic"]["nicName"] == "ens160"
+        for edge_host in pool["cloudConfig"]["edgeHosts"]:
+            assert edge_host["nic"]["ip"].startswith("10.0.0.")
+            assert edge_host["nic"]["nicName"] == "ens160"
     one_missing = _entity(workers=[_host("gpu-1", 21, address=False)])
     assert "staticIp" not in one_missing["spec"]["cloudConfig"]
     for pool in one_missing["spec"]["machinepoolconfig"]:
@@ -213,3 +213,34 @@ def test_attach_and_detach_bodies_have_palettes_shapes() -> None:
     detach = detach_profiles_entity(["b", "a", "b"])
     assert detach == {"profileUids": ["a", "b"]}
     assert_valid("v1SpectroClusterProfilesDeleteEntity", detach, "detach")
+
+
+def test_discovery_reads_the_agents_default_interface_as_the_hosts_address() -> None:
+    def item(uid: str, nics: Any) -> dict[str, Any]:
+        entry = host(uid, nic=False)
+        entry["spec"]["device"]["nics"] = nics
+        return entry
+
+    other = {"nicName": "ens192", "ip": "192.168.0.5"}
+    default = {
+        "nicName": "ens160",
+        "ip": "10.0.0.7",
+        "subnet": "255.255.255.0",
+        "dns": ["10.0.0.2"],
+        "isDefault": True,
+    }
+    on_address = {"nicName": "eth1"}  # host("edge-b") has hostAddress 10.0.0.6 (10.0.0.<len(uid)>)
+    machines = discover(
+        [
+            item("edge-a", [other, default]),
+            item("edge-b", [other, {**on_address, "ip": "10.0.0.6"}]),
+            item("edge-c", [{"nicName": "eth0"}]),
+            item("edge-d", "not a list"),
+            host("edge-e", nic=False),
+        ]
+    ).by_uid()
+    assert machines["edge-a"].nic == Nic("ens160", "10.0.0.7", "255.255.255.0", None, ("10.0.0.2",))
+    assert machines["edge-b"].nic == Nic("eth1", "10.0.0.6")
+    assert (
+        machines["edge-c"].nic is None and machines["edge-d"].nic is None and machines["edge-e"].nic is None
+    )
