@@ -25,7 +25,7 @@ from reconciler.inventory import HostState, Inventory, Machine, Role
 from reconciler.model.desired import DesiredState, Loaded, SourceRef
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.observed import ManagedCluster, cluster_name
-from reconciler.model.resources import ComputeProfile, MLPlatform, Project, Resource
+from reconciler.model.resources import ComputeProfile, MLPlatform, Project, Resource, Settings
 from reconciler.plan import Action, make_plan
 
 FAMILIES = {  # family -> (architectures, GPU counts on offer with weights)
@@ -86,7 +86,24 @@ def make_desired(platforms: int, namespaces: int, rnd: random.Random) -> Desired
                     "apiVersion": "mural.sh/v1alpha1",
                     "kind": "Project",
                     "metadata": {"name": ns, "namespace": ns},
-                    "spec": {"computeProfileRef": {"name": "profile"}},
+                    "spec": {"computeProfileRef": {"name": "profile"}, "settingsRef": {"name": "palette"}},
+                }
+            )
+        )
+        resources.append(
+            Settings.model_validate(
+                {
+                    "apiVersion": "mural.sh/v1alpha1",
+                    "kind": "Settings",
+                    "metadata": {"name": "palette", "namespace": ns},
+                    "spec": {
+                        "palette": {
+                            "hostUrl": "https://api.spectrocloud.com",
+                            "defaultProjectID": "6514216503b1d1cd4f1bdc44",
+                            "apiKeySecretRef": {"env": "PALETTE_API_KEY"},
+                            "clusterProfiles": [{"uid": "6651a2b3c4d5e6f708192a3b"}],
+                        }
+                    },
                 }
             )
         )

@@ -32,6 +32,7 @@ spec:
     tenant: acme
     defaultProjectID: "6514216503b1d1cd4f1bdc44"
     apiKeySecretRef: {{env: PALETTE_API_KEY}}
+    clusterProfiles: [{{uid: 6651a2b3c4d5e6f708192a3b}}]
 """,
     "computeprofile.yaml": """\
 apiVersion: palette.ai/v1alpha1

@@ -3,7 +3,10 @@
 Items have the shape of ``POST /v1/dashboard/edgehosts/search`` results (v1EdgeHostsMetadata). The
 seed's Compute example is in it with the seed's machine names (6 control-plane hosts, 3 H100 x 8 and
 3 A100 x 8 workers in network-pool 3), plus the hosts every sample MLPlatform needs and a few that
-discovery must exclude. Usage: ``python bench/gen_sample_inventory.py [OUT]``.
+discovery must exclude. Every host reports its network interface (``spec.device.nics``), so clusters of
+a static-IP ComputeProfile are sent with their addresses. ``clusterProfiles`` is the emulator's cluster
+profile catalogue: the infrastructure profiles the sample Settings name and the add-on profiles of the
+sample WorkloadProfiles. Usage: ``python bench/gen_sample_inventory.py [OUT]``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,15 @@ H100 = ("NVIDIA", "GH100 [H100 SXM5 80GB]", "80 GB")
 A100 = ("NVIDIA", "GA100 [A100 SXM4 80GB]", "80 GB")
 L40S = ("NVIDIA", "AD102GL [L40S]", "48 GB")
 
+# uid, name, type: the Settings' infrastructure profiles first, then the WorkloadProfiles' add-ons.
+CLUSTER_PROFILES = [
+    ("6651a2b3c4d5e6f708192a3b", "edge-ubuntu-k8s-infra", "infra"),
+    ("6651a2b3c4d5e6f708192a3c", "edge-ubuntu-k8s-gpu-infra", "infra"),
+    ("66f1a2b3c4d5e6f7a8b9c0d1", "kubeflow-training", "add-on"),
+    ("66f1a2b3c4d5e6f7a8b9c0d2", "kubeflow-training-operator", "add-on"),
+    ("66f1a2b3c4d5e6f7a8b9c0e1", "triton-inference-server", "add-on"),
+]
+
 
 def uid_for(name: str) -> str:
     """A stable edge-host uid (``edge-<32 hex>``) for hosts the seed does not name."""
@@ -74,6 +86,17 @@ def host(
         "hostType": "appliance",
     }
     address = {"hostAddress": f"10.10.135.{10 + n}", "macAddress": f"00:50:56:b8:87:{n:02x}"}
+    device["nics"] = [
+        {
+            "nicName": "ens160",
+            "macAddr": address["macAddress"],
+            "ip": address["hostAddress"],
+            "subnet": "255.255.255.0",
+            "gateway": "10.10.135.1",
+            "dns": ["10.10.135.2"],
+            "isDefault": True,
+        }
+    ]
     return edge_host_item(uid or uid_for(name), name, labels, device, address, PROJECT, state, health, in_use)
 
 
@@ -126,7 +149,9 @@ def main() -> None:
         if len(sys.argv) > 1
         else Path(__file__).parent.parent / "sample-repo" / "inventory.json"
     )
-    out.write_text(json.dumps({"edgeHosts": edge_hosts()}, indent=2) + "\n", encoding="utf-8")
+    profiles = [{"uid": uid, "name": name, "type": kind} for uid, name, kind in CLUSTER_PROFILES]
+    document = {"edgeHosts": edge_hosts(), "clusterProfiles": profiles}
+    out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")
 
 

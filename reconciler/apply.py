@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from reconciler.inventory import Machine
 from reconciler.logging import get_logger, with_log_context
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import cluster_name, managed_labels
@@ -22,9 +23,13 @@ from reconciler.palette.entities import (
     WORKER_POOL,
     cluster_create_entity,
     machine_pool_entity,
+    pool_hosts,
+    static_ip,
+    static_ip_wanted,
 )
 from reconciler.palette.errors import PaletteError
 from reconciler.plan import Action, Plan, PlatformPlan
+from reconciler.profiles import NO_CLUSTER_PROFILE, platform_cluster_profiles
 from reconciler.status.render import Outcome
 
 log = get_logger(component="apply")
@@ -61,35 +66,52 @@ def _vip(platform: MLPlatform, profile: ComputeProfile) -> str | None:
     return profile.spec.edge.vip if profile.spec.edge is not None else None
 
 
-def _create(client: ClusterAPI, desired: DesiredState, p: PlatformPlan) -> Outcome:
+def _create(
+    client: ClusterAPI, desired: DesiredState, p: PlatformPlan, machines: Mapping[str, Machine]
+) -> Outcome:
     platform, profile = _platform(desired, p)
+    refs = platform_cluster_profiles(desired, platform)
+    if not refs:  # the plan rejects these; never send an empty profiles list
+        raise ApplyError(f"platform {p.namespace}/{p.name}: {NO_CLUSTER_PROFILE}")
+    control_plane = pool_hosts(p.control_plane, machines)
+    workers = pool_hosts(p.workers, machines)
+    if static_ip_wanted(profile) and not static_ip(profile, [*control_plane, *workers]):
+        log.warning(
+            "static IP asked for, but not every host reports its address: Palette's DHCP is used",
+            namespace=p.namespace,
+            name=p.name,
+        )
     entity = cluster_create_entity(
         name=cluster_name(p.namespace, p.name),
         labels=managed_labels(p.namespace, p.name),
         profile=profile,
-        workload=desired.workload_profile_for(platform),
+        cluster_profiles=refs,
         vip=_vip(platform, profile),
         arch=p.arch or "amd64",
-        control_plane=sorted(p.control_plane),
-        workers=sorted(p.workers),
+        control_plane=control_plane,
+        workers=workers,
     )
     uid = client.create_edge_native_cluster(entity)
     log.info("cluster created", namespace=p.namespace, name=p.name, cluster_uid=uid)
     return Outcome(ok=True, cluster_uid=uid)
 
 
-def _pool_hosts(config: Mapping[str, Any]) -> dict[str, list[str]]:
+def _pool_hosts(config: Mapping[str, Any]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Host uids per pool of a cloud config, and the host names Palette reports for them."""
     pools = (config.get("spec") or {}).get("machinePoolConfig") or []
     out: dict[str, list[str]] = {}
+    names: dict[str, str] = {}
     for pool in pools:
         if isinstance(pool, Mapping) and pool.get("name"):
-            out[str(pool["name"])] = [
-                str(h.get("hostUid")) for h in pool.get("hosts") or [] if h.get("hostUid")
-            ]
-    return out
+            hosts = [h for h in pool.get("hosts") or [] if isinstance(h, Mapping) and h.get("hostUid")]
+            out[str(pool["name"])] = [str(h["hostUid"]) for h in hosts]
+            names.update({str(h["hostUid"]): str(h["hostName"]) for h in hosts if h.get("hostName")})
+    return out, names
 
 
-def _scale(client: ClusterAPI, desired: DesiredState, p: PlatformPlan) -> Outcome:
+def _scale(
+    client: ClusterAPI, desired: DesiredState, p: PlatformPlan, machines: Mapping[str, Machine]
+) -> Outcome:
     _platform_obj, profile = _platform(desired, p)
     cluster = p.existing
     if cluster is None:
@@ -100,7 +122,7 @@ def _scale(client: ClusterAPI, desired: DesiredState, p: PlatformPlan) -> Outcom
         config_uid = ((full.get("spec") or {}).get("cloudConfigRef") or {}).get("uid")
     if not config_uid:
         raise ApplyError(f"cluster {cluster.name} has no cloud config")
-    pools = _pool_hosts(client.get_cloud_config(config_uid))
+    pools, names = _pool_hosts(client.get_cloud_config(config_uid))
     arch = p.arch or cluster.arch or "amd64"
     for pool, is_cp, target in (
         (CONTROL_PLANE_POOL, True, p.control_plane),
@@ -108,7 +130,7 @@ def _scale(client: ClusterAPI, desired: DesiredState, p: PlatformPlan) -> Outcom
     ):
         if sorted(pools.get(pool, [])) == sorted(target):
             continue
-        entity = machine_pool_entity(pool, is_cp, sorted(target), profile, arch)
+        entity = machine_pool_entity(pool, is_cp, pool_hosts(target, machines, names), profile, arch)
         if pool in pools:
             client.update_machine_pool(config_uid, pool, entity)
         else:
@@ -133,14 +155,22 @@ def _delete(client: ClusterAPI, p: PlatformPlan) -> Outcome:
     return Outcome(ok=True, cluster_uid=p.existing.uid)
 
 
-def apply_one(client: ClusterAPI, desired: DesiredState, p: PlatformPlan) -> Outcome:
-    """Carry out one mutating entry; a Palette failure becomes a failed Outcome, never an exception."""
+def apply_one(
+    client: ClusterAPI,
+    desired: DesiredState,
+    p: PlatformPlan,
+    machines: Mapping[str, Machine] | None = None,
+) -> Outcome:
+    """Carry out one mutating entry; a Palette failure becomes a failed Outcome, never an exception.
+
+    ``machines`` (the plan's) give each host its name and address in the requests."""
+    known = machines or {}
     try:
         match p.action:
             case Action.CREATE:
-                return _create(client, desired, p)
+                return _create(client, desired, p, known)
             case Action.SCALE:
-                return _scale(client, desired, p)
+                return _scale(client, desired, p, known)
             case Action.REPLACE | Action.DELETE:
                 return _delete(client, p)
             case _:
@@ -159,7 +189,7 @@ def apply_plan(
         return {}
 
     def one(p: PlatformPlan) -> Outcome:
-        return apply_one(client, desired, p)
+        return apply_one(client, desired, p, plan.machines)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="apply") as pool:
         results = list(pool.map(with_log_context(one), todo))

@@ -41,11 +41,14 @@ class GpuDevice:
 
 
 class Nic(NamedTuple):
+    """A network interface with an address, as the agent reports it (``v1Nic``)."""
+
     name: str
     ip: str
     subnet: str | None = None
     gateway: str | None = None
     is_default: bool = False
+    dns: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -70,6 +73,15 @@ class HostFacts:
     cluster_uid: str | None  # the cluster Palette says the host is in use by
     host_address: str | None = None  # spec.host.hostAddress
     nics: tuple[Nic, ...] = ()
+
+    @property
+    def primary_nic(self) -> Nic | None:
+        """The interface Palette reaches the host on: the default one, else the one carrying
+        ``hostAddress``, else the first; None when the agent reports no address."""
+        if not self.nics:
+            return None
+        default = next((n for n in self.nics if n.is_default), None)
+        return default or next((n for n in self.nics if n.ip == self.host_address), self.nics[0])
 
     @property
     def addresses(self) -> tuple[str, ...]:
@@ -132,12 +144,14 @@ def _nic(entry: Any) -> Nic | None:
     ip = _optional_text(entry.get("ip"))
     if ip is None:
         return None
+    dns = entry.get("dns")
     return Nic(
         name=_text(entry.get("nicName")),
         ip=ip,
         subnet=_optional_text(entry.get("subnet")),
         gateway=_optional_text(entry.get("gateway")),
         is_default=entry.get("isDefault") is True,
+        dns=tuple(d for d in dns if isinstance(d, str) and d) if isinstance(dns, list) else (),
     )
 
 

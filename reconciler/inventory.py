@@ -35,7 +35,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-from reconciler.edgehost import DEFAULT_ARCH, GpuDevice, HostFacts, label_text, read_host
+from reconciler.edgehost import DEFAULT_ARCH, GpuDevice, HostFacts, Nic, label_text, read_host
 from reconciler.model.gpu import GPU_MODEL_FAMILIES, KNOWN_FAMILIES, GpuFamily, canonical_family
 from reconciler.model.quantity import parse_memory_bytes
 
@@ -80,6 +80,7 @@ class Machine:
     project_uid: str | None = None  # spec.projectMeta.uid: the Palette project the host belongs to
     addresses: tuple[str, ...] = ()  # IP addresses (default NIC first, then hostAddress): for staticIp
     gpu_devices: tuple[GpuDevice, ...] = ()  # the agent's GPU entries as reported (MIG capability, ...)
+    nic: Nic | None = None  # the interface Palette reaches it on, for static-IP clusters
 
     @property
     def available(self) -> bool:
@@ -416,6 +417,7 @@ def classify(facts: HostFacts) -> Machine | ExcludedHost | None:
         project_uid=facts.project_uid,
         addresses=facts.addresses,
         gpu_devices=facts.gpus,
+        nic=facts.primary_nic,
     )
 
 

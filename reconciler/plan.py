@@ -34,6 +34,7 @@ from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.observed import ClusterState, ManagedCluster
 from reconciler.model.resources import MLPlatform
+from reconciler.profiles import reject_unbuildable
 from reconciler.resolve import Routing, Target
 
 
@@ -100,6 +101,8 @@ class Plan:
     revision: str | None
     platforms: list[PlatformPlan]
     diagnostics: list[Diagnostic]
+    # The machines the plan was made from: the applier sends their names and addresses (plan = apply).
+    machines: Mapping[str, Machine] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Exactly the ``plan --format json`` object of DESIGN.md section 8."""
@@ -273,6 +276,7 @@ def _entries(
 ) -> dict[PlatformKey, PlatformPlan]:
     """Every platform of the desired state and every managed cluster gets one entry; a cluster whose
     platform is gone is a ``delete`` here (the prune guard, over the whole pass, comes after)."""
+    desired = reject_unbuildable(desired)  # no cluster profile: invalid, InvalidSpec (DESIGN.md section 3)
     machines = inventory.by_uid()
     cluster_of: dict[PlatformKey, ManagedCluster] = {}
     for c in sorted(clusters, key=lambda c: (c.namespace, c.platform, c.name, c.uid)):
@@ -349,6 +353,7 @@ def make_plan(
         revision=desired.revision,
         platforms=[_blocked(entries[k], blocked) for k in sorted(entries)],
         diagnostics=plan_diagnostics(desired, families),
+        machines=inventory.by_uid(),
     )
 
 
@@ -409,7 +414,12 @@ def plan_targets(
     families = {m.gpu_family for seen in observed.values() for m in seen.inventory.machines if m.gpu_family}
     diagnostics = plan_diagnostics(desired, families)
     return {
-        target: Plan(desired.revision, [_blocked(found[k], blocked) for k in sorted(found)], diagnostics)
+        target: Plan(
+            desired.revision,
+            [_blocked(found[k], blocked) for k in sorted(found)],
+            diagnostics,
+            machines=observed[target].inventory.by_uid(),
+        )
         for target, found in entries.items()
     }
 

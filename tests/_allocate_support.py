@@ -14,6 +14,7 @@ from reconciler.model.resources import (
     MLPlatform,
     Project,
     Resource,
+    Settings,
     WorkloadProfile,
 )
 
@@ -65,8 +66,11 @@ def profile(
     node_count: int = 1,
     min_workers: int | None = None,
     limits: Mapping[str, int] | None = None,
+    edge: Mapping[str, Any] | None = None,
 ) -> ComputeProfile:
     spec: dict[str, Any] = {"controlPlaneDefaults": {"nodeCount": node_count}}
+    if edge is not None:
+        spec["edge"] = dict(edge)
     if min_workers is not None:
         spec["minWorkerNodes"] = min_workers
     if limits:
@@ -98,7 +102,29 @@ def project(ns: str = NS, profile_name: str = "edge-compute-profile") -> Project
             "apiVersion": "mural.sh/v1alpha1",
             "kind": "Project",
             "metadata": {"name": ns, "namespace": ns},
-            "spec": {"computeProfileRef": {"name": profile_name}},
+            "spec": {"computeProfileRef": {"name": profile_name}, "settingsRef": {"name": "palette"}},
+        }
+    )
+
+
+INFRA_PROFILE_UID = "6651a2b3c4d5e6f708192a3b"
+
+
+def settings(ns: str = NS, cluster_profiles: Iterable[str] = (INFRA_PROFILE_UID,)) -> Settings:
+    """The namespace's Settings ``palette``: every cluster is built from ``cluster_profiles``."""
+    return Settings.model_validate(
+        {
+            "apiVersion": "mural.sh/v1alpha1",
+            "kind": "Settings",
+            "metadata": {"name": "palette", "namespace": ns},
+            "spec": {
+                "palette": {
+                    "hostUrl": "https://api.spectrocloud.com",
+                    "defaultProjectID": "6514216503b1d1cd4f1bdc44",
+                    "apiKeySecretRef": {"env": "PALETTE_API_KEY"},
+                    "clusterProfiles": [{"uid": uid} for uid in cluster_profiles],
+                }
+            },
         }
     )
 
@@ -143,7 +169,8 @@ def platform(
 
 
 def desired(*resources: Resource, revision: str | None = "abc123", complete: bool = True) -> DesiredState:
-    """A desired state of ``resources``; a Project and profile are added for namespaces lacking them."""
+    """A desired state of ``resources``; a Project, profile and Settings (with an infrastructure cluster
+    profile) are added for namespaces lacking them."""
     state = DesiredState(revision=revision, complete=complete)
     items = list(resources)
     namespaces = {r.metadata.namespace for r in items if isinstance(r, MLPlatform)}
@@ -152,6 +179,8 @@ def desired(*resources: Resource, revision: str | None = "abc123", complete: boo
             items.append(project(ns))
         if not any(isinstance(r, ComputeProfile) and r.metadata.namespace == ns for r in items):
             items.append(profile(ns=ns))
+        if not any(isinstance(r, Settings) and r.metadata.namespace == ns for r in items):
+            items.append(settings(ns))
     for i, r in enumerate(items):
         key = (r.kind, r.metadata.namespace, r.metadata.name)
         state.resources[key] = Loaded(r, SourceRef(f"{r.metadata.namespace}/{r.kind.lower()}.yaml", i + 1, 1))

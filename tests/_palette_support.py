@@ -51,9 +51,22 @@ def host(
     state: str = "ready",
     health: str = "healthy",
     project: str | None = None,
+    nic: bool = True,
 ) -> dict[str, Any]:
-    """An edge host as ``POST /v1/dashboard/edgehosts/search`` returns it."""
+    """An edge host as ``POST /v1/dashboard/edgehosts/search`` returns it; ``nic``: the agent reports
+    its network interface (``spec.device.nics``)."""
     device: dict[str, Any] = {"archType": arch, "cpu": {"cores": cores}}
+    address = f"10.0.0.{len(uid)}"
+    if nic:
+        device["nics"] = [
+            {
+                "nicName": "ens160",
+                "ip": address,
+                "subnet": "255.255.255.0",
+                "gateway": "10.0.0.1",
+                "isDefault": True,
+            }
+        ]
     if gpus:
         device["gpus"] = [
             {"vendor": "NVIDIA", "model": GPU_MODELS[family], "gpuCount": gpus, "memory": "80 GB"}
@@ -61,7 +74,7 @@ def host(
     spec: dict[str, Any] = {
         "type": "edge-native",
         "device": device,
-        "host": {"hostAddress": f"10.0.0.{len(uid)}"},
+        "host": {"hostAddress": address},
     }
     if project:
         spec["projectMeta"] = {"name": f"project-{project[-2:]}", "uid": project}
@@ -105,8 +118,13 @@ def running(
     delete_seconds: float = 2.0,
     faults: list[FaultRule] | None = None,
     seed: int = 0,
+    profiles: list[dict[str, Any]] | None = None,
 ) -> Iterator[EmulatorServer]:
-    snapshot = Snapshot(edge_hosts=fleet() if hosts is None else hosts, clusters=clusters or [])
+    """An emulator over ``hosts`` (default :func:`fleet`); ``profiles`` is its cluster profile catalogue
+    (None: no catalogue, any uid is an infrastructure profile)."""
+    snapshot = Snapshot(
+        edge_hosts=fleet() if hosts is None else hosts, clusters=clusters or [], cluster_profiles=profiles
+    )
     server = EmulatorServer.from_snapshot(
         snapshot,
         KEY,
@@ -212,6 +230,14 @@ PROFILE = ComputeProfile.model_validate(
         },
     }
 )
+INFRA_UID = "6651a2b3c4d5e6f708192a3b"
+ADDON_UID = "66a1b2c3d4e5f6a7b8c9d0e1"
+CATALOGUE = [
+    {"uid": INFRA_UID, "name": "edge-infra", "type": "infra"},
+    {"uid": ADDON_UID, "name": "clearml", "type": "add-on"},
+    {"uid": "66a1b2c3d4e5f6a7b8c9d0e2", "name": "monitoring", "type": "add-on"},
+    {"uid": "66a1b2c3d4e5f6a7b8c9d0f0", "name": "edge-full-stack", "type": "full"},
+]
 WORKLOAD = WorkloadProfile.model_validate(
     {
         "apiVersion": "mural.spectrocloud.com/v1alpha1",

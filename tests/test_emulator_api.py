@@ -56,7 +56,10 @@ def _create(server: Any, name: str, cp: list[str], workers: list[str] = (), **he
                 "poolConfig": {"name": "w", "labels": ["worker"], "size": len(workers)},
             }
         )
-    body = {"metadata": {"name": name, "labels": {}}, "spec": {"machinepoolconfig": pools}}
+    body = {
+        "metadata": {"name": name, "labels": {}},
+        "spec": {"machinepoolconfig": pools, "profiles": [{"uid": "6651a2b3c4d5e6f708192a3b"}]},
+    }
     return _post(server, "/v1/spectroclusters/edge-native", body, headers)
 
 

@@ -22,6 +22,8 @@ PURE = [
     "allocate.py",
     "plan.py",
     "compute_status.py",
+    "profiles.py",
+    "plan_report.py",
 ]
 IO_MODULES = (
     "reconciler.palette",

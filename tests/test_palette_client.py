@@ -7,7 +7,7 @@ import pytest
 from reconciler.model.observed import managed_labels
 from reconciler.palette import ClientError, NotFoundError, PaletteClient, ServerError, UnauthorizedError
 from reconciler.palette.observe import managed_clusters
-from tests._palette_support import KEY, PROJECT_A, PROJECT_B, FakeClock, client, host, running
+from tests._palette_support import INFRA_UID, KEY, PROJECT_A, PROJECT_B, FakeClock, client, host, running
 
 
 def _entity(
@@ -38,7 +38,7 @@ def _entity(
         )
     return {
         "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"cloudConfig": {}, "machinepoolconfig": pools},
+        "spec": {"cloudConfig": {}, "machinepoolconfig": pools, "profiles": [{"uid": INFRA_UID}]},
     }
 
 

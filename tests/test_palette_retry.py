@@ -19,7 +19,7 @@ from reconciler.palette import (
     TransportError,
 )
 from reconciler.palette.client import parse_retry_after
-from tests._palette_support import KEY, FakeClock, admin, client, fast_retry, running
+from tests._palette_support import INFRA_UID, KEY, FakeClock, admin, client, fast_retry, running
 
 SEARCH = "/v1/dashboard/edgehosts/search"
 CREATE = "/v1/spectroclusters/edge-native"
@@ -39,7 +39,8 @@ def _create_body(host_uid: str = "edge-cp-1") -> dict:
                         "size": 1,
                     },
                 }
-            ]
+            ],
+            "profiles": [{"uid": INFRA_UID}],
         },
     }
 

@@ -51,6 +51,7 @@ spec:
     hostUrl: https://api.spectrocloud.com
     defaultProjectID: "{project}"
     apiKeySecretRef: {{env: PALETTE_API_KEY}}
+    clusterProfiles: [{{uid: infra-profile}}]
 """
     for i, (name, gpus) in enumerate(sorted(platforms.items())):
         requests = "".join(f"\n    - {{family: {f}, count: {c}}}" for f, c in sorted(gpus.items()))
@@ -134,7 +135,7 @@ def test_x86_64_hosts_scale_in_place_offline(tmp_path: Path) -> None:
     clusters = [
         {"metadata": {"uid": "c1", "name": "team-train", "labels": labels}, "status": {"state": "Running"}}
     ]
-    state = load(namespace_files("team", None, {"train": {"NVIDIA-H100": 16}}))
+    state = load(namespace_files("team", "p1", {"train": {"NVIDIA-H100": 16}}))
     out = offline_plan(state, Snapshot(hosts, clusters))
     (entry,) = out["platforms"]
     assert (entry["action"], entry["workers"]) == ("scale", ["g1", "g2"])

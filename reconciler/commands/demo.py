@@ -109,7 +109,11 @@ def run(keep: bool) -> int:
     with EmulatorServer.from_snapshot(
         snapshot, api_key, provision_seconds=3.0, delete_seconds=1.0
     ) as emulator:
-        console.print(f"[bold]Palette emulator[/bold] {emulator.url} ({len(snapshot.edge_hosts)} edge hosts)")
+        catalogue = len(snapshot.cluster_profiles or [])
+        console.print(
+            f"[bold]Palette emulator[/bold] {emulator.url} "
+            f"({len(snapshot.edge_hosts)} edge hosts, {catalogue} cluster profiles)"
+        )
         options = ControllerOptions(
             repo=str(remote),
             palette_url=emulator.url,

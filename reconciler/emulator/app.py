@@ -229,6 +229,7 @@ class EmulatorApp:
 
         pools = "/v1/cloudconfigs/edge-native/{configUid}/machinePools"
         return [
+            *self._profile_and_machine_routes(),
             Route("/v1/dashboard/edgehosts/search", search_hosts, methods=["POST"]),
             Route("/v1/dashboard/spectroclusters/search", search_clusters, methods=["POST"]),
             Route("/v1/spectroclusters/edge-native", create_cluster, methods=["POST"]),
@@ -237,6 +238,55 @@ class EmulatorApp:
             Route("/v1/cloudconfigs/edge-native/{configUid}", get_cloud_config, methods=["GET"]),
             Route(pools, create_pool, methods=["POST"]),
             Route(pools + "/{machinePoolName}", update_pool, methods=["PUT"]),
+        ]
+
+    def _profile_and_machine_routes(self) -> list[Route]:
+        """Cluster profiles of a cluster, machines of an edge-native pool, and the cluster overview."""
+        state = self.state
+
+        @_handles_errors
+        async def get_profiles(request: Request) -> Response:
+            return JSONResponse(state.get_cluster_profiles(request.path_params["uid"], _project(request)))
+
+        @_handles_errors
+        async def patch_profiles(request: Request) -> Response:
+            body = await _json_body(request)
+            state.attach_profiles(request.path_params["uid"], _project(request), body)
+            return Response(status_code=204)
+
+        @_handles_errors
+        async def delete_profiles(request: Request) -> Response:
+            body = await _json_body(request)
+            state.detach_profiles(request.path_params["uid"], _project(request), body)
+            return Response(status_code=204)
+
+        @_handles_errors
+        async def list_machines(request: Request) -> Response:
+            params = request.path_params
+            machines = state.list_machines(params["configUid"], params["machinePoolName"], _project(request))
+            return JSONResponse(machines)
+
+        @_handles_errors
+        async def get_machine(request: Request) -> Response:
+            params = request.path_params
+            machine = state.get_machine(
+                params["configUid"], params["machinePoolName"], params["machineUid"], _project(request)
+            )
+            return JSONResponse(machine)
+
+        @_handles_errors
+        async def overview(request: Request) -> Response:
+            return JSONResponse(state.cluster_overview(request.path_params["uid"], _project(request)))
+
+        profiles = "/v1/spectroclusters/{uid}/profiles"
+        machines = "/v1/cloudconfigs/edge-native/{configUid}/machinePools/{machinePoolName}/machines"
+        return [
+            Route(profiles, get_profiles, methods=["GET"]),
+            Route(profiles, patch_profiles, methods=["PATCH"]),
+            Route(profiles, delete_profiles, methods=["DELETE"]),
+            Route(machines, list_machines, methods=["GET"]),
+            Route(machines + "/{machineUid}", get_machine, methods=["GET"]),
+            Route("/v1/dashboard/spectroclusters/{uid}/overview", overview, methods=["GET"]),
         ]
 
     # --- admin -------------------------------------------------------------------------------------

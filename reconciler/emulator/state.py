@@ -13,6 +13,7 @@ are visible in every scope, so a simple snapshot works whatever project the clie
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import threading
 import time
@@ -59,12 +60,22 @@ def timestamp(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
+# Fields of an edge host entity (v1EdgeNativeMachinePoolHostEntity) kept on the pool's hosts.
+_HOST_FIELDS = ("hostName", "nic", "twoNodeCandidatePriority")
+
+# Catalogue types (DESIGN.md section 5) -> Palette's profile types; infra and full can build a cluster.
+PALETTE_PROFILE_TYPES = {"infra": "infra", "full": "cluster", "add-on": "add-on"}
+_BUILDING_TYPES = ("infra", "cluster")
+
+
 @dataclass
 class Pool:
     name: str
     is_control_plane: bool
     config: dict[str, Any]
     hosts: list[str] = field(default_factory=list)
+    # Per host uid: the fields of its entity that Palette keeps (hostName, nic, twoNodeCandidatePriority).
+    entities: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,6 +119,9 @@ class EmulatorState:
         self._counter = 0
         self.hosts: dict[str, dict[str, Any]] = {}
         self.clusters: dict[str, Cluster] = {}
+        # uid -> {uid, name, type: infra|add-on|full}; None: no catalogue, any uid is an infrastructure
+        # profile. Palette's documents name the types infra, add-on and cluster (full).
+        self.catalogue: dict[str, dict[str, str]] | None = None
         # Paging a large inventory re-runs one search per page; the matching list is kept until any
         # host changes (``_version``), so each page costs O(page), not O(inventory).
         self._version = 0
@@ -122,6 +136,12 @@ class EmulatorState:
     # --- seeding -----------------------------------------------------------------------------------
 
     def _seed(self, snapshot: Snapshot) -> None:
+        if snapshot.cluster_profiles is not None:
+            self.catalogue = {}
+            for entry in snapshot.cluster_profiles:
+                uid = str(entry["uid"])
+                kind = str(entry.get("type") or "infra")
+                self.catalogue[uid] = {"uid": uid, "name": str(entry.get("name") or uid), "type": kind}
         for host in snapshot.edge_hosts:
             item = copy.deepcopy(host)
             uid = str(item["metadata"]["uid"])
@@ -156,6 +176,11 @@ class EmulatorState:
                 cloud_config_uid=str(_get(raw, "spec", "cloudConfigRef", "uid") or self._new_uid("cc")),
                 cluster_config={},
                 pools=pools,
+                profiles=[
+                    {"uid": str(t["uid"])}
+                    for t in _get(raw, "spec", "clusterProfileTemplates") or []
+                    if isinstance(t, Mapping) and t.get("uid")
+                ],
             )
             if state == "Deleting":
                 cluster.deleting_since = now
@@ -327,6 +352,10 @@ class EmulatorState:
         if len(set(all_hosts)) != len(all_hosts):
             raise ApiError(400, "InvalidRequest", "an edge host may appear only once in a cluster")
         cloud_config = spec.get("cloudConfig") or {}
+        if not isinstance(cloud_config, Mapping):
+            raise ApiError(400, "InvalidRequest", "spec.cloudConfig must be an object")
+        _check_addressing(cloud_config, pools)
+        profiles = spec.get("profiles")
         labels = _get(body, "metadata", "labels") or {}
         annotations = _get(body, "metadata", "annotations") or {}
         with self.lock:
@@ -335,6 +364,7 @@ class EmulatorState:
                 same_project = existing.project_uid == project or project is None
                 if existing.name == name and same_project and existing.deleting_since is None:
                     raise ApiError(409, "ClusterNameExists", f"a cluster named {name} already exists")
+            attached = self._check_profiles(profiles, for_create=True)
             for uid in all_hosts:
                 self._check_placeable(uid, project)
             first = self.hosts[pools[0].hosts[0]] if pools[0].hosts else self.hosts[all_hosts[0]]
@@ -349,14 +379,195 @@ class EmulatorState:
                 project_name=project_meta.get("name"),
                 created=now,
                 cloud_config_uid=self._new_uid("cc"),
-                cluster_config=copy.deepcopy(dict(cloud_config)) if isinstance(cloud_config, Mapping) else {},
+                cluster_config=copy.deepcopy(dict(cloud_config)),
                 pools=pools,
-                profiles=copy.deepcopy(list(spec.get("profiles") or [])),
+                profiles=attached,
             )
             self.clusters[cluster.uid] = cluster
             for uid in all_hosts:
                 self._occupy(uid, cluster)
             return cluster.uid
+
+    # --- cluster profiles ---------------------------------------------------------------------------
+
+    def _profile_type(self, uid: str) -> str:
+        """Palette's type of a known profile uid; 400 for an unknown one (with a catalogue)."""
+        if self.catalogue is None:
+            return "infra"
+        entry = self.catalogue.get(uid)
+        if entry is None:
+            raise ApiError(400, "ClusterProfileNotFound", f"cluster profile {uid} not found")
+        return PALETTE_PROFILE_TYPES.get(entry["type"], "infra")
+
+    def _check_profiles(self, profiles: Any, *, for_create: bool) -> list[dict[str, Any]]:
+        """Validate ``v1SpectroClusterProfileEntity`` items; a create needs an infra or full profile."""
+        if not isinstance(profiles, list) or not profiles:
+            what = "spec.profiles" if for_create else "profiles"
+            raise ApiError(400, "InvalidRequest", f"{what} must name at least one cluster profile")
+        out: list[dict[str, Any]] = []
+        for item in profiles:
+            uid = item.get("uid") if isinstance(item, Mapping) else None
+            if not isinstance(uid, str) or not uid:
+                raise ApiError(400, "InvalidRequest", "every cluster profile needs a uid")
+            self._profile_type(uid)
+            if any(p["uid"] == uid for p in out):
+                raise ApiError(400, "InvalidRequest", f"cluster profile {uid} is named twice")
+            out.append(copy.deepcopy(dict(item)))
+        if for_create and not any(self._profile_type(p["uid"]) in _BUILDING_TYPES for p in out):
+            raise ApiError(
+                400,
+                "InvalidClusterProfiles",
+                "an edge-native cluster needs an infrastructure or full cluster profile",
+            )
+        return out
+
+    def _profile_document(self, attached: Mapping[str, Any]) -> dict[str, Any]:
+        """``v1SpectroClusterProfile`` of an attached profile."""
+        uid = str(attached["uid"])
+        entry = (self.catalogue or {}).get(uid, {"uid": uid, "name": uid, "type": "infra"})
+        return {
+            "metadata": {"uid": uid, "name": entry["name"]},
+            "spec": {
+                "cloudType": "edge-native",
+                "type": PALETTE_PROFILE_TYPES.get(entry["type"], "infra"),
+                "version": 1,
+            },
+        }
+
+    def get_cluster_profiles(self, uid: str, project: str | None) -> dict[str, Any]:
+        with self.lock:
+            self.sweep()
+            cluster = self._visible_cluster(uid, project)
+            return {"profiles": [self._profile_document(p) for p in cluster.profiles]}
+
+    def attach_profiles(self, uid: str, project: str | None, body: Any) -> None:
+        """PATCH: add the named profiles, or update the pack values of ones already attached; a
+        ``replaceWithProfile`` item takes the place of the profile it names. Others stay as they are."""
+        profiles = body.get("profiles") if isinstance(body, Mapping) else None
+        with self.lock:
+            self.sweep()
+            cluster = self._visible_cluster(uid, project)
+            if cluster.deleting_since is not None:
+                raise ApiError(409, "ClusterDeleting", f"cluster {cluster.name} is being deleted")
+            items = self._check_profiles(profiles, for_create=False)
+            attached = list(cluster.profiles)
+            for item in items:
+                replaced = item.pop("replaceWithProfile", None)
+                index = next((i for i, p in enumerate(attached) if p["uid"] in (item["uid"], replaced)), None)
+                if index is None:
+                    attached.append(item)
+                else:
+                    attached[index] = item
+            cluster.profiles = attached
+
+    def detach_profiles(self, uid: str, project: str | None, body: Any) -> None:
+        """DELETE: remove exactly the named profiles (uids not attached are ignored). The last
+        infrastructure or full profile cannot be removed: the cluster is built from it."""
+        uids = body.get("profileUids") if isinstance(body, Mapping) else None
+        if not isinstance(uids, list) or not uids or not all(isinstance(u, str) and u for u in uids):
+            raise ApiError(400, "InvalidRequest", "profileUids must list at least one profile uid")
+        with self.lock:
+            self.sweep()
+            cluster = self._visible_cluster(uid, project)
+            if cluster.deleting_since is not None:
+                raise ApiError(409, "ClusterDeleting", f"cluster {cluster.name} is being deleted")
+            kept = [p for p in cluster.profiles if p["uid"] not in set(uids)]
+            building = [p for p in kept if self._attached_type(p["uid"]) in _BUILDING_TYPES]
+            if not building and any(
+                self._attached_type(p["uid"]) in _BUILDING_TYPES for p in cluster.profiles
+            ):
+                raise ApiError(
+                    400,
+                    "InvalidClusterProfiles",
+                    "the cluster's last infrastructure or full cluster profile cannot be removed",
+                )
+            cluster.profiles = kept
+
+    def _attached_type(self, uid: str) -> str:
+        entry = (self.catalogue or {}).get(uid)
+        return PALETTE_PROFILE_TYPES.get(entry["type"], "infra") if entry is not None else "infra"
+
+    # --- machines and overview -------------------------------------------------------------------
+
+    def list_machines(self, config_uid: str, pool_name: str, project: str | None) -> dict[str, Any]:
+        """``v1EdgeNativeMachines``: one machine per host of the pool."""
+        with self.lock:
+            self.sweep()
+            cluster = self._cluster_by_config(config_uid, project)
+            pool = cluster.pool(pool_name)
+            if pool is None:
+                raise ApiError(404, "ResourceNotFound", f"machine pool {pool_name} not found")
+            return {"items": [self._machine_document(cluster, pool, h) for h in pool.hosts]}
+
+    def get_machine(
+        self, config_uid: str, pool_name: str, machine_uid: str, project: str | None
+    ) -> dict[str, Any]:
+        with self.lock:
+            self.sweep()
+            cluster = self._cluster_by_config(config_uid, project)
+            pool = cluster.pool(pool_name)
+            if pool is None:
+                raise ApiError(404, "ResourceNotFound", f"machine pool {pool_name} not found")
+            for host_uid in pool.hosts:
+                if machine_uid == _machine_uid(cluster.uid, host_uid):
+                    return self._machine_document(cluster, pool, host_uid)
+            raise ApiError(404, "ResourceNotFound", f"machine {machine_uid} not found")
+
+    def _machine_document(self, cluster: Cluster, pool: Pool, host_uid: str) -> dict[str, Any]:
+        """``v1EdgeNativeMachine``: named as the host (the provider matches machines to hosts by name)."""
+        state = self.cluster_state(cluster)
+        instance = {"Pending": "Pending", "Provisioning": "Provisioning", "Running": "Running"}.get(
+            state, "Deleting" if state == "Deleting" else "Unknown"
+        )
+        host = self.hosts.get(host_uid)
+        name = pool.entities.get(host_uid, {}).get("hostName") or _get(host, "metadata", "name") or host_uid
+        address = _get(pool.entities.get(host_uid), "nic", "ip") or _get(host, "spec", "host", "hostAddress")
+        status: dict[str, Any] = {
+            "instanceState": instance,
+            "ready": instance == "Running",
+            "health": {"state": "Healthy" if instance == "Running" else "Unknown"},
+        }
+        if address:
+            status["addresses"] = [{"type": "InternalIP", "address": str(address)}]
+        return {
+            "apiVersion": "v1",
+            "kind": "Machine",
+            "metadata": {
+                "uid": _machine_uid(cluster.uid, host_uid),
+                "name": str(name),
+                "labels": {},
+                "annotations": {},
+                "creationTimestamp": timestamp(cluster.created),
+            },
+            "spec": {"edgeHostUid": host_uid},
+            "status": status,
+        }
+
+    def cluster_overview(self, uid: str, project: str | None) -> dict[str, Any]:
+        """``v1SpectroClusterUidSummary`` (``GET /v1/dashboard/spectroclusters/{uid}/overview``)."""
+        with self.lock:
+            self.sweep()
+            cluster = self._visible_cluster(uid, project)
+            summary = self.cluster_summary(cluster)
+            templates = [self._template_meta(p) for p in cluster.profiles]
+            return {
+                "metadata": summary["metadata"],
+                "spec": {
+                    "archTypes": summary["specSummary"]["archTypes"],
+                    "cloudConfig": summary["specSummary"]["cloudConfig"],
+                    "clusterProfileTemplates": templates,
+                },
+                "status": {"state": summary["status"]["state"], "health": summary["status"]["health"]},
+            }
+
+    def _template_meta(self, attached: Mapping[str, Any]) -> dict[str, Any]:
+        document = self._profile_document(attached)
+        return {
+            "uid": document["metadata"]["uid"],
+            "name": document["metadata"]["name"],
+            "type": document["spec"]["type"],
+            "cloudType": "edge-native",
+        }
 
     def _check_placeable(self, host_uid: str, project: str | None) -> None:
         host = self.hosts.get(host_uid)
@@ -423,6 +634,7 @@ class EmulatorState:
             raise ApiError(400, "InvalidRequest", "an edge host may appear only once in a pool")
         if pool.is_control_plane and not new.hosts:
             raise ApiError(400, "InvalidRequest", "a control-plane pool needs at least one host")
+        _check_addressing(cluster.cluster_config, [new])
         added = [uid for uid in new.hosts if uid not in pool.hosts]
         removed = [uid for uid in pool.hosts if uid not in new.hosts]
         for uid in added:
@@ -432,6 +644,7 @@ class EmulatorState:
         for uid in added:
             self._occupy(uid, cluster)
         pool.hosts = list(new.hosts)
+        pool.entities = new.entities
         pool.config = new.config
         pool.is_control_plane = new.is_control_plane
 
@@ -479,6 +692,11 @@ class EmulatorState:
                 "clusters": [
                     self.cluster_document(c) for c in sorted(self.clusters.values(), key=lambda c: c.name)
                 ],
+                **(
+                    {"clusterProfiles": [dict(e) for e in self.catalogue.values()]}
+                    if self.catalogue is not None
+                    else {}
+                ),
             }
 
     # --- documents ---------------------------------------------------------------------------------
@@ -510,6 +728,7 @@ class EmulatorState:
                     "uid": cluster.cloud_config_uid,
                 },
                 "clusterType": "PureManage",
+                "clusterProfileTemplates": [self._template_meta(p) for p in cluster.profiles],
             },
             "status": {"state": self.cluster_state(cluster), "conditions": []},
         }
@@ -561,6 +780,7 @@ class EmulatorState:
                 "hostUid": uid,
                 "hostAddress": str(_get(self.hosts.get(uid), "spec", "host", "hostAddress") or ""),
                 "hostName": str(_get(self.hosts.get(uid), "metadata", "name") or uid),
+                **copy.deepcopy(pool.entities.get(uid, {})),
             }
             for uid in pool.hosts
         ]
@@ -581,17 +801,55 @@ def _parse_pool(entity: Any, default_name: str | None = None) -> Pool:
     if not isinstance(edge_hosts, list):
         raise ApiError(400, "InvalidRequest", f"pool {name}: cloudConfig.edgeHosts is required")
     hosts: list[str] = []
+    entities: dict[str, dict[str, Any]] = {}
     for item in edge_hosts:
         uid = item.get("hostUid") if isinstance(item, Mapping) else None
         if not isinstance(uid, str) or not uid:
             raise ApiError(400, "InvalidRequest", f"pool {name}: every edge host needs a hostUid")
         hosts.append(uid)
+        kept = {k: copy.deepcopy(item[k]) for k in _HOST_FIELDS if item.get(k) not in (None, "", {})}
+        priority = kept.get("twoNodeCandidatePriority")
+        if priority is not None and priority not in ("primary", "secondary"):
+            raise ApiError(
+                400, "InvalidRequest", f"pool {name}: twoNodeCandidatePriority is primary or secondary"
+            )
+        entities[uid] = kept
     size = config.get("size")
     if size is not None and size != len(hosts):
         raise ApiError(
             400, "InvalidRequest", f"pool {name}: size {size} does not match {len(hosts)} edge hosts"
         )
-    return Pool(name, bool(config.get("isControlPlane")), copy.deepcopy(dict(config)), hosts)
+    return Pool(name, bool(config.get("isControlPlane")), copy.deepcopy(dict(config)), hosts, entities)
+
+
+def _machine_uid(cluster_uid: str, host_uid: str) -> str:
+    """A machine's uid: stable for one host in one cluster, 24 hex digits like Palette's."""
+    return hashlib.sha256(f"{cluster_uid}/{host_uid}".encode()).hexdigest()[:24]
+
+
+def _check_addressing(cloud_config: Mapping[str, Any], pools: list[Pool]) -> None:
+    """What Palette checks of a request's addressing against its cluster's cloud config: ``staticIp``
+    needs every host's ``nic.ip``; a two-node cluster's control plane is two hosts marked primary and
+    secondary."""
+    if cloud_config.get("staticIp") is True:
+        for pool in pools:
+            for uid in pool.hosts:
+                if not _get(pool.entities.get(uid), "nic", "ip"):
+                    raise ApiError(
+                        400, "InvalidRequest", f"staticIp is set but edge host {uid} has no nic.ip"
+                    )
+    control = [p for p in pools if p.is_control_plane]
+    if cloud_config.get("isTwoNodeCluster") is True and control:
+        priorities = sorted(
+            str(p.entities.get(uid, {}).get("twoNodeCandidatePriority")) for p in control for uid in p.hosts
+        )
+        if priorities != ["primary", "secondary"]:
+            raise ApiError(
+                400,
+                "InvalidRequest",
+                "a two-node cluster needs two control-plane hosts with twoNodeCandidatePriority "
+                "primary and secondary",
+            )
 
 
 def _tags(host: Mapping[str, Any]) -> list[str]:

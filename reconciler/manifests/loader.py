@@ -29,6 +29,7 @@ from reconciler.model.resources import (
     Project,
     Resource,
 )
+from reconciler.profiles import profile_warnings
 
 # Enough to fix a document by; a hostile one with 100,000 unknown keys must not cost 100,000 lookups.
 MAX_PROBLEMS_PER_DOCUMENT = 50
@@ -426,6 +427,7 @@ def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredS
         diagnostics.extend(diags)
         if ident is not None:
             state.invalid.setdefault(ident, []).extend(diags)
+    diagnostics.extend(profile_warnings(state))  # plan and run will reject these (DESIGN.md section 3)
     state.diagnostics = sorted(diagnostics, key=Diagnostic.sort_key)
     return state
 

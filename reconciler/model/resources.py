@@ -198,6 +198,11 @@ class PaletteSettings(Strict):
     tenant: str | None = None
     default_project_id: str = Field(min_length=1, alias="defaultProjectID")
     api_key_secret_ref: SecretRef
+    cluster_profiles: list[ClusterProfileRef] = Field(
+        default_factory=list,
+        description="Palette cluster profiles (infrastructure stack) every cluster of this project is built "
+        "from, before its WorkloadProfile's.",
+    )
 
 
 class SettingsSpec(Strict):

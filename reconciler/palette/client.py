@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import email.utils
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import quote
@@ -45,6 +45,7 @@ CLUSTER_CREATE = "/v1/spectroclusters/edge-native"
 CLOUD_CONFIG = "/v1/cloudconfigs/edge-native/{configUid}"
 MACHINE_POOLS = "/v1/cloudconfigs/edge-native/{configUid}/machinePools"
 MACHINE_POOL = "/v1/cloudconfigs/edge-native/{configUid}/machinePools/{machinePoolName}"
+CLUSTER_PROFILES = "/v1/spectroclusters/{uid}/profiles"
 
 RequestHook = Callable[[str, str, int], None]
 M = TypeVar("M", bound=BaseModel)
@@ -233,6 +234,29 @@ class PaletteClient:
     def create_machine_pool(self, config_uid: str, entity: Mapping[str, Any]) -> None:
         """Add a machine pool to a cluster (for a first worker pool). Not retried after ambiguous failures."""
         self._call("POST", MACHINE_POOLS, {"configUid": config_uid}, json=dict(entity), idempotent=False)
+
+    # --- cluster profiles of a cluster (DESIGN.md sections 5 and 9) --------------------------------
+
+    def get_cluster_profiles(self, uid: str) -> list[dict[str, Any]]:
+        """The profiles attached to a cluster (``v1SpectroClusterProfileList.profiles``)."""
+        body = self._json(self._call("GET", CLUSTER_PROFILES, {"uid": uid}))
+        listing = self._check(wire.ClusterProfileList, body, "GET", CLUSTER_PROFILES)
+        return list(listing.profiles)
+
+    def attach_profiles(self, uid: str, profiles: Sequence[Mapping[str, Any]]) -> None:
+        """Attach cluster profiles (``PATCH``, body ``v1SpectroClusterProfiles``); attached ones that are
+        not named stay attached. ``profiles`` are ``v1SpectroClusterProfileEntity`` items."""
+        if not profiles:
+            raise ValueError("attach_profiles needs at least one profile")
+        body = {"profiles": [dict(p) for p in profiles]}
+        self._call("PATCH", CLUSTER_PROFILES, {"uid": uid}, json=body)
+
+    def detach_profiles(self, uid: str, profile_uids: Iterable[str]) -> None:
+        """Detach exactly the named profiles (``DELETE`` with body ``{profileUids}``)."""
+        uids = sorted(set(profile_uids))
+        if not uids:
+            raise ValueError("detach_profiles needs at least one profile uid")
+        self._call("DELETE", CLUSTER_PROFILES, {"uid": uid}, json={"profileUids": uids})
 
     # --- plumbing ----------------------------------------------------------------------------------
 

@@ -28,6 +28,8 @@ from reconciler.model.observed import (
 )
 from reconciler.resolve import Target, in_scope
 
+PROFILE_TYPES = ("infra", "add-on", "full")  # cluster profile types of a snapshot's catalogue
+
 try:  # the C loader is much faster on 10,000-host snapshots
     from yaml import CSafeLoader as _SafeLoader
 except ImportError:  # pragma: no cover - libyaml missing
@@ -36,11 +38,13 @@ except ImportError:  # pragma: no cover - libyaml missing
 
 @dataclass(frozen=True)
 class Snapshot:
-    """An inventory snapshot (DESIGN.md section 5): edge hosts as the search returns them, and clusters
-    as ``GET /v1/spectroclusters/{uid}`` returns them."""
+    """An inventory snapshot (DESIGN.md section 5): edge hosts as the search returns them, clusters as
+    ``GET /v1/spectroclusters/{uid}`` returns them, and the cluster profile catalogue the emulator knows
+    (``{uid, name, type: infra|add-on|full}``; None when the snapshot has none)."""
 
     edge_hosts: list[dict[str, Any]] = field(default_factory=list)
     clusters: list[dict[str, Any]] = field(default_factory=list)
+    cluster_profiles: list[dict[str, Any]] | None = None
 
 
 def _get(obj: Any, *keys: str) -> Any:
@@ -170,7 +174,19 @@ def parse_snapshot(text: str, *, json_first: bool = False) -> Snapshot:
     for index, host in enumerate(hosts):
         if not _get(host, "metadata", "uid"):
             raise ValueError(f"snapshot edgeHosts[{index}] has no metadata.uid")
-    return Snapshot(edge_hosts=hosts, clusters=clusters)
+    profiles = data.get("clusterProfiles")
+    if profiles is not None:
+        if not isinstance(profiles, list) or not all(isinstance(p, dict) for p in profiles):
+            raise ValueError("snapshot clusterProfiles must be a list of objects")
+        for index, profile in enumerate(profiles):
+            if not isinstance(profile.get("uid"), str) or not profile["uid"]:
+                raise ValueError(f"snapshot clusterProfiles[{index}] has no uid")
+            if profile.get("type", "infra") not in PROFILE_TYPES:
+                raise ValueError(
+                    f"snapshot clusterProfiles[{index}].type: {profile.get('type')!r} is not one of "
+                    + ", ".join(PROFILE_TYPES)
+                )
+    return Snapshot(edge_hosts=hosts, clusters=clusters, cluster_profiles=profiles)
 
 
 def load_snapshot(path: Path) -> Snapshot:
@@ -181,7 +197,9 @@ def load_snapshot(path: Path) -> Snapshot:
 
 def dump_snapshot(snapshot: Snapshot, path: Path) -> None:
     """Write a snapshot file; JSON for ``.json`` paths, YAML otherwise."""
-    data = {"edgeHosts": snapshot.edge_hosts, "clusters": snapshot.clusters}
+    data: dict[str, Any] = {"edgeHosts": snapshot.edge_hosts, "clusters": snapshot.clusters}
+    if snapshot.cluster_profiles is not None:
+        data["clusterProfiles"] = snapshot.cluster_profiles
     target = Path(path)
     if target.suffix.lower() == ".json":
         target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -145,6 +145,12 @@ class EdgeNativeCloudConfig(Wire):
     spec: EdgeNativeCloudConfigSpec | None = None
 
 
+class ClusterProfileList(Wire):
+    """``v1SpectroClusterProfileList``: the profiles attached to a cluster (items kept as sent)."""
+
+    profiles: list[dict[str, Any]]
+
+
 class V1Error(Wire):
     """Palette's error body. ``code`` is usually a string, but a router-level error was seen with a number."""
 

@@ -1,0 +1,103 @@
+"""Which Palette cluster profiles a platform's cluster is built from (pure; DESIGN.md section 3).
+
+Palette builds an edge-native cluster from at least one infrastructure (or full) cluster profile. The
+rule lives in :func:`cluster_profiles`: the Settings' ``spec.palette.clusterProfiles`` (the
+infrastructure stack of every cluster of that Palette project) followed by the WorkloadProfile's
+``spec.clusterProfiles``. The other functions only find the Settings and WorkloadProfile of a platform
+and apply the rule where validation and planning need it.
+
+Decisions the design leaves open, written down here:
+
+- A uid named twice (in the Settings and again in the WorkloadProfile) is sent once, at its first place,
+  with the pack values of that first mention: Palette attaches a profile to a cluster once.
+- A platform's Settings are those of its ComputeProfile's ``settingsRef``, else its Project's: the same
+  Settings whose Palette the platform's cluster lives in (the controller's routing).
+- A suspended platform is left alone: it is never created, so it is not rejected for lacking profiles.
+"""
+
+from __future__ import annotations
+
+from reconciler.model.desired import DesiredState, PlatformKey, SourceRef
+from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.model.resources import ClusterProfileRef, MLPlatform, Settings, WorkloadProfile
+from reconciler.resolve import compute_profile, platform_settings_name
+
+NO_CLUSTER_PROFILE = "no cluster profile: Palette cannot build the cluster"
+
+
+def cluster_profiles(
+    settings: Settings | None, workload: WorkloadProfile | None
+) -> tuple[ClusterProfileRef, ...]:
+    """The cluster profiles of one cluster, in the order Palette gets them; empty when there are none."""
+    named: list[ClusterProfileRef] = []
+    if settings is not None:
+        named.extend(settings.spec.palette.cluster_profiles)
+    if workload is not None and workload.spec is not None:
+        named.extend(workload.spec.cluster_profiles)
+    seen: set[str] = set()
+    out: list[ClusterProfileRef] = []
+    for ref in named:
+        if ref.uid not in seen:
+            seen.add(ref.uid)
+            out.append(ref)
+    return tuple(out)
+
+
+def platform_settings(desired: DesiredState, platform: MLPlatform) -> Settings | None:
+    """The Settings of the Palette the platform's cluster lives in: the routing's rule (resolve.py)."""
+    namespace = platform.metadata.namespace
+    name = platform_settings_name(compute_profile(desired, platform), desired.project(namespace))
+    return desired.get(Settings, namespace, name) if name else None
+
+
+def platform_cluster_profiles(desired: DesiredState, platform: MLPlatform) -> tuple[ClusterProfileRef, ...]:
+    """:func:`cluster_profiles` of a platform of ``desired``."""
+    return cluster_profiles(platform_settings(desired, platform), desired.workload_profile_for(platform))
+
+
+def unbuildable(desired: DesiredState) -> list[MLPlatform]:
+    """Valid, non-suspended platforms whose cluster would have no cluster profile."""
+    return [
+        p for p in desired.platforms() if not p.spec.suspend and not platform_cluster_profiles(desired, p)
+    ]
+
+
+def _diagnostic(desired: DesiredState, platform: MLPlatform, severity: Severity) -> Diagnostic:
+    meta = platform.metadata
+    loaded = desired.resources.get(("MLPlatform", meta.namespace, meta.name))
+    source = loaded.source if loaded is not None else SourceRef("", 0, 0)
+    message = (
+        f"{NO_CLUSTER_PROFILE}: name one in Settings spec.palette.clusterProfiles or in the "
+        "WorkloadProfile's spec.clusterProfiles"
+    )
+    return Diagnostic(
+        source.file, source.line, source.column, message, severity, "MLPlatform", meta.namespace, meta.name
+    )
+
+
+def profile_warnings(desired: DesiredState) -> list[Diagnostic]:
+    """``validate`` warnings: one per platform that ``plan`` and ``run`` will reject for lack of profiles."""
+    return [_diagnostic(desired, p, Severity.WARNING) for p in unbuildable(desired)]
+
+
+def reject_unbuildable(desired: DesiredState) -> DesiredState:
+    """``desired`` with every platform lacking a cluster profile moved to ``invalid`` (reason InvalidSpec:
+    its cluster, if any, is kept as it is and nothing is sent to Palette for it). Unchanged when every
+    platform has one."""
+    bad = unbuildable(desired)
+    if not bad:
+        return desired
+    keys: set[PlatformKey] = {(p.metadata.namespace, p.metadata.name) for p in bad}
+    invalid = dict(desired.invalid)
+    for p in bad:
+        identity = ("MLPlatform", p.metadata.namespace, p.metadata.name)
+        invalid[identity] = [*invalid.get(identity, []), _diagnostic(desired, p, Severity.ERROR)]
+    return DesiredState(
+        revision=desired.revision,
+        resources={
+            k: v for k, v in desired.resources.items() if k[0] != "MLPlatform" or (k[1], k[2]) not in keys
+        },
+        invalid=invalid,
+        diagnostics=list(desired.diagnostics),
+        complete=desired.complete,
+    )
