@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from reconciler.commands import inventory as cmd
-from reconciler.compute_status import compute_status
+from reconciler.compute_status import compute_status, unavailable_machines
 from reconciler.emulator import EmulatorServer
 from reconciler.inventory import discover
 from reconciler.palette import PaletteClient, RetryPolicy
@@ -28,7 +28,9 @@ RUNNING_CLUSTER = {
 
 
 def seed_status() -> dict[str, Any]:
-    return compute_status(discover(load_snapshot(SEED).edge_hosts))
+    """What ``inventory show`` prints: the Compute status plus the unavailable hosts and why."""
+    found = discover(load_snapshot(SEED).edge_hosts)
+    return {**compute_status(found), "unavailableMachines": unavailable_machines(found)}
 
 
 @pytest.fixture

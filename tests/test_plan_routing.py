@@ -210,3 +210,90 @@ def test_property_offline_plan_equals_what_run_plans_through_the_emulator(
     with running(hosts) as server:
         online = run_plan(state, server.url, server)
     assert offline == online
+
+
+# --- the whole thing: `reconciler plan --inventory` (a process) vs `run --once` against the emulator ---
+
+
+def test_plan_command_shows_exactly_what_the_next_run_pass_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    from reconciler.controller import Controller, ControllerOptions
+    from reconciler.emulator import EmulatorServer
+    from tests._git_support import RemoteRepo
+
+    files = {
+        **namespace_files("edge-east", EAST, {"train": {"NVIDIA-H100": 16}, "small": {"NVIDIA-H100": 4}}),
+        **namespace_files("edge-west", WEST, {"mi300": {"AMD-MI300X": 8}, "h100": {"NVIDIA-H100": 8}}),
+    }
+    mi300 = host("east-mi300", gpus=8, project=EAST)
+    mi300["spec"]["device"]["gpus"][0].update(vendor="AMD", model="Aqua Vanjaram [Instinct MI300X]")
+    hosts = [
+        host("east-cp", project=EAST, arch="x86_64"),
+        host("east-a8", gpus=8, project=EAST, arch="x86_64"),
+        host("east-b4", gpus=4, project=EAST, arch="x86_64"),
+        host("east-c8", gpus=8, project=EAST),
+        host("east-cp2", project=EAST),
+        mi300,
+        host("west-cp", project=WEST),
+        host("west-g8", gpus=8, project=WEST),
+    ]
+    for h in hosts[:3]:
+        h["status"].update(state="in-use", inUseClustersRef=[{"uid": "c1", "name": "edge-east-train"}])
+    labels = {
+        MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+        "palette.ai/namespace": "edge-east",
+        "palette.ai/name": "train",
+    }
+    clusters = [
+        {
+            "metadata": {"uid": "c1", "name": "edge-east-train", "labels": labels},
+            "status": {"state": "Running"},
+        }
+    ]
+    snapshot = tmp_path / "inventory.json"
+    snapshot.write_text(json.dumps({"edgeHosts": hosts, "clusters": clusters}))
+    (tmp_path / "git").mkdir()
+    remote = RemoteRepo(tmp_path / "git")
+    remote.commit(files, "two projects")
+
+    planned = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reconciler.cli",
+            "plan",
+            "--repo",
+            str(remote.bare),
+            "--inventory",
+            str(snapshot),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert planned.returncode == plan_command.EXIT_REJECTED, planned.stderr
+    shown = {
+        (p["namespace"], p["name"]): (p["action"], p["controlPlane"], p["workers"])
+        for p in json.loads(planned.stdout)["platforms"]
+    }
+    assert shown[("edge-east", "train")] == ("scale", ["east-cp"], ["east-a8", "east-c8"])
+    assert shown[("edge-west", "mi300")][0] == "rejected"
+
+    key = "plan-equals-apply-key-0123456789"
+    monkeypatch.setenv("PALETTE_API_KEY", key)
+    with EmulatorServer.from_snapshot(plan_command.read_snapshot(snapshot), key) as emulator:
+        options = ControllerOptions(repo=str(remote.bare), palette_url=emulator.url, cache_dir=tmp_path / "c")
+        ctl = Controller(options)
+        try:
+            result = ctl.reconcile_once()
+        finally:
+            ctl.close()
+    done = {p.key: (str(p.action), sorted(p.control_plane), sorted(p.workers)) for p in result.plan}
+    assert done == shown

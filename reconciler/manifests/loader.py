@@ -239,8 +239,9 @@ def _platform_refs(platform: MLPlatform, index: _Index) -> list[Problem]:
                 )
             )
         else:
-            name = project.spec.compute_profile_ref.name
-            _need(problems, index, ("spec",), "ComputeProfile", ns, name, via="Project fallback")
+            name = resolve.compute_profile_name(platform, project)
+            if name is not None:
+                _need(problems, index, ("spec",), "ComputeProfile", ns, name, via="Project fallback")
     if platform.spec.workload_profile_ref is not None:
         name = platform.spec.workload_profile_ref.name
         _need(problems, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
