@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from reconciler import resolve
 from reconciler.inventory import Machine
 from reconciler.logging import get_logger, with_log_context
 from reconciler.model.desired import DesiredState, PlatformKey
@@ -61,9 +62,8 @@ def _platform(desired: DesiredState, p: PlatformPlan) -> tuple[MLPlatform, Compu
 
 
 def _vip(platform: MLPlatform, profile: ComputeProfile) -> str | None:
-    if platform.spec.edge is not None and platform.spec.edge.vip:
-        return platform.spec.edge.vip
-    return profile.spec.edge.vip if profile.spec.edge is not None else None
+    found = resolve.vip(platform, profile)
+    return found.address if found is not None else None
 
 
 def _create(

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.inventory import Nic, discover
+from reconciler.edgehost import Nic
+from reconciler.inventory import discover
 from reconciler.model.observed import managed_labels
 from reconciler.model.resources import ClusterProfileRef, ComputeProfile
 from reconciler.palette.entities import (
@@ -124,8 +125,9 @@ def test_a_two_node_cluster_marks_primary_and_secondary() -> None:
     assert all("twoNodeCandidatePriority" not in h for h in normal)
 
 
-def test_vip_falls_back_to_the_profile_then_the_overlay_and_is_left_out_without_one() -> None:
-    assert _entity()["spec"]["cloudConfig"]["controlPlaneEndpoint"]["host"] == "10.10.189.24"
+def test_vip_is_the_resolved_one_then_the_overlay_and_is_left_out_without_one() -> None:
+    # The platform-over-profile VIP rule is resolve.vip's; the entity takes its answer.
+    assert _entity(vip="10.10.189.24")["spec"]["cloudConfig"]["controlPlaneEndpoint"]["host"] == "10.10.189.24"
     assert "controlPlaneEndpoint" not in _entity(profile=_profile())["spec"]["cloudConfig"]
     overlay = _profile(edge={"networkOverlayConfig": {"enabled": True, "cidr": "100.64.192.0/24"}})
     config = _entity(profile=overlay)["spec"]["cloudConfig"]
@@ -239,7 +241,7 @@ def test_discovery_reads_the_agents_default_interface_as_the_hosts_address() -> 
             host("edge-e", nic=False),
         ]
     ).by_uid()
-    assert machines["edge-a"].nic == Nic("ens160", "10.0.0.7", "255.255.255.0", None, ("10.0.0.2",))
+    assert machines["edge-a"].nic == Nic("ens160", "10.0.0.7", "255.255.255.0", None, True, ("10.0.0.2",))
     assert machines["edge-b"].nic == Nic("eth1", "10.0.0.6")
     assert (
         machines["edge-c"].nic is None and machines["edge-d"].nic is None and machines["edge-e"].nic is None

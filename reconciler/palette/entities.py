@@ -91,8 +91,8 @@ def cluster_create_entity(
 ) -> dict[str, Any]:
     """The ``POST /v1/spectroclusters/edge-native`` body of one platform's cluster.
 
-    ``vip`` is the platform's resolved VIP; when None the profile's ``edge.vip`` is used, then (as the
-    provider does) the first address of an enabled overlay CIDR; when none applies no control-plane
+    ``vip`` is the platform's resolved VIP (``resolve.vip``); when None (as the provider does) the first
+    address of an enabled overlay CIDR is used; when none applies no control-plane
     endpoint is sent. The worker pool is left out when there are no workers (Palette has no use for an
     empty pool; :func:`machine_pool_entity` adds one later). Raises ValueError without cluster profiles.
     """
@@ -201,7 +201,7 @@ def _cloud_config(profile: ComputeProfile, vip: str | None, static: bool) -> dic
     overlay = edge.network_overlay_config if edge else None
     enabled = bool(overlay and overlay.enabled and overlay.cidr)
     cidr = overlay.cidr if overlay is not None and enabled and overlay.cidr else ""
-    endpoint = vip or (edge.vip if edge else None) or (_first_address(cidr) if enabled else None)
+    endpoint = vip or (_first_address(cidr) if enabled else None)
     config: dict[str, Any] = {
         "ntpServers": list(edge.ntp_servers) if edge else [],
         "overlayNetworkConfiguration": {"enable": enabled, "cidr": cidr},
