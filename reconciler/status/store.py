@@ -153,7 +153,7 @@ class StatusStore:
         *,
         author: str = "paletteai-reconciler <reconciler@localhost>",
         max_attempts: int = 8,
-        retry_delay: float = 0.1,
+        retry_delay: float = 0.02,
         timeout: float = _gitutil.NETWORK_TIMEOUT,
         on_stale_lock: Callable[[str], None] | None = None,
         rng: random.Random | None = None,
@@ -225,15 +225,17 @@ class StatusStore:
             remote = _gitutil.ls_remote_head(repo.git, self._location, self.branch, self.timeout)
             if remote == self._tip and self._ref_current:
                 return
-            local = _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}")
-            if (remote is None or local is None) and _gitutil.rev_parse(repo.git, self._ref) is not None:
-                # Gone from the remote, or naming a commit the private repository lacks (damaged).
-                _gitutil.run(repo.git, "update-ref", "-d", self._ref)
+            # Whether the private ref is the tip we know is tracked, so that the usual case (someone
+            # else moved the branch) goes straight to the fetch: the less time between seeing a tip
+            # and pushing onto it, the fewer races are lost.
+            local = self._tip if self._ref_current else self._local_ref(repo)
             if remote is None:
+                if local is not None:
+                    _gitutil.run(repo.git, "update-ref", "-d", self._ref)
                 self._tip, self._tip_tree, self._ref_current = None, None, True
                 return
             if remote != local:
-                if _gitutil.rev_parse(repo.git, f"{remote}^{{commit}}") is not None:
+                if not self._ref_current and _gitutil.rev_parse(repo.git, f"{remote}^{{commit}}"):
                     # Our own commit, pushed while the private ref could not follow: no fetch needed.
                     _gitutil.run(repo.git, "update-ref", self._ref, remote)
                 else:
@@ -246,6 +248,14 @@ class StatusStore:
         except GitError as exc:
             raise StatusError(f"cannot read {self.branch!r} of {self.url}: {exc}") from None
         self._tip, self._tip_tree, self._ref_current = tip, tree, True
+
+    def _local_ref(self, repo: git.Repo) -> str | None:
+        """The commit the private ref names; a ref naming a commit the repository lacks (a damaged
+        cache) is dropped, so that the next fetch starts from scratch."""
+        local = _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}")
+        if local is None and _gitutil.rev_parse(repo.git, self._ref) is not None:
+            _gitutil.run(repo.git, "update-ref", "-d", self._ref)
+        return local
 
     def tip(self) -> str | None:
         """The remote's current commit of the status branch, None before the first write."""
