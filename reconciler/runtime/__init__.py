@@ -1,0 +1,5 @@
+"""The running process: what keeps a reconciler the only writer of its config repository."""
+
+from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease, default_identity
+
+__all__ = ["Lease", "LeaseKeeper", "NoLease", "default_identity"]
