@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from reconciler.metrics import Metrics
 from reconciler.source import GitSource
 from reconciler.source._gitutil import CACHE_FLOCK
 from reconciler.status import StatusStore
@@ -190,3 +191,13 @@ def test_a_lock_of_another_process_working_in_the_same_cache_is_not_touched(
         holder.wait(10)
     worker.join(30)
     assert result == [newer]
+
+
+def test_removed_locks_are_counted_in_the_metrics(remote: RemoteRepo, tmp_path: Path) -> None:
+    metrics = Metrics()
+    cache = tmp_path / "cache"
+    GitSource(str(remote.bare), cache_dir=cache).sync()
+    plant(cache, "refs/heads/main.lock")
+    plant(cache, "shallow.lock")
+    GitSource(str(remote.bare), cache_dir=cache, on_stale_lock=metrics.on_stale_git_lock).sync()
+    assert b"reconciler_git_stale_locks_removed_total 2.0" in metrics.render()
