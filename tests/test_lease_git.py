@@ -227,3 +227,17 @@ def test_keepers_hand_over_when_the_holder_stops(remote: RemoteRepo, tmp_path: P
     assert changes == {"a": [True, False], "b": [True, False]}
     assert on_branch(remote)["holderIdentity"] == "", "the last holder released on stop"
     assert_one_commit(remote)
+
+
+def test_a_stale_lock_in_the_lease_cache_does_not_stop_renewals(remote: RemoteRepo, tmp_path: Path) -> None:
+    a = contender(remote, tmp_path, "a")
+    assert a.acquire()
+    a.release()
+    assert a.acquire()
+    b = contender(remote, tmp_path, "b")
+    assert not b.acquire()  # b's cache now holds the lease ref
+    a.release()
+    lock = tmp_path / "cache-b" / "refs" / "heads" / f"{BRANCH}.lock"
+    lock.write_text("0" * 40 + "\n")
+    assert b.acquire() is True
+    assert not lock.exists()
