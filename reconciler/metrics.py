@@ -85,6 +85,11 @@ class Metrics:
             buckets=_FETCH_BUCKETS,
             registry=self.registry,
         )
+        self.git_stale_locks = Counter(
+            "reconciler_git_stale_locks_removed",
+            "Lock files a killed git left in a cache repository (source, status, lease), removed.",
+            registry=self.registry,
+        )
         self.webhooks = Counter(
             "reconciler_webhooks",
             "Requests to the git webhook by result (accepted, ping, ignored, unauthorized, too_large, ...).",
@@ -150,6 +155,10 @@ class Metrics:
             self.observe_git_fetch(time.perf_counter() - started, success=False)
             raise
         self.observe_git_fetch(time.perf_counter() - started, success=True)
+
+    def on_stale_git_lock(self, name: str) -> None:
+        """Hook for the git caches (``on_stale_lock``): one call per stale lock file removed."""
+        self.git_stale_locks.inc()
 
     def on_webhook(self, result: str) -> None:
         """Count one webhook request by what the server did with it (see ``reconciler.server``)."""

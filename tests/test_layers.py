@@ -82,3 +82,11 @@ def test_only_the_palette_package_speaks_http_and_only_source_and_status_speak_g
 
 def starts_any(names: set[str], prefixes: tuple[str, ...]) -> bool:
     return any(starts(n, prefixes) for n in names)
+
+
+@pytest.mark.parametrize("path", files(["runtime"]), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_runtime_speaks_neither_git_nor_palette(path: Path) -> None:
+    """``runtime/`` holds what a lease is, not where it lives: the git lease is in ``source/``."""
+    banned = ("git", "httpx", "reconciler.source", "reconciler.status", "reconciler.palette")
+    bad = sorted(n for n in imports(path) if starts(n, banned))
+    assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"

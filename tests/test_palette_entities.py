@@ -127,7 +127,8 @@ def test_a_two_node_cluster_marks_primary_and_secondary() -> None:
 
 def test_vip_is_the_resolved_one_then_the_overlay_and_is_left_out_without_one() -> None:
     # The platform-over-profile VIP rule is resolve.vip's; the entity takes its answer.
-    assert _entity(vip="10.10.189.24")["spec"]["cloudConfig"]["controlPlaneEndpoint"]["host"] == "10.10.189.24"
+    config = _entity(vip="10.10.189.24")["spec"]["cloudConfig"]
+    assert config["controlPlaneEndpoint"]["host"] == "10.10.189.24"
     assert "controlPlaneEndpoint" not in _entity(profile=_profile())["spec"]["cloudConfig"]
     overlay = _profile(edge={"networkOverlayConfig": {"enabled": True, "cidr": "100.64.192.0/24"}})
     config = _entity(profile=overlay)["spec"]["cloudConfig"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from reconciler.status import StatusError, StatusStore, format_message
-from tests._git_support import RemoteRepo, git, git_daemon, git_http_server
+from tests._git_support import GIT_ENV, RemoteRepo, git, git_daemon, git_http_server
 
 BRANCH = "reconciler/status"
 PLATFORM_FILE = "project-a/mlplatforms/clearml-prod.yaml"
@@ -39,6 +41,60 @@ def parents(remote: RemoteRepo, commit: str) -> list[str]:
 def is_ancestor(remote: RemoteRepo, older: str, newer: str) -> bool:
     proc = subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=remote.bare, check=False)
     return proc.returncode == 0
+
+
+def hand_commit(remote: RemoteRepo, files: Mapping[str, bytes | None], message: str) -> str:
+    """Someone else edits the status branch with plain git (a clone, a commit, a push)."""
+    git("fetch", "--quiet", "origin", BRANCH, cwd=remote.work)
+    git("checkout", "--quiet", "-B", "hand", "FETCH_HEAD", cwd=remote.work)
+    for path, data in files.items():
+        target = remote.work / path
+        if data is None:
+            git("rm", "--quiet", path, cwd=remote.work)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            git("add", path, cwd=remote.work)
+    git("commit", "--quiet", "-m", message, cwd=remote.work)
+    git("push", "--quiet", "origin", f"HEAD:refs/heads/{BRANCH}", cwd=remote.work)
+    return git("rev-parse", "HEAD", cwd=remote.work).strip()
+
+
+class RivalWriter:
+    """Another writer of the status branch with plain git, as fast as it gets: fetch the tip, commit its
+    own file on it, push (no force). Its tree holds only its file, so each of its commits also undoes
+    the store's files, which the store's next write puts back."""
+
+    def __init__(self, remote: RemoteRepo, path: Path) -> None:
+        git("init", "--quiet", "--bare", str(path), cwd=remote.bare.parent)
+        self.path = path
+        self.url = str(remote.bare)
+        self.attempts = 0
+
+    def push_one(self, n: int) -> bool:
+        """Fetch, commit, push; on a lost race fetch and try again at once. True when it landed."""
+        blob = git_input(f"n: {n}\n", "hash-object", "-w", "--stdin", cwd=self.path)
+        tree = git_input(f"100644 blob {blob}\trival.yaml\n", "mktree", cwd=self.path)
+        for _ in range(20):
+            self.attempts += 1
+            git("fetch", "--quiet", self.url, f"+refs/heads/{BRANCH}:refs/heads/{BRANCH}", cwd=self.path)
+            commit = git("commit-tree", tree, "-p", BRANCH, "-m", f"rival {n}", cwd=self.path).strip()
+            proc = subprocess.run(
+                ["git", "push", "--quiet", self.url, f"{commit}:refs/heads/{BRANCH}"],
+                cwd=self.path,
+                capture_output=True,
+                check=False,
+            )
+            if proc.returncode == 0:
+                return True
+        return False
+
+
+def git_input(text: str, *args: str, cwd: Path) -> str:
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, env=GIT_ENV, input=text, capture_output=True, text=True, check=True
+    )
+    return proc.stdout.strip()
 
 
 def test_first_write_creates_an_orphan_branch(remote: RemoteRepo, tmp_path: Path) -> None:
@@ -110,13 +166,10 @@ def test_deleted_file_is_removed_from_the_tree(remote: RemoteRepo, tmp_path: Pat
     assert store_for(remote, tmp_path, "other").read() == {COMPUTE_FILE: b"c: 1\n"}
 
 
-def test_concurrent_pusher_is_kept_and_the_commit_rebuilt_on_its_tip(
-    remote: RemoteRepo, tmp_path: Path
-) -> None:
+def test_a_write_after_another_writer_pushed_builds_on_its_tip(remote: RemoteRepo, tmp_path: Path) -> None:
     ours = store_for(remote, tmp_path, "ours", retry_delay=0)
     theirs = store_for(remote, tmp_path, "theirs")
     base = ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {"Source-Revision": "1" * 40})
-    # Another writer pushes behind our back: our cached tip is now stale.
     other = theirs.write(
         {PLATFORM_FILE: status("Pending"), COMPUTE_FILE: b"theirs\n"}, "theirs", {"Source-Revision": "2" * 40}
     )
@@ -124,12 +177,130 @@ def test_concurrent_pusher_is_kept_and_the_commit_rebuilt_on_its_tip(
 
     rebuilt = ours.write({PLATFORM_FILE: status("Running")}, "ours 2", {"Source-Revision": "3" * 40})
     assert rebuilt is not None
-    assert ours.conflict_count == 1
-    assert parents(remote, rebuilt) == [other], "rebuilt on the other pusher's tip, not forced over it"
-    assert is_ancestor(remote, other, rebuilt) and is_ancestor(remote, base, rebuilt)
+    assert ours.conflict_count == 0, "the write starts from the remote's tip, not from memory"
+    assert parents(remote, rebuilt) == [other], "built on the other writer's tip, not forced over it"
+    assert ours.read() == {PLATFORM_FILE: status("Running")}
+    assert git("rev-list", BRANCH, cwd=remote.bare).split() == [rebuilt, other, base]
+
+
+def test_a_push_that_loses_a_race_is_rebuilt_on_the_winners_tip(remote: RemoteRepo, tmp_path: Path) -> None:
+    ours = store_for(remote, tmp_path, "ours", retry_delay=0)
+    base = ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {"Source-Revision": "1" * 40})
+    assert base is not None
+    # Another writer's commit on top of base, which the remote moves the branch to while our push is in
+    # flight (after our fetch): our push then fails its compare on the server, a genuine lost race.
+    git("fetch", "--quiet", "origin", BRANCH, cwd=remote.work)
+    git("checkout", "--quiet", "-B", "theirs", "FETCH_HEAD", cwd=remote.work)
+    (remote.work / COMPUTE_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (remote.work / COMPUTE_FILE).write_text("theirs\n")
+    git("add", COMPUTE_FILE, cwd=remote.work)
+    git("commit", "--quiet", "-m", "theirs", cwd=remote.work)
+    winner = git("rev-parse", "HEAD", cwd=remote.work).strip()
+    git("push", "--quiet", "origin", "HEAD:refs/heads/side", cwd=remote.work)
+    marker = tmp_path / "raced"
+    hook = remote.bare / "hooks" / "pre-receive"
+    hook.write_text(
+        f"#!/bin/sh\n[ -e '{marker}' ] && exit 0\ntouch '{marker}'\n"
+        f"env -u GIT_QUARANTINE_PATH git update-ref refs/heads/{BRANCH} {winner}\n"
+    )
+    hook.chmod(0o755)
+
+    rebuilt = ours.write({PLATFORM_FILE: status("Running")}, "ours 2", {"Source-Revision": "3" * 40})
+    assert rebuilt is not None
+    assert ours.conflict_count == 1 and ours.push_count == 3
+    assert parents(remote, rebuilt) == [winner], "rebuilt on the winner's tip, not forced over it"
+    assert is_ancestor(remote, base, rebuilt)
     assert ours.read() == {PLATFORM_FILE: status("Running")}, "the same files, on the new tip"
-    history = git("rev-list", BRANCH, cwd=remote.bare).split()
-    assert history == [rebuilt, other, base]
+
+
+def test_a_hand_edit_on_the_branch_is_repaired_by_the_next_write_of_the_same_files(
+    remote: RemoteRepo, tmp_path: Path
+) -> None:
+    store = store_for(remote, tmp_path)
+    files = {PLATFORM_FILE: status("Running"), COMPUTE_FILE: b"kind: Compute\n"}
+    store.write(files, "pass 1", {"Source-Revision": "1" * 40})
+    edited = hand_commit(remote, {PLATFORM_FILE: b"status: {phase: Deleted}\n"}, "hand edit")
+
+    repaired = store.write(dict(files), "pass 2", {"Source-Revision": "1" * 40})
+    assert repaired is not None and parents(remote, repaired) == [edited]
+    assert store_for(remote, tmp_path, "reader").read() == files
+
+
+def test_a_hand_deletion_on_the_branch_is_repaired_by_the_next_write_of_the_same_files(
+    remote: RemoteRepo, tmp_path: Path
+) -> None:
+    store = store_for(remote, tmp_path)
+    files = {PLATFORM_FILE: status("Running"), COMPUTE_FILE: b"kind: Compute\n"}
+    store.write(files, "pass 1", {"Source-Revision": "1" * 40})
+    deleted = hand_commit(remote, {COMPUTE_FILE: None}, "hand deletion")
+
+    repaired = store.write(dict(files), "pass 2", {"Source-Revision": "1" * 40})
+    assert repaired is not None and parents(remote, repaired) == [deleted]
+    assert git("ls-tree", "-r", "--name-only", repaired, cwd=remote.bare).split() == sorted(files)
+    assert store.write(dict(files), "pass 3", {"Source-Revision": "1" * 40}) is None
+
+
+def test_read_returns_the_branch_and_fetches_only_when_it_moved(remote: RemoteRepo, tmp_path: Path) -> None:
+    reader = store_for(remote, tmp_path, "reader")
+    reader.write({PLATFORM_FILE: status("Pending")}, "p1", {})
+    assert reader.read() == {PLATFORM_FILE: status("Pending")}
+    hand_commit(remote, {PLATFORM_FILE: status("Edited")}, "hand edit")
+    assert reader.read() == {PLATFORM_FILE: status("Edited")}, "the branch, not what this store wrote"
+    reader = store_for(remote, tmp_path, "fresh")
+    assert reader.read() == {PLATFORM_FILE: status("Edited")}
+    assert reader.fetch_count == 1
+    assert reader.read() == {PLATFORM_FILE: status("Edited")}
+    assert reader.tip() is not None
+    assert reader.fetch_count == 1, "an unchanged branch costs an ls-remote, no fetch"
+    hand_commit(remote, {PLATFORM_FILE: status("Running")}, "moved")
+    assert reader.read() == {PLATFORM_FILE: status("Running")}
+    assert reader.fetch_count == 2
+
+
+def test_a_writer_pushing_every_100ms_does_not_starve_the_store(remote: RemoteRepo, tmp_path: Path) -> None:
+    store = store_for(remote, tmp_path)  # default attempts and waits
+    store.write({PLATFORM_FILE: status("Pending")}, "seed", {})
+    stop = threading.Event()
+    theirs: list[str] = []
+    rival = RivalWriter(remote, tmp_path / "rival")
+
+    errors: list[BaseException] = []
+
+    def push_often() -> None:
+        n = 0
+        try:
+            while not stop.is_set():
+                n += 1
+                if rival.push_one(n):
+                    theirs.append(str(n))
+                stop.wait(0.1)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=push_often)
+    thread.start()
+    ours: list[str] = []
+    gave_up: list[str] = []
+    try:
+        for n in range(12):
+            try:
+                commit = store.write({PLATFORM_FILE: f"n: {n}\n".encode()}, f"ours {n}", {})
+            except StatusError as exc:
+                gave_up.append(str(exc))
+                continue
+            assert commit is not None
+            ours.append(commit)
+            time.sleep(0.1)  # a pass every ~100 ms too: both writers compete, neither floods
+    finally:
+        stop.set()
+        thread.join(30)
+    assert errors == []
+    history = set(git("rev-list", BRANCH, cwd=remote.bare).split())
+    assert len(theirs) >= 3, f"the rival must really compete ({len(theirs)} pushes landed)"
+    raced = store.conflict_count + rival.attempts - len(theirs)
+    assert raced >= 1, "the two writers must really have raced"
+    assert gave_up == [], f"{len(gave_up)} of 12 writes gave up ({store.conflict_count} races lost)"
+    assert len(ours) == 12 and set(ours) <= history
 
 
 def test_race_that_already_holds_our_files_makes_no_commit(remote: RemoteRepo, tmp_path: Path) -> None:

@@ -1,1 +1,6 @@
-"""The running process around the pure core: leases (one writer), and later the loop's stages."""
+"""The running process: what keeps a reconciler the only writer of its config repository (leases:
+git, Kubernetes, none)."""
+
+from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease, default_identity
+
+__all__ = ["Lease", "LeaseKeeper", "NoLease", "default_identity"]

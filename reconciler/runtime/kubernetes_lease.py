@@ -15,10 +15,8 @@ leader election does (client-go's ``LeaseLock``), through the official ``kuberne
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +25,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.logging import get_logger
+from reconciler.runtime.lease import default_identity
 
 log = get_logger(component="lease")
 
@@ -34,13 +33,6 @@ DEFAULT_NAME = "paletteai-reconciler"
 DEFAULT_DURATION = 60.0
 DEFAULT_MARGIN = 10.0  # stop writing this long before the Lease could expire
 _NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-def default_identity() -> str:
-    """``POD_NAME`` (the downward API) or the host name, plus a random suffix per process, so that a
-    restarted pod never mistakes its predecessor's Lease for its own."""
-    base = os.environ.get("POD_NAME") or socket.gethostname()
-    return f"{base}_{uuid.uuid4().hex[:8]}"
 
 
 def default_namespace() -> str:

@@ -1,4 +1,4 @@
-"""The config repository: git fetch/read at a revision, and a local directory as a source.
+"""The config repository: git fetch/read at a revision, a local directory as a source, the git lease.
 
 Names are imported lazily, so that ``reconciler validate`` (which only needs ``source.directory``)
 does not pay for importing GitPython and watchfiles.
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from reconciler.source.cache import ParseCache, blob_id
     from reconciler.source.errors import SourceError
     from reconciler.source.git import GitSource, SkippedEntry, read_revision
+    from reconciler.source.lease import GitLease
     from reconciler.source.watch import DirectorySource, watch_directory
 
 _WHERE = {
@@ -24,6 +25,7 @@ _WHERE = {
     "GitSource": "reconciler.source.git",
     "SkippedEntry": "reconciler.source.git",
     "read_revision": "reconciler.source.git",
+    "GitLease": "reconciler.source.lease",
     "DirectorySource": "reconciler.source.watch",
     "watch_directory": "reconciler.source.watch",
 }
@@ -31,6 +33,7 @@ _WHERE = {
 __all__ = [
     "DirectorySource",
     "GitError",
+    "GitLease",
     "GitSource",
     "ParseCache",
     "SkippedEntry",

@@ -6,13 +6,20 @@ never prompts for credentials, and fails with a message whose URLs carry no user
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import git
+
+from reconciler.logging import get_logger
+
+log = get_logger(component="git")
 
 # Seconds a network git command (ls-remote, fetch, push, clone) may take before it is killed.
 NETWORK_TIMEOUT = 120.0
@@ -23,6 +30,15 @@ _URL_SCHEMES = frozenset({"file", "git", "ssh", "http", "https"})
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCP_RE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:")
 _USERINFO_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+
+
+# Lock files git creates next to what it updates and renames into place when done. A git killed in
+# between (SIGKILL, OOM, node loss) leaves them behind, and every later update of the same file fails
+# with "cannot lock ref" / "Unable to create '...lock': File exists" until someone removes them.
+_TOP_LEVEL_LOCKS = ("packed-refs.lock", "HEAD.lock", "index.lock", "shallow.lock", "config.lock")
+# The file this process flocks while it runs git in a cache repository (the kernel drops the flock when
+# the process dies, however it dies, so it can never go stale itself).
+CACHE_FLOCK = "reconciler.flock"
 
 
 class GitError(Exception):
@@ -187,3 +203,82 @@ def check_branch_name(repo_git: git.Git, branch: str) -> None:
     if not branch or branch.startswith("-"):
         raise GitError(f"invalid branch name {branch!r}")
     run(repo_git, "check-ref-format", "--branch", branch)
+
+
+def remove_stale_locks(git_dir: Path, on_stale_lock: Callable[[str], None] | None = None) -> list[str]:
+    """Remove the lock files git left in ``git_dir``; return their paths relative to it.
+
+    Only call this while holding the repository's :class:`CacheLock`: then no git of any reconciler
+    process is running in it, so every lock found is one a killed git left behind. Each removal is
+    logged (the cache path holds no URL, only a digest of it) and reported to ``on_stale_lock``.
+    """
+    found = [git_dir / name for name in _TOP_LEVEL_LOCKS]
+    refs = git_dir / "refs"
+    if refs.is_dir():
+        found.extend(sorted(refs.rglob("*.lock")))
+    removed: list[str] = []
+    for path in found:
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise GitError(f"cannot remove the stale git lock {path}: {exc}") from None
+        name = path.relative_to(git_dir).as_posix()
+        removed.append(name)
+        log.warning("removed a stale git lock left by an interrupted git", lock=name, repository=str(git_dir))
+        if on_stale_lock is not None:
+            on_stale_lock(name)
+    return removed
+
+
+class CacheLock:
+    """Serialises the git operations on one cache repository across processes; clears stale locks.
+
+    The owner enters it around each operation (nested entries only count depth) while holding its
+    own thread lock, so this object itself needs no thread safety. The first entry takes an exclusive
+    ``flock`` on :data:`CACHE_FLOCK` in the repository - blocking while another process (a second
+    reconciler sharing the cache volume) runs git there - and then removes the lock files git left
+    behind: with the flock held, none of them can belong to a live git.
+    """
+
+    def __init__(
+        self,
+        git_dir: Path,
+        on_stale_lock: Callable[[str], None] | None = None,
+        error: type[GitError] = GitError,
+    ) -> None:
+        self.git_dir = git_dir
+        self.on_stale_lock = on_stale_lock
+        self._error = error
+        self._fd: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        if self._depth == 0:
+            try:
+                fd = os.open(self.git_dir / CACHE_FLOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise self._error(f"cannot lock the cache repository {self.git_dir}: {exc}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                remove_stale_locks(self.git_dir, self.on_stale_lock)
+            except BaseException as exc:
+                os.close(fd)
+                if isinstance(exc, OSError):
+                    raise self._error(f"cannot lock the cache repository {self.git_dir}: {exc}") from None
+                if isinstance(exc, GitError):
+                    raise self._error(str(exc)) from None
+                raise
+            self._fd = fd
+        self._depth += 1
+
+    def __exit__(
+        self, _type: type[BaseException] | None, _exc: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            os.close(self._fd)  # drops the flock
+            self._fd = None

@@ -8,6 +8,9 @@ Why this shape:
   nothing is checked out, so no symlink of the repository is followed and no hook or filter of it runs.
 - Parsed documents are cached by (blob id, path): a blob id names the exact bytes, so an unchanged file
   is never parsed again, across passes and across revisions.
+- Every operation holds the cache's :class:`~reconciler.source._gitutil.CacheLock` and starts by
+  removing lock files a killed git left behind (``refs/heads/main.lock`` would otherwise make every
+  later fetch fail with "cannot lock ref", across restarts, since the cache volume is kept).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -136,7 +140,8 @@ class GitSource(Generic[T]):
     or ``https://`` URL. ``parse(path, data)`` turns one file into whatever the caller needs (the
     controller passes ``reconciler.manifests.parse_file``); without it, :meth:`read_parsed` returns
     ``(path, data)`` pairs. ``timeout`` bounds each network git command (ls-remote, fetch) in seconds.
-    An instance is safe to share between threads (one lock serialises git).
+    An instance is safe to share between threads (one lock serialises git). ``on_stale_lock(name)`` is
+    called for each lock file a killed git left in the cache and this instance removed (for metrics).
     """
 
     @overload
@@ -149,6 +154,7 @@ class GitSource(Generic[T]):
         parse: None = None,
         parse_cache_size: int = 100_000,
         timeout: float = _gitutil.NETWORK_TIMEOUT,
+        on_stale_lock: Callable[[str], None] | None = None,
     ) -> None: ...
 
     @overload
@@ -161,6 +167,7 @@ class GitSource(Generic[T]):
         parse: Callable[[str, bytes], T],
         parse_cache_size: int = 100_000,
         timeout: float = _gitutil.NETWORK_TIMEOUT,
+        on_stale_lock: Callable[[str], None] | None = None,
     ) -> None: ...
 
     def __init__(
@@ -172,6 +179,7 @@ class GitSource(Generic[T]):
         parse: Callable[[str, bytes], T] | None = None,
         parse_cache_size: int = 100_000,
         timeout: float = _gitutil.NETWORK_TIMEOUT,
+        on_stale_lock: Callable[[str], None] | None = None,
     ) -> None:
         try:
             self._location = _gitutil.normalize_url(url)
@@ -186,6 +194,7 @@ class GitSource(Generic[T]):
         )
         self._lock = threading.RLock()
         self._repo: git.Repo | None = None
+        self._cache_lock = _gitutil.CacheLock(self.cache_dir, on_stale_lock, SourceError)
         self._listing: tuple[str, list[TreeEntry], list[SkippedEntry]] | None = None
         # The cached branch head as this instance last saw it (only this instance writes the cache).
         self._head: str | None = None
@@ -207,14 +216,21 @@ class GitSource(Generic[T]):
                 raise SourceError(str(exc)) from None
         return self._repo
 
+    @contextmanager
+    def _operation(self) -> Iterator[git.Repo]:
+        """The cache repository, held for one operation (threads and processes), stale locks removed."""
+        with self._lock:
+            repo = self._cache()
+            with self._cache_lock:
+                yield repo
+
     @property
     def _ref(self) -> str:
         return f"refs/heads/{self.branch}"
 
     def remote_head(self) -> str:
         """The remote's head of the branch, asked with ``git ls-remote`` (nothing is fetched)."""
-        with self._lock:
-            repo = self._cache()
+        with self._operation() as repo:
             self.ls_remote_count += 1
             try:
                 sha = _gitutil.ls_remote_head(repo.git, self._location, self.branch, self.timeout)
@@ -226,16 +242,15 @@ class GitSource(Generic[T]):
 
     def cached_head(self) -> str | None:
         """The branch head in the local cache (what the last fetch brought), without any network."""
-        with self._lock:
-            return _gitutil.rev_parse(self._cache().git, f"{self._ref}^{{commit}}")
+        with self._operation() as repo:
+            return _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}")
 
     def sync(self) -> str:
         """The commit sha of the branch head, fetching only when the remote moved since the last fetch."""
-        with self._lock:
+        with self._operation() as repo:
             remote = self.remote_head()
             if remote == self._head:
                 return remote
-            repo = self._cache()
             local = _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}")
             if local == remote:
                 self._head = remote
@@ -285,18 +300,16 @@ class GitSource(Generic[T]):
 
         What was skipped (symlinks, submodules, oversized files) is kept in :attr:`skipped`.
         """
-        with self._lock:
+        with self._operation() as repo:
             entries, skipped = self._list(sha)
             self.skipped = list(skipped)
-            repo = self._cache()
             return [(e.path, read_blob(repo, e.blob)) for e in entries]
 
     def read_parsed(self, sha: str) -> list[T]:
         """``parse(path, data)`` of every YAML file of ``sha``, parsing only blobs not seen before."""
-        with self._lock:
+        with self._operation() as repo:
             entries, skipped = self._list(sha)
             self.skipped = list(skipped)
-            repo = self._cache()
             return [self._parsed.get(e.blob, e.path, partial(read_blob, repo, e.blob)) for e in entries]
 
     @property

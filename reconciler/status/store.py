@@ -6,23 +6,32 @@ Why this shape:
   branch's history stays clean and ``git log <status branch> -- <file>`` is one resource's audit trail.
 - Commits are built with plumbing on a private bare repository: blobs and trees are hashed in
   process and written as loose objects, the commit with ``git commit-tree``. Nothing is checked out.
-- ``write`` takes the complete desired status tree and compares its tree id with the current tip's:
-  equal ids mean nothing changed, so no commit and no network at all (a no-op pass stays cheap).
-- A push that loses a race (non-fast-forward) fetches the new tip and rebuilds the commit on it with
-  the same files, a bounded number of times. It never force-pushes: another writer's commits are
+- The branch is the truth, not this process's memory: ``read`` and ``write`` start from the remote's
+  tip as it is now (one ``ls-remote``; a fetch only when it moved). ``write`` takes the complete
+  desired status tree and commits only when its tree id differs from the tip's, so a file someone
+  edited or deleted on the branch is put back by the next pass, and an unchanged pass costs one
+  round trip and writes nothing.
+- A push that loses a race (non-fast-forward) waits a short random time, fetches the new tip and
+  rebuilds the commit on it with the same files, a bounded number of times. The wait comes before
+  the fetch, so the rebuilt commit is pushed right after the tip it builds on was seen: a writer
+  that pushes often cannot starve this one. It never force-pushes: other writers' commits are
   always kept as ancestors.
-- The store trusts its cached tip between writes (a status branch has one writer: this reconciler);
-  the first write of an instance, :meth:`read` and :meth:`tip` always ask the remote.
+- Each operation holds the private repository's cache lock and first removes lock files a killed
+  git left behind (``refs/heads/reconciler/status.lock`` would otherwise fail every later write).
+  A commit that reached the remote is reported as written even if updating the private ref
+  afterwards failed: the next read repairs the ref.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import random
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +40,7 @@ import git
 from gitdb.base import IStream  # type: ignore[import-untyped]
 from gitdb.db.loose import LooseObjectDB  # type: ignore[import-untyped]
 
+from reconciler.logging import get_logger
 from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
 
@@ -38,6 +48,8 @@ _TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
 _AUTHOR = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>]*)>\s*$")
 _FILE_MODE = b"100644"
 _TREE_MODE = b"40000"
+
+log = get_logger(component="status")
 
 
 class StatusError(GitError):
@@ -76,6 +88,39 @@ def _build_dirs(files: Mapping[str, bytes]) -> _Dir:
     return root
 
 
+def _hash_tree(node: _Dir, objects: dict[str, tuple[bytes, bytes]]) -> bytes:
+    """The binary id of ``node``'s tree; every blob and tree of it is added to ``objects``
+    (hex id -> (kind, content)), so that they can be written only when a commit needs them."""
+    entries: list[tuple[bytes, bytes, bytes]] = []  # (sort key, mode, name)
+    ids: dict[bytes, bytes] = {}
+    for name, data in node.files.items():
+        raw = name.encode()
+        ids[raw] = _hash_object(b"blob", data, objects)
+        entries.append((raw, _FILE_MODE, raw))
+    for name, child in node.dirs.items():
+        raw = name.encode()
+        ids[raw] = _hash_tree(child, objects)
+        entries.append((raw + b"/", _TREE_MODE, raw))
+    entries.sort()
+    body = b"".join(mode + b" " + raw + b"\0" + ids[raw] for _key, mode, raw in entries)
+    return _hash_object(b"tree", body, objects)
+
+
+def _hash_object(kind: bytes, data: bytes, objects: dict[str, tuple[bytes, bytes]]) -> bytes:
+    digest = hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data, usedforsecurity=False).digest()
+    objects[digest.hex()] = (kind, data)
+    return digest
+
+
+def retry_delays(base: float, rng: random.Random) -> Iterator[float]:
+    """Waits before successive rebuilds after a lost race: "full jitter" up to ``base``, doubling to
+    at most 8 x ``base``. Random, so that two writers that just collided do not collide again."""
+    ceiling = base
+    while True:
+        yield rng.uniform(0.0, ceiling)
+        ceiling = min(ceiling * 2, base * 8)
+
+
 def format_message(message: str, trailers: Mapping[str, str]) -> str:
     """``message`` with ``Key: value`` trailers appended as git's trailer block (one blank line before)."""
     lines = []
@@ -94,7 +139,10 @@ class StatusStore:
 
     ``url`` is a local path, ``file://``, ``git://``, ``ssh://`` or ``https://`` URL of the config
     repository; ``workdir`` a private bare repository used to build commits (default a stable
-    directory under ``~/.cache/paletteai-reconciler``). Thread-safe.
+    directory under ``~/.cache/paletteai-reconciler``). ``max_attempts`` bounds the pushes of one
+    :meth:`write` that lose a race; ``retry_delay`` is the base of the random wait before each
+    rebuild. ``on_stale_lock(name)`` is called for each lock file a killed git left in ``workdir``
+    and this store removed (for metrics). Thread-safe.
     """
 
     def __init__(
@@ -104,9 +152,11 @@ class StatusStore:
         workdir: Path | None = None,
         *,
         author: str = "paletteai-reconciler <reconciler@localhost>",
-        max_attempts: int = 5,
-        retry_delay: float = 0.2,
+        max_attempts: int = 8,
+        retry_delay: float = 0.02,
         timeout: float = _gitutil.NETWORK_TIMEOUT,
+        on_stale_lock: Callable[[str], None] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         try:
             self._location = _gitutil.normalize_url(url)
@@ -125,18 +175,23 @@ class StatusStore:
         self.branch = branch
         self.workdir = workdir or _gitutil.default_cache_dir("status", self._location)
         self.max_attempts = max(1, max_attempts)
-        self.retry_delay = retry_delay
+        self.retry_delay = max(0.0, retry_delay)
         self.timeout = timeout
+        self._rng = rng or random.Random()
         self._lock = threading.RLock()
+        self._cache_lock = _gitutil.CacheLock(self.workdir, on_stale_lock, StatusError)
         self._repo: git.Repo | None = None
         self._odb: Any = None
-        self._known: set[str] = set()
-        self._synced = False
+        # The remote's tip as last seen, its tree, and whether the private ref names it too.
         self._tip: str | None = None
         self._tip_tree: str | None = None
+        self._ref_current = False
+        # The files of one tip, so that reading an unchanged branch again costs no git at all.
+        self._files: tuple[str, dict[str, bytes]] | None = None
         # Metrics.
         self.commit_count = 0
         self.push_count = 0
+        self.fetch_count = 0
         self.conflict_count = 0
 
     @property
@@ -154,56 +209,76 @@ class StatusStore:
             self._odb = LooseObjectDB(str(Path(repo.git_dir) / "objects"))
         return self._repo
 
+    @contextmanager
+    def _operation(self) -> Iterator[git.Repo]:
+        """The private repository, held for one operation (threads and processes), stale locks removed."""
+        with self._lock:
+            repo = self._cache()
+            with self._cache_lock:
+                yield repo
+
     # -- remote -----------------------------------------------------------------------------------
 
-    def _refresh(self) -> None:
-        """Make the cached ref equal the remote's branch (fetching only when it moved)."""
-        repo = self._cache()
+    def _refresh(self, repo: git.Repo) -> None:
+        """Make the private ref equal the remote's branch: one ``ls-remote``, a fetch only when it moved."""
         try:
             remote = _gitutil.ls_remote_head(repo.git, self._location, self.branch, self.timeout)
-            local = _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}")
-            if (remote is None or local is None) and _gitutil.rev_parse(repo.git, self._ref) is not None:
-                # Gone from the remote, or naming a commit the private repository lacks (damaged).
-                _gitutil.run(repo.git, "update-ref", "-d", self._ref)
-            if remote is not None and remote != local:
-                _gitutil.fetch_ref(repo.git, self._location, self._ref, self.timeout)
+            if remote == self._tip and self._ref_current:
+                return
+            # Whether the private ref is the tip we know is tracked, so that the usual case (someone
+            # else moved the branch) goes straight to the fetch: the less time between seeing a tip
+            # and pushing onto it, the fewer races are lost.
+            local = self._tip if self._ref_current else self._local_ref(repo)
+            if remote is None:
+                if local is not None:
+                    _gitutil.run(repo.git, "update-ref", "-d", self._ref)
+                self._tip, self._tip_tree, self._ref_current = None, None, True
+                return
+            if remote != local:
+                if not self._ref_current and _gitutil.rev_parse(repo.git, f"{remote}^{{commit}}"):
+                    # Our own commit, pushed while the private ref could not follow: no fetch needed.
+                    _gitutil.run(repo.git, "update-ref", self._ref, remote)
+                else:
+                    self.fetch_count += 1
+                    _gitutil.fetch_ref(repo.git, self._location, self._ref, self.timeout)
+            # The fetch brings the branch as it is when it runs, which may be newer than ls-remote said.
+            tip, tree = _gitutil.run(
+                repo.git, "rev-parse", f"{self._ref}^{{commit}}", f"{self._ref}^{{tree}}"
+            ).split()
         except GitError as exc:
             raise StatusError(f"cannot read {self.branch!r} of {self.url}: {exc}") from None
-        if remote is not None and remote != self._tip:
-            # Start over from the tip's (reachable) objects: a fetch may have run ``gc --auto``, which
-            # can prune unreachable objects written earlier.
-            self._known = self._objects_of(repo, remote)
-        self._tip = remote
-        self._tip_tree = None if remote is None else _gitutil.rev_parse(repo.git, f"{remote}^{{tree}}")
-        self._synced = True
+        self._tip, self._tip_tree, self._ref_current = tip, tree, True
 
-    def _objects_of(self, repo: git.Repo, commit: str) -> set[str]:
-        """The ids of the commit's trees and blobs: present, so unchanged files are not written again."""
-        try:
-            raw = _gitutil.run_bytes(repo.git, "ls-tree", "-r", "-t", "-z", "--full-tree", commit)
-        except GitError as exc:
-            raise StatusError(f"cannot list {self.branch!r}: {exc}") from None
-        known: set[str] = set()
-        for record in raw.split(b"\0"):
-            meta = record.partition(b"\t")[0].split()
-            if len(meta) == 3:
-                known.add(meta[2].decode("ascii"))
-        return known
+    def _local_ref(self, repo: git.Repo) -> str | None:
+        """The commit the private ref names; a ref naming a commit the repository lacks (a damaged
+        cache) is dropped, so that the next fetch starts from scratch."""
+        local = _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}")
+        if local is None and _gitutil.rev_parse(repo.git, self._ref) is not None:
+            _gitutil.run(repo.git, "update-ref", "-d", self._ref)
+        return local
 
     def tip(self) -> str | None:
         """The remote's current commit of the status branch, None before the first write."""
-        with self._lock:
-            self._refresh()
+        with self._operation() as repo:
+            self._refresh(repo)
             return self._tip
 
     def read(self) -> dict[str, bytes]:
-        """The remote's current status tree as {path: bytes} (empty before the first write)."""
-        with self._lock:
-            self._refresh()
+        """The remote's current status tree as {path: bytes} (empty before the first write).
+
+        Costs one ``ls-remote`` when the branch did not move since the last read or write.
+        """
+        with self._operation() as repo:
+            self._refresh(repo)
             if self._tip is None:
                 return {}
-            repo = self._cache()
-            raw = _gitutil.run_bytes(repo.git, "ls-tree", "-r", "-z", "--full-tree", self._tip)
+            if self._files is None or self._files[0] != self._tip:
+                self._files = (self._tip, self._read_tree(repo, self._tip))
+            return dict(self._files[1])
+
+    def _read_tree(self, repo: git.Repo, commit: str) -> dict[str, bytes]:
+        try:
+            raw = _gitutil.run_bytes(repo.git, "ls-tree", "-r", "-z", "--full-tree", commit)
             files: dict[str, bytes] = {}
             for record in raw.split(b"\0"):
                 if not record:
@@ -214,76 +289,86 @@ class StatusStore:
                     continue
                 data = repo.odb.stream(bytes.fromhex(obj)).read()
                 files[raw_path.decode("utf-8", "replace")] = bytes(data)
-            return files
+        except (GitError, git.GitError, ValueError) as exc:
+            raise StatusError(f"cannot read {self.branch!r} at {commit}: {exc}") from None
+        return files
 
     # -- objects ----------------------------------------------------------------------------------
 
-    def _store(self, kind: bytes, data: bytes) -> bytes:
-        """Write one object (unless known to be there) and return its binary id."""
-        sha = hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data, usedforsecurity=False)
-        hexsha = sha.hexdigest()
-        if hexsha not in self._known:
-            stored = self._odb.store(IStream(kind, len(data), io.BytesIO(data)))
-            if stored.hexsha != hexsha.encode() and stored.hexsha != hexsha:
-                raise StatusError(f"object id mismatch writing {kind.decode()}: {stored.hexsha} != {hexsha}")
-            self._known.add(hexsha)
-        return sha.digest()
-
-    def _write_tree(self, node: _Dir) -> bytes:
-        entries: list[tuple[bytes, bytes, bytes]] = []  # (sort key, mode, name) -> id
-        ids: dict[bytes, bytes] = {}
-        for name, data in node.files.items():
-            raw = name.encode()
-            ids[raw] = self._store(b"blob", data)
-            entries.append((raw, _FILE_MODE, raw))
-        for name, child in node.dirs.items():
-            raw = name.encode()
-            ids[raw] = self._write_tree(child)
-            entries.append((raw + b"/", _TREE_MODE, raw))
-        entries.sort()
-        body = b"".join(mode + b" " + raw + b"\0" + ids[raw] for _key, mode, raw in entries)
-        return self._store(b"tree", body)
-
     def tree_id(self, files: Mapping[str, bytes]) -> str:
-        """The git tree id of ``files`` (written to the private repository)."""
-        with self._lock:
-            self._cache()
-            return self._write_tree(_build_dirs(files)).hex()
+        """The git tree id of ``files`` (computed in process; nothing is written)."""
+        return _hash_tree(_build_dirs(files), {}).hex()
+
+    def _write_objects(self, objects: Mapping[str, tuple[bytes, bytes]]) -> None:
+        """Write the objects the private repository lacks as loose objects.
+
+        Presence is checked on disk every time rather than remembered, so an object git's
+        ``gc --auto`` has pruned meanwhile is written again. (An object present only in a pack is
+        written loose once more: harmless.)
+        """
+        objects_dir = Path(self._cache().git_dir) / "objects"
+        for hexsha, (kind, data) in objects.items():
+            if (objects_dir / hexsha[:2] / hexsha[2:]).is_file():
+                continue
+            stored = self._odb.store(IStream(kind, len(data), io.BytesIO(data)))
+            written = stored.hexsha.decode() if isinstance(stored.hexsha, bytes) else stored.hexsha
+            if written != hexsha:
+                raise StatusError(f"object id mismatch writing {kind.decode()}: {written} != {hexsha}")
 
     # -- write --------------------------------------------------------------------------------------
 
     def write(self, files: Mapping[str, bytes], message: str, trailers: Mapping[str, str]) -> str | None:
-        """Commit ``files`` (the complete status tree) if it differs from the tip, and push it.
+        """Make the branch hold exactly ``files`` (the complete status tree): commit and push when the
+        remote's tip as it is now differs, whatever this process wrote before.
 
-        Returns the new commit's sha, or None when the tree is unchanged. Raises StatusError when the
-        remote cannot be reached or keeps moving after ``max_attempts`` rebuilds.
+        Returns the new commit's sha, or None when the tip already holds ``files``. Raises StatusError
+        when the remote cannot be reached, refuses the push, or keeps moving for ``max_attempts``
+        pushes in a row.
         """
         full_message = format_message(message, trailers)
-        with self._lock:
-            root = _build_dirs(files)
-            repo = self._cache()
-            if not self._synced:
-                self._refresh()
-            tree = self._write_tree(root).hex()
-            for attempt in range(self.max_attempts):
+        objects: dict[str, tuple[bytes, bytes]] = {}
+        tree = _hash_tree(_build_dirs(files), objects).hex()
+        delays = retry_delays(self.retry_delay, self._rng)
+        with self._operation() as repo:
+            rejected: str | None = None
+            parent: str | None = None
+            for _attempt in range(self.max_attempts):
+                if rejected is not None:
+                    # Wait first, then fetch: the rebuilt commit goes out right after its parent was seen.
+                    time.sleep(next(delays))
+                self._refresh(repo)
+                if rejected is not None:
+                    if self._tip == parent:
+                        raise StatusError(f"cannot push {self.branch!r} to {self.url}: {rejected}")
+                    self.conflict_count += 1
                 if tree == self._tip_tree:
                     return None
-                commit = self._commit(repo, tree, self._tip, full_message)
-                error = self._push(repo, commit)
-                if error is None:
-                    _gitutil.run(repo.git, "update-ref", self._ref, commit)
-                    self._tip, self._tip_tree = commit, tree
-                    self.commit_count += 1
+                parent = self._tip
+                self._write_objects(objects)
+                commit = self._commit(repo, tree, parent, full_message)
+                rejected = self._push(repo, commit)
+                if rejected is None:
+                    self._pushed(repo, commit, tree, files)
                     return commit
-                stale = self._tip
-                self._refresh()
-                if self._tip == stale:
-                    raise StatusError(f"cannot push {self.branch!r} to {self.url}: {error}")
-                self.conflict_count += 1
-                if attempt + 1 < self.max_attempts:
-                    time.sleep(self.retry_delay * (attempt + 1))
             raise StatusError(
                 f"{self.branch!r} of {self.url} kept moving: gave up after {self.max_attempts} attempts"
+            )
+
+    def _pushed(self, repo: git.Repo, commit: str, tree: str, files: Mapping[str, bytes]) -> None:
+        """Record a commit the remote accepted. It is written whatever happens here: a failure to move
+        the private ref is logged, and the next operation sets the ref from the remote."""
+        self.commit_count += 1
+        self._tip, self._tip_tree = commit, tree
+        self._files = (commit, dict(files))
+        try:
+            _gitutil.run(repo.git, "update-ref", self._ref, commit)
+            self._ref_current = True
+        except GitError as exc:
+            self._ref_current = False
+            log.warning(
+                "status commit pushed, but the private ref could not follow; the next pass repairs it",
+                commit=commit,
+                error=str(exc),
             )
 
     def _commit(self, repo: git.Repo, tree: str, parent: str | None, message: str) -> str:

@@ -1,0 +1,343 @@
+"""The one-writer lease kept on a branch of the config repository (DESIGN.md section 7, ``--lease git``).
+
+The branch (default ``reconciler/lease``) holds exactly one commit: a parentless commit whose
+``lease.json`` says who holds the lease, since when, when it was last renewed and for how long::
+
+    {"holderIdentity": "pod-a-3f2c9e1d", "acquireTime": "2026-12-01T12:00:00.000000Z",
+     "renewTime": "2026-12-01T12:04:20.000000Z", "leaseDurationSeconds": 60, "leaseTransitions": 2}
+
+The field names and the expiry rule are those of a Kubernetes ``coordination.k8s.io/v1`` Lease.
+
+Why this shape:
+
+- Taking and renewing is one compare-and-swap: a push with ``--force-with-lease=<ref>:<sha read>``.
+  The server moves the branch only if it still names the commit this process read, so two
+  contenders cannot both win and no lease is ever overwritten blind.
+- Every renewal is a new parentless commit replacing the last one, so the branch never grows
+  history (each renewal leaves three small unreachable objects for the server's gc).
+- Another holder's lease has expired when its ``renewTime`` + duration is past by this machine's
+  wall clock, as Kubernetes judges it: clocks must agree to within the safety margin.
+- The holder itself never trusts the wall clock: :meth:`GitLease.holds` is true only while its last
+  successful renewal (monotonic clock, read before the push that recorded it) is younger than the
+  duration minus the safety margin. A holder that cannot renew stops writing before any standby can
+  see its lease expired.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import git
+from gitdb.base import IStream  # type: ignore[import-untyped]
+
+from reconciler.logging import get_logger
+from reconciler.source import _gitutil
+from reconciler.source._gitutil import GitError
+
+log = get_logger(component="lease")
+
+LEASE_FILE = "lease.json"
+DEFAULT_BRANCH = "reconciler/lease"
+# Flux's defaults (DESIGN.md section 7): a lease counts for 60 s and is renewed every 20 s.
+DEFAULT_DURATION = 60.0
+# A holder stops writing 20 s before its lease could expire: room for a pass's writes in flight
+# (bounded at 10 s) and for clock skew between the holder and a standby.
+DEFAULT_SAFETY_MARGIN = 20.0
+# Seconds one git command of the lease may take: well under the margin, so that a hung remote
+# cannot keep a renewal pending while the lease runs out.
+DEFAULT_TIMEOUT = 10.0
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+class LeaseError(GitError):
+    """The lease is misconfigured (bad URL, branch or identity). Contention is never an error."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """What the lease branch says (the content of ``lease.json``)."""
+
+    holder: str  # "" once released
+    acquire_time: datetime
+    renew_time: datetime
+    duration: float
+    transitions: int = 0
+
+    def expired(self, now: datetime) -> bool:
+        """True when the lease no longer counts at ``now`` (or was released)."""
+        return not self.holder or self.renew_time + timedelta(seconds=self.duration) < now
+
+    def to_json(self) -> bytes:
+        doc = {
+            "holderIdentity": self.holder,
+            "acquireTime": self.acquire_time.strftime(_TIME_FORMAT),
+            "renewTime": self.renew_time.strftime(_TIME_FORMAT),
+            "leaseDurationSeconds": self.duration,
+            "leaseTransitions": self.transitions,
+        }
+        return (json.dumps(doc, indent=2) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> LeaseRecord:
+        """The record in ``data``; ValueError when it is not a lease this reconciler wrote."""
+        try:
+            doc = json.loads(data)
+            holder = doc["holderIdentity"]
+            duration = float(doc["leaseDurationSeconds"])
+            transitions = int(doc.get("leaseTransitions", 0))
+            times = [
+                datetime.strptime(doc[key], _TIME_FORMAT).replace(tzinfo=UTC)
+                for key in ("acquireTime", "renewTime")
+            ]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{LEASE_FILE} is not a lease record: {exc}") from None
+        if not isinstance(holder, str) or not duration > 0:
+            raise ValueError(f"{LEASE_FILE} is not a lease record: bad holderIdentity or duration")
+        return cls(holder, times[0], times[1], duration, transitions)
+
+
+class GitLease:
+    """A lease on a branch of the config repository, taken and renewed by compare-and-swap pushes.
+
+    ``url`` is the config repository (as for :class:`~reconciler.source.git.GitSource`), ``identity``
+    this process's name in the lease (unique per process: see ``reconciler.runtime.lease``),
+    ``cache_dir`` a private bare repository (default under ``~/.cache/paletteai-reconciler``).
+    Thread-safe; :meth:`holds` never waits for git.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        identity: str,
+        *,
+        branch: str = DEFAULT_BRANCH,
+        cache_dir: Path | None = None,
+        duration: float = DEFAULT_DURATION,
+        safety_margin: float = DEFAULT_SAFETY_MARGIN,
+        timeout: float = DEFAULT_TIMEOUT,
+        author: str = "paletteai-reconciler <reconciler@localhost>",
+        on_stale_lock: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not identity or not identity.isprintable():
+            raise LeaseError(f"invalid lease identity {identity!r}")
+        if not 0 <= safety_margin < duration:
+            raise LeaseError(
+                f"the safety margin ({safety_margin} s) must be shorter than the lease ({duration} s)"
+            )
+        name, _, email = author.partition("<")
+        if not name.strip() or not email.endswith(">") or not author.isprintable():
+            raise LeaseError(f"author must look like 'Name <email>', got {author!r}")
+        try:
+            self._location = _gitutil.normalize_url(url)
+        except GitError as exc:
+            raise LeaseError(str(exc)) from None
+        self.url = _gitutil.redact(self._location)
+        self.identity = identity
+        self.branch = branch
+        self.duration = duration
+        self.safety_margin = safety_margin
+        self.timeout = timeout
+        self.cache_dir = cache_dir or _gitutil.default_cache_dir("lease", self._location)
+        self._ident = {
+            "GIT_AUTHOR_NAME": name.strip(),
+            "GIT_AUTHOR_EMAIL": email[:-1].strip(),
+            "GIT_COMMITTER_NAME": name.strip(),
+            "GIT_COMMITTER_EMAIL": email[:-1].strip(),
+        }
+        self._clock = clock
+        self._monotonic = monotonic
+        self._lock = threading.RLock()
+        self._cache_lock = _gitutil.CacheLock(self.cache_dir, on_stale_lock, LeaseError)
+        self._repo: git.Repo | None = None
+        # (held, monotonic time of the last successful renewal): one tuple, swapped whole, so that
+        # holds() reads a consistent pair without taking the lock.
+        self._state: tuple[bool, float] = (False, 0.0)
+        self._commit: str | None = None  # the lease commit this process pushed last
+        self._seen: LeaseRecord | None = None
+        self.last_error: str | None = None
+
+    @property
+    def _ref(self) -> str:
+        return f"refs/heads/{self.branch}"
+
+    @contextmanager
+    def _operation(self) -> Iterator[git.Repo]:
+        with self._lock:
+            if self._repo is None:
+                try:
+                    repo = _gitutil.open_cache_repo(self.cache_dir)
+                    _gitutil.check_branch_name(repo.git, self.branch)
+                except GitError as exc:
+                    raise LeaseError(str(exc)) from None
+                self._repo = repo
+            with self._cache_lock:
+                yield self._repo
+
+    # -- the Lease protocol (reconciler.runtime.lease) ---------------------------------------------
+
+    def acquire(self) -> bool:
+        """Take the lease, or renew it if this process holds it; True iff this process holds it now.
+
+        Losing to another holder returns False. So does a remote that cannot be reached, unless
+        this process still holds the lease (then :meth:`holds` decides, and turns False in time).
+        """
+        with self._operation() as repo:
+            try:
+                return self._acquire(repo)
+            except GitError as exc:
+                self.last_error = str(exc)
+                held = self.holds()
+                log.warning(
+                    "lease not renewed" if held else "lease not taken",
+                    error=str(exc),
+                    still_held=held,
+                )
+                return held
+
+    def holds(self) -> bool:
+        """True while this process holds the lease and its last renewal is recent enough that the
+        lease cannot have expired (monotonic clock, with the safety margin)."""
+        held, renewed = self._state
+        return held and self._monotonic() - renewed < self.duration - self.safety_margin
+
+    def release(self) -> None:
+        """Give the lease up at once (a standby may take it right away); best effort, never raises."""
+        with self._operation() as repo:
+            held, _ = self._state
+            if not held or self._commit is None or self._seen is None:
+                return
+            self._state = (False, 0.0)
+            record = replace(self._seen, holder="", renew_time=self._now())
+            try:
+                commit = self._write_record(repo, record)
+                error = self._push(repo, commit, self._commit)
+            except GitError as exc:
+                error = str(exc)
+            if error is None:
+                self._commit, self._seen = commit, record
+                log.info("lease released", identity=self.identity)
+            else:
+                log.warning("lease not released; it expires on its own", error=error)
+
+    def holder(self) -> str | None:
+        """Who holds the lease as last seen (None when free, released or expired by now)."""
+        seen = self._seen
+        if seen is None or seen.expired(self._now()):
+            return None
+        return seen.holder
+
+    def record(self) -> LeaseRecord | None:
+        """The lease as last seen on the branch (or as this process last wrote it)."""
+        return self._seen
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock(), UTC)
+
+    def _acquire(self, repo: git.Repo) -> bool:
+        current = _gitutil.ls_remote_head(repo.git, self._location, self.branch, self.timeout)
+        record: LeaseRecord | None = None
+        if current is not None:
+            current, record = self._read(repo, current)
+        # Read both clocks together, before the push: the renewal counts from here, never later.
+        started, now = self._monotonic(), self._now()
+        self._seen = record
+        if record is not None and record.holder != self.identity and not record.expired(now):
+            if self._state[0]:
+                log.warning("lease lost to another holder", holder=record.holder)
+            self._state = (False, 0.0)
+            return False
+        ours = record is not None and record.holder == self.identity
+        new = LeaseRecord(
+            holder=self.identity,
+            acquire_time=record.acquire_time if record is not None and ours else now,
+            renew_time=now,
+            duration=self.duration,
+            transitions=0 if record is None else record.transitions + (0 if ours else 1),
+        )
+        commit = self._write_record(repo, new)
+        error = self._push(repo, commit, current)
+        if error is not None:
+            # A lost compare-and-swap, or a remote that failed: look once more to tell which.
+            after = _gitutil.ls_remote_head(repo.git, self._location, self.branch, self.timeout)
+            if after != commit:
+                if after == current:
+                    raise GitError(f"cannot push {self.branch!r} to {self.url}: {error}")
+                self._state = (False, 0.0)
+                self._seen = None
+                return False
+        if not ours:
+            log.info("lease acquired", identity=self.identity, previous=record.holder if record else None)
+        self._state = (True, started)
+        self._commit, self._seen, self.last_error = commit, new, None
+        return True
+
+    def _read(self, repo: git.Repo, current: str) -> tuple[str, LeaseRecord]:
+        """The lease commit (possibly newer than ``current`` if a fetch was needed) and its record."""
+        if _gitutil.rev_parse(repo.git, f"{current}^{{commit}}") is None:
+            _gitutil.fetch_ref(repo.git, self._location, self._ref, self.timeout)
+            current = _gitutil.rev_parse(repo.git, f"{self._ref}^{{commit}}") or current
+        try:
+            data = _gitutil.run_bytes(repo.git, "cat-file", "blob", f"{current}:{LEASE_FILE}")
+            return current, LeaseRecord.from_json(data)
+        except (GitError, ValueError) as exc:
+            # Not a lease this reconciler can read: judged by its commit time, so that it is not
+            # taken over while whoever wrote it may still be acting.
+            stamp = float(_gitutil.run(repo.git, "show", "-s", "--format=%ct", current).strip())
+            when = datetime.fromtimestamp(stamp, UTC)
+            log.warning("unreadable lease record; treated as held", commit=current, error=str(exc))
+            return current, LeaseRecord("(unreadable lease)", when, when, DEFAULT_DURATION)
+
+    def _write_record(self, repo: git.Repo, record: LeaseRecord) -> str:
+        """A new parentless commit holding ``record``."""
+        data = record.to_json()
+        blob = repo.odb.store(IStream(b"blob", len(data), io.BytesIO(data))).binsha
+        entry = b"100644 " + LEASE_FILE.encode() + b"\0" + blob
+        tree = repo.odb.store(IStream(b"tree", len(entry), io.BytesIO(entry))).binsha
+        holder = record.holder or "nobody (released)"
+        message = f"lease: {holder}\n"
+        return _gitutil.run(repo.git, "commit-tree", tree.hex(), "-m", message, env=self._ident).strip()
+
+    def _push(self, repo: git.Repo, commit: str, expected: str | None) -> str | None:
+        """Compare-and-swap: move the branch to ``commit`` only if it still names ``expected`` (None:
+        only if it does not exist). The error text on failure."""
+        try:
+            _gitutil.run(
+                repo.git,
+                "push",
+                "--porcelain",
+                "--no-verify",
+                f"--force-with-lease={self._ref}:{expected or ''}",
+                "--",
+                self._location,
+                f"{commit}:{self._ref}",
+                timeout=self.timeout,
+            )
+        except GitError as exc:
+            return str(exc)
+        return None
+
+    def close(self) -> None:
+        """Stop the persistent git processes of the private repository (the lease is kept)."""
+        with self._lock:
+            if self._repo is not None:
+                self._repo.close()
+                self._repo = None
+
+    def __enter__(self) -> GitLease:
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.close()

@@ -1,0 +1,243 @@
+"""The git lease (one writer, DESIGN.md section 7) between real contenders on a real bare repository.
+
+Each contender has its own cache, as two reconciler processes on two machines would. Durations are
+shortened to seconds; the rules are the same as with the 60 s default.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease
+from reconciler.source.lease import GitLease, LeaseError, LeaseRecord
+from tests._git_support import RemoteRepo, git
+
+BRANCH = "reconciler/lease"
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> RemoteRepo:
+    repo = RemoteRepo(tmp_path)
+    repo.commit({"project-a/platform.yaml": "kind: MLPlatform\n"}, "config")
+    return repo
+
+
+def contender(remote: RemoteRepo, tmp_path: Path, name: str, **kwargs: float) -> GitLease:
+    return GitLease(str(remote.bare), name, cache_dir=tmp_path / f"cache-{name}", **kwargs)  # type: ignore[arg-type]
+
+
+def on_branch(remote: RemoteRepo) -> dict[str, object]:
+    """The lease record as the branch holds it."""
+    return dict(json.loads(git("show", f"{BRANCH}:lease.json", cwd=remote.bare)))
+
+
+def assert_one_commit(remote: RemoteRepo) -> None:
+    assert git("rev-list", "--count", BRANCH, cwd=remote.bare).strip() == "1"
+    assert git("rev-list", "--parents", "-n", "1", BRANCH, cwd=remote.bare).split()[1:] == []
+
+
+def test_git_lease_and_no_lease_satisfy_the_protocol(remote: RemoteRepo, tmp_path: Path) -> None:
+    leases: list[Lease] = [contender(remote, tmp_path, "a"), NoLease("solo")]
+    assert [lease.identity for lease in leases] == ["a", "solo"]
+    solo = leases[1]
+    assert solo.acquire() and solo.holds() and solo.holder() == "solo"
+
+
+def test_only_one_of_two_contenders_holds_the_lease(remote: RemoteRepo, tmp_path: Path) -> None:
+    a, b = contender(remote, tmp_path, "a"), contender(remote, tmp_path, "b")
+    assert a.acquire() is True and a.holds()
+    assert b.acquire() is False and not b.holds()
+    assert b.holder() == "a" and a.holder() == "a"
+    assert a.acquire() is True, "the holder renews"
+    assert b.acquire() is False
+    record = on_branch(remote)
+    assert record["holderIdentity"] == "a" and record["leaseDurationSeconds"] == 60.0
+    assert record["renewTime"] >= record["acquireTime"]  # type: ignore[operator]
+    assert_one_commit(remote)
+
+
+def race(lease: GitLease, barrier: threading.Barrier, results: dict[str, bool]) -> None:
+    barrier.wait()
+    results[lease.identity] = lease.acquire()
+
+
+def test_simultaneous_contenders_never_both_win(remote: RemoteRepo, tmp_path: Path) -> None:
+    for round_ in range(4):
+        leases = [contender(remote, tmp_path, f"r{round_}-{n}") for n in range(3)]
+        barrier = threading.Barrier(len(leases))
+        results: dict[str, bool] = {}
+
+        threads = [threading.Thread(target=race, args=(lease, barrier, results)) for lease in leases]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        winners = [name for name, won in results.items() if won]
+        assert len(winners) == 1, results
+        assert on_branch(remote)["holderIdentity"] == winners[0]
+        next(lease for lease in leases if lease.identity == winners[0]).release()
+    assert_one_commit(remote)
+
+
+def test_the_standby_takes_over_after_the_lease_expires(remote: RemoteRepo, tmp_path: Path) -> None:
+    a = contender(remote, tmp_path, "a", duration=1.5, safety_margin=0.5)
+    b = contender(remote, tmp_path, "b", duration=1.5, safety_margin=0.5)
+    assert a.acquire()
+    record = a.record()
+    assert record is not None
+    expires = record.renew_time + timedelta(seconds=record.duration)
+    # a stops renewing (a process that hangs or dies without releasing).
+    taken = None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if b.acquire():
+            taken = b.record()
+            break
+        assert b.holder() == "a"
+        time.sleep(0.1)
+    assert taken is not None, "the standby never took over"
+    assert taken.renew_time > expires, "taken over only after the lease expired"
+    assert not a.holds(), "the old holder stopped holding before the lease expired"
+    assert a.acquire() is False and a.holder() == "b"
+    assert on_branch(remote)["leaseTransitions"] == 1
+    assert_one_commit(remote)
+
+
+def test_the_standby_takes_over_at_once_after_release(remote: RemoteRepo, tmp_path: Path) -> None:
+    a, b = contender(remote, tmp_path, "a"), contender(remote, tmp_path, "b")
+    assert a.acquire() and not b.acquire()
+    a.release()
+    assert not a.holds()
+    assert on_branch(remote)["holderIdentity"] == ""
+    assert b.acquire() is True, "no waiting for the 60 s lease to run out"
+    assert a.acquire() is False and a.holder() == "b"
+    assert_one_commit(remote)
+
+
+def test_a_holder_that_cannot_renew_stops_holding_before_its_lease_expires(
+    remote: RemoteRepo, tmp_path: Path
+) -> None:
+    a = contender(remote, tmp_path, "a", duration=2.0, safety_margin=0.7)
+    assert a.acquire()
+    record = a.record()
+    assert record is not None
+    expires = record.renew_time.timestamp() + record.duration
+    hidden = remote.bare.with_name("unreachable.git")
+    remote.bare.rename(hidden)  # the remote is gone: every renewal fails
+    try:
+        assert a.acquire() is True, "a failed renewal inside the lease keeps it held for now"
+        assert a.last_error is not None
+        while a.holds():
+            a.acquire()
+            time.sleep(0.05)
+        stopped = time.time()
+        assert a.acquire() is False
+    finally:
+        hidden.rename(remote.bare)
+    assert stopped < expires, f"stopped holding {stopped - expires:.2f} s after the lease expired"
+    assert stopped > expires - 0.7 - 0.5, "but not long before the safety margin asked"
+    b = contender(remote, tmp_path, "b", duration=2.0, safety_margin=0.7)
+    while not b.acquire():
+        time.sleep(0.1)
+    assert time.time() > expires
+
+
+def test_the_lease_branch_never_grows_history(remote: RemoteRepo, tmp_path: Path) -> None:
+    a, b = contender(remote, tmp_path, "a"), contender(remote, tmp_path, "b")
+    commits = set()
+    for _ in range(5):
+        assert a.acquire() and not b.acquire()
+        commits.add(git("rev-parse", BRANCH, cwd=remote.bare).strip())
+    a.release()
+    assert b.acquire()
+    commits.add(git("rev-parse", BRANCH, cwd=remote.bare).strip())
+    assert len(commits) == 6, "every renewal is a new commit"
+    assert_one_commit(remote)
+    assert git("rev-list", "--count", "main", cwd=remote.bare).strip() == "1", "main untouched"
+
+
+def test_an_unreadable_lease_is_not_taken_over_before_it_could_expire(
+    remote: RemoteRepo, tmp_path: Path
+) -> None:
+    git("checkout", "--quiet", "--orphan", "lease", cwd=remote.work)
+    git("rm", "-rf", "--quiet", ".", cwd=remote.work)
+    (remote.work / "lease.json").write_text("not json\n")
+    git("add", "lease.json", cwd=remote.work)
+    git("commit", "--quiet", "-m", "garbage", cwd=remote.work)
+    git("push", "--quiet", "origin", f"HEAD:refs/heads/{BRANCH}", cwd=remote.work)
+    b = contender(remote, tmp_path, "b")
+    assert b.acquire() is False
+    assert b.holder() == "(unreadable lease)"
+
+
+def test_bad_settings_are_refused(remote: RemoteRepo, tmp_path: Path) -> None:
+    with pytest.raises(LeaseError):
+        contender(remote, tmp_path, "a", duration=10, safety_margin=10)
+    with pytest.raises(LeaseError):
+        GitLease(str(remote.bare), "two\nlines", cache_dir=tmp_path / "c")
+    with pytest.raises(LeaseError):
+        GitLease("ext::sh -c id", "a", cache_dir=tmp_path / "c")
+
+
+def test_lease_record_round_trips_and_expires() -> None:
+    record = LeaseRecord.from_json(
+        b'{"holderIdentity": "a", "acquireTime": "2026-12-01T12:00:00.000000Z",'
+        b' "renewTime": "2026-12-01T12:00:20.500000Z", "leaseDurationSeconds": 60, "leaseTransitions": 2}'
+    )
+    assert LeaseRecord.from_json(record.to_json()) == record
+    assert not record.expired(record.renew_time + timedelta(seconds=60))
+    assert record.expired(record.renew_time + timedelta(seconds=60.001))
+    with pytest.raises(ValueError):
+        LeaseRecord.from_json(b'{"holderIdentity": "a"}')
+
+
+def test_keepers_hand_over_when_the_holder_stops(remote: RemoteRepo, tmp_path: Path) -> None:
+    changes: dict[str, list[bool]] = {"a": [], "b": []}
+    keepers = {
+        name: LeaseKeeper(
+            contender(remote, tmp_path, name, duration=3.0, safety_margin=1.0),
+            renew_every=0.3,
+            retry_every=0.1,
+            on_change=changes[name].append,
+        )
+        for name in ("a", "b")
+    }
+    keepers["a"].start()
+    assert keepers["a"].wait_until_held(10)
+    keepers["b"].start()
+    try:
+        for _ in range(10):
+            assert [k.holds() for k in keepers.values()] == [True, False]
+            time.sleep(0.1)
+        assert keepers["b"].holder() == "a"
+        stopped = time.monotonic()
+        keepers["a"].stop()
+        assert not keepers["a"].holds()
+        assert keepers["b"].wait_until_held(10)
+        assert time.monotonic() - stopped < 2.0, "taken over on release, not after the 3 s expiry"
+    finally:
+        for keeper in keepers.values():
+            keeper.stop()
+    assert changes == {"a": [True, False], "b": [True, False]}
+    assert on_branch(remote)["holderIdentity"] == "", "the last holder released on stop"
+    assert_one_commit(remote)
+
+
+def test_a_stale_lock_in_the_lease_cache_does_not_stop_renewals(remote: RemoteRepo, tmp_path: Path) -> None:
+    a = contender(remote, tmp_path, "a")
+    assert a.acquire()
+    a.release()
+    assert a.acquire()
+    b = contender(remote, tmp_path, "b")
+    assert not b.acquire()  # b's cache now holds the lease ref
+    a.release()
+    lock = tmp_path / "cache-b" / "refs" / "heads" / f"{BRANCH}.lock"
+    lock.write_text("0" * 40 + "\n")
+    assert b.acquire() is True
+    assert not lock.exists()
