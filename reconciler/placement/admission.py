@@ -368,11 +368,6 @@ class _Pass:
                     f"asks for MIG instances {profiles}; pool {pool.label} has mig.strategy "
                     f"{pool.mig_strategy}: set mig.strategy: mixed on the pool or ask for whole GPUs"
                 )
-            if self.planner is None:
-                return Reason.MIG_UNSUPPORTED, (
-                    f"asks for MIG instances {profiles}; MIG placement is not available in this version of "
-                    "the reconciler: ask for whole GPUs"
-                )
         for family, count in sorted(request.limit_counts().items()):
             limit = pool.gpu_limits.get(family)
             if limit is not None and count > limit:
@@ -382,6 +377,12 @@ class _Pass:
                     f"requests {count} {family} GPUs{mig_note}; {profile} of pool {pool.label} allows at "
                     f"most {limit} per workload: lower the request or raise gpuLimits"
                 )
+        if request.mig and self.planner is None:
+            profiles = ", ".join(sorted({f"{m.profile} ({m.family})" for m in request.mig}))
+            return Reason.MIG_UNSUPPORTED, (
+                f"asks for MIG instances {profiles}; MIG placement is not available in this version of "
+                "the reconciler: ask for whole GPUs"
+            )
         return None
 
     def _bind(
