@@ -231,13 +231,17 @@ class _Free:
             self.by_family.setdefault(unit.family, {}).setdefault(unit.host_uid, []).append(unit)
         self.holder: dict[GpuRef, WorkloadKey] = {}
         self.mig_mode: set[GpuRef] = set()
+        self.free_n: dict[GpuFamily, int] = {}
+        for unit in units:
+            self.free_n[unit.family] = self.free_n.get(unit.family, 0) + 1
 
     def count(self, family: GpuFamily) -> int:
-        return sum(len(v) for v in self.by_family.get(family, {}).values())
+        return self.free_n.get(family, 0)
 
     def take(self, units: Iterable[GpuUnit], key: WorkloadKey) -> None:
         for unit in units:
             self.by_family[unit.family][unit.host_uid].remove(unit)
+            self.free_n[unit.family] -= 1
             self.holder[unit.ref] = key
 
     def give_back(self, units: Iterable[GpuUnit]) -> None:
@@ -248,6 +252,7 @@ class _Free:
             free = hosts.setdefault(unit.host_uid, [])
             free.append(unit)
             free.sort(key=lambda u: u.index)
+            self.free_n[unit.family] = self.free_n.get(unit.family, 0) + 1
 
     def to_mig(self, refs: Iterable[GpuRef]) -> None:
         for ref in refs:
@@ -257,22 +262,24 @@ class _Free:
             self.mig_mode.add(ref)
             if ref not in self.holder:
                 self.by_family[unit.family][unit.host_uid].remove(unit)
+                self.free_n[unit.family] -= 1
 
     def choose(self, family: GpuFamily, n: int) -> list[GpuUnit] | None:
         """``n`` free GPUs of ``family``: best-fit host, else fewest hosts (see the module docstring)."""
-        hosts = {h: list(v) for h, v in self.by_family.get(family, {}).items() if v}
-        if sum(len(v) for v in hosts.values()) < n:
+        if self.count(family) < n:
             return None
+        hosts = self.by_family[family]
+        sizes = [(len(v), v[0].host_name, h) for h, v in hosts.items() if v]
         chosen: list[GpuUnit] = []
         remaining = n
         while remaining > 0:
-            fits = [h for h, v in hosts.items() if len(v) >= remaining]
+            fits = [t for t in sizes if t[0] >= remaining]
             if fits:
-                best = min(fits, key=lambda h: (len(hosts[h]), hosts[h][0].host_name, h))
-                chosen.extend(hosts[best][:remaining])
+                chosen.extend(hosts[min(fits)[2]][:remaining])
                 break
-            most = min(hosts, key=lambda h: (-len(hosts[h]), hosts[h][0].host_name, h))
-            chosen.extend(hosts.pop(most))
+            most = min(sizes, key=lambda t: (-t[0], t[1], t[2]))
+            sizes.remove(most)
+            chosen.extend(hosts[most[2]])
             remaining = n - len(chosen)
         return chosen
 
@@ -603,6 +610,10 @@ class _Pass:
 
     def _explain_pending(self) -> None:
         """Pending messages are written once the pass is over: the free counts they cite are final."""
+        self.totals: dict[GpuFamily, int] = {}
+        for unit in self.pool.gpus:
+            self.totals[unit.family] = self.totals.get(unit.family, 0) + 1
+        self._holds: dict[GpuFamily, dict[WorkloadKey, int]] | None = None
         for request, state, reason in self.pending:
             if reason is Reason.POOL_NOT_READY:
                 message = f"pool {self.pool.label} is not ready: {self.pool.not_ready}; waits for it"
@@ -625,9 +636,7 @@ class _Pass:
 
     def _shortfall(self, request: WorkloadRequest) -> str:
         pool = self.pool
-        totals: dict[GpuFamily, int] = {}
-        for unit in pool.gpus:
-            totals[unit.family] = totals.get(unit.family, 0) + 1
+        totals = self.totals
         parts: list[str] = []
         for family, need in sorted(request.whole.items()):
             free = self.free.count(family)
@@ -657,11 +666,13 @@ class _Pass:
     def _who_frees(self, family: GpuFamily, short: int, me: WorkloadKey) -> str | None:
         """The fewest holders whose removal would free ``short`` GPUs of ``family`` (the smallest one that
         is enough, else the largest first)."""
-        holds: dict[WorkloadKey, int] = {}
-        for ref, key in self.free.holder.items():
-            unit = self.free.units[ref]
-            if unit.family == family and key != me and ref not in self.free.mig_mode:
-                holds[key] = holds.get(key, 0) + 1
+        if self._holds is None:  # who holds what, counted once per pass and only when needed
+            self._holds = {}
+            for ref, key in self.free.holder.items():
+                if ref not in self.free.mig_mode:
+                    per = self._holds.setdefault(self.free.units[ref].family, {})
+                    per[key] = per.get(key, 0) + 1
+        holds = {k: n for k, n in self._holds.get(family, {}).items() if k != me}
         if sum(holds.values()) < short:
             return None
         enough = sorted((n, k) for k, n in holds.items() if n >= short)
