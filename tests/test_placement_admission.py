@@ -55,7 +55,8 @@ def test_a_request_larger_than_the_pool_says_only_growth_unblocks_it() -> None:
     result = admit_pool(shared(hosts(4)), [want("huge", 6)])
     message = result.workloads[("project-a", "huge")].message
     assert message == (
-        "needs 6 NVIDIA-A100 GPUs, 4 free in pool shared-a100 (4 total, 0 admitted); frees when the pool grows by 2"
+        "needs 6 NVIDIA-A100 GPUs, 4 free in pool shared-a100 (4 total, 0 admitted); "
+        "frees when the pool grows by 2"
     )
 
 
