@@ -215,3 +215,22 @@ def test_gpu_units_come_from_the_pool_hosts_one_per_device_index() -> None:
         [machine("b", 2, "NVIDIA-A100"), machine("a", 1, "NVIDIA-A100"), machine("cpu", 0, None)]
     )
     assert [(u.host_name, u.index) for u in units] == [("a", 0), ("b", 0), ("b", 1)]
+
+
+def test_a_change_above_the_limits_is_rejected_and_keeps_the_previous_admission() -> None:
+    pool = shared(hosts(8), gpu_limits={A100: 4})
+    first = admit_pool(pool, [want("w", 2)])
+    second = admit_pool(pool, [want("w", 6), want("x", 6)], previous_of(first))
+    w = second.workloads[("project-a", "w")]
+    assert w.action is WorkloadAction.REJECTED and w.reason is Reason.GPU_LIMIT_EXCEEDED
+    assert w.gpus == first.workloads[("project-a", "w")].gpus
+    assert "keeps its previous admission (2 GPUs on host-0)" in w.message
+
+
+def test_a_dedicated_pool_stays_with_a_workload_whose_change_was_refused() -> None:
+    pool = shared(hosts(8), mode="dedicated", gpu_limits={A100: 4})
+    first = admit_pool(pool, [want("owner", 2)])
+    second = admit_pool(pool, [want("owner", 6), want("newcomer", 1, priority=5)], previous_of(first))
+    assert actions(second) == {"owner": "rejected", "newcomer": "rejected"}
+    assert second.workloads[("project-a", "newcomer")].reason is Reason.POOL_DEDICATED
+    assert len(second.workloads[("project-a", "owner")].gpus) == 2

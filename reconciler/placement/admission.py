@@ -363,7 +363,8 @@ class _Pass:
         if prev.mig and self.planner is None:
             intact = False
         mig_asked = {(m.family, m.profile): m.count for m in request.mig}
-        same = counts == dict(request.whole) and mig_now == mig_asked
+        asked = {f: n for f, n in request.whole.items() if n > 0}
+        same = counts == asked and mig_now == {k: n for k, n in mig_asked.items() if n > 0}
         return _Held(prev, units, intact, same)
 
     def _static_rejection(self, request: WorkloadRequest) -> tuple[Reason, str] | None:
@@ -499,18 +500,24 @@ class _Pass:
     def _dedicated(
         self, eligible: list[WorkloadRequest], held: Mapping[WorkloadKey, _Held]
     ) -> list[WorkloadRequest]:
-        kept = [d for d in self.decisions.values() if d.action is WorkloadAction.ADMITTED]
-        owner: WorkloadKey | None = kept[0].key if kept else None
-        if owner is None:
-            for request in eligible:  # an admitted workload that changed still owns the pool
-                if request.key in held:
-                    owner = request.key
-                    break
-        if owner is None and eligible:
-            owner = eligible[0].key
-        if owner is None:
+        # The owner: a workload that holds the pool already (kept, or refused a change but keeping its
+        # previous admission), else an admitted one that changed, else the first eligible one.
+        rank = {r.key: i for i, r in enumerate(self.requests)}
+        holding = sorted(
+            (
+                d.key
+                for d in self.decisions.values()
+                if d.action is WorkloadAction.ADMITTED
+                or (d.action is WorkloadAction.REJECTED and bool(d.gpus or d.mig))
+            ),
+            key=lambda k: rank[k],
+        )
+        changed = [r.key for r in eligible if r.key in held]
+        candidates = holding + changed + [r.key for r in eligible]
+        if not candidates:
             return eligible
-        why = "admitted to it" if owner in held or kept else "first in order: priority, then namespace, name"
+        owner = candidates[0]
+        why = "admitted to it" if owner in held else "first in order: priority, then namespace, name"
         out: list[WorkloadRequest] = []
         for request in eligible:
             if request.key == owner:
