@@ -350,6 +350,7 @@ def _check_admission(items: list[_Doc], index: _Index) -> None:
                     "UnsupportedMode (use dedicated)",
                 )
             )
+            continue  # its limits are its pool's: reconciler.manifests.pool_rules warns about them
         profile = _profile_of(platform, index)
         if profile is None:
             continue

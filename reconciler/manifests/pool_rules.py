@@ -428,13 +428,14 @@ def _warn_request(doc: PoolDoc, res: AIWorkload | MLPlatform, pool: ComputePool,
     if profile is None:
         return
     limits = canonical_limits(profile.spec.gpu_limits)
+    rounded = " (MIG instances rounded up to GPUs)" if request.mig else ""
     for family, count in sorted(request.limit_counts().items()):
         limit = limits.get(family)
         if limit is not None and count > limit:
             doc.warnings.append(
                 Problem(
                     ("spec", "gpus"),
-                    f"spec.gpus: {count} {family} GPUs (MIG instances rounded up to GPUs) exceed the limit "
+                    f"spec.gpus: {count} {family} GPUs{rounded} exceed the limit "
                     f"of {limit} in ComputeProfile {profile.metadata.namespace}/{profile.metadata.name} of "
                     f"{pool_label}; this workload will be rejected with GPULimitExceeded",
                 )
