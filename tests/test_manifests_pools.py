@@ -6,7 +6,8 @@ from reconciler.manifests import load_files
 from reconciler.manifests.pool_rules import pool_mode_change
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Severity
-from reconciler.model.resources import AIWorkload, ComputePool
+from reconciler.model.pools import tenants_by_pool
+from reconciler.model.resources import AIWorkload, ComputePool, MLPlatform
 
 BASE = """\
 apiVersion: mural.sh/v1alpha1
@@ -198,3 +199,28 @@ def test_a_pool_mode_change_is_refused_only_once_its_cluster_exists() -> None:
     message = pool_mode_change(found, "shared", cluster_exists=True)
     assert message is not None
     assert "cannot change from shared to dedicated" in message and "project-a-shared-a100" in message
+
+
+def test_tenants_are_grouped_by_pool_with_their_requests_in_canonical_families() -> None:
+    spec = "{mode: shared, computePoolRef: {name: shared-a100}, gpus: [{family: nvidia a100, count: 3}]}"
+    state = load(
+        pool(),
+        workload("w", "[{family: nvidia_a100, count: 2}, {family: NVIDIA-A100, mig: 1g.10gb, count: 3}]"),
+        platform("tenant", spec),
+        platform("own", "{edge: {vip: 10.0.0.9}}"),
+    )
+    groups = tenants_by_pool([*state.of_kind(AIWorkload), *state.of_kind(MLPlatform)])
+    assert list(groups) == [("project-a", "shared-a100")]
+    requests = {r.key[1]: r for r in groups[("project-a", "shared-a100")]}
+    assert dict(requests["tenant"].whole) == {"NVIDIA-A100": 3} and requests["tenant"].kind == "MLPlatform"
+    assert dict(requests["w"].whole) == {"NVIDIA-A100": 2}
+    assert [(m.family, m.profile, m.count) for m in requests["w"].mig] == [("NVIDIA-A100", "1g.10gb", 3)]
+    assert requests["w"].limit_counts() == {"NVIDIA-A100": 3}  # 2 whole + 3 x 1g = 3/7 -> 1
+
+
+def test_a_missing_pool_is_reported_at_the_reference() -> None:
+    state = load(workload("orphan", pool_name="nowhere"))
+    (diag,) = [d for d in state.diagnostics if d.name == "orphan"]
+    assert diag.field == "spec.computePoolRef.name"
+    text = "---\n".join([BASE, workload("orphan", pool_name="nowhere")]).splitlines()
+    assert text[diag.line - 1].strip().startswith("computePoolRef: {name: nowhere}")

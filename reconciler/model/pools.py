@@ -7,7 +7,7 @@ pool's ComputeProfile ``gpuLimits`` (whole GPUs plus MIG instances rounded up to
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.model.gpu import GpuFamily, canonical_family
@@ -121,3 +121,14 @@ def canonical_limits(limits: Mapping[str, int]) -> dict[GpuFamily, int]:
         except ValueError:
             continue
     return out
+
+
+def tenants_by_pool(tenants: Iterable[AIWorkload | MLPlatform]) -> dict[PoolKey, list[WorkloadRequest]]:
+    """The admission requests of valid tenants grouped by the pool they name (dedicated platforms are
+    not tenants and are left out). Order inside a group is admission's business, not this one's."""
+    out: dict[PoolKey, list[WorkloadRequest]] = {}
+    for resource in tenants:
+        pool = pool_ref_of(resource)
+        if pool is not None:
+            out.setdefault((resource.metadata.namespace, pool), []).append(workload_request(resource))
+    return dict(sorted(out.items()))
