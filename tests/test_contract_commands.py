@@ -21,7 +21,16 @@ from tests._contract_support import (
     with_key,
 )
 
-KINDS = ["Compute", "ComputeProfile", "MLPlatform", "Project", "Settings", "WorkloadProfile"]
+KINDS = [
+    "Compute",
+    "ComputeProfile",
+    "MLPlatform",
+    "Project",
+    "Settings",
+    "WorkloadProfile",
+    "ComputePool",
+    "AIWorkload",
+]
 SEARCH = "/v1/dashboard/edgehosts/search"
 
 

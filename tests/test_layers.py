@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "reconciler"
 PURE = [
     "model",
     "manifests",
+    "placement",
     "inventory.py",
     "edgehost.py",
     "resolve.py",

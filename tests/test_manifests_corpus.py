@@ -28,7 +28,7 @@ CASES: list[tuple[str, int, int, str | None, str]] = [
     ("gpu-limit-family-invalid.yaml", 7, 5, "spec.gpuLimits.NVIDIA/H100", "is not a GPU family"),
     ("gpu-limit-family-twice.yaml", 8, 5, "spec.gpuLimits.nvidia h100", "NVIDIA-H100 is listed twice"),
     ("gpu-limit-negative.yaml", 8, 18, "spec.gpuLimits.NVIDIA-H100", "must be >= 0; got -1"),
-    ("kind-missing.yaml", 1, 1, "kind", "kind: required field is missing; known kinds: Compute"),
+    ("kind-missing.yaml", 1, 1, "kind", "kind: required field is missing; known kinds: AIWorkload"),
     ("kind-unknown.yaml", 2, 7, "kind", "unknown kind 'MLPlatfrom' (apiVersion 'palette.ai/v1alpha1')"),
     ("metadata-unknown-field.yaml", 6, 3, "metadata.label", "unknown field 'label'; allowed"),
     ("min-nodes-not-integer.yaml", 7, 27, "metadata.labels.palette.ai/min-nodes", "a positive integer"),

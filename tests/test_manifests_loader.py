@@ -139,16 +139,35 @@ def test_platforms_that_allocation_will_refuse_get_warnings_and_stay_valid() -> 
     limits = "controlPlaneDefaults: {nodeCount: 1}\n  gpuLimits: {nvidia h100: 4}"
     profile = _ns("a", vip=None).replace("controlPlaneDefaults: {nodeCount: 1}", limits)
     platform = _platform("a", "big").replace(
-        "spec: {}", "spec:\n  mode: shared\n  gpus:\n    - {family: NVIDIA-H100, count: 8}\n"
+        "spec: {}",
+        "spec:\n  mode: shared\n  computePoolRef: {name: pool}\n"
+        "  gpus:\n    - {family: NVIDIA-H100, count: 8}\n",
     )
-    state = load_files([("ns.yaml", profile.encode()), ("p.yaml", platform.encode())])
+    pool = (
+        "apiVersion: spectrocloud.com/v1alpha1\nkind: ComputePool\nmetadata: {name: pool, namespace: a}\n"
+        "spec: {gpus: [{family: NVIDIA-H100, count: 16}]}\n"
+    )
+    files = [("ns.yaml", profile.encode()), ("p.yaml", platform.encode()), ("pool.yaml", pool.encode())]
+    state = load_files(files)
     assert state.get(MLPlatform, "a", "big") is not None
     assert not state.has_errors and not state.invalid
     diagnostics = _others(state.diagnostics)
     assert [(d.severity, d.line, d.field) for d in diagnostics] == [
         ("warning", 5, "spec.mode"),
-        ("warning", 7, "spec.gpus[0].count"),
+        ("warning", 8, "spec.gpus"),
     ]
     assert "8 NVIDIA-H100 GPUs exceed the limit of 4 in ComputeProfile a/prof" in diagnostics[1].message
     assert "GPULimitExceeded" in diagnostics[1].message
     assert "UnsupportedMode" in diagnostics[0].message
+
+
+def test_a_dedicated_platform_above_its_limits_gets_a_warning_at_the_count() -> None:
+    limits = "controlPlaneDefaults: {nodeCount: 1}\n  gpuLimits: {nvidia h100: 4}"
+    profile = _ns("a", vip=None).replace("controlPlaneDefaults: {nodeCount: 1}", limits)
+    platform = _platform("a", "big").replace(
+        "spec: {}", "spec:\n  gpus:\n    - {family: NVIDIA-H100, count: 8}\n"
+    )
+    state = load_files([("ns.yaml", profile.encode()), ("p.yaml", platform.encode())])
+    diagnostics = _others(state.diagnostics)
+    assert [(d.severity, d.line, d.field) for d in diagnostics] == [("warning", 6, "spec.gpus[0].count")]
+    assert "8 NVIDIA-H100 GPUs exceed the limit of 4 in ComputeProfile a/prof" in diagnostics[0].message

@@ -27,7 +27,7 @@ def _bad_repo(tmp_path: Path) -> Path:
 def test_sample_repo_is_valid() -> None:
     result = runner.invoke(app, ["validate", str(SAMPLE_REPO)])
     assert result.exit_code == 0, result.output
-    assert "16 resources in 16 files, all valid" in result.output
+    assert "23 resources in 23 files, all valid" in result.output
 
 
 def test_text_format_shows_position_resource_field_and_what_is_allowed(tmp_path: Path) -> None:

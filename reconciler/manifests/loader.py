@@ -15,6 +15,7 @@ from typing import Any
 from reconciler import resolve
 from reconciler.manifests.locate import FileNodes
 from reconciler.manifests.parse import Document, ParsedFile, parse_file
+from reconciler.manifests.pool_rules import check_pool_document, check_pools
 from reconciler.manifests.rules import check_document
 from reconciler.manifests.schema import PathElem, Problem, field_path, validate_document
 from reconciler.model.conditions import Reason
@@ -99,6 +100,7 @@ def _identify(item: _Doc) -> None:
     item.problems.extend(problems)
     reported = {p.path for p in problems}
     item.problems.extend(p for p in check_document(kind, data) if p.path not in reported)
+    item.problems.extend(p for p in check_pool_document(kind, data) if p.path not in reported)
 
 
 def _ref_problem(path: tuple[PathElem, ...], kind: str, name: str, namespace: str) -> Problem:
@@ -291,6 +293,8 @@ def _check_vips(items: list[_Doc], index: _Index) -> None:
     platforms.sort(key=lambda d: (d.namespace or "", d.name or ""))
     for item in platforms:
         platform = item.resource
+        if isinstance(platform, MLPlatform) and platform.spec.mode == "shared":
+            continue  # a tenant of a pool: no cluster of its own
         if item.problems or not isinstance(platform, MLPlatform):
             vip = _raw_vip(item)
             if vip is not None:
@@ -357,6 +361,8 @@ def _check_admission(items: list[_Doc], index: _Index) -> None:
                         reason=UNKNOWN_GPU_FAMILY,
                     )
                 )
+        if platform.spec.mode == "shared":
+            continue  # its limits are its pool's: reconciler.manifests.pool_rules warns about them
         profile = _profile_of(platform, index)
         if profile is None:
             continue
@@ -395,6 +401,7 @@ def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredS
     _check_duplicates(items)
     _check_projects(items)
     _check_references(items)
+    check_pools(items)
     index = _Index(items)
     _check_vips(items, index)
     _check_admission(items, index)

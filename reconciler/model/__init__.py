@@ -8,7 +8,9 @@ from reconciler.model.observed import ManagedCluster
 from reconciler.model.resources import (
     KINDS,
     PLURALS,
+    AIWorkload,
     Compute,
+    ComputePool,
     ComputeProfile,
     MLPlatform,
     Project,
@@ -20,7 +22,9 @@ from reconciler.model.resources import (
 __all__ = [
     "KINDS",
     "PLURALS",
+    "AIWorkload",
     "Compute",
+    "ComputePool",
     "ComputeProfile",
     "DesiredState",
     "Diagnostic",

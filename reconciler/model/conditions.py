@@ -19,6 +19,13 @@ class Reason(StrEnum):
     PALETTE_UNAVAILABLE = "PaletteUnavailable"
     PRUNE_BLOCKED = "PruneBlocked"
     REPLACE_BLOCKED = "ReplaceBlocked"
+    # Pools and workloads (DESIGN.md section 9)
+    ADMITTED = "Admitted"
+    POOL_CAPACITY_EXCEEDED = "PoolCapacityExceeded"
+    POOL_DEDICATED = "PoolDedicated"
+    POOL_NOT_READY = "PoolNotReady"
+    NO_FITTING_LAYOUT = "NoFittingLayout"
+    MIG_UNSUPPORTED = "MIGUnsupported"
 
 
 class Phase(StrEnum):

@@ -8,7 +8,9 @@ from typing import TypeVar
 
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.resources import (
+    AIWorkload,
     Compute,
+    ComputePool,
     ComputeProfile,
     MLPlatform,
     Project,
@@ -22,7 +24,9 @@ Identity = tuple[str, str, str]
 # (namespace, name) of an MLPlatform
 PlatformKey = tuple[str, str]
 
-R = TypeVar("R", Compute, ComputeProfile, MLPlatform, Project, Settings, WorkloadProfile)
+R = TypeVar(
+    "R", Compute, ComputeProfile, MLPlatform, Project, Settings, WorkloadProfile, ComputePool, AIWorkload
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Pydantic models of the six resource kinds (DESIGN.md section 3).
+"""Pydantic models of the resource kinds (DESIGN.md sections 3 and 9).
 
 Field names are snake_case in Python and camelCase on the wire (aliases). Unknown fields are errors,
 so a typo such as ``minWorkerNode`` is reported instead of silently ignored. Cross-field and
@@ -127,7 +127,13 @@ class PlatformEdge(Strict):
 
 
 class MLPlatformSpec(Strict):
-    mode: Literal["dedicated", "shared"] = "dedicated"
+    mode: Literal["dedicated", "shared"] = Field(
+        default="dedicated",
+        description="dedicated: its own cluster; shared: a tenant of the ComputePool in computePoolRef.",
+    )
+    compute_pool_ref: LocalRef | None = Field(
+        default=None, description="The ComputePool a shared platform runs on: required with mode shared only."
+    )
     compute_profile_ref: ComputeProfileRef | None = None
     workload_profile_ref: LocalRef | None = None
     gpus: list[GpuRequest] = Field(default_factory=list)
@@ -227,7 +233,68 @@ class Compute(Strict):
     spec: ComputeSpec = Field(default_factory=ComputeSpec)
 
 
-Resource = ComputeProfile | MLPlatform | WorkloadProfile | Project | Settings | Compute
+# --- ComputePool, AIWorkload (DESIGN.md section 9) ---------------------------------------------------
+
+MIG_PROFILE = r"^[1-8]g\.[0-9]+gb([+-][a-z]+(\.[a-z]+)*)?$"
+
+
+class PoolMig(Strict):
+    strategy: Literal["none", "mixed"] = Field(
+        default="none", description="none: every GPU stays whole; mixed: GPUs may hold MIG instances."
+    )
+
+
+class ComputePoolSpec(Strict):
+    mode: Literal["shared", "dedicated"] = Field(
+        default="shared",
+        description="shared: many workloads; dedicated: exactly one. Fixed once the pool's cluster exists.",
+    )
+    compute_profile_ref: LocalRef | None = None
+    workload_profile_ref: LocalRef | None = None
+    resource_groups: dict[str, str] = Field(default_factory=dict)
+    gpus: list[GpuRequest] = Field(default_factory=list, description="The pool's GPU capacity per family.")
+    min_worker_nodes: NonNegativeInt | None = None
+    mig: PoolMig | None = None
+    scaling_policy_ref: LocalRef | None = None
+    edge: PlatformEdge | None = None
+    suspend: bool = False
+
+
+class ComputePool(Strict):
+    api_version: Literal["spectrocloud.com/v1alpha1"]
+    kind: Literal["ComputePool"]
+    metadata: ObjectMeta
+    spec: ComputePoolSpec = Field(default_factory=ComputePoolSpec)
+
+
+class WorkloadGpuRequest(Strict):
+    """Whole GPUs of a family, or (with ``mig``) MIG instances of one profile on GPUs of that family."""
+
+    family: str = Field(min_length=1)
+    mig: str | None = Field(default=None, pattern=MIG_PROFILE, description="A MIG profile such as 3g.40gb.")
+    count: NonNegativeInt
+
+
+class AIWorkloadSpec(Strict):
+    compute_pool_ref: LocalRef
+    workload_profile_ref: LocalRef | None = None
+    gpus: list[WorkloadGpuRequest] = Field(default_factory=list)
+    priority: int = Field(
+        default=0, ge=-1_000_000_000, le=1_000_000_000, description="Higher is admitted first."
+    )
+    suspend: bool = False
+
+
+class AIWorkload(Strict):
+    api_version: Literal["spectrocloud.com/v1alpha1"]
+    kind: Literal["AIWorkload"]
+    metadata: ObjectMeta
+    spec: AIWorkloadSpec
+
+
+Resource = (
+    ComputeProfile | MLPlatform | WorkloadProfile | Project | Settings | Compute | ComputePool | AIWorkload
+)
 
 # kind -> (apiVersion, model)
 KINDS: dict[str, tuple[str, type[Strict]]] = {
@@ -237,6 +304,8 @@ KINDS: dict[str, tuple[str, type[Strict]]] = {
     "WorkloadProfile": ("mural.spectrocloud.com/v1alpha1", WorkloadProfile),
     "Project": ("mural.sh/v1alpha1", Project),
     "Settings": ("mural.sh/v1alpha1", Settings),
+    "ComputePool": ("spectrocloud.com/v1alpha1", ComputePool),
+    "AIWorkload": ("spectrocloud.com/v1alpha1", AIWorkload),
 }
 
 # Status files live at <namespace>/<plural>/<name>.yaml (DESIGN.md section 6).
@@ -247,4 +316,6 @@ PLURALS: dict[str, str] = {
     "WorkloadProfile": "workloadprofiles",
     "Project": "projects",
     "Settings": "settings",
+    "ComputePool": "computepools",
+    "AIWorkload": "aiworkloads",
 }

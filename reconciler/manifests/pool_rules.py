@@ -1,0 +1,462 @@
+"""Validation rules of compute pools and their tenants (DESIGN.md sections 3, 9 and 10).
+
+Two entry points, each called with one line from the loader:
+
+- ``check_pool_document(kind, data)``: per-document rules on the plain data (like ``rules.check_document``);
+- ``check_pools(docs)``: cross-resource rules once every document is identified (references inside the
+  namespace, MLPlatform/ComputePool name clashes, pool VIPs, and warnings about what admission will
+  refuse whatever the inventory holds).
+
+A third rule needs the previous state and is not a validation rule: a pool's ``mode`` cannot change once
+its cluster exists. ``pool_mode_change`` says why; the plan calls it with the mode the status branch
+reported for the pool (see docs/pools.md).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from reconciler.manifests.schema import PathElem, Problem, field_path
+from reconciler.model.gpu import GpuFamily, canonical_family
+from reconciler.model.pools import canonical_limits, pool_ref_of, workload_request
+from reconciler.model.resources import (
+    AIWorkload,
+    ComputePool,
+    ComputeProfile,
+    MLPlatform,
+    Project,
+    Resource,
+)
+
+
+class PoolDoc(Protocol):
+    """What the rules need of one loaded document (the loader's own record satisfies it)."""
+
+    kind: str | None
+    namespace: str | None
+    name: str | None
+    resource: Resource | None
+    problems: list[Problem]
+    warnings: list[Problem]
+
+    @property
+    def where(self) -> str: ...
+
+
+# --- per document ------------------------------------------------------------------------------------
+
+
+def check_pool_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
+    """Rules of one ComputePool, AIWorkload or MLPlatform document that a JSON Schema cannot say well."""
+    spec = data.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    if kind == "ComputePool":
+        return _family_entries(spec.get("gpus"), with_mig=False, tenant=False)
+    if kind == "AIWorkload":
+        return _family_entries(spec.get("gpus"), with_mig=True, tenant=True)
+    if kind == "MLPlatform":
+        return _platform_mode(spec)
+    return []
+
+
+def _platform_mode(spec: Mapping[str, Any]) -> list[Problem]:
+    mode = spec.get("mode", "dedicated")
+    has_pool = spec.get("computePoolRef") is not None
+    if mode == "shared":
+        problems = []
+        if not has_pool:
+            problems.append(
+                Problem(
+                    ("spec", "mode"),
+                    "spec.computePoolRef: required with mode shared: a shared platform is a tenant of a "
+                    "ComputePool of its namespace; set spec.computePoolRef.name",
+                )
+            )
+        # The family names themselves (and duplicates) are checked by the MLPlatform rules.
+        gpus = spec.get("gpus")
+        for i, gpu in enumerate(gpus if isinstance(gpus, list) else []):
+            count = gpu.get("count") if isinstance(gpu, dict) else None
+            if count == 0 and not isinstance(count, bool):
+                problems.append(_zero_count(i))
+        return problems
+    if mode == "dedicated" and has_pool:
+        return [
+            Problem(
+                ("spec", "computePoolRef"),
+                "spec.computePoolRef: only with mode shared; a dedicated platform gets its own cluster "
+                "(set spec.mode: shared to run it on the pool, or remove spec.computePoolRef)",
+                at_key=True,
+            )
+        ]
+    return []
+
+
+def _zero_count(i: int) -> Problem:
+    return Problem(
+        ("spec", "gpus", i, "count"),
+        f"spec.gpus[{i}].count: a workload needs at least 1 GPU of each family it lists; got 0 "
+        "(remove the entry instead)",
+    )
+
+
+def _family_entries(gpus: Any, with_mig: bool, tenant: bool) -> list[Problem]:
+    """Family names parse; (family, MIG profile) is listed once; a tenant asks for at least 1 of each."""
+    problems: list[Problem] = []
+    seen: dict[tuple[str, str | None], int] = {}
+    for i, entry in enumerate(gpus if isinstance(gpus, list) else []):
+        if not isinstance(entry, dict):
+            continue  # the schema layer reports it
+        name, mig = entry.get("family"), entry.get("mig") if with_mig else None
+        count = entry.get("count")
+        if tenant and count == 0 and not isinstance(count, bool):
+            problems.append(_zero_count(i))
+        if not isinstance(name, str) or not name:
+            continue
+        where = f"spec.gpus[{i}].family"
+        try:
+            family = canonical_family(name)
+        except ValueError:
+            hint = "use letters, digits, '.', '+' and separators, e.g. NVIDIA-A100"
+            problems.append(
+                Problem(("spec", "gpus", i, "family"), f"{where}: {name!r} is not a GPU family name; {hint}")
+            )
+            continue
+        key = (str(family), mig if isinstance(mig, str) else None)
+        if key in seen:
+            what = f"GPU family {family}" + (f" with MIG profile {key[1]}" if key[1] else "")
+            problems.append(
+                Problem(
+                    ("spec", "gpus", i, "family"),
+                    f"{where}: {what} is listed twice (spec.gpus[{seen[key]}] and spec.gpus[{i}]); "
+                    "names compare case-insensitively with ' ', '-' and '_' equivalent; add the counts up",
+                )
+            )
+        seen.setdefault(key, i)
+    return problems
+
+
+# --- across documents --------------------------------------------------------------------------------
+
+
+def check_pools(docs: Sequence[PoolDoc]) -> None:
+    """Cross-resource rules of pools and tenants; problems and warnings are added to the documents."""
+    _check_name_clashes(docs)
+    index = _Index(docs)
+    for doc in docs:
+        if isinstance(doc.resource, ComputePool) and not doc.problems:
+            doc.problems.extend(_pool_refs(doc.resource, index))
+    index = _Index(docs)
+    for doc in docs:
+        res = doc.resource
+        if doc.problems or not isinstance(res, AIWorkload | MLPlatform):
+            continue
+        pool_name = pool_ref_of(res)
+        if pool_name is None:
+            continue
+        ns = res.metadata.namespace
+        _need(doc, index, ("spec", "computePoolRef", "name"), "ComputePool", ns, pool_name)
+        if isinstance(res, AIWorkload) and res.spec.workload_profile_ref is not None:
+            name = res.spec.workload_profile_ref.name
+            _need(doc, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
+    index = _Index(docs)
+    _check_pool_vips(docs, index)
+    _warn_tenants(docs, index)
+
+
+class _Index:
+    def __init__(self, docs: Sequence[PoolDoc]) -> None:
+        self.valid: dict[tuple[str, str, str], PoolDoc] = {}
+        self.failed: set[tuple[str, str, str]] = set()
+        self.projects: dict[str, Project] = {}
+        self.project_namespaces: set[str] = set()
+        for doc in docs:
+            if doc.kind is None or doc.namespace is None or doc.name is None:
+                continue
+            ident = (doc.kind, doc.namespace, doc.name)
+            if doc.kind == "Project":
+                self.project_namespaces.add(doc.namespace)
+            if doc.problems or doc.resource is None:
+                self.failed.add(ident)
+            else:
+                self.valid[ident] = doc
+        for ident in sorted(i for i in self.valid if i[0] == "Project"):
+            project = self.valid[ident].resource
+            if isinstance(project, Project):
+                self.projects.setdefault(ident[1], project)
+
+    def status(self, kind: str, ns: str, name: str) -> str:
+        if (kind, ns, name) in self.valid:
+            return "valid"
+        return "invalid" if (kind, ns, name) in self.failed else "missing"
+
+    def resource(self, kind: str, ns: str, name: str) -> Resource | None:
+        doc = self.valid.get((kind, ns, name))
+        return doc.resource if doc is not None else None
+
+    def profile_of(self, pool: ComputePool) -> ComputeProfile | None:
+        ns = pool.metadata.namespace
+        name = pool.spec.compute_profile_ref.name if pool.spec.compute_profile_ref is not None else None
+        if name is None:
+            project = self.projects.get(ns)
+            name = project.spec.compute_profile_ref.name if project is not None else None
+        found = self.resource("ComputeProfile", ns, name) if name else None
+        return found if isinstance(found, ComputeProfile) else None
+
+
+def _check_name_clashes(docs: Sequence[PoolDoc]) -> None:
+    """An MLPlatform and a ComputePool of one namespace cannot share a name: both would be the cluster
+    ``<namespace>-<name>`` (DESIGN.md section 5). Both documents get the error, each naming the other."""
+    by_name: dict[tuple[str, str], dict[str, list[PoolDoc]]] = defaultdict(lambda: defaultdict(list))
+    for doc in docs:
+        if doc.kind in ("MLPlatform", "ComputePool") and doc.namespace and doc.name:
+            by_name[(doc.namespace, doc.name)][doc.kind].append(doc)
+    for (ns, name), kinds in sorted(by_name.items()):
+        if len(kinds) < 2:
+            continue
+        for doc in (*kinds["MLPlatform"], *kinds["ComputePool"]):
+            other_kind = "ComputePool" if doc.kind == "MLPlatform" else "MLPlatform"
+            other = kinds[other_kind][0]
+            doc.problems.append(
+                Problem(
+                    ("metadata", "name"),
+                    f"metadata.name: {doc.kind} {ns}/{name} ({doc.where}) and {other_kind} {ns}/{name} "
+                    f"({other.where}) share a name; both would be the cluster {ns}-{name}: rename one",
+                )
+            )
+
+
+def _pool_refs(pool: ComputePool, index: _Index) -> list[Problem]:
+    ns = pool.metadata.namespace
+    holder: list[Problem] = []
+    ref = pool.spec.compute_profile_ref
+    if ref is not None:
+        _need_into(holder, index, ("spec", "computeProfileRef", "name"), "ComputeProfile", ns, ref.name)
+    elif ns not in index.project_namespaces:
+        holder.append(
+            Problem(
+                ("spec",),
+                f"ReferenceNotFound: spec.computeProfileRef: not set, and namespace {ns} has no Project "
+                "whose spec.computeProfileRef could be used; set spec.computeProfileRef.name",
+            )
+        )
+    elif ns not in index.projects:
+        holder.append(
+            Problem(
+                ("spec",),
+                f"spec.computeProfileRef: not set, and the Project of namespace {ns} is invalid; fix the "
+                "Project (this pool is kept as it is until then)",
+            )
+        )
+    else:
+        name = index.projects[ns].spec.compute_profile_ref.name
+        _need_into(holder, index, ("spec",), "ComputeProfile", ns, name, via="Project fallback")
+    if pool.spec.workload_profile_ref is not None:
+        name = pool.spec.workload_profile_ref.name
+        _need_into(holder, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
+    if pool.spec.scaling_policy_ref is not None:
+        name = pool.spec.scaling_policy_ref.name
+        _need_into(holder, index, ("spec", "scalingPolicyRef", "name"), "ScalingPolicy", ns, name)
+    return holder
+
+
+def _need(doc: PoolDoc, index: _Index, path: tuple[PathElem, ...], kind: str, ns: str, name: str) -> None:
+    _need_into(doc.problems, index, path, kind, ns, name)
+
+
+def _need_into(
+    problems: list[Problem],
+    index: _Index,
+    path: tuple[PathElem, ...],
+    kind: str,
+    ns: str,
+    name: str,
+    via: str | None = None,
+) -> None:
+    where = f"spec.computeProfileRef ({via})" if via else field_path(path)
+    status = index.status(kind, ns, name)
+    if status == "missing":
+        problems.append(
+            Problem(path, f"ReferenceNotFound: {where}: {kind} '{name}' not found in namespace {ns}")
+        )
+    elif status == "invalid":
+        problems.append(
+            Problem(
+                path,
+                f"{where}: {kind} {ns}/{name} is invalid (see its errors); this resource is kept as it is "
+                "until it is fixed",
+            )
+        )
+
+
+def _pool_vip(pool: ComputePool, index: _Index) -> tuple[str | None, tuple[PathElem, ...], str]:
+    if pool.spec.edge is not None and pool.spec.edge.vip:
+        return pool.spec.edge.vip, ("spec", "edge", "vip"), "spec.edge.vip"
+    profile = index.profile_of(pool)
+    vip = profile.spec.edge.vip if profile is not None and profile.spec.edge is not None else None
+    path: tuple[PathElem, ...] = ("spec", "computeProfileRef") if pool.spec.compute_profile_ref else ("spec",)
+    return vip, path, "the ComputeProfile's spec.edge.vip"
+
+
+def _platform_vip(platform: MLPlatform, index: _Index) -> str | None:
+    if platform.spec.edge is not None and platform.spec.edge.vip:
+        return platform.spec.edge.vip
+    ns = platform.metadata.namespace
+    ref = platform.spec.compute_profile_ref
+    name = ref.name if ref is not None and ref.name else None
+    if name is None:
+        project = index.projects.get(ns)
+        name = project.spec.compute_profile_ref.name if project is not None else None
+    profile = index.resource("ComputeProfile", ns, name) if name else None
+    if isinstance(profile, ComputeProfile) and profile.spec.edge is not None:
+        return profile.spec.edge.vip
+    return None
+
+
+def _check_pool_vips(docs: Sequence[PoolDoc], index: _Index) -> None:
+    """Two clusters never share a VIP. Dedicated platforms keep theirs (the platform rules settle clashes
+    between platforms); a pool that would take a VIP already used gets the error, and between pools the
+    first in (namespace, name) order keeps it."""
+    owners: dict[str, str] = {}
+    for doc in sorted(docs, key=lambda d: (d.namespace or "", d.name or "")):
+        res = doc.resource
+        if isinstance(res, MLPlatform) and res.spec.mode == "dedicated" and not doc.problems:
+            vip = _platform_vip(res, index)
+            if vip is not None:
+                owners.setdefault(
+                    vip, f"MLPlatform {res.metadata.namespace}/{res.metadata.name} ({doc.where})"
+                )
+    for doc in sorted(docs, key=lambda d: (d.namespace or "", d.name or "")):
+        pool = doc.resource
+        if not isinstance(pool, ComputePool) or doc.problems:
+            continue
+        vip, path, source = _pool_vip(pool, index)
+        if vip is None:
+            continue
+        me = f"ComputePool {pool.metadata.namespace}/{pool.metadata.name} ({doc.where})"
+        first = owners.setdefault(vip, me)
+        if first != me:
+            doc.problems.append(
+                Problem(
+                    path,
+                    f"{field_path(path)}: VIP {vip} (from {source}) is already used by {first}; two clusters "
+                    "never share a VIP, give this pool its own spec.edge.vip",
+                )
+            )
+
+
+def _warn_tenants(docs: Sequence[PoolDoc], index: _Index) -> None:
+    """Warnings (the tenant stays valid) about what admission will refuse whatever the inventory holds."""
+    tenants: dict[tuple[str, str], list[tuple[PoolDoc, AIWorkload | MLPlatform]]] = defaultdict(list)
+    for doc in docs:
+        res = doc.resource
+        if doc.problems or not isinstance(res, AIWorkload | MLPlatform):
+            continue
+        pool_name = pool_ref_of(res)
+        if pool_name is None:
+            continue
+        if isinstance(res, MLPlatform):
+            _warn_ignored_platform_fields(doc, res)
+        pool = index.resource("ComputePool", res.metadata.namespace, pool_name)
+        if isinstance(pool, ComputePool):
+            tenants[(res.metadata.namespace, pool_name)].append((doc, res))
+            _warn_request(doc, res, pool, index)
+    for (ns, pool_name), members in sorted(tenants.items()):
+        pool = index.resource("ComputePool", ns, pool_name)
+        if not isinstance(pool, ComputePool) or pool.spec.mode != "dedicated" or len(members) < 2:
+            continue
+        members.sort(key=lambda m: (-workload_request(m[1]).priority, m[1].metadata.name))
+        first = members[0][1].metadata.name
+        for doc, _res in members[1:]:
+            doc.warnings.append(
+                Problem(
+                    ("spec", "computePoolRef", "name"),
+                    f"spec.computePoolRef: ComputePool {ns}/{pool_name} is dedicated and {ns}/{first} comes "
+                    "first (priority, then name; an already admitted workload keeps it): this one will be "
+                    "rejected with PoolDedicated",
+                )
+            )
+
+
+def _warn_ignored_platform_fields(doc: PoolDoc, platform: MLPlatform) -> None:
+    for present, path in (
+        (bool(platform.spec.resource_groups), ("spec", "resourceGroups")),
+        (platform.spec.edge is not None, ("spec", "edge")),
+    ):
+        if present:
+            doc.warnings.append(
+                Problem(
+                    path,
+                    f"{field_path(path)}: ignored with mode shared: the platform runs on its pool's cluster, "
+                    "whose hosts and VIP the ComputePool decides",
+                    at_key=True,
+                )
+            )
+
+
+def _warn_request(doc: PoolDoc, res: AIWorkload | MLPlatform, pool: ComputePool, index: _Index) -> None:
+    request = workload_request(res)
+    pool_label = f"ComputePool {pool.metadata.namespace}/{pool.metadata.name}"
+    strategy = pool.spec.mig.strategy if pool.spec.mig is not None else "none"
+    if request.mig and strategy != "mixed" and isinstance(res, AIWorkload):
+        i = next(i for i, g in enumerate(res.spec.gpus) if g.mig)
+        doc.warnings.append(
+            Problem(
+                ("spec", "gpus", i, "mig"),
+                f"spec.gpus[{i}].mig: {pool_label} has mig.strategy {strategy}; MIG instances need "
+                "mig.strategy: mixed: this workload will be rejected with MIGUnsupported",
+            )
+        )
+    pool_families: set[GpuFamily] = set()
+    for gpu in pool.spec.gpus:
+        try:
+            pool_families.add(canonical_family(gpu.family))
+        except ValueError:
+            continue
+    asked = sorted(set(request.whole) | {m.family for m in request.mig})
+    missing = [f for f in asked if f not in pool_families]
+    if missing:
+        doc.warnings.append(
+            Problem(
+                ("spec", "gpus"),
+                f"spec.gpus: {pool_label} has no {', '.join(missing)} GPUs in its spec.gpus; this workload "
+                "will stay pending with PoolCapacityExceeded until the pool has them",
+            )
+        )
+    profile = index.profile_of(pool)
+    if profile is None:
+        return
+    limits = canonical_limits(profile.spec.gpu_limits)
+    rounded = " (MIG instances rounded up to GPUs)" if request.mig else ""
+    for family, count in sorted(request.limit_counts().items()):
+        limit = limits.get(family)
+        if limit is not None and count > limit:
+            doc.warnings.append(
+                Problem(
+                    ("spec", "gpus"),
+                    f"spec.gpus: {count} {family} GPUs{rounded} exceed the limit "
+                    f"of {limit} in ComputeProfile {profile.metadata.namespace}/{profile.metadata.name} of "
+                    f"{pool_label}; this workload will be rejected with GPULimitExceeded",
+                )
+            )
+
+
+# --- needs the previous state --------------------------------------------------------------------------
+
+
+def pool_mode_change(pool: ComputePool, reported_mode: str | None, cluster_exists: bool) -> str | None:
+    """Why the pool cannot be planned as written, or None: its ``mode`` changed while its cluster exists.
+
+    ``reported_mode`` is the mode the status branch last reported for the pool (None: never reported).
+    The plan rejects such a pool with ``InvalidSpec`` and keeps its cluster and admissions as they are.
+    """
+    if not cluster_exists or reported_mode is None or reported_mode == pool.spec.mode:
+        return None
+    cluster = f"{pool.metadata.namespace}-{pool.metadata.name}"
+    return (
+        f"spec.mode: cannot change from {reported_mode} to {pool.spec.mode}: the pool's cluster {cluster} "
+        f"exists and its admitted workloads were placed for a {reported_mode} pool; a pool's mode is fixed "
+        f"once its cluster exists. Set spec.mode back to {reported_mode}, or create a new {pool.spec.mode} "
+        "pool and move the workloads to it"
+    )

@@ -1,0 +1,134 @@
+"""What a workload asks of its pool, resolved from an AIWorkload or a shared MLPlatform (DESIGN.md section 9).
+
+One place turns both kinds of tenant into the same request, and one place counts a request against the
+pool's ComputeProfile ``gpuLimits`` (whole GPUs plus MIG instances rounded up to GPUs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from reconciler.model.gpu import GpuFamily, canonical_family
+from reconciler.model.resources import AIWorkload, MLPlatform
+
+# (namespace, name) of an AIWorkload or a shared MLPlatform; of a ComputePool
+WorkloadKey = tuple[str, str]
+PoolKey = tuple[str, str]
+
+# Compute slices of a whole MIG-capable GPU: 7, except the A30 with 4 (DESIGN.md section 10).
+_FOUR_SLICE_FAMILIES = frozenset({GpuFamily("NVIDIA-A30")})
+
+
+def gpu_compute_slices(family: GpuFamily) -> int:
+    return 4 if family in _FOUR_SLICE_FAMILIES else 7
+
+
+def profile_compute_slices(profile: str) -> int:
+    """``3g.40gb`` -> 3: the compute slices a MIG profile takes (its name starts with them)."""
+    head = profile.split("g", 1)[0]
+    if not head.isdigit():
+        raise ValueError(f"not a MIG profile name: {profile!r}")
+    return int(head)
+
+
+@dataclass(frozen=True, slots=True)
+class MigRequest:
+    family: GpuFamily
+    profile: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRequest:
+    """One tenant of a pool: what it asks for and whether it takes part in this pass.
+
+    ``whole`` counts whole GPUs per canonical family; ``mig`` lists MIG instances per (family, profile).
+    ``removed`` marks a workload that left the repository or its pool (its previous admission is released).
+    """
+
+    key: WorkloadKey
+    kind: str = "AIWorkload"
+    priority: int = 0
+    whole: Mapping[GpuFamily, int] = field(default_factory=dict)
+    mig: tuple[MigRequest, ...] = ()
+    suspended: bool = False
+    removed: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.key[0]}/{self.key[1]}"
+
+    def limit_counts(self) -> dict[GpuFamily, int]:
+        """GPUs counted against ``gpuLimits`` per family: whole GPUs plus, for MIG instances, the sum of
+        their compute slices over the GPU's slices, rounded up (7 x 1g counts 1; one 3g counts 1)."""
+        counts: dict[GpuFamily, int] = dict(self.whole)
+        slices: dict[GpuFamily, int] = {}
+        for request in self.mig:
+            slices[request.family] = slices.get(request.family, 0) + (
+                profile_compute_slices(request.profile) * request.count
+            )
+        for family, used in slices.items():
+            counts[family] = counts.get(family, 0) + math.ceil(used / gpu_compute_slices(family))
+        return counts
+
+
+def pool_ref_of(resource: AIWorkload | MLPlatform) -> str | None:
+    """The name of the ComputePool a tenant runs on (None for a dedicated platform)."""
+    if isinstance(resource, AIWorkload):
+        return resource.spec.compute_pool_ref.name
+    if resource.spec.mode == "shared" and resource.spec.compute_pool_ref is not None:
+        return resource.spec.compute_pool_ref.name
+    return None
+
+
+def workload_request(resource: AIWorkload | MLPlatform) -> WorkloadRequest:
+    """The admission request of a valid tenant (family names are canonical after validation)."""
+    key = (resource.metadata.namespace, resource.metadata.name)
+    whole: dict[GpuFamily, int] = {}
+    mig: dict[tuple[GpuFamily, str], int] = {}
+    if isinstance(resource, AIWorkload):
+        for entry in resource.spec.gpus:
+            family = canonical_family(entry.family)
+            if entry.mig is None:
+                whole[family] = whole.get(family, 0) + entry.count
+            else:
+                mig[(family, entry.mig)] = mig.get((family, entry.mig), 0) + entry.count
+        priority, suspend, kind = resource.spec.priority, resource.spec.suspend, "AIWorkload"
+    else:
+        for gpu in resource.spec.gpus:
+            family = canonical_family(gpu.family)
+            whole[family] = whole.get(family, 0) + gpu.count
+        priority, suspend, kind = 0, resource.spec.suspend, "MLPlatform"
+    return WorkloadRequest(
+        key=key,
+        kind=kind,
+        priority=priority,
+        whole={f: n for f, n in sorted(whole.items()) if n > 0},
+        mig=tuple(MigRequest(f, p, n) for (f, p), n in sorted(mig.items()) if n > 0),
+        suspended=suspend,
+    )
+
+
+def canonical_limits(limits: Mapping[str, int]) -> dict[GpuFamily, int]:
+    """A ComputeProfile's ``gpuLimits`` keyed by canonical family (names that do not parse are skipped:
+    validation reports them)."""
+    out: dict[GpuFamily, int] = {}
+    for name, value in limits.items():
+        try:
+            out[canonical_family(name)] = value
+        except ValueError:
+            continue
+    return out
+
+
+def tenants_by_pool(tenants: Iterable[AIWorkload | MLPlatform]) -> dict[PoolKey, list[WorkloadRequest]]:
+    """The admission requests of valid tenants grouped by the pool they name (dedicated platforms are
+    not tenants and are left out). Order inside a group is admission's business, not this one's."""
+    out: dict[PoolKey, list[WorkloadRequest]] = {}
+    for resource in tenants:
+        pool = pool_ref_of(resource)
+        if pool is not None:
+            out.setdefault((resource.metadata.namespace, pool), []).append(workload_request(resource))
+    return dict(sorted(out.items()))

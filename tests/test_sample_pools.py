@@ -1,0 +1,46 @@
+"""The sample repository's pools admit their workloads as the files' comments say (once the pool's hosts
+are the ones the comments name)."""
+
+from __future__ import annotations
+
+import json
+
+from reconciler.inventory import discover
+from reconciler.model.pools import canonical_limits, pool_ref_of, workload_request
+from reconciler.model.resources import AIWorkload, ComputePool, ComputeProfile
+from reconciler.placement.admission import PoolState, admit_pool, gpu_units
+from reconciler.source.directory import load_directory
+from tests._manifests_support import SAMPLE_REPO
+
+POOL_HOSTS = {"shared-a100": ["gpu-a100-03"], "finetune-l40s": ["gpu-l40s-02"]}
+EXPECTED = {
+    "shared-a100": {"batch-train": "admit", "llm-serving": "admit", "notebook": "admit", "sweep": "pending"},
+    "finetune-l40s": {"finetune": "admit"},
+}
+
+
+def test_sample_pools_admit_their_workloads_as_their_comments_say() -> None:
+    state = load_directory(SAMPLE_REPO)
+    machines = {
+        m.name: m
+        for m in discover(json.loads((SAMPLE_REPO / "inventory.json").read_text())["edgeHosts"]).machines
+    }
+    workloads = list(state.of_kind(AIWorkload))
+    for pool in state.of_kind(ComputePool):
+        name = pool.metadata.name
+        profile_ref = pool.spec.compute_profile_ref
+        assert profile_ref is not None
+        profile = state.get(ComputeProfile, pool.metadata.namespace, profile_ref.name)
+        assert profile is not None
+        units = gpu_units(machines[h] for h in POOL_HOSTS[name])
+        assert len(units) == sum(g.count for g in pool.spec.gpus)
+        pool_state = PoolState(
+            (pool.metadata.namespace, name), pool.spec.mode, units, canonical_limits(profile.spec.gpu_limits)
+        )
+        tenants = [workload_request(w) for w in workloads if pool_ref_of(w) == name]
+        result = admit_pool(pool_state, tenants)
+        assert {k[1]: str(d.action) for k, d in result.workloads.items()} == EXPECTED[name]
+        if name == "shared-a100":
+            sweep = result.workloads[("project-b", "sweep")].message
+            text = (SAMPLE_REPO / "project-b" / "pools" / "shared-a100.yaml").read_text()
+            assert sweep in " ".join(line.lstrip("# ") for line in text.splitlines()).replace('"', "")
