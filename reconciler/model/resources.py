@@ -200,8 +200,16 @@ class PaletteSettings(Strict):
     api_key_secret_ref: SecretRef
 
 
+class PrometheusSettings(Strict):
+    """Where scaling policies read utilisation (DESIGN.md section 11); ``--prometheus URL`` replaces it."""
+
+    url: str = Field(min_length=1, pattern=r"^https?://\S+$")
+    bearer_token_secret_ref: SecretRef | None = None
+
+
 class SettingsSpec(Strict):
     palette: PaletteSettings
+    prometheus: PrometheusSettings | None = None
 
 
 class Settings(Strict):
@@ -222,7 +230,10 @@ class Compute(Strict):
     spec: ComputeSpec = Field(default_factory=ComputeSpec)
 
 
-Resource = ComputeProfile | MLPlatform | WorkloadProfile | Project | Settings | Compute
+# Kinds in modules of their own import the base models above, so they are imported after them.
+from reconciler.model.scaling import ScalingPolicy  # noqa: E402
+
+Resource = ComputeProfile | MLPlatform | WorkloadProfile | Project | Settings | Compute | ScalingPolicy
 
 # kind -> (apiVersion, model)
 KINDS: dict[str, tuple[str, type[Strict]]] = {
@@ -232,6 +243,7 @@ KINDS: dict[str, tuple[str, type[Strict]]] = {
     "WorkloadProfile": ("mural.spectrocloud.com/v1alpha1", WorkloadProfile),
     "Project": ("mural.sh/v1alpha1", Project),
     "Settings": ("mural.sh/v1alpha1", Settings),
+    "ScalingPolicy": ("spectrocloud.com/v1alpha1", ScalingPolicy),
 }
 
 # Status files live at <namespace>/<plural>/<name>.yaml (DESIGN.md section 6).
@@ -242,4 +254,5 @@ PLURALS: dict[str, str] = {
     "WorkloadProfile": "workloadprofiles",
     "Project": "projects",
     "Settings": "settings",
+    "ScalingPolicy": "scalingpolicies",
 }
