@@ -307,7 +307,7 @@ class _Pass:
             host = gpu_host_to_add(family, free, room, shortfall=first.gpus, exclude=exclude)
             if host is not None:
                 return self._act(Direction.UP, ScalingReason.PENDING_DEMAND, family, host, first)
-            blocked = blocked or self._no_host(family, room)
+            blocked = blocked or self._no_host(family, room, exclude)
         for rule in self.spec.gpu:
             family = rule.canonical
             window = self._window(self.samples.gpu, rule.scale_up_duration, rule.scale_up_threshold, True)
@@ -317,7 +317,7 @@ class _Pass:
             host = gpu_host_to_add(family, free, room, exclude=exclude)
             if host is not None:
                 return self._act(Direction.UP, ScalingReason.UTILISATION_HIGH, family, host, window)
-            blocked = blocked or self._no_host(family, room)
+            blocked = blocked or self._no_host(family, room, exclude)
         cpu = self.spec.cpu
         if cpu is not None:
             window = self._window(self.samples.cpu, cpu.scale_up_duration, cpu.scale_up_threshold, True)
@@ -330,7 +330,7 @@ class _Pass:
                 host = cpu_host_to_add(free, room, gpu_room, exclude=exclude)
                 if host is not None:
                     return self._act(Direction.UP, ScalingReason.UTILISATION_HIGH, CPU, host, window)
-                blocked = blocked or self._no_host(CPU, room)
+                blocked = blocked or self._no_host(CPU, room, exclude)
         return blocked
 
     def _scale_down(self) -> Decision:
@@ -392,13 +392,15 @@ class _Pass:
         bounds = self.spec.cpu_resource_bounds
         return None if bounds is None else cores_of(self.pool.workers) - bounds.min_cpu_count
 
-    def _no_host(self, resource: str, room: int) -> Decision:
+    def _no_host(self, resource: str, room: int, exclude: frozenset[str]) -> Decision:
         what = "host" if resource == CPU else f"{resource} host"
         unit = "cores" if resource == CPU else "GPUs"
         if room <= 0:
             message = f"{self.pool.name} is at its maximum ({unit}): no {what} added"
             return self._done(Direction.NONE, ScalingReason.LIMITED, message, resource=resource)
-        candidates = [h for h in self.pool.free if resource == CPU or h.family == resource]
+        candidates = [
+            h for h in self.pool.free if (resource == CPU or h.family == resource) and h.name not in exclude
+        ]
         if candidates:
             message = (
                 f"every free {what} would take {self.pool.name} past its maximum ({room} {unit} of room)"
