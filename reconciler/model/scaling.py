@@ -172,8 +172,8 @@ class ScalingPolicySpec(Strict):
         if missing:
             raise PydanticCustomError(
                 "bounds",
-                "no bound for GPU family {families}: every gpu family needs "
-                "{{family, minGPUCount, maxGPUCount}}",
+                "no bound for GPU family {families}: every gpu family needs one "
+                "(family, minGPUCount, maxGPUCount)",
                 {"families": ", ".join(missing)},
             )
         extra = [f for f in bounded if f not in ruled]
@@ -187,6 +187,13 @@ class ScalingPolicySpec(Strict):
     def _cpu_or_gpu(self) -> ScalingPolicySpec:
         if self.cpu is None and not self.gpu:
             raise PydanticCustomError("scaling", "needs at least one of cpu and gpu")
+        if self.gpu and not self.gpu_resource_bounds:
+            families = ", ".join(g.canonical for g in self.gpu)
+            raise PydanticCustomError(
+                "scaling",
+                "gpuResourceBounds: required with gpu rules; no bound for GPU family {families}",
+                {"families": families},
+            )
         if self.cpu is not None and self.cpu_resource_bounds is None:
             raise PydanticCustomError("scaling", "cpuResourceBounds: required with a cpu rule")
         step = parse_duration(self.metrics.step)
