@@ -74,24 +74,21 @@ def test_cpu_counters_advance_with_the_set_ratio_and_never_go_back(
 ) -> None:
     uid = uid_of(server, "pool-cold")
     httpx.patch(f"{server.url}/__emulator/clusters/{uid}/utilization", json={"cpu": 0.25})
-    key_user = (
-        "node_cpu_seconds_total",
-        (("cluster", "pool-cold"), ("instance", "cold-1"), ("mode", "user")),
-    )
-    key_idle = (
-        "node_cpu_seconds_total",
-        (("cluster", "pool-cold"), ("instance", "cold-1"), ("mode", "idle")),
-    )
+    cold_1 = (("cluster", "pool-cold"), ("cpu", "31"), ("instance", "cold-1"))
+    key_user = ("node_cpu_seconds_total", (*cold_1, ("mode", "user")))
+    key_idle = ("node_cpu_seconds_total", (*cold_1, ("mode", "idle")))
     first = samples(server)
     clock.now += 100.0
     second = samples(server)
-    # 32 cores x 100 s: a quarter user, three quarters idle
-    assert second[key_user] - first[key_user] == pytest.approx(32 * 100 * 0.25)
-    assert second[key_idle] - first[key_idle] == pytest.approx(32 * 100 * 0.75)
+    # each of the 32 cores, over 100 s: a quarter user, three quarters idle
+    assert second[key_user] - first[key_user] == pytest.approx(100 * 0.25)
+    assert second[key_idle] - first[key_idle] == pytest.approx(100 * 0.75)
+    per_core = [k for k in second if k[0] == "node_cpu_seconds_total" and ("instance", "cold-1") in k[1]]
+    assert len(per_core) == 32 * 2
     httpx.patch(f"{server.url}/__emulator/clusters/{uid}/utilization", json={"cpu": 1.0})
     clock.now += 10.0
     third = samples(server)
-    assert third[key_user] - second[key_user] == pytest.approx(32 * 10)
+    assert third[key_user] - second[key_user] == pytest.approx(10)
     assert third[key_idle] == pytest.approx(second[key_idle])
 
 

@@ -6,9 +6,9 @@ endpoints) exports, for every Running cluster, with the label ``cluster`` (the c
 
 - ``DCGM_FI_PROF_GR_ENGINE_ACTIVE{cluster, Hostname, gpu}``: a gauge per host and GPU, the set GPU ratio
   (DCGM reports this ratio for whole GPUs and MIG instances alike);
-- ``node_cpu_seconds_total{cluster, instance, mode}``: counters per host and mode (``idle``, ``user``)
-  that advance, on the state's clock, by ``cores x elapsed x share`` of the set CPU ratio, as
-  node_exporter's do, so ``rate(...[2m])`` recovers the ratio.
+- ``node_cpu_seconds_total{cluster, instance, cpu, mode}``: counters per host, core and mode (``idle``,
+  ``user``) as node_exporter's, advancing on the state's clock by ``elapsed x share`` of the set CPU
+  ratio, so the default query's ``avg(rate(...{mode="idle"}[2m]))`` is ``1 - ratio``.
 
 Unset utilisation is 0. The counters are integrated at each change and each scrape, so a change of the
 ratio never makes a counter jump or go back.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -51,7 +51,7 @@ def host_cores(host: Mapping[str, Any]) -> int:
 
 
 class _Usage:
-    """One cluster's set ratios and its CPU counters per (host, mode), integrated up to ``at``."""
+    """One cluster's set ratios and its per-core CPU counters per (host, mode), integrated up to ``at``."""
 
     def __init__(self, at: float) -> None:
         self.gpu = 0.0
@@ -59,12 +59,13 @@ class _Usage:
         self.at = at
         self.counters: dict[tuple[str, str], float] = {}
 
-    def advance(self, now: float, cores: Mapping[str, int]) -> None:
+    def advance(self, now: float, hosts: Iterable[str]) -> None:
+        """Integrate every core's counters (all cores of a host alike) from ``self.at`` to ``now``."""
         elapsed = max(now - self.at, 0.0)
-        for host, n in cores.items():
+        for host in hosts:
             for mode, share in (("idle", 1.0 - self.cpu), ("user", self.cpu)):
                 key = (host, mode)
-                self.counters[key] = self.counters.get(key, 0.0) + n * elapsed * share
+                self.counters[key] = self.counters.get(key, 0.0) + elapsed * share
         self.at = max(now, self.at)
 
 
@@ -118,7 +119,7 @@ class Utilization(Collector):
         cpu = CounterMetricFamily(
             "node_cpu_seconds_total",
             "Seconds the CPUs spent in each mode (emulated).",
-            labels=["cluster", "instance", "mode"],
+            labels=["cluster", "instance", "cpu", "mode"],
         )
         with self.state.lock, self._lock:
             now = self.state.clock()
@@ -132,8 +133,10 @@ class Utilization(Collector):
                     name = self._name(host)
                     for index in range(host_gpu_count(host)):
                         gpu.add_metric([cluster.name, name, str(index)], usage.gpu)
-                    for mode in MODES:
-                        cpu.add_metric([cluster.name, name, mode], usage.counters.get((name, mode), 0.0))
+                    for core in range(cores[name]):
+                        for mode in MODES:
+                            value = usage.counters.get((name, mode), 0.0)
+                            cpu.add_metric([cluster.name, name, str(core), mode], value)
         yield gpu
         yield cpu
 
