@@ -15,6 +15,7 @@ from reconciler.scaling import (
     Samples,
     ScalingReason,
     Series,
+    Trigger,
     commit_message,
     cpu_host_to_add,
     decide,
@@ -41,12 +42,19 @@ def pool(
 def test_gpu_utilisation_above_threshold_for_the_whole_window_adds_the_smallest_host_of_the_family() -> None:
     free = (gpu_host("f8", 8), gpu_host("f4", 4), gpu_host("h8", 8, family=H100))
     d = decide(spec(), Samples(gpu=HOT), pool(free=free), None, [], NOW)
-    assert (d.direction, d.reason, d.resource, d.host) == (
+    assert (d.direction, d.reason, d.trigger, d.resource, d.host) == (
         Direction.UP,
-        ScalingReason.UTILISATION_HIGH,
+        ScalingReason.SCALED_UP,
+        Trigger.UTILISATION_HIGH,
         A100,
         free[1],
     )
+    assert d.prometheus_condition() == {
+        "type": "PrometheusAvailable",
+        "status": "True",
+        "reason": "MetricsAvailable",
+        "message": "metrics available",
+    }
     assert d.message == (
         "scaled up shared-a100 by 1 NVIDIA-A100 host (4 GPUs): "
         "GPU utilisation 91% > 80% over 5m0s, 21 samples"
@@ -109,7 +117,7 @@ def test_pending_capacity_exceeded_for_scale_up_duration_adds_the_smallest_host_
     free = (gpu_host("f2", 2), gpu_host("f4", 4), gpu_host("f8", 8))
     waiting = [PendingDemand("project-a/batch-7", A100, 3, since=NOW - 300)]
     d = decide(spec(), Samples(gpu=MILD), pool(free=free), None, waiting, NOW)
-    assert (d.direction, d.reason, d.host) == (Direction.UP, ScalingReason.PENDING_DEMAND, free[1])
+    assert (d.direction, d.trigger, d.host) == (Direction.UP, Trigger.PENDING_DEMAND, free[1])
     assert d.message == (
         "scaled up shared-a100 by 1 NVIDIA-A100 host (4 GPUs): project-a/batch-7 pending for 5m0s "
         "(needs 3 more NVIDIA-A100 GPUs)"
@@ -132,8 +140,8 @@ def test_demand_scales_up_even_when_prometheus_is_unreachable() -> None:
     down = Series(Metric.GPU, "q", NOW - 900, NOW, 15.0, error="connection refused")
     waiting = [PendingDemand("project-a/batch-7", A100, 8, since=NOW - 600)]
     d = decide(spec(), Samples(gpu=down), pool(free=(gpu_host("f", 8),)), None, waiting, NOW)
-    assert d.direction is Direction.UP and d.reason is ScalingReason.PENDING_DEMAND
-    assert not d.prometheus_available and d.prometheus_reason is Availability.UNREACHABLE
+    assert d.direction is Direction.UP and d.trigger is Trigger.PENDING_DEMAND
+    assert not d.prometheus_available and d.metrics is Availability.UNREACHABLE
 
 
 def test_demand_for_a_family_without_a_gpu_rule_is_not_acted_on() -> None:
@@ -195,7 +203,12 @@ def test_cooldown_after_a_failure_runs_from_the_failure() -> None:
 def test_low_utilisation_for_scale_down_duration_removes_the_host_leaving_least_surplus() -> None:
     workers = (gpu_host("w1", 8, bound=2), gpu_host("w2", 8), gpu_host("w3", 4), gpu_host("w4", 8))
     d = decide(spec(), Samples(gpu=COLD), pool(workers, admitted={A100: 2}), None, [], NOW)
-    assert (d.direction, d.reason, d.host) == (Direction.DOWN, ScalingReason.UTILISATION_LOW, workers[1])
+    assert (d.direction, d.reason, d.trigger) == (
+        Direction.DOWN,
+        ScalingReason.SCALED_DOWN,
+        Trigger.UTILISATION_LOW,
+    )
+    assert d.host == workers[1]
     assert d.message == (
         "scaled down shared-a100 by 1 NVIDIA-A100 host (8 GPUs): "
         "GPU utilisation 10% < 30% over 15m0s, 61 samples"
@@ -254,7 +267,9 @@ def test_no_scale_down_on_missing_or_stale_metrics(gpu: Series | None, reason: A
     workers = (gpu_host("w1", 8), gpu_host("w2", 8), gpu_host("w3", 8))
     d = decide(spec(), Samples(gpu=gpu), pool(workers), None, [], NOW)
     assert d.direction is Direction.NONE
-    assert (d.prometheus_available, d.prometheus_reason) == (False, reason)
+    assert (d.prometheus_available, d.metrics) == (False, reason)
+    condition = d.prometheus_condition()
+    assert (condition["status"], condition["reason"]) == ("False", "PrometheusUnavailable")
     assert d.message.startswith("no scale-down:")
 
 

@@ -24,7 +24,7 @@ from reconciler.scaling import (
     PendingDemand,
     PoolView,
     Samples,
-    ScalingReason,
+    Trigger,
     decide,
     replay,
 )
@@ -106,7 +106,7 @@ def test_busy_pool_reads_above_threshold_and_scales_up(prometheus: PrometheusSer
     assert all(v > 80 for _t, v in samples.cpu.points)
     assert samples.cpu.points[-1][1] == pytest.approx(90.0, abs=2.0)
     d = decide(policy(), samples, HOT, None, [], now)
-    assert (d.direction, d.reason, d.resource) == (Direction.UP, ScalingReason.UTILISATION_HIGH, A100)
+    assert (d.direction, d.trigger, d.resource) == (Direction.UP, Trigger.UTILISATION_HIGH, A100)
     assert d.host is not None and d.host.name == "free-1"
     assert d.message.startswith(
         "scaled up pool-hot by 1 NVIDIA-A100 host (8 GPUs): GPU utilisation 91% > 80% over 5s"
@@ -120,7 +120,7 @@ def test_idle_pool_reads_below_threshold_and_scales_down(prometheus: PrometheusS
         samples, now = settled(client, COLD)
     assert samples.gpu is not None and all(v == pytest.approx(10.0) for _t, v in samples.gpu.points)
     d = decide(policy(), samples, COLD, None, [], now)
-    assert (d.direction, d.reason) == (Direction.DOWN, ScalingReason.UTILISATION_LOW)
+    assert (d.direction, d.trigger) == (Direction.DOWN, Trigger.UTILISATION_LOW)
     assert d.host is not None and d.host.name == "cold-1"
     assert d.prometheus_available
 
@@ -145,8 +145,8 @@ def test_stopped_prometheus_means_unavailable_and_no_scale_down_but_demand_still
     assert samples.gpu is not None and samples.gpu.error is not None
     d = decide(policy(), samples, COLD, None, [], now)
     assert d.direction is Direction.NONE
-    assert (d.prometheus_available, d.prometheus_reason) == (False, Availability.UNREACHABLE)
+    assert (d.prometheus_available, d.metrics) == (False, Availability.UNREACHABLE)
     assert d.message.startswith("no scale-down: gpu query failed")
     waiting = [PendingDemand("project-a/batch-7", A100, 8, since=now - 60)]
     grow = decide(policy(), samples, HOT, None, waiting, now)
-    assert (grow.direction, grow.reason) == (Direction.UP, ScalingReason.PENDING_DEMAND)
+    assert (grow.direction, grow.trigger) == (Direction.UP, Trigger.PENDING_DEMAND)

@@ -5,6 +5,7 @@ The shell fetches utilisation (``reconciler.prometheus.observe``), describes the
 """
 
 from reconciler.scaling.decide import (
+    PROMETHEUS_AVAILABLE,
     Decision,
     DecisionInputs,
     Direction,
@@ -13,6 +14,7 @@ from reconciler.scaling.decide import (
     PoolView,
     Samples,
     ScalingReason,
+    Trigger,
     commit_message,
     decide,
     replay,
@@ -28,6 +30,7 @@ from reconciler.scaling.hosts import (
 from reconciler.scaling.series import Availability, Metric, Series, Window, grid, held
 
 __all__ = [
+    "PROMETHEUS_AVAILABLE",
     "Availability",
     "Decision",
     "DecisionInputs",
@@ -40,6 +43,7 @@ __all__ = [
     "ScalingHost",
     "ScalingReason",
     "Series",
+    "Trigger",
     "Window",
     "commit_message",
     "cpu_host_to_add",

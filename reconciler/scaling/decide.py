@@ -5,8 +5,8 @@ it used is in :attr:`Decision.inputs`, so :func:`replay` gives the same decision
 
 Order of the rules, first match wins:
 
-1. An action written to Palette and not complete: wait (``ActionInProgress``), or, once
-   ``abortDuration`` has passed since the write, report it ``ActionFailed`` (the caller records the
+1. An action written to Palette and not complete: wait (``ScalingInProgress``), or, once
+   ``abortDuration`` has passed since the write, report it ``ScalingFailed`` (the caller records the
    failure; the failed host is not tried again in that direction, nothing is retried blindly).
 2. Within ``cooldownDuration`` of the last action's write (or failure): ``Cooldown``.
 3. Scale up, by one host, within bounds: demand first (a workload pending with PoolCapacityExceeded
@@ -51,16 +51,29 @@ class Direction(StrEnum):
 
 
 class ScalingReason(StrEnum):
+    """The decision's reason: ``ScaledUp``, ``ScaledDown`` and ``ScalingLimited`` are DESIGN.md section 6's
+    vocabulary; the others say why nothing happened."""
+
+    SCALED_UP = "ScaledUp"
+    SCALED_DOWN = "ScaledDown"
+    LIMITED = "ScalingLimited"
+    STEADY = "Steady"
+    COOLDOWN = "Cooldown"
+    IN_PROGRESS = "ScalingInProgress"
+    FAILED = "ScalingFailed"
+    NO_CANDIDATE = "NoCandidateHost"
+    WOULD_UNBIND = "WorkloadsWouldNotFit"
+
+
+class Trigger(StrEnum):
+    """What made an action happen."""
+
     UTILISATION_HIGH = "UtilisationHigh"
     PENDING_DEMAND = "PendingDemand"
     UTILISATION_LOW = "UtilisationLow"
-    STEADY = "Steady"
-    COOLDOWN = "Cooldown"
-    IN_PROGRESS = "ActionInProgress"
-    FAILED = "ActionFailed"
-    LIMITED = "ScalingLimited"
-    NO_CANDIDATE = "NoCandidateHost"
-    WOULD_UNBIND = "WorkloadsWouldNotFit"
+
+
+PROMETHEUS_AVAILABLE = "PrometheusAvailable"  # the condition type
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +145,9 @@ class Decision:
     message: str
     resource: str | None = None  # "cpu" or a canonical GPU family
     host: ScalingHost | None = None
+    trigger: Trigger | None = None
     prometheus_available: bool = True
-    prometheus_reason: Availability = Availability.AVAILABLE
+    metrics: Availability = Availability.AVAILABLE  # why metrics could (not) be used
     prometheus_message: str = ""
     windows: tuple[Window, ...] = ()  # every threshold window checked, in order
     evidence: Window | PendingDemand | None = None  # what triggered the action
@@ -143,6 +157,15 @@ class Decision:
     @property
     def acts(self) -> bool:
         return self.direction is not Direction.NONE
+
+    def prometheus_condition(self) -> dict[str, str]:
+        """The policy's ``PrometheusAvailable`` condition (without ``lastTransitionTime``, the shell's)."""
+        return {
+            "type": PROMETHEUS_AVAILABLE,
+            "status": "True" if self.prometheus_available else "False",
+            "reason": "MetricsAvailable" if self.prometheus_available else "PrometheusUnavailable",
+            "message": self.prometheus_message,
+        }
 
 
 FitsWithout = Callable[[str], bool]
@@ -237,6 +260,7 @@ class _Pass:
         host: ScalingHost | None = None,
         evidence: Window | PendingDemand | None = None,
         abort: LastAction | None = None,
+        trigger: Trigger | None = None,
     ) -> Decision:
         return Decision(
             direction=direction,
@@ -245,11 +269,12 @@ class _Pass:
             resource=resource,
             host=host,
             prometheus_available=self.available,
-            prometheus_reason=self.why,
+            metrics=self.why,
             prometheus_message=self.why_message,
             windows=tuple(self.windows),
             evidence=evidence,
             abort=abort,
+            trigger=trigger,
         )
 
     def _excluded(self, direction: Direction) -> frozenset[str]:
@@ -306,7 +331,7 @@ class _Pass:
             room = self._gpu_room(family)
             host = gpu_host_to_add(family, free, room, shortfall=first.gpus, exclude=exclude)
             if host is not None:
-                return self._act(Direction.UP, ScalingReason.PENDING_DEMAND, family, host, first)
+                return self._act(Direction.UP, Trigger.PENDING_DEMAND, family, host, first)
             blocked = blocked or self._no_host(family, room, exclude)
         for rule in self.spec.gpu:
             family = rule.canonical
@@ -316,7 +341,7 @@ class _Pass:
             room = self._gpu_room(family)
             host = gpu_host_to_add(family, free, room, exclude=exclude)
             if host is not None:
-                return self._act(Direction.UP, ScalingReason.UTILISATION_HIGH, family, host, window)
+                return self._act(Direction.UP, Trigger.UTILISATION_HIGH, family, host, window)
             blocked = blocked or self._no_host(family, room, exclude)
         cpu = self.spec.cpu
         if cpu is not None:
@@ -329,7 +354,7 @@ class _Pass:
                 }
                 host = cpu_host_to_add(free, room, gpu_room, exclude=exclude)
                 if host is not None:
-                    return self._act(Direction.UP, ScalingReason.UTILISATION_HIGH, CPU, host, window)
+                    return self._act(Direction.UP, Trigger.UTILISATION_HIGH, CPU, host, window)
                 blocked = blocked or self._no_host(CPU, room, exclude)
         return blocked
 
@@ -358,7 +383,7 @@ class _Pass:
             admitted = self.pool.admitted.get(family, 0)
             host = gpu_host_to_remove(family, workers, room, admitted, self.fits, cpu_room, exclude)
             if host is not None:
-                return self._act(Direction.DOWN, ScalingReason.UTILISATION_LOW, family, host, window)
+                return self._act(Direction.DOWN, Trigger.UTILISATION_LOW, family, host, window)
             blocked = blocked or self._cannot_remove(family, room)
         cpu = self.spec.cpu
         if cpu is not None and cpu_room is not None:
@@ -372,7 +397,7 @@ class _Pass:
                 governed = frozenset(r.canonical for r in self.spec.gpu)
                 host = cpu_host_to_remove(workers, cpu_room, gpu_room, governed, self.fits, exclude)
                 if host is not None:
-                    return self._act(Direction.DOWN, ScalingReason.UTILISATION_LOW, CPU, host, window)
+                    return self._act(Direction.DOWN, Trigger.UTILISATION_LOW, CPU, host, window)
                 blocked = blocked or self._cannot_remove(CPU, cpu_room)
         return blocked or self._done(Direction.NONE, ScalingReason.STEADY, "steady")
 
@@ -422,13 +447,16 @@ class _Pass:
     def _act(
         self,
         direction: Direction,
-        reason: ScalingReason,
+        trigger: Trigger,
         resource: str,
         host: ScalingHost,
         evidence: Window | PendingDemand,
     ) -> Decision:
         message = sentence(self.pool.name, direction, resource, host, evidence, self.spec, self.now)
-        return self._done(direction, reason, message, resource=resource, host=host, evidence=evidence)
+        reason = ScalingReason.SCALED_UP if direction is Direction.UP else ScalingReason.SCALED_DOWN
+        return self._done(
+            direction, reason, message, resource=resource, host=host, evidence=evidence, trigger=trigger
+        )
 
 
 def sentence(

@@ -22,12 +22,14 @@ class Metric(StrEnum):
 
 
 class Availability(StrEnum):
-    """Reasons of the policy's ``PrometheusAvailable`` condition."""
+    """Whether a pass's metrics can be used, and if not why. Any but ``AVAILABLE`` makes the condition
+    ``PrometheusAvailable=False`` with reason ``PrometheusUnavailable`` (DESIGN.md section 6's vocabulary);
+    the cause is in its message."""
 
-    AVAILABLE = "MetricsAvailable"
-    UNREACHABLE = "PrometheusUnreachable"  # connection refused, timeout, HTTP or query error
+    AVAILABLE = "Available"
+    UNREACHABLE = "Unreachable"  # connection refused, timeout, HTTP or query error
     NO_DATA = "NoData"  # the query matched nothing
-    STALE = "StaleMetrics"  # no value at the latest step
+    STALE = "Stale"  # no value at the latest step
 
 
 @dataclass(frozen=True, slots=True)
