@@ -21,7 +21,7 @@ from tests._contract_support import (
     with_key,
 )
 
-KINDS = ["Compute", "ComputeProfile", "MLPlatform", "Project", "Settings", "WorkloadProfile"]
+KINDS = ["Compute", "ComputeProfile", "MLPlatform", "Project", "ScalingPolicy", "Settings", "WorkloadProfile"]
 SEARCH = "/v1/dashboard/edgehosts/search"
 
 
