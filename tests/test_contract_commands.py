@@ -30,6 +30,7 @@ KINDS = [
     "WorkloadProfile",
     "ComputePool",
     "AIWorkload",
+    "ScalingPolicy",
 ]
 SEARCH = "/v1/dashboard/edgehosts/search"
 

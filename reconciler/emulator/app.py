@@ -24,6 +24,7 @@ from starlette.types import Message, Receive, Scope, Send
 from reconciler.emulator.errors import ApiError
 from reconciler.emulator.faults import FaultRule, Faults, fault_error
 from reconciler.emulator.state import EmulatorState
+from reconciler.emulator.utilization import METRICS_PATH, Utilization
 
 ADMIN_PREFIX = "/__emulator/"
 Handler = Callable[[Request], Awaitable[Response]]
@@ -111,6 +112,7 @@ class EmulatorApp:
         self.state = state
         self.faults = faults
         self.stats = stats
+        self.utilization = Utilization(state)
         self._api_key = api_key.encode()
         self._palette = Starlette(routes=self._palette_routes())
         self._admin = Starlette(routes=self._admin_routes())
@@ -123,7 +125,7 @@ class EmulatorApp:
             await self._palette(scope, receive, send)
             return
         path: str = scope["path"]
-        if path.startswith(ADMIN_PREFIX):
+        if path.startswith(ADMIN_PREFIX) or path == METRICS_PATH:  # no key, no faults, not counted
             await self._admin(scope, receive, send)
             return
         method: str = scope["method"]
@@ -340,6 +342,7 @@ class EmulatorApp:
             Route("/__emulator/faults", clear_faults, methods=["DELETE"]),
             Route("/__emulator/stats", get_stats, methods=["GET"]),
             Route("/__emulator/reset-stats", reset_stats, methods=["POST"]),
+            *self.utilization.routes(),
         ]
 
 

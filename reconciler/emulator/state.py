@@ -24,7 +24,8 @@ from typing import Any
 
 from reconciler.emulator import search
 from reconciler.emulator.errors import ApiError
-from reconciler.palette.observe import Snapshot, is_worker_host
+from reconciler.emulator.hosts import is_worker_host
+from reconciler.palette.observe import Snapshot
 
 Clock = Callable[[], float]
 

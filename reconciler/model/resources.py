@@ -211,8 +211,16 @@ class PaletteSettings(Strict):
     )
 
 
+class PrometheusSettings(Strict):
+    """Where scaling policies read utilisation (DESIGN.md section 11); ``--prometheus URL`` replaces it."""
+
+    url: str = Field(min_length=1, pattern=r"^https?://\S+$")
+    bearer_token_secret_ref: SecretRef | None = None
+
+
 class SettingsSpec(Strict):
     palette: PaletteSettings
+    prometheus: PrometheusSettings | None = None
 
 
 class Settings(Strict):
@@ -292,8 +300,19 @@ class AIWorkload(Strict):
     spec: AIWorkloadSpec
 
 
+# Kinds in modules of their own import the base models above, so they are imported after them.
+from reconciler.model.scaling import ScalingPolicy  # noqa: E402
+
 Resource = (
-    ComputeProfile | MLPlatform | WorkloadProfile | Project | Settings | Compute | ComputePool | AIWorkload
+    ComputeProfile
+    | MLPlatform
+    | WorkloadProfile
+    | Project
+    | Settings
+    | Compute
+    | ComputePool
+    | AIWorkload
+    | ScalingPolicy
 )
 
 # kind -> (apiVersion, model)
@@ -306,6 +325,7 @@ KINDS: dict[str, tuple[str, type[Strict]]] = {
     "Settings": ("mural.sh/v1alpha1", Settings),
     "ComputePool": ("spectrocloud.com/v1alpha1", ComputePool),
     "AIWorkload": ("spectrocloud.com/v1alpha1", AIWorkload),
+    "ScalingPolicy": ("spectrocloud.com/v1alpha1", ScalingPolicy),
 }
 
 # Status files live at <namespace>/<plural>/<name>.yaml (DESIGN.md section 6).
@@ -318,4 +338,5 @@ PLURALS: dict[str, str] = {
     "Settings": "settings",
     "ComputePool": "computepools",
     "AIWorkload": "aiworkloads",
+    "ScalingPolicy": "scalingpolicies",
 }

@@ -55,13 +55,6 @@ def _get(obj: Any, *keys: str) -> Any:
     return obj
 
 
-def is_worker_host(host: Mapping[str, Any]) -> bool:
-    """The exclusive role rule of DESIGN.md section 4 on a raw host, leniently (for hosts discovery left
-    out). Kept for the emulator's seeding until the emulator has its own reader."""
-    facts = read_host(host)
-    return facts is not None and role_of(facts) is Role.WORKER
-
-
 def cluster_config_uid(cluster: Mapping[str, Any]) -> str | None:
     """The cloud config uid from either cluster shape."""
     uid = _get(cluster, "spec", "cloudConfigRef", "uid") or _get(cluster, "specSummary", "cloudConfig", "uid")
