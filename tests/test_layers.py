@@ -94,3 +94,17 @@ def test_runtime_speaks_neither_git_nor_palette(path: Path) -> None:
     banned = ("git", "httpx", "reconciler.source", "reconciler.status", "reconciler.palette")
     bad = sorted(n for n in imports(path) if starts(n, banned))
     assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
+def test_status_snapshot_format_is_pure() -> None:
+    """``status/snapshot.py`` is the snapshot format, not the branch: no git, no HTTP, no Palette client;
+    of ``palette/`` it uses only the pure snapshot reader (``palette.observe``), so the format has one
+    reader and one writer."""
+    path = PACKAGE / "status" / "snapshot.py"
+    allowed = {"reconciler.palette.observe"}
+    bad = sorted(
+        n for n in imports(path) if n not in allowed and (starts(n, IO_MODULES) or starts(n, IO_LIBRARIES))
+    )
+    assert bad == []
+    observe = imports(PACKAGE / "palette" / "observe.py")
+    assert not [n for n in observe if starts(n, IO_LIBRARIES) or starts(n, ("reconciler.palette.client",))]
