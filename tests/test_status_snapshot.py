@@ -20,6 +20,7 @@ from reconciler.status.snapshot import (
     SnapshotError,
     read_root,
     read_snapshots,
+    render_root,
     render_snapshot,
     target_file,
 )
@@ -252,3 +253,16 @@ def test_unreadable_status_files_are_errors_naming_the_file() -> None:
     path = target_file("http://127.0.0.1:8080", None)
     with pytest.raises(SnapshotError, match=re.escape(path)):
         read_snapshots(_files(**{path: b"{"}))
+
+
+def test_reconciler_yaml_round_trips_with_sorted_targets() -> None:
+    targets = [
+        ("https://b.example.com", "p2"),
+        ("http://127.0.0.1:8080", None),
+        ("https://b.example.com", "p1"),
+    ]
+    data = render_root("main", "c" * 40, targets, palette="http://127.0.0.1:8080")
+    root = read_root({ROOT_FILE: data})
+    assert root.targets == tuple(sorted(set(targets), key=lambda t: (t[0], t[1] or "")))
+    assert (root.branch, root.revision, root.palette) == ("main", "c" * 40, "http://127.0.0.1:8080")
+    assert render_root("main", "c" * 40, reversed(targets), palette="http://127.0.0.1:8080") == data

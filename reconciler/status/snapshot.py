@@ -129,6 +129,25 @@ class Recorded:
     palette: str | None  # the endpoint ``run --palette`` pointed every namespace at, when it did
 
 
+def render_root(
+    branch: str, revision: str | None, targets: Iterable[TargetKey], palette: str | None = None
+) -> bytes:
+    """The bytes of ``reconciler.yaml``: the config branch followed, the revision of the last pass that
+    committed, every target managed (sorted), and the ``--palette`` endpoint ``run`` was pointed at,
+    if any (``plan --from-status`` routes with it, so it routes exactly as that ``run`` did)."""
+    doc: dict[str, Any] = {
+        "branch": branch,
+        "revision": revision,
+        "targets": [
+            {"url": url, "projectUid": project}
+            for url, project in sorted(set(targets), key=lambda t: (t[0], t[1] or ""))
+        ],
+    }
+    if palette:
+        doc["palette"] = palette
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).encode("utf-8")
+
+
 def read_root(files: Mapping[str, bytes]) -> Recorded:
     """Parse ``reconciler.yaml``; :class:`SnapshotError` naming the file and field when it is unusable."""
     data = files.get(ROOT_FILE)
