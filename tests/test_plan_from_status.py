@@ -33,6 +33,7 @@ from tests._contract_support import (
     reconciler_bin,
     run_cli,
 )
+from tests._git_support import git_daemon
 
 ROOT = Path(__file__).resolve().parents[1]
 URL = "https://api.spectrocloud.com"
@@ -422,3 +423,16 @@ def test_the_ci_examples_fetch_and_plan_lines_run_as_written(
     comment = (clone / "plan.md").read_text()
     assert [row.split("|")[1].strip() for row in _rows(comment)] == ["scale"]
     assert len(comment) <= MARKDOWN_LIMIT
+
+
+def test_a_repository_url_is_cloned_once_and_planned_the_same(
+    deployed_repo: tuple[ConfigRepo, dict[str, Any], str],
+) -> None:
+    repo, _, _ = deployed_repo
+    local = plan("--repo", str(repo.bare), "--rev", "more-gpus", "--from-status", "--format", "json")
+    with git_daemon(repo.bare.parent) as base:
+        remote = plan(
+            "--repo", f"{base}/{repo.bare.name}", "--rev", "more-gpus", "--from-status", "--format", "json"
+        )
+    assert remote.returncode == local.returncode == 0, remote.stderr
+    assert json.loads(remote.stdout) == json.loads(local.stdout)
