@@ -199,25 +199,29 @@ def observe_status(
         status = StatusBranch(repo, status_branch)
     except GitError as exc:
         raise PlanError(f"cannot read the status branch of {repo}: {exc}") from None
-    with status:
-        if status.ref is None:
-            raise PlanError(
-                f"no status branch {status_branch!r} in {repo}: the reconciler has not committed a pass "
-                f"yet, or the branch was not fetched (git fetch origin {status_branch}:{status_branch})"
-            )
-        files = status.files()
-        try:
-            recorded = read_root(files)
-            snapshots = read_snapshots(files)
-        except SnapshotError as exc:
-            raise PlanError(f"status branch {status_branch}: {exc}") from None
-        if rev is None:
-            name = branch or recorded.branch or DEFAULT_CONFIG_BRANCH
-            rev = status.branch_head(name)
+    try:
+        with status:
+            if status.ref is None:
+                raise PlanError(
+                    f"no status branch {status_branch!r} in {repo}: the reconciler has not committed a "
+                    "pass yet, or the branch was not fetched "
+                    f"(git fetch origin {status_branch}:{status_branch})"
+                )
+            files = status.files()
+            try:
+                recorded = read_root(files)
+                snapshots = read_snapshots(files)
+            except SnapshotError as exc:
+                raise PlanError(f"status branch {status_branch}: {exc}") from None
             if rev is None:
-                raise PlanError(f"no config branch {name!r} in {repo}; name the revision with --rev")
-        desired = load_desired(status.location, rev)
-        basis = StatusBasis(status_branch, status.tip, recorded.revision)
+                name = branch or recorded.branch or DEFAULT_CONFIG_BRANCH
+                rev = status.branch_head(name)
+                if rev is None:
+                    raise PlanError(f"no config branch {name!r} in {repo}; name the revision with --rev")
+            desired = load_desired(status.location, rev)
+            basis = StatusBasis(status_branch, status.tip, recorded.revision)
+    except GitError as exc:
+        raise PlanError(f"cannot read the status branch {status_branch} of {repo}: {exc}") from None
     routing = route(desired, recorded.palette)
     targets = routing.targets | {Target(url, project) for url, project in recorded.targets}
     missing = sorted(
