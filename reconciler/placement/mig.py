@@ -12,8 +12,8 @@ DESIGN.md section 10. Pure: no I/O, no clock. Vocabulary:
 The planner places one workload's MIG request ({profile: count}) without moving any bound instance,
 minimising lexicographically (1) GPUs newly switched to MIG mode, (2) stranded slices over the pool, (3)
 the GPUs used in (host name, GPU index) order: as many instances as possible on the first GPU, then the
-next... Within a GPU it prefers the placement that leaves the most layouts possible around it (small
-instances go where they block no 4g or 7g), and fills what the request leaves with free instances
+next... Within a GPU it prefers the placement that leaves room for the largest profiles (small
+instances go where they block no 4g), and fills what the request leaves with free instances
 chosen to strand as little as possible (fewest, then lowest starts), so a host frozen next pass still
 has free instances to offer. Method: dynamic programming over the GPUs in that order with the remaining
 request as state and per-GPU option tables built from the enumerated layouts (exact; see docs/mig.md).
@@ -176,26 +176,46 @@ def uncovered(gpu_type: MigGpuType, mask: int) -> int:
 class _Extension:
     stranded: int  # the fewest uncovered slices any completion leaves
     padding: tuple[Placement, ...]  # the completion that does (free instances to add)
-    flexibility: int  # how many layouts fit in what is left (more is better)
+    room: tuple[int, ...]  # instances of each profile, largest first, that still fit (more is better)
 
 
 @lru_cache(maxsize=4096)
 def _extension(gpu_type: MigGpuType, mask: int, compute: int) -> _Extension:
     """How well the free space around ``mask`` can be used: the best padding and the room left."""
-    best: tuple[int, int, tuple[Placement, ...]] | None = None
-    flexibility = 0
+    # Fewest uncovered memory slices, then the most compute slices in use, then the fewest instances.
+    best: tuple[int, int, int, tuple[Placement, ...]] | None = None
     for layout in valid_layouts(gpu_type):
         if any(_profile(gpu_type, name).media for name, _ in layout):
             continue  # padding is plain instances; +me ones are made only on request
         extra = layout_mask(gpu_type, layout)
-        if extra & mask or compute + layout_compute(gpu_type, layout) > gpu_type.compute_slices:
+        more = layout_compute(gpu_type, layout)
+        if extra & mask or compute + more > gpu_type.compute_slices:
             continue
-        flexibility += 1
-        key = (uncovered(gpu_type, mask | extra), len(layout), tuple(sorted(layout, key=_by_start)))
+        key = (uncovered(gpu_type, mask | extra), -more, len(layout), tuple(sorted(layout, key=_by_start)))
         if best is None or key < best:
             best = key
     assert best is not None  # the empty layout always qualifies
-    return _Extension(stranded=best[0], padding=best[2], flexibility=flexibility)
+    return _Extension(stranded=best[0], padding=best[3], room=_room(gpu_type, mask, compute))
+
+
+def _room(gpu_type: MigGpuType, mask: int, compute: int) -> tuple[int, ...]:
+    """How many instances of each plain profile still fit, largest profiles first.
+
+    Instances of one size placed at the earliest free allowed start is optimal for equal intervals.
+    """
+    plain = sorted(
+        (p for p in gpu_type.profiles.values() if not p.media), key=lambda p: (-p.size, -p.compute, p.name)
+    )
+    room: list[int] = []
+    for profile in plain:
+        taken, count = mask, 0
+        for start in profile.starts:
+            span = ((1 << profile.size) - 1) << start
+            if not span & taken:
+                taken |= span
+                count += 1
+        room.append(min(count, (gpu_type.compute_slices - compute) // profile.compute))
+    return tuple(room)
 
 
 def _by_start(placement: Placement) -> tuple[int, str]:
@@ -225,7 +245,7 @@ class _Option:
 
 
 def _unchanged(gpu: PoolGpu, width: int) -> _Option:
-    return _Option((0,) * width, 0, stranded_slices(gpu), (0, 0, (), ()), None, ())
+    return _Option((0,) * width, 0, stranded_slices(gpu), (0, (), (), ()), None, ())
 
 
 def _options(
@@ -258,7 +278,7 @@ def _options(
             continue
         ext = _extension(gpu_type, layout_mask(gpu_type, layout), layout_compute(gpu_type, layout))
         placed = tuple(sorted(new, key=_by_start))
-        tie = (-len(new), -ext.flexibility, placed, ext.padding)
+        tie = (-len(new), tuple(-n for n in ext.room), placed, ext.padding)
         current = best.get(vector)
         if current is not None and (current.stranded, current.tie) <= (ext.stranded, tie):
             continue
@@ -291,7 +311,7 @@ def _bind_free_instances(
         taken = {i for name, n in zip(profiles, vector, strict=True) for i in free[name][:n]}
         placed = tuple(sorted(((i.profile, i.start) for i in taken), key=_by_start))
         instances = tuple(sorted(replace(i, workload=workload) if i in taken else i for i in gpu.instances))
-        options.append(_Option(vector, 0, stranded, (-len(taken), 0, placed, ()), instances, placed))
+        options.append(_Option(vector, 0, stranded, (-len(taken), (), placed, ()), instances, placed))
     return options
 
 
@@ -406,10 +426,11 @@ def plan_mig_admission(
 def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Option] | None:
     """Exact lexicographic minimum over one option per GPU whose counts add up to ``target``.
 
-    Key of a choice: (GPUs switched, stranded slices, then per GPU in order its option's tie). The key of
-    the GPUs from ``pos`` on depends only on ``pos`` and the remaining request, so a memoised recursion
-    over (pos, remaining) is exact; suffix capacities cut branches that cannot finish. Count vectors are
-    packed into one integer, a field per profile with a guard bit that a subtraction below zero clears.
+    Key of a choice: (GPUs switched, stranded slices, instances per GPU in order (more on earlier GPUs),
+    then per GPU in order its layout's tie). The key of the GPUs from ``pos`` on depends only on ``pos``
+    and the remaining request, so a memoised recursion over (pos, remaining) is exact; suffix capacities
+    cut branches that cannot finish. Count vectors are packed into one integer, a field per profile with
+    a guard bit that a subtraction below zero clears.
     """
     n = len(tables)
     width = max(target).bit_length() + 1
@@ -430,13 +451,13 @@ def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Optio
     rest_stranded = [0] * (n + 1)
     for pos in range(n - 1, -1, -1):
         rest_stranded[pos] = rest_stranded[pos + 1] + tables[pos][0].stranded
-    Key = tuple[int, int, tuple[Any, ...]]
+    Key = tuple[int, int, tuple[Any, ...], tuple[Any, ...]]
     memo: dict[tuple[int, int], tuple[Key, int] | None] = {}
 
     def best(pos: int, remaining: int) -> tuple[Key, int] | None:
         """The best key from ``pos`` on and the index of the option it takes at ``pos``."""
         if remaining == 0:
-            return ((0, rest_stranded[pos], ()), 0)
+            return ((0, rest_stranded[pos], (), ()), 0)
         if pos == n or ((room[pos] | guard) - remaining) & guard != guard:
             return None
         state = (pos, remaining)
@@ -452,8 +473,13 @@ def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Optio
             if tail is None:
                 continue
             option = table[index]
-            switched, stranded, ties = tail[0]
-            key: Key = (switched + option.switched, stranded + option.stranded, (option.tie, ties))
+            switched, stranded, spread, ties = tail[0]
+            key: Key = (
+                switched + option.switched,
+                stranded + option.stranded,
+                (-sum(option.counts), spread),
+                (option.tie, ties),
+            )
             if found is None or key < found[0]:
                 found = (key, index)
         memo[state] = found
