@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "reconciler"
 
-PURE = ["model", "manifests", "inventory.py", "allocate.py", "plan.py", "compute_status.py"]
+PURE = ["model", "manifests", "inventory.py", "allocate.py", "plan.py", "compute_status.py", "placement"]
 IO_MODULES = (
     "reconciler.palette",
     "reconciler.source",
