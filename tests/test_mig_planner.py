@@ -371,10 +371,9 @@ def test_admitting_more_never_moves_what_is_bound_nor_a_frozen_layout(
                     (i.profile, i.start) for i in new.instances or ()
                 ]
                 assert old.mig == new.mig
-            assert new.instances is None or not layout_errors(
-                new.gpu_type,
-                [(i.profile, i.start) for i in new.instances],  # type: ignore[arg-type]
-            )
+            if new.instances is not None:
+                assert new.gpu_type is not None
+                assert layout_errors(new.gpu_type, [(i.profile, i.start) for i in new.instances]) == []
         state = result.gpus
 
 
