@@ -261,36 +261,64 @@ def _options(
         assert gpu.instances is not None
         return options + _bind_free_instances(gpu, profiles, request, workload)
     kept = tuple(i for i in gpu.instances or () if i.workload is not None)
-    fixed = frozenset((i.profile, i.start) for i in kept)
-    position = {name: k for k, name in enumerate(profiles)}
+    fixed = [(i.profile, i.start) for i in kept]
+    fixed_mask = layout_mask(gpu_type, fixed)
+    fixed_compute = layout_compute(gpu_type, fixed)
+    fixed_media = sum(_profile(gpu_type, name).media for name, _ in fixed)
     best: dict[tuple[int, ...], _Option] = {}
-    for layout in valid_layouts(gpu_type):
-        if not fixed <= layout:
+    for new in _request_layouts(gpu_type, profiles):
+        if any(c > r for c, r in zip(new.counts, request, strict=True)) or new.mask & fixed_mask:
             continue
-        new = layout - fixed
-        if not new or any(name not in position for name, _ in new):
+        compute = fixed_compute + new.compute
+        if compute > gpu_type.compute_slices or fixed_media + new.media > gpu_type.max_media:
             continue
-        counts = [0] * width
-        for name, _ in new:
-            counts[position[name]] += 1
-        vector = tuple(counts)
-        if any(c > r for c, r in zip(vector, request, strict=True)):
-            continue
-        ext = _extension(gpu_type, layout_mask(gpu_type, layout), layout_compute(gpu_type, layout))
-        placed = tuple(sorted(new, key=_by_start))
-        tie = (-len(new), tuple(-n for n in ext.room), placed, ext.padding)
-        current = best.get(vector)
+        ext = _extension(gpu_type, fixed_mask | new.mask, compute)
+        tie = (-len(new.placements), tuple(-n for n in ext.room), new.placements, ext.padding)
+        current = best.get(new.counts)
         if current is not None and (current.stranded, current.tie) <= (ext.stranded, tie):
             continue
         instances = (
             *kept,
-            *(MigInstance(start, name, workload) for name, start in placed),
+            *(MigInstance(start, name, workload) for name, start in new.placements),
             *(MigInstance(start, name, None) for name, start in ext.padding),
         )
-        best[vector] = _Option(
-            vector, 0 if gpu.mig else 1, ext.stranded, tie, tuple(sorted(instances)), placed
+        best[new.counts] = _Option(
+            new.counts, 0 if gpu.mig else 1, ext.stranded, tie, tuple(sorted(instances)), new.placements
         )
     return options + list(best.values())
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A non-empty valid layout made of requested profiles only, with what checking it against a GPU needs."""
+
+    placements: tuple[Placement, ...]  # by start
+    counts: tuple[int, ...]  # per requested profile
+    mask: int
+    compute: int
+    media: int
+
+
+@lru_cache(maxsize=256)
+def _request_layouts(gpu_type: MigGpuType, profiles: tuple[str, ...]) -> tuple[_Candidate, ...]:
+    position = {name: k for k, name in enumerate(profiles)}
+    found: list[_Candidate] = []
+    for layout in valid_layouts(gpu_type):
+        if not layout or any(name not in position for name, _ in layout):
+            continue
+        counts = [0] * len(profiles)
+        for name, _ in layout:
+            counts[position[name]] += 1
+        found.append(
+            _Candidate(
+                placements=tuple(sorted(layout, key=_by_start)),
+                counts=tuple(counts),
+                mask=layout_mask(gpu_type, layout),
+                compute=layout_compute(gpu_type, layout),
+                media=sum(_profile(gpu_type, name).media for name, _ in layout),
+            )
+        )
+    return tuple(found)
 
 
 def _bind_free_instances(
