@@ -179,19 +179,34 @@ class _Extension:
     room: tuple[int, ...]  # instances of each profile, largest first, that still fit (more is better)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=64)
+def _plain_layouts(gpu_type: MigGpuType) -> tuple[tuple[int, int, int, tuple[Placement, ...]], ...]:
+    """(mask, compute, instances, placements by start) of every layout without ``+me`` instances."""
+    return tuple(
+        (
+            layout_mask(gpu_type, layout),
+            layout_compute(gpu_type, layout),
+            len(layout),
+            tuple(sorted(layout, key=_by_start)),
+        )
+        for layout in valid_layouts(gpu_type)
+        if not any(_profile(gpu_type, name).media for name, _ in layout)
+    )
+
+
+@lru_cache(maxsize=8192)
 def _extension(gpu_type: MigGpuType, mask: int, compute: int) -> _Extension:
-    """How well the free space around ``mask`` can be used: the best padding and the room left."""
-    # Fewest uncovered memory slices, then the most compute slices in use, then the fewest instances.
+    """How well the free space around ``mask`` can be used: the best padding and the room left.
+
+    Padding is plain instances (``+me`` ones are made only on request): fewest uncovered memory slices,
+    then the most compute slices in use, then the fewest instances, then the lowest starts.
+    """
     best: tuple[int, int, int, tuple[Placement, ...]] | None = None
-    for layout in valid_layouts(gpu_type):
-        if any(_profile(gpu_type, name).media for name, _ in layout):
-            continue  # padding is plain instances; +me ones are made only on request
-        extra = layout_mask(gpu_type, layout)
-        more = layout_compute(gpu_type, layout)
-        if extra & mask or compute + more > gpu_type.compute_slices:
+    budget = gpu_type.compute_slices - compute
+    for extra, more, count, placements in _plain_layouts(gpu_type):
+        if extra & mask or more > budget:
             continue
-        key = (uncovered(gpu_type, mask | extra), -more, len(layout), tuple(sorted(layout, key=_by_start)))
+        key = (uncovered(gpu_type, mask | extra), -more, count, placements)
         if best is None or key < best:
             best = key
     assert best is not None  # the empty layout always qualifies
