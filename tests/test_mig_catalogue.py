@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.inventory import family_from_model
-from reconciler.model.mig import CATALOGUE, catalogue_entry, entry_by_key
+from reconciler.model.mig import CATALOGUE, catalogue_entry, entry_by_key, gpu_equivalents
 from reconciler.model.quantity import parse_memory_bytes
 
 # Agent-reported GPUs (model as nvidia-smi or the agent spells it, memory in section 4 units) and the
@@ -130,3 +130,11 @@ def test_profile_names_are_not_keys_across_models() -> None:
     """1g.10gb is the doubled-memory 1g (2 slices) on an A100 40GB and the smallest 1g on an 80GB part."""
     assert entry_by_key("NVIDIA-A100-40GB").profiles["1g.10gb"].size == 2
     assert entry_by_key("NVIDIA-A100-80GB").profiles["1g.10gb"].size == 1
+
+
+def test_mig_requests_count_against_gpu_limits_as_rounded_up_compute() -> None:
+    a100 = entry_by_key("NVIDIA-A100-80GB")
+    assert gpu_equivalents(a100, {"1g.10gb": 7}) == 1
+    assert gpu_equivalents(a100, {"3g.40gb": 1}) == 1
+    assert gpu_equivalents(a100, {"3g.40gb": 2, "2g.20gb": 1}) == 2
+    assert gpu_equivalents(entry_by_key("NVIDIA-A30-24GB"), {"2g.12gb": 2, "1g.6gb": 1}) == 2

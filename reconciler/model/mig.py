@@ -165,3 +165,13 @@ def entry_by_key(key: str) -> MigGpuType:
         if entry.key == key:
             return entry
     raise KeyError(key)
+
+
+def gpu_equivalents(gpu_type: MigGpuType, request: Mapping[str, int]) -> int:
+    """Whole GPUs a MIG request counts as against ``gpuLimits`` (DESIGN.md section 9 step 2).
+
+    The sum of the instances' compute slices over the GPU's compute slices, rounded up: 7 x 1g counts 1,
+    one 3g counts 1. KeyError for a profile the GPU type does not have.
+    """
+    compute = sum(gpu_type.profiles[name].compute * count for name, count in request.items())
+    return -(-compute // gpu_type.compute_slices)
