@@ -379,6 +379,31 @@ def _free_slices(gpu: PoolGpu, frozen: bool) -> int:
     return uncovered(gpu.gpu_type, bound)
 
 
+def _switch_bound(gpus: Sequence[PoolGpu], frozen_hosts: Set[str], request: Mapping[str, int]) -> int:
+    """GPUs some feasible plan switches to MIG: each profile alone on whole free GPUs of one type.
+
+    An optimum switches no more, so no more whole GPUs need searching. Without such a plan: no bound.
+    """
+    fresh = Counter(
+        g.gpu_type
+        for g in gpus
+        if g.gpu_type and g.bound is None and g.instances is None and g.host not in frozen_hosts
+    )
+    bound = sum(request.values())
+    for gpu_type, available in fresh.items():
+        if any(gpu_type.profile(name) is None for name in request):
+            continue
+        needed = sum(-(-count // _most_per_gpu(gpu_type, name)) for name, count in request.items())
+        if needed <= available:
+            bound = min(bound, needed)
+    return bound
+
+
+@lru_cache(maxsize=256)
+def _most_per_gpu(gpu_type: MigGpuType, name: str) -> int:
+    return max(sum(1 for p, _ in layout if p == name) for layout in valid_layouts(gpu_type))
+
+
 def _smallest_size(types: Iterable[MigGpuType], name: str) -> int:
     return min(profile.size for t in types if (profile := t.profile(name)) is not None)
 
@@ -422,8 +447,10 @@ def plan_mig_admission(
     order = sorted(range(len(gpus)), key=lambda i: gpus[i].order)
     # GPUs in the same state offer the same options, and an optimum uses the first of them before later
     # ones (the tie prefers earlier GPUs, all else equal), so at most one per requested instance of each
-    # state can be touched: the rest are left out of the search.
+    # state can be touched, and no more whole GPUs than some feasible plan switches: the rest are left
+    # out of the search.
     instances = sum(target)
+    switches = _switch_bound(gpus, frozen_hosts, wanted)
     cache: dict[tuple[Any, ...], list[_Option]] = {}
     seen: Counter[tuple[Any, ...]] = Counter()
     searched: list[int] = []
@@ -435,7 +462,8 @@ def plan_mig_admission(
         if signature not in cache:
             cache[signature] = _options(gpu, profiles, target, workload, frozen)
         seen[signature] += 1
-        if len(cache[signature]) > 1 and seen[signature] <= instances:
+        limit = instances if gpu.mig else min(instances, switches)
+        if len(cache[signature]) > 1 and seen[signature] <= limit:
             searched.append(i)
             tables.append(cache[signature])
     chosen = _search(tables, target)
