@@ -499,9 +499,11 @@ def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Optio
 
     Key of a choice: (GPUs switched, stranded slices, instances per GPU in order (more on earlier GPUs),
     then per GPU in order its layout's tie). The key of the GPUs from ``pos`` on depends only on ``pos``
-    and the remaining request, so a memoised recursion over (pos, remaining) is exact; suffix capacities
-    cut branches that cannot finish. Count vectors are packed into one integer, a field per profile with
-    a guard bit that a subtraction below zero clears.
+    and the remaining request, so dynamic programming over (pos, remaining) is exact: a forward pass
+    finds the reachable states (suffix capacities cut those that cannot finish), a backward pass the best
+    option of each. The two sequence parts of a key are replaced by their rank among the states of the
+    next position, so keys stay flat however many GPUs there are. Count vectors are packed into one
+    integer, a field per profile with a guard bit that a subtraction below zero clears.
     """
     n = len(tables)
     width = max(target).bit_length() + 1
@@ -510,61 +512,72 @@ def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Optio
     def pack(counts: Sequence[int]) -> int:
         return sum(c << (k * width) for k, c in enumerate(counts))
 
+    def fits(small: int, big: int) -> bool:
+        return ((big | guard) - small) & guard == guard
+
     codes = [[pack(option.counts) for option in table] for table in tables]
     # Most instances the GPUs from pos on can still take, per profile (capped): an upper bound.
     room = [0] * (n + 1)
     totals = [0] * len(target)
     for pos in range(n - 1, -1, -1):
         for k in range(len(target)):
-            most = max(option.counts[k] for option in tables[pos])
-            totals[k] = min(totals[k] + most, target[k])
+            totals[k] = min(totals[k] + max(option.counts[k] for option in tables[pos]), target[k])
         room[pos] = pack(totals)
-    rest_stranded = [0] * (n + 1)
+
+    reachable: list[set[int]] = [{pack(target)}] if fits(pack(target), room[0]) else [set()]
+    for pos in range(n):
+        following: set[int] = set()
+        for remaining in reachable[pos]:
+            for code in codes[pos]:
+                left = (remaining | guard) - code
+                if left & guard == guard and fits(left & ~guard, room[pos + 1]):
+                    following.add(left & ~guard)
+        reachable.append(following)
+    if 0 not in reachable[n]:
+        return None
+
+    # best[pos][remaining] = (switched, stranded, spread rank, tie rank, option index)
+    Entry = tuple[int, int, int, int, int]
+    best: list[dict[int, Entry]] = [{} for _ in range(n + 1)]
+    best[n][0] = (0, 0, 0, 0, 0)
     for pos in range(n - 1, -1, -1):
-        rest_stranded[pos] = rest_stranded[pos + 1] + tables[pos][0].stranded
-    Key = tuple[int, int, tuple[Any, ...], tuple[Any, ...]]
-    memo: dict[tuple[int, int], tuple[Key, int] | None] = {}
+        table, after = tables[pos], best[pos + 1]
+        found: dict[int, tuple[int, int, tuple[int, int], tuple[Any, int], int]] = {}
+        for remaining in reachable[pos]:
+            choice: tuple[int, int, tuple[int, int], tuple[Any, int], int] | None = None
+            for index, code in enumerate(codes[pos]):
+                left = (remaining | guard) - code
+                if left & guard != guard:
+                    continue
+                tail = after.get(left & ~guard)
+                if tail is None:
+                    continue
+                option = table[index]
+                key = (
+                    tail[0] + option.switched,
+                    tail[1] + option.stranded,
+                    (-sum(option.counts), tail[2]),
+                    (option.tie, tail[3]),
+                    index,
+                )
+                if choice is None or key[:4] < choice[:4]:
+                    choice = key
+            if choice is not None:
+                found[remaining] = choice
+        spread_rank = {v: r for r, v in enumerate(sorted({entry[2] for entry in found.values()}))}
+        tie_rank = {v: r for r, v in enumerate(sorted({entry[3] for entry in found.values()}))}
+        best[pos] = {
+            remaining: (e[0], e[1], spread_rank[e[2]], tie_rank[e[3]], e[4]) for remaining, e in found.items()
+        }
 
-    def best(pos: int, remaining: int) -> tuple[Key, int] | None:
-        """The best key from ``pos`` on and the index of the option it takes at ``pos``."""
-        if remaining == 0:
-            return ((0, rest_stranded[pos], (), ()), 0)
-        if pos == n or ((room[pos] | guard) - remaining) & guard != guard:
-            return None
-        state = (pos, remaining)
-        if state in memo:
-            return memo[state]
-        found: tuple[Key, int] | None = None
-        table = tables[pos]
-        for index, code in enumerate(codes[pos]):
-            left = (remaining | guard) - code
-            if left & guard != guard:
-                continue
-            tail = best(pos + 1, left & ~guard)
-            if tail is None:
-                continue
-            option = table[index]
-            switched, stranded, spread, ties = tail[0]
-            key: Key = (
-                switched + option.switched,
-                stranded + option.stranded,
-                (-sum(option.counts), spread),
-                (option.tie, ties),
-            )
-            if found is None or key < found[0]:
-                found = (key, index)
-        memo[state] = found
-        return found
-
-    if best(0, pack(target)) is None:
+    remaining = pack(target)
+    if remaining not in best[0]:
         return None
     chosen: list[_Option] = []
-    remaining = pack(target)
     for pos in range(n):
-        step = best(pos, remaining)
-        assert step is not None
-        chosen.append(tables[pos][step[1]])
-        remaining = ((remaining | guard) - codes[pos][step[1]]) & ~guard
+        index = best[pos][remaining][4]
+        chosen.append(tables[pos][index])
+        remaining = ((remaining | guard) - codes[pos][index]) & ~guard
     return chosen
 
 
