@@ -22,6 +22,7 @@ from reconciler.placement.mig import (
     MigRefusal,
     MigShortfall,
     PoolGpu,
+    frozen_hosts,
     mig_usage,
     plan_mig_admission,
     release_idle_gpus,
@@ -475,3 +476,14 @@ def test_idle_layouts_return_to_whole_except_on_frozen_hosts() -> None:
     ]
     after = release_idle_gpus(gpus, frozenset({"h-b"}))
     assert [g.instances for g in after] == [None, busy, idle]
+
+
+def test_a_host_is_frozen_when_an_earlier_workload_holds_anything_on_it() -> None:
+    gpus = [
+        PoolGpu("h-a", 0, A100, bound="old/x"),
+        PoolGpu("h-b", 0, A100, instances=(MigInstance(0, "7g.80gb", "old/y"),)),
+        PoolGpu("h-c", 0, A100, instances=(MigInstance(0, "7g.80gb", "new/z"),)),
+        PoolGpu("h-d", 0, A100, instances=(MigInstance(0, "7g.80gb", None),)),
+        PoolGpu("h-e", 0, A100),
+    ]
+    assert frozen_hosts(gpus, {"old/x", "old/y"}) == {"h-a", "h-b"}

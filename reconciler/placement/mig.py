@@ -581,6 +581,16 @@ def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Optio
     return chosen
 
 
+def frozen_hosts(gpus: Iterable[PoolGpu], earlier: Set[str]) -> frozenset[str]:
+    """Hosts whose layout is frozen this pass: a workload of ``earlier`` (admitted in an earlier pass)
+    holds something there, a whole GPU or an instance (DESIGN.md section 10, realisation)."""
+    return frozenset(
+        g.host
+        for g in gpus
+        if g.bound in earlier or any(i.workload in earlier for i in g.instances or () if i.workload)
+    )
+
+
 # --- after admission --------------------------------------------------------------------------------
 
 
