@@ -29,5 +29,7 @@ def parse_memory_bytes(text: str) -> int:
     number, unit = match.groups()
     factor = _UNITS.get(unit.lower())
     if factor is None:
-        raise ValueError(f"unknown memory unit {unit!r} in {text!r} (allowed: M, MB, Mi, MiB, G, GB, Gi, GiB)")
+        raise ValueError(
+            f"unknown memory unit {unit!r} in {text!r} (allowed: M, MB, Mi, MiB, G, GB, Gi, GiB)"
+        )
     return int(float(number) * factor)

@@ -13,9 +13,9 @@ The planner places one workload's MIG request ({profile: count}) without moving 
 minimising lexicographically (1) GPUs newly switched to MIG mode, (2) stranded slices over the pool, (3)
 the GPUs used in (host name, GPU index) order: as many instances as possible on the first GPU, then the
 next... Within a GPU it prefers the placement that leaves room for the largest profiles (small
-instances go where they block no 4g), and fills what the request leaves with free instances
-chosen to strand as little as possible (fewest, then lowest starts), so a host frozen next pass still
-has free instances to offer. Method: dynamic programming over the GPUs in that order with the remaining
+instances go where they block no 4g), and fills what the request leaves with free instances chosen to
+strand as little as possible (then most compute, fewest, lowest starts), so a host frozen next pass
+still has free instances to offer. Method: dynamic programming over the GPUs in that order with the remaining
 request as state and per-GPU option tables built from the enumerated layouts (exact; see docs/mig.md).
 """
 
