@@ -47,8 +47,6 @@ def test_an_endpoint_whose_platforms_were_removed_while_down_is_pruned_under_the
     created = run_once(repo, tmp_path / "cache")
     assert created.returncode == 0, created.stderr
     assert set(clusters_by_name(second_palette)) == {"project-b-inference", "project-b-training"}
-    targets = {t["url"] for t in recorded(repo)["targets"]}
-    assert targets == {emulator.url, second_palette.url}
 
     # While no reconciler runs, project-b (the only user of the second endpoint) is removed.
     repo.commit({p: None for p in sample_files() if p.startswith("project-b/")}, "retire project-b")
@@ -62,6 +60,7 @@ def test_an_endpoint_whose_platforms_were_removed_while_down_is_pruned_under_the
     assert inference["conditions"][0]["reason"] == "PruneBlocked"
     assert inference["cluster"]["name"] == "project-b-inference"
     assert '"prune blocked"' in blocked.stderr and '"name": "inference"' in blocked.stderr
+    assert {t["url"] for t in recorded(repo)["targets"]} == {emulator.url, second_palette.url}
 
     deleted = run_once(repo, tmp_path / "fresh-2", "--max-deletions", "2")
     assert deleted.returncode == 0, deleted.stderr
