@@ -395,7 +395,8 @@ class Controller:
                     ]
                 ).encode()
             ).hexdigest()
-            calm = not seen.failed and not seen.stalled and not routing.unavailable
+            routed_failed = any(t in routing.targets for t in seen.failed)
+            calm = not routed_failed and not seen.stalled and not routing.unavailable
             if calm and fingerprint == self._clean_fingerprint:
                 log.debug("nothing changed since the last pass")
                 return PassResult(PassOutcome.SKIPPED, revision=revision, phases=self._last_phases())
@@ -416,7 +417,11 @@ class Controller:
             result = self._report(desired, revision, entries, outcomes, seen, routing)
 
         report_error = result.error
-        transient = bool(seen.failed) or any(not o.ok and not o.unauthorized for o in outcomes.values())
+        # A recorded target that nothing routes to any more (an old endpoint) is retried every pass and
+        # kept in reconciler.yaml, but its outage alone does not fail the pass: nothing desired waits on it.
+        transient = any(t in routing.targets for t in seen.failed) or any(
+            not o.ok and not o.unauthorized for o in outcomes.values()
+        )
         refused = bool(seen.stalled) or any(o.unauthorized for o in outcomes.values())
         problems = [
             f"{t.url}: {why}"

@@ -82,3 +82,23 @@ def test_an_endpoint_whose_platforms_were_removed_while_down_is_pruned_under_the
         "project-a-cpu-sandbox",
         "project-a-notebooks",
     }
+
+
+def test_an_unreachable_endpoint_no_platform_uses_keeps_its_status_without_failing_the_pass(
+    emulator: EmulatorServer, second_palette: EmulatorServer, tmp_path: Path
+) -> None:
+    repo = two_endpoints(tmp_path, emulator, second_palette)
+    assert run_once(repo, tmp_path / "cache").returncode == 0
+    before = status_files(repo)
+    repo.commit({p: None for p in sample_files() if p.startswith("project-b/")}, "retire project-b")
+    second_palette.stop()
+
+    result = run_once(repo, tmp_path / "cache")
+
+    assert result.returncode == 0, result.stderr  # nothing desired waits on the old endpoint
+    after = status_files(repo)
+    for name in ("inference", "training"):
+        path = f"project-b/mlplatforms/{name}.yaml"
+        assert after[path] == before[path]  # its clusters may still run: their status is kept
+    assert second_palette.url in {t["url"] for t in recorded(repo)["targets"]}
+    assert '"palette unavailable"' in result.stderr
