@@ -426,6 +426,7 @@ class Controller:
         problems = [
             f"{t.url}: {why}"
             for t, why in sorted(seen.failed.items(), key=lambda item: _target_order(item[0]))
+            if t in routing.targets
         ]
         problems += [
             f"{t.url}: {why}"
