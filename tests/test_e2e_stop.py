@@ -114,3 +114,21 @@ def test_sigterm_mid_pass_stops_creates_at_once_commits_status_and_exits_in_time
     assert reported == created
     assert "stopping" in log
     assert git("rev-parse", "--verify", "reconciler/status", cwd=fleet.bare)
+
+
+def test_a_second_signal_exits_at_once_without_waiting_for_requests_in_flight(
+    fleet: RemoteRepo, slow_palette: EmulatorServer, tmp_path: Path
+) -> None:
+    slow_palette.faults.add([FaultRule(path=f"^{CREATE}$", methods=("POST",), latency=4.0)])
+    arrivals = Arrivals(slow_palette)
+    proc = start_run(fleet, tmp_path / "cache", "--palette", slow_palette.url, "--interval", "3600")
+    try:
+        wait_for(lambda: arrivals.creates() >= 4, timeout=90, what="4 creates in flight")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        second = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert time.monotonic() - second < 2.0  # the creates in flight needed about 4 s more

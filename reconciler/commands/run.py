@@ -8,8 +8,8 @@ that refused the key), 2 on a usage error or when the status branch follows anot
 
 Graceful stop (DESIGN.md section 7): the first SIGTERM or SIGINT stops new Palette writes at once; the
 requests in flight finish, the status of what was done is committed, and the process exits (0 for the
-loop, 130 for an interrupted ``--once``). A watchdog ends the process 15 s after the signal whatever
-is still running; a second signal ends it at once.
+loop, 130 for an interrupted ``--once``). A watchdog ends the process (130) 15 s after the signal
+whatever is still running; a second signal ends it (130) at once.
 """
 
 from __future__ import annotations
@@ -39,9 +39,8 @@ class _Stopper:
     """Signal handling: the first signal asks the controller to stop; a second one, or the deadline,
     ends the process at once."""
 
-    def __init__(self, controller: Controller, exit_code: int) -> None:
+    def __init__(self, controller: Controller) -> None:
         self._controller = controller
-        self._exit_code = exit_code
         self._log = get_logger(component="run")
         self.signalled = False
 
@@ -54,7 +53,7 @@ class _Stopper:
         name = signal.Signals(signum).name
         if self.signalled:
             self._log.warning("second signal: exiting at once", signal=name)
-            os._exit(self._exit_code)
+            os._exit(INTERRUPTED)
         self.signalled = True
         self._log.info(
             "stopping: no new Palette writes; requests in flight finish, then status is committed",
@@ -67,7 +66,7 @@ class _Stopper:
 
     def _deadline(self) -> None:
         self._log.warning("stop deadline reached: exiting now", seconds=STOP_DEADLINE_SECONDS)
-        os._exit(self._exit_code)
+        os._exit(INTERRUPTED)
 
 
 def run(
@@ -117,7 +116,7 @@ def run(
     if dry_run:
         log.info("dry run: plans are logged; nothing is written to Palette or git")
     if once:
-        stopper = _Stopper(controller, INTERRUPTED)
+        stopper = _Stopper(controller)
         stopper.install()
         try:
             result = controller.reconcile_once()
@@ -167,7 +166,7 @@ def run(
             daemon=True,
         )
         watcher.start()
-    _Stopper(controller, 0).install()
+    _Stopper(controller).install()
     try:
         controller.run_forever(on_pass)
     finally:
