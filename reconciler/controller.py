@@ -141,7 +141,6 @@ class PassResult:
         None  # why this instance must not act (e.g. the status branch follows another branch)
     )
     interrupted: bool = False  # a stop request cut the pass short: entries not started were not applied
-    stalled: dict[str, str] = field(default_factory=dict)  # target url -> why (refused key)
 
 
 @dataclass
@@ -438,7 +437,6 @@ class Controller:
         if report_error is not None:
             problems.append(report_error)
         result.error = "; ".join(problems) or None
-        result.stalled = {t.url: why for t, why in seen.stalled.items()}
         if transient or report_error is not None:
             result.outcome = PassOutcome.ERROR
         elif refused:
