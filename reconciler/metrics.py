@@ -34,13 +34,16 @@ class PassOutcome(StrEnum):
     """How a reconcile pass ended (the ``outcome`` label of ``reconciler_passes_total``).
 
     The three kinds of errors follow Flux: ``error`` is transient (retried with back-off), ``invalid``
-    means the input is wrong (not retried until it changes). ``skipped`` is a pass that found nothing
-    to do before planning (for instance the revision and inventory did not move).
+    means the input is wrong (not retried until it changes), ``stalled`` means a target refused the
+    key (401/403, or no key) or the status branch follows another config branch: not retried until
+    the key, the Settings or the configuration change. ``skipped`` is a pass that found nothing to do
+    before planning (for instance the revision and inventory did not move).
     """
 
     SUCCESS = "success"
     ERROR = "error"
     INVALID = "invalid"
+    STALLED = "stalled"
     SKIPPED = "skipped"
 
 
@@ -57,7 +60,7 @@ class Metrics:
         )
         self.passes = Counter(
             "reconciler_passes",
-            "Reconcile passes by outcome (success, error, invalid, skipped).",
+            "Reconcile passes by outcome (success, error, invalid, stalled, skipped).",
             ["outcome"],
             registry=self.registry,
         )
