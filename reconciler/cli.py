@@ -41,6 +41,12 @@ class LogLevel(enum.StrEnum):
     error = "error"
 
 
+class LeaseKind(enum.StrEnum):
+    git = "git"
+    kubernetes = "kubernetes"
+    none = "none"
+
+
 class InventoryFormat(enum.StrEnum):
     table = "table"
     yaml = "yaml"
@@ -127,6 +133,15 @@ def run(
         help="/healthz answers 503 after passes failed this many seconds in a row "
         "(default: max(300, 3 x --interval)).",
     ),
+    lease: LeaseKind = typer.Option(
+        LeaseKind.git,
+        "--lease",
+        envvar="RECONCILER_LEASE",
+        help="One writer: git (branch reconciler/lease), kubernetes (a Lease in the pod's namespace), none.",
+    ),
+    lease_duration: float = typer.Option(
+        60.0, "--lease-duration", envvar="RECONCILER_LEASE_DURATION", min=3.0, help="Seconds a lease holds."
+    ),
 ) -> None:
     """Run the reconcile loop."""
     from reconciler.commands import run as cmd
@@ -147,6 +162,8 @@ def run(
             dry_run=dry_run,
             switch_branch=switch_branch,
             unhealthy_after=unhealthy_after,
+            lease_kind=str(lease),
+            lease_duration=lease_duration,
         )
     )
 

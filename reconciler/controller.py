@@ -56,6 +56,7 @@ from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.observe import managed_clusters
 from reconciler.plan import Action, Plan, PlatformPlan, plan_targets
 from reconciler.resolve import Routing, Target, route
+from reconciler.runtime.lease import Lease, NoLease
 from reconciler.source import DirectorySource, GitError, GitSource
 from reconciler.status.render import (
     RECONCILER_FILE,
@@ -177,8 +178,11 @@ class Controller:
         metrics: Metrics | None = None,
         environ: Mapping[str, str] | None = None,
         client_factory: Callable[[Target, str], PaletteClient] | None = None,
+        lease: Lease | None = None,
     ) -> None:
         self.options = options
+        # One writer (DESIGN.md section 7): Palette and the status branch are written only while held.
+        self.lease: Lease = lease if lease is not None else NoLease()
         self.metrics = metrics or Metrics()
         self._environ = environ if environ is not None else os.environ
         cache = options.cache_dir
@@ -270,9 +274,20 @@ class Controller:
 
     # -- the pass -----------------------------------------------------------------------------------
 
+    def _writes_allowed(self) -> bool:
+        return not self.stopping.is_set() and self.lease.holds()
+
     def reconcile_once(self, *, check_source: bool = True) -> PassResult:
         """One pass: fetch, load, observe, plan, apply, report; then :meth:`_finish`."""
         started = time.perf_counter()
+        held = self.options.dry_run or self.lease.holds()
+        self.metrics.set_lease_held(held and not self.options.dry_run)
+        if not held:
+            # A standby reads nothing and writes nothing: the holder spends the Palette budget.
+            holder = self.lease.holder()
+            why = f"standing by: the writer lease is held by {holder or 'another instance'}"
+            log.info("standing by", holder=holder)
+            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision, not_ready=why), 0.0)
         try:
             result = self._attempt(check_source)
         except GitError as exc:
@@ -622,7 +637,7 @@ class Controller:
                     desired,
                     plan,
                     concurrency=self.options.apply_concurrency,
-                    stop=self.stopping.is_set,
+                    stop=lambda: not self._writes_allowed(),
                 )
             )
         return outcomes
@@ -738,6 +753,8 @@ class Controller:
         """Push the status tree for ``revision``, but only while it is the head (the fence) and the
         status branch still follows this config branch; a rollback of the branch is said so."""
         assert self.status is not None
+        if not self.lease.holds():
+            raise GitError("the writer lease was lost (or could not be renewed in time); status not written")
         recorded = parse_recorded(self._read_status())  # another writer may have moved it
         self._mismatch = self._branch_mismatch(recorded)
         if self._mismatch is not None:

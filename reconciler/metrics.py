@@ -45,6 +45,7 @@ class PassOutcome(StrEnum):
     INVALID = "invalid"
     STALLED = "stalled"
     SKIPPED = "skipped"
+    STANDBY = "standby"
 
 
 class Metrics:
@@ -91,6 +92,11 @@ class Metrics:
         self.git_stale_locks = Counter(
             "reconciler_git_stale_locks_removed",
             "Lock files a killed git left in a cache repository (source, status, lease), removed.",
+            registry=self.registry,
+        )
+        self.lease_held = Gauge(
+            "reconciler_lease_held",
+            "1 while this instance holds the writer lease (it writes); 0 while it stands by.",
             registry=self.registry,
         )
         self.webhooks = Counter(
@@ -162,6 +168,9 @@ class Metrics:
     def on_stale_git_lock(self, name: str) -> None:
         """Hook for the git caches (``on_stale_lock``): one call per stale lock file removed."""
         self.git_stale_locks.inc()
+
+    def set_lease_held(self, held: bool) -> None:
+        self.lease_held.set(1 if held else 0)
 
     def on_webhook(self, result: str) -> None:
         """Count one webhook request by what the server did with it (see ``reconciler.server``)."""

@@ -140,7 +140,7 @@ def test_two_run_processes_on_one_repository_never_delete_a_platform_in_git(
 
     emulator.faults.decide = record  # type: ignore[method-assign]
     # --max-deletions 5: the prune guard must not be what saves the platforms here, the fence must.
-    common = ("--palette", emulator.url, "--max-deletions", "5")
+    common = ("--palette", emulator.url, "--max-deletions", "5", "--lease", "none")
     slow = start_run(remote, tmp_path / "slow", *common, "--interval", "45")
     fast = start_run(remote, tmp_path / "fast", *common, "--interval", "1")
     try:

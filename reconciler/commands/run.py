@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
@@ -25,6 +26,7 @@ from typing import Any, Final
 from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.logging import configure_logging, get_logger
 from reconciler.metrics import PassOutcome
+from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease, default_identity
 from reconciler.server import Server, ServerError, parse_listen, push_ref, webhook_secret_from_env
 from reconciler.source import GitError, watch_directory
 
@@ -69,6 +71,59 @@ class _Stopper:
         os._exit(INTERRUPTED)
 
 
+LEASE_KINDS = ("git", "kubernetes", "none")
+
+
+def make_lease(
+    kind: str,
+    *,
+    repo: str,
+    cache_dir: Path | None,
+    duration: float = 60.0,
+    name: str | None = None,
+    on_stale_lock: Callable[[str], None] | None = None,
+) -> Lease:
+    """The lease of ``run --lease KIND`` (DESIGN.md section 7).
+
+    ``git``: the branch ``reconciler/lease`` of the config repository (``name`` gives a shard its own,
+    ``reconciler/lease-<name>``); ``kubernetes``: a ``coordination.k8s.io/v1`` Lease in the pod's
+    namespace, named ``paletteai-reconciler`` (or ``paletteai-reconciler-<name>``); ``none``: the
+    operator promises a single instance. Imported lazily: the Kubernetes client is large.
+    """
+    identity = default_identity()
+    if kind == "none":
+        return NoLease(identity)
+    if kind == "git":
+        from reconciler.source.lease import DEFAULT_BRANCH, GitLease
+
+        return GitLease(
+            repo,
+            identity,
+            branch=f"{DEFAULT_BRANCH}-{name}" if name else DEFAULT_BRANCH,
+            cache_dir=cache_dir / "lease" if cache_dir else None,
+            duration=duration,
+            safety_margin=duration / 3,
+            on_stale_lock=on_stale_lock,
+        )
+    if kind == "kubernetes":
+        from reconciler.runtime.kubernetes_lease import (
+            DEFAULT_NAME,
+            KubernetesLease,
+            api_client_from_environment,
+            default_namespace,
+        )
+
+        return KubernetesLease(
+            api_client_from_environment(),
+            namespace=default_namespace(),
+            name=f"{DEFAULT_NAME}-{name}" if name else DEFAULT_NAME,
+            identity=identity,
+            duration=duration,
+            margin=duration / 3,
+        )
+    raise ValueError(f"unknown lease kind {kind!r}: expected one of {', '.join(LEASE_KINDS)}")
+
+
 def run(
     *,
     repo: str,
@@ -85,6 +140,8 @@ def run(
     dry_run: bool = False,
     switch_branch: bool = False,
     unhealthy_after: float | None = None,
+    lease_kind: str = "git",
+    lease_duration: float = 60.0,
 ) -> int:
     try:
         configure_logging(log_level)
@@ -115,12 +172,33 @@ def run(
         return 2
     if dry_run:
         log.info("dry run: plans are logged; nothing is written to Palette or git")
+    # One writer (DESIGN.md section 7). A dry run writes nothing, so it takes no lease; --watch reads a
+    # local directory that one person edits, so it takes none either.
+    kind = "none" if dry_run or watch else lease_kind
+    try:
+        controller.lease = make_lease(
+            kind,
+            repo=repo,
+            cache_dir=cache_dir,
+            duration=lease_duration,
+            on_stale_lock=controller.metrics.on_stale_git_lock,
+        )
+    except Exception as exc:  # a bad kubeconfig, an invalid identity: say so, never a traceback
+        controller.close()
+        print(f"error: cannot set up the {kind} lease: {exc}", file=sys.stderr)
+        return 2
     if once:
         stopper = _Stopper(controller)
         stopper.install()
+        if not controller.lease.acquire():
+            holder = controller.lease.holder() or "another instance"
+            controller.close()
+            print(f"error: the writer lease is held by {holder}; nothing was written", file=sys.stderr)
+            return 1
         try:
             result = controller.reconcile_once()
         finally:
+            controller.lease.release()
             controller.close()
         if result.interrupted or stopper.signalled:
             return INTERRUPTED
@@ -166,10 +244,22 @@ def run(
             daemon=True,
         )
         watcher.start()
+    def on_lease_change(held: bool) -> None:
+        controller.metrics.set_lease_held(held)
+        controller.request_pass()  # take over (or stand by) now, not at the next interval
+
+    keeper = LeaseKeeper(
+        controller.lease,
+        renew_every=lease_duration / 3,
+        retry_every=min(5.0, lease_duration / 6),
+        on_change=on_lease_change,
+    )
+    keeper.start()
     _Stopper(controller).install()
     try:
         controller.run_forever(on_pass)
     finally:
+        keeper.stop()  # releases the lease, so a standby takes over at once
         server.stop()
         controller.close()
     log.info("stopped")
