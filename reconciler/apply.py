@@ -9,7 +9,7 @@ cluster. A reconciler killed after a create finds that cluster by its labels on 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -28,7 +28,7 @@ from reconciler.palette.entities import (
     static_ip,
     static_ip_wanted,
 )
-from reconciler.palette.errors import PaletteError
+from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.plan import Action, Plan, PlatformPlan
 from reconciler.profiles import NO_CLUSTER_PROFILE, platform_cluster_profiles
 from reconciler.status.render import Outcome
@@ -177,20 +177,31 @@ def apply_one(
                 return Outcome(ok=True)
     except (PaletteError, ApplyError) as exc:
         log.warning("apply failed", namespace=p.namespace, name=p.name, action=str(p.action), error=str(exc))
-        return Outcome(ok=False, error=str(exc))
+        return Outcome(ok=False, error=str(exc), unauthorized=isinstance(exc, UnauthorizedError))
 
 
 def apply_plan(
-    client: ClusterAPI, desired: DesiredState, plan: Plan, *, concurrency: int = 4
+    client: ClusterAPI,
+    desired: DesiredState,
+    plan: Plan,
+    *,
+    concurrency: int = 4,
+    stop: Callable[[], bool] | None = None,
 ) -> dict[PlatformKey, Outcome]:
-    """Apply every mutating entry of ``plan`` with at most ``concurrency`` requests in flight."""
+    """Apply every mutating entry of ``plan`` with at most ``concurrency`` requests in flight.
+
+    ``stop`` is asked before each entry is started: once it answers True (a graceful stop), no further
+    entry is started and those entries get no outcome; entries in flight finish.
+    """
     todo = [p for p in plan.platforms if p.mutating]
     if not todo:
         return {}
 
-    def one(p: PlatformPlan) -> Outcome:
+    def one(p: PlatformPlan) -> Outcome | None:
+        if stop is not None and stop():
+            return None
         return apply_one(client, desired, p, plan.machines)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="apply") as pool:
         results = list(pool.map(with_log_context(one), todo))
-    return {p.key: r for p, r in zip(todo, results, strict=True)}
+    return {p.key: r for p, r in zip(todo, results, strict=True) if r is not None}

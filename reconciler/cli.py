@@ -34,6 +34,19 @@ class PlanFormat(enum.StrEnum):
     markdown = "markdown"
 
 
+class LogLevel(enum.StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+class LeaseKind(enum.StrEnum):
+    git = "git"
+    kubernetes = "kubernetes"
+    none = "none"
+
+
 class InventoryFormat(enum.StrEnum):
     table = "table"
     yaml = "yaml"
@@ -45,7 +58,7 @@ def validate(
     path: Path = typer.Argument(..., help="A directory (or file) of YAML manifests."),
     format: ValidateFormat = typer.Option(ValidateFormat.text, "--format", help="Output format."),
 ) -> None:
-    """Validate every manifest under PATH. Exit 0 when valid, 1 on errors."""
+    """Validate every manifest under PATH. Exit 0 when valid, 1 on errors, 2 when PATH is unreadable."""
     from reconciler.commands import validate as cmd
 
     raise typer.Exit(cmd.run(path, str(format)))
@@ -117,7 +130,7 @@ def run(
         "reconciler/status", "--status-branch", envvar="RECONCILER_STATUS_BRANCH"
     ),
     interval: float = typer.Option(
-        60.0, "--interval", envvar="RECONCILER_INTERVAL", help="Seconds between passes."
+        60.0, "--interval", envvar="RECONCILER_INTERVAL", min=1.0, help="Seconds between git checks (>= 1)."
     ),
     max_deletions: int = typer.Option(1, "--max-deletions", envvar="RECONCILER_MAX_DELETIONS", min=0),
     once: bool = typer.Option(False, "--once", help="Run a single pass and exit."),
@@ -132,6 +145,32 @@ def run(
         False,
         "--watch",
         help="--repo is a local directory: reconcile its files as they are, on every change.",
+    ),
+    log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", envvar="RECONCILER_LOG_LEVEL"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Plan each pass against Palette and log it; write nothing to Palette or git."
+    ),
+    switch_branch: bool = typer.Option(
+        False,
+        "--switch-branch",
+        help="Let the status branch follow --branch although it recorded another config branch.",
+    ),
+    unhealthy_after: float | None = typer.Option(
+        None,
+        "--unhealthy-after",
+        envvar="RECONCILER_UNHEALTHY_AFTER",
+        min=1.0,
+        help="/healthz answers 503 after passes failed this many seconds in a row "
+        "(default: max(300, 3 x --interval)).",
+    ),
+    lease: LeaseKind = typer.Option(
+        LeaseKind.git,
+        "--lease",
+        envvar="RECONCILER_LEASE",
+        help="One writer: git (branch reconciler/lease), kubernetes (a Lease in the pod's namespace), none.",
+    ),
+    lease_duration: float = typer.Option(
+        60.0, "--lease-duration", envvar="RECONCILER_LEASE_DURATION", min=3.0, help="Seconds a lease holds."
     ),
 ) -> None:
     """Run the reconcile loop."""
@@ -149,6 +188,12 @@ def run(
             listen=listen,
             cache_dir=cache_dir,
             watch=watch,
+            log_level=str(log_level),
+            dry_run=dry_run,
+            switch_branch=switch_branch,
+            unhealthy_after=unhealthy_after,
+            lease_kind=str(lease),
+            lease_duration=lease_duration,
         )
     )
 

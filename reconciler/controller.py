@@ -1,22 +1,29 @@
-"""One reconcile pass, and the loop around it (DESIGN.md section 1).
+"""One reconcile pass, and the loop around it (DESIGN.md sections 1, 5, 6 and 7).
 
-A pass reads top to bottom as the pipeline it is: source -> load -> observe -> plan -> apply -> report.
-Every exit goes through :meth:`Controller.reconcile_once`, which turns what happened into a
-:class:`PassResult` (status files, metrics, and the delay before the next pass). Errors are sorted as in
-Flux: transient ones (git or Palette unreachable) back off and retry; invalid input is reported and
-left alone until it changes (a pass over unchanged inputs does nothing).
+A pass reads top to bottom as the pipeline it is: fetch -> load -> observe -> plan -> apply -> report.
+Every exit goes through :meth:`Controller.reconcile_once`, whose :meth:`Controller._finish` is the one
+place that turns what happened into metrics, the pass summary line, health and readiness (the status
+files are the report stage's). Errors are sorted as in Flux: transient ones (git or Palette unreachable,
+5xx, 429) back off and retry; a target that refuses the key (401/403, or no key) is *stalled*: not
+contacted again until its key or the Settings change; invalid input is reported and left alone until it
+changes (a pass over unchanged inputs does nothing).
 
-Decisions the design leaves open, written down here:
+Decisions the design leaves open, written down here (docs/operations.md has the long form):
 - A platform talks to the Palette of its ComputeProfile's Settings, else its Project's (``hostUrl``,
   ``defaultProjectID`` as the ``ProjectUid`` scope, the key from ``apiKeySecretRef``, else
   ``$PALETTE_API_KEY``); a Compute to its own Settings, else its Project's. ``--palette URL`` replaces
   every ``hostUrl`` and takes the key from ``$PALETTE_API_KEY``. Everything on one (URL, project)
   shares one inventory, so it is observed and planned together (with the first Settings' key); the
   prune guard counts deletions over the whole pass.
+- A target that no Settings names any more (recorded in ``reconciler.yaml``'s ``targets``) is observed
+  with the key reference this process last saw for it, else ``$PALETTE_API_KEY``. No key is stored.
 - A pass whose git read fails does nothing at all (no apply, no status); one whose Palette read fails
-  for a namespace leaves that namespace's clusters alone and reports ``PaletteUnavailable``.
+  for a target leaves that target's clusters alone and keeps its resources' last reported status.
 - Inputs unchanged since the last clean pass (same revision, same Palette observation) -> the pass
   stops before planning (outcome ``skipped``): no Palette write, no commit.
+- Revision fence: the config head is confirmed with ``ls-remote`` after observing and before the first
+  Palette write, and again before the status push; when it moved, the pass starts over at the new head
+  (at most three times). The status branch is re-read before each push.
 """
 
 from __future__ import annotations
@@ -42,28 +49,36 @@ from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
-from reconciler.model.resources import Compute
+from reconciler.model.resources import Compute, Settings
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
-from reconciler.palette.errors import PaletteError
+from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.observe import managed_clusters
 from reconciler.plan import Action, Plan, PlatformPlan, plan_targets
 from reconciler.resolve import Routing, Target, route
+from reconciler.runtime.lease import Lease, NoLease
 from reconciler.source import DirectorySource, GitError, GitSource
 from reconciler.status.render import (
+    RECONCILER_FILE,
     Outcome,
+    Recorded,
     commit_message,
     compute_document,
     dump,
     parse_previous,
+    parse_recorded,
     platform_status,
+    reconciler_document,
     status_path,
+    unreachable_status,
 )
 from reconciler.status.store import StatusStore
 
 log = get_logger(component="controller")
 
 DEFAULT_KEY_ENV = API_KEY_ENV
+MAX_RESTARTS = 3
+"""Times a pass starts over because the config branch moved under it, before it gives up (error)."""
 
 
 @dataclass(frozen=True)
@@ -80,13 +95,21 @@ class ControllerOptions:
     apply_concurrency: int = 4
     # report
     status_branch: str = "reconciler/status"
+    switch_branch: bool = False  # let the status branch move to this config branch
     # loop
     interval: float = 60.0
     resync_interval: float = 30.0
     jitter: float = 0.1
     max_backoff: float = 300.0
+    unhealthy_after: float | None = None  # None: max(300 s, 3 x interval)
     # safety
     max_deletions: int = 1
+    dry_run: bool = False  # plan against Palette and log; write nothing to Palette or git
+
+    @property
+    def unhealthy_bound(self) -> float:
+        """Seconds of continuously failing passes after which ``/healthz`` answers 503."""
+        return self.unhealthy_after if self.unhealthy_after is not None else max(300.0, 3 * self.interval)
 
 
 @dataclass(frozen=True)
@@ -107,6 +130,10 @@ class PassResult:
     error: str | None = None
     writes: int = 0
     duration: float = 0.0
+    not_ready: str | None = (
+        None  # why this instance must not act (e.g. the status branch follows another branch)
+    )
+    interrupted: bool = False  # a stop request cut the pass short: entries not started were not applied
 
 
 @dataclass
@@ -114,6 +141,31 @@ class _Observed:
     inventory: Inventory
     clusters: list[ManagedCluster]
     fingerprint: str
+
+
+@dataclass(frozen=True)
+class _Stall:
+    """A target that refused its key: not contacted again until ``fingerprint`` changes."""
+
+    fingerprint: str
+    message: str
+
+
+@dataclass
+class _Observation:
+    """The observe stage's result: what was read, and which targets could not be read and why."""
+
+    observed: dict[Target, _Observed] = field(default_factory=dict)
+    failed: dict[Target, str] = field(default_factory=dict)  # transient: PaletteUnavailable
+    stalled: dict[Target, str] = field(default_factory=dict)  # refused key: PaletteUnauthorized
+
+
+class _HeadMoved(Exception):
+    """The config branch moved while a pass held an older revision: the pass starts over."""
+
+    def __init__(self, held: str | None, head: str) -> None:
+        super().__init__(f"the config branch moved from {(held or '?')[:12]} to {head[:12]}")
+        self.held, self.head = held, head
 
 
 class Controller:
@@ -126,8 +178,11 @@ class Controller:
         metrics: Metrics | None = None,
         environ: Mapping[str, str] | None = None,
         client_factory: Callable[[Target, str], PaletteClient] | None = None,
+        lease: Lease | None = None,
     ) -> None:
         self.options = options
+        # One writer (DESIGN.md section 7): Palette and the status branch are written only while held.
+        self.lease: Lease = lease if lease is not None else NoLease()
         self.metrics = metrics or Metrics()
         self._environ = environ if environ is not None else os.environ
         cache = options.cache_dir
@@ -154,10 +209,17 @@ class Controller:
         self._revision: str | None = None
         self._desired: DesiredState | None = None
         self._previous: dict[str, bytes] | None = None
+        self._status_tip: str | None = None
+        self._recorded = Recorded()
+        self._mismatch: str | None = None
         self._clean_fingerprint: str | None = None
         self._known_targets: set[Target] = set()
         self._key_refs: dict[Target, KeyRef] = {}
         self._observed: dict[Target, _Observed] = {}
+        self._stalls: dict[Target, _Stall] = {}
+        self._warned: set[tuple[PlatformKey, str, str]] = set()
+        self._failing_since: float | None = None
+        self._not_ready: str | None = "no pass has completed yet"
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.last: PassResult | None = None
@@ -182,6 +244,11 @@ class Controller:
             self._clients[target] = client
         return client
 
+    def _drop_client(self, target: Target) -> None:
+        client = self._clients.pop(target, None)
+        if client is not None:
+            client.close()
+
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
@@ -191,13 +258,38 @@ class Controller:
         if self.status is not None:
             self.status.close()
 
+    # -- health and readiness (read by the HTTP server's thread) -------------------------------------
+
+    def health(self) -> str | None:
+        """None when healthy; else why: passes have failed continuously for longer than the bound."""
+        since = self._failing_since
+        bound = self.options.unhealthy_bound
+        if since is not None and time.monotonic() - since > bound:
+            return f"every pass has failed for {time.monotonic() - since:.0f} s (bound {bound:.0f} s)"
+        return None
+
+    def readiness(self) -> str | None:
+        """None when ready; else why not (no pass yet, or the status branch follows another branch)."""
+        return self._not_ready
+
     # -- the pass -----------------------------------------------------------------------------------
 
+    def _writes_allowed(self) -> bool:
+        return not self.stopping.is_set() and self.lease.holds()
+
     def reconcile_once(self, *, check_source: bool = True) -> PassResult:
-        """One pass: source, load, observe, plan, apply, report."""
+        """One pass: fetch, load, observe, plan, apply, report; then :meth:`_finish`."""
         started = time.perf_counter()
+        held = self.options.dry_run or self.lease.holds()
+        self.metrics.set_lease_held(held and not self.options.dry_run)
+        if not held:
+            # A standby reads nothing and writes nothing: the holder spends the Palette budget.
+            holder = self.lease.holder()
+            why = f"standing by: the writer lease is held by {holder or 'another instance'}"
+            log.info("standing by", holder=holder)
+            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision, not_ready=why), 0.0)
         try:
-            result = self._pass(check_source)
+            result = self._attempt(check_source)
         except GitError as exc:
             log.warning("git unavailable; nothing applied", error=str(exc))
             result = PassResult(PassOutcome.ERROR, revision=self._revision, error=str(exc))
@@ -206,103 +298,283 @@ class Controller:
             result = PassResult(
                 PassOutcome.ERROR, revision=self._revision, error=f"{type(exc).__name__}: {exc}"
             )
-        result.duration = time.perf_counter() - started
+        return self._finish(result, time.perf_counter() - started)
+
+    def _attempt(self, check_source: bool) -> PassResult:
+        """The pass, started over at the new head when the config branch moves under it (the fence)."""
+        for attempt in range(MAX_RESTARTS):
+            try:
+                return self._pass(check_source or attempt > 0)
+            except _HeadMoved as moved:
+                log.info(
+                    "config branch moved during the pass; planning again at its head",
+                    held=moved.held,
+                    head=moved.head,
+                )
+                if self.stopping.is_set():
+                    return PassResult(
+                        PassOutcome.ERROR,
+                        revision=self._revision,
+                        interrupted=True,
+                        error=f"stopped: {moved}",
+                    )
+        return PassResult(
+            PassOutcome.ERROR,
+            revision=self._revision,
+            error=f"the config branch kept moving: gave up after {MAX_RESTARTS} attempts",
+        )
+
+    def _finish(self, result: PassResult, duration: float) -> PassResult:
+        """The one place a pass's result becomes metrics, health, readiness and its summary line."""
+        result.duration = duration
+        result.interrupted = result.interrupted or self.stopping.is_set()
         self.metrics.observe_pass(result.outcome, result.duration)
         if result.phases:
             counts: dict[Phase | str, int] = {}
             for phase in result.phases.values():
                 counts[phase] = counts.get(phase, 0) + 1
             self.metrics.set_platform_phases(counts)
+        if result.outcome is PassOutcome.ERROR:
+            if self._failing_since is None:
+                self._failing_since = time.monotonic()
+        else:
+            self._failing_since = None
+        if result.not_ready is not None:
+            self._not_ready = result.not_ready
+        elif result.outcome is not PassOutcome.ERROR:
+            self._not_ready = None
+        summary = _summary(result.plan)
+        fields = {
+            "outcome": str(result.outcome),
+            "revision": result.revision,
+            **summary,
+            "writes": result.writes,
+            "commit": result.commit,
+            "duration": round(result.duration, 3),
+            "error": result.error,
+        }
+        if result.interrupted:
+            fields["interrupted"] = True
+        if result.outcome is PassOutcome.ERROR:
+            log.warning("pass finished", **fields)
+        else:
+            log.info("pass finished", **fields)
         self.last = result
         return result
 
     def _pass(self, check_source: bool) -> PassResult:
-        # 1. source  2. load and validate
-        desired = self._desired
-        if check_source or desired is None:
-            fetches = self.source.fetch_count
-            head = self.source.sync()
-            if self.source.fetch_count != fetches:
-                self.metrics.observe_git_fetch(self.source.last_fetch_seconds)
-            if head != self._revision or desired is None:
-                loaded = build_desired(self.source.read_parsed(head), head)
-                loaded.diagnostics.extend(self.source.diagnostics)
-                if not self.source.complete:  # a skipped manifest may hold a resource: prune nothing
-                    loaded.complete = False
-                if desired is None and _has_unreadable(loaded):
-                    desired = self._last_reported_desired(head)
-                desired = _carry_unreadable(desired, loaded)
-                self._desired, self._revision = desired, head
-                with pass_context(head):
-                    for diag in desired.diagnostics:  # once per revision, not on every resync
-                        log.warning(
-                            "invalid manifest" if diag.severity is Severity.ERROR else "manifest warning",
-                            file=diag.file,
-                            line=diag.line,
-                            kind=diag.kind,
-                            namespace=diag.namespace,
-                            name=diag.name,
-                            message=diag.message,
-                        )
+        # 1. fetch and 2. load
+        desired = self._fetch_and_load(check_source)
         revision = self._revision
-
         with pass_context(revision):
+            if self._mismatch is not None:
+                log.warning(
+                    "status branch follows another config branch; writing nothing", reason=self._mismatch
+                )
+                return PassResult(
+                    PassOutcome.STALLED, revision=revision, not_ready=self._mismatch, error=self._mismatch
+                )
             # 3. observe
             routing = self._route(desired)
-            observed: dict[Target, _Observed] = {}
-            failed: dict[Target, str] = {}
-            for target in sorted(
-                routing.targets | self._known_targets, key=lambda t: (t.url, t.project_uid or "")
-            ):
-                try:
-                    observed[target] = self._observe(target)
-                except (PaletteError, MissingAPIKey) as exc:
-                    failed[target] = f"Palette unavailable: {exc}"
-                    log.warning("palette unavailable", url=target.url, error=str(exc))
-            self._known_targets |= set(observed)
+            seen = self._observe_targets(desired, routing)
             fingerprint = hashlib.sha256(
                 json.dumps(
                     [
                         revision,
-                        sorted((t.url, t.project_uid or "", o.fingerprint) for t, o in observed.items()),
+                        sorted((t.url, t.project_uid or "", o.fingerprint) for t, o in seen.observed.items()),
                     ]
                 ).encode()
             ).hexdigest()
-            if not failed and not routing.unavailable and fingerprint == self._clean_fingerprint:
+            routed_failed = any(t in routing.targets for t in seen.failed)
+            calm = not routed_failed and not seen.stalled and not routing.unavailable
+            if calm and fingerprint == self._clean_fingerprint:
                 log.debug("nothing changed since the last pass")
                 return PassResult(PassOutcome.SKIPPED, revision=revision, phases=self._last_phases())
 
-            # 4. allocate and 5. plan
-            plans = self._plan(desired, routing, observed)
+            # 4. allocate and plan
+            plans = self._plan(desired, routing, seen.observed)
 
-            # 6. apply
-            outcomes: dict[PlatformKey, Outcome] = {}
+            # 5. apply (after confirming that the revision held is still the head)
+            outcomes = self._apply(desired, revision, plans)
             for target, plan in plans.items():
-                outcomes.update(
-                    apply_plan(
-                        self._client(target), desired, plan, concurrency=self.options.apply_concurrency
-                    )
-                )
+                denied = [o for p in plan.platforms if (o := outcomes.get(p.key)) and o.unauthorized]
+                if denied:
+                    why = denied[0].error or "Palette refused the key"
+                    seen.stalled[target] = self._stall(target, desired, why)
 
-            # 7. report
-            unavailable = dict(routing.unavailable)
-            for target, reason in failed.items():
-                unavailable.update(dict.fromkeys(routing.platforms.get(target, ()), reason))
+            # 6. report
             entries = [p for plan in plans.values() for p in plan.platforms]
-            result = self._report(desired, revision, entries, outcomes, observed, routing, unavailable)
+            result = self._report(desired, revision, entries, outcomes, seen, routing)
 
-        errors = bool(failed) or any(not o.ok for o in outcomes.values()) or result.error is not None
-        if errors:
+        report_error = result.error
+        # A recorded target that nothing routes to any more (an old endpoint) is retried every pass and
+        # kept in reconciler.yaml, but its outage alone does not fail the pass: nothing desired waits on it.
+        transient = any(t in routing.targets for t in seen.failed) or any(
+            not o.ok and not o.unauthorized for o in outcomes.values()
+        )
+        refused = bool(seen.stalled) or any(o.unauthorized for o in outcomes.values())
+        problems = [
+            f"{t.url}: {why}"
+            for t, why in sorted(seen.failed.items(), key=lambda item: _target_order(item[0]))
+            if t in routing.targets
+        ]
+        problems += [
+            f"{t.url}: {why}"
+            for t, why in sorted(seen.stalled.items(), key=lambda item: _target_order(item[0]))
+        ]
+        failed_writes = [o for o in outcomes.values() if not o.ok]
+        if failed_writes:
+            problems.append(f"{len(failed_writes)} Palette writes failed (first: {failed_writes[0].error})")
+        if report_error is not None:
+            problems.append(report_error)
+        result.error = "; ".join(problems) or None
+        if transient or report_error is not None:
             result.outcome = PassOutcome.ERROR
+        elif refused:
+            result.outcome = PassOutcome.STALLED
         elif desired.has_errors:
             result.outcome = PassOutcome.INVALID
         else:
             result.outcome = PassOutcome.SUCCESS
         result.writes = len(outcomes)
         # Only a pass that changed nothing may be skipped next time with the same inputs.
-        clean = not errors and not outcomes and not routing.unavailable
+        clean = result.outcome in (PassOutcome.SUCCESS, PassOutcome.INVALID) and not outcomes and calm
         self._clean_fingerprint = fingerprint if clean else None
         return result
+
+    # -- 1. fetch and 2. load -----------------------------------------------------------------------
+
+    def _fetch_and_load(self, check_source: bool) -> DesiredState:
+        desired = self._desired
+        if not check_source and desired is not None:
+            return desired  # a resync pass: Palette only (the fence confirms the head before writing)
+        head = self._sync()
+        self._read_recorded()
+        if head != self._revision or desired is None:
+            loaded = build_desired(self.source.read_parsed(head), head)
+            loaded.diagnostics.extend(self.source.diagnostics)
+            if not self.source.complete:  # a skipped manifest may hold a resource: prune nothing
+                loaded.complete = False
+            if desired is None and _has_unreadable(loaded):
+                desired = self._last_reported_desired(head)
+            desired = _carry_unreadable(desired, loaded)
+            self._desired, self._revision = desired, head
+            with pass_context(head):
+                for diag in desired.diagnostics:  # once per revision, not on every resync
+                    log.warning(
+                        "invalid manifest" if diag.severity is Severity.ERROR else "manifest warning",
+                        file=diag.file,
+                        line=diag.line,
+                        kind=diag.kind,
+                        namespace=diag.namespace,
+                        name=diag.name,
+                        message=diag.message,
+                    )
+        return desired
+
+    def _sync(self) -> str:
+        """The config branch's head, fetched when it moved; a failure counts as a failed fetch."""
+        fetches = self.source.fetch_count
+        started = time.perf_counter()
+        try:
+            head = self.source.sync()
+        except GitError:
+            self.metrics.observe_git_fetch(time.perf_counter() - started, success=False)
+            raise
+        if self.source.fetch_count != fetches:
+            self.metrics.observe_git_fetch(self.source.last_fetch_seconds)
+        return head
+
+    def _confirm_head(self, revision: str | None) -> None:
+        """The fence: raise :class:`_HeadMoved` unless ``revision`` is still the config branch's head."""
+        if not isinstance(self.source, GitSource) or revision is None:
+            return
+        started = time.perf_counter()
+        try:
+            head = self.source.remote_head()
+        except GitError:
+            self.metrics.observe_git_fetch(time.perf_counter() - started, success=False)
+            raise
+        if head != revision:
+            raise _HeadMoved(revision, head)
+
+    def _read_status(self) -> dict[str, bytes]:
+        """The status branch's files, read again only when its tip moved (another writer, a hand edit)."""
+        if self.status is None:
+            return self._previous if self._previous is not None else {}
+        tip = self.status.tip()
+        if self._previous is None or tip != self._status_tip:
+            self._previous = self.status.read()
+            self._status_tip = tip
+        return self._previous
+
+    def _read_recorded(self) -> Recorded:
+        """``reconciler.yaml``: the targets to observe besides the routed ones, and the branch check."""
+        recorded = parse_recorded(self._read_status())
+        self._recorded = recorded
+        self._known_targets |= {Target(url, project) for url, project in recorded.targets}
+        self._mismatch = self._branch_mismatch(recorded)
+        return recorded
+
+    def _branch_mismatch(self, recorded: Recorded) -> str | None:
+        branch = self.options.branch
+        if recorded.branch is None or recorded.branch == branch or self.options.switch_branch:
+            return None
+        return (
+            f"the status branch {self.options.status_branch!r} follows the config branch "
+            f"{recorded.branch!r}, not {branch!r}: nothing is written (start with --switch-branch to move it)"
+        )
+
+    # -- 3. observe ---------------------------------------------------------------------------------
+
+    def _observe_targets(self, desired: DesiredState, routing: Routing) -> _Observation:
+        """Read every routed or recorded target; a refused key stalls its target until it changes."""
+        seen = _Observation()
+        for target in sorted(routing.targets | self._known_targets, key=_target_order):
+            stall = self._stalls.get(target)
+            if stall is not None:
+                if self._credentials_fingerprint(target, desired) == stall.fingerprint:
+                    seen.stalled[target] = stall.message
+                    continue
+                log.info("key or Settings changed: trying a stalled target again", url=target.url)
+                del self._stalls[target]
+                self._drop_client(target)
+                self._key_refs.pop(target, None)
+                self._route(desired)  # picks the key reference the Settings name now
+            try:
+                seen.observed[target] = self._observe(target)
+            except (UnauthorizedError, MissingAPIKey) as exc:
+                seen.stalled[target] = self._stall(target, desired, str(exc))
+            except PaletteError as exc:
+                seen.failed[target] = f"Palette unavailable: {exc}"
+                log.warning("palette unavailable", url=target.url, error=str(exc))
+        self._known_targets |= set(seen.observed) | set(seen.stalled) | set(seen.failed)
+        return seen
+
+    def _stall(self, target: Target, desired: DesiredState, error: str) -> str:
+        message = f"Palette refused the API key or none is set: {error}"
+        self._stalls[target] = _Stall(self._credentials_fingerprint(target, desired), message)
+        self._drop_client(target)
+        log.warning(
+            "target stalled: not retried until its key or Settings change",
+            url=target.url,
+            project_uid=target.project_uid,
+            reason=str(Reason.PALETTE_UNAUTHORIZED),
+            error=error,
+        )
+        return message
+
+    def _credentials_fingerprint(self, target: Target, desired: DesiredState) -> str:
+        """A hash of the target's current key (never the key) and of every Settings document."""
+        try:
+            key = hashlib.sha256(self._api_key(target).encode()).hexdigest()
+        except MissingAPIKey:
+            key = "no key"
+        ref = self._key_refs.get(target, KeyRef())
+        settings = sorted(s.model_dump_json() for s in desired.of_kind(Settings))
+        return hashlib.sha256(json.dumps([key, ref.env, ref.file, settings]).encode()).hexdigest()
+
+    # -- routing ----------------------------------------------------------------------------------
 
     def _route(self, desired: DesiredState) -> Routing:
         """Which Palette each platform and Compute talks to: the one routing rule, shared with ``plan``."""
@@ -325,10 +597,52 @@ class Controller:
         self._observed[target] = seen
         return seen
 
+    # -- 4. plan ------------------------------------------------------------------------------------
+
     def _plan(
         self, desired: DesiredState, routing: Routing, observed: Mapping[Target, _Observed]
     ) -> dict[Target, Plan]:
+        # Each target plans what is routed to it; the prune guard counts the whole pass (plan.py).
         return plan_targets(desired, routing, observed, max_deletions=self.options.max_deletions)
+
+    # -- 5. apply -----------------------------------------------------------------------------------
+
+    def _apply(
+        self, desired: DesiredState, revision: str | None, plans: Mapping[Target, Plan]
+    ) -> dict[PlatformKey, Outcome]:
+        todo = {t: plan for t, plan in plans.items() if any(p.mutating for p in plan.platforms)}
+        if not todo:
+            return {}
+        if self.options.dry_run:
+            for plan in todo.values():
+                for p in plan.platforms:
+                    if p.mutating:
+                        log.info(
+                            f"dry run: would {p.action}",
+                            namespace=p.namespace,
+                            name=p.name,
+                            message=p.message,
+                            control_plane=sorted(p.control_plane),
+                            workers=sorted(p.workers),
+                        )
+            return {}
+        if self.stopping.is_set():
+            return {}
+        self._confirm_head(revision)  # never write for a revision that is no longer the head
+        outcomes: dict[PlatformKey, Outcome] = {}
+        for target, plan in todo.items():
+            outcomes.update(
+                apply_plan(
+                    self._client(target),
+                    desired,
+                    plan,
+                    concurrency=self.options.apply_concurrency,
+                    stop=lambda: not self._writes_allowed(),
+                )
+            )
+        return outcomes
+
+    # -- 6. report ----------------------------------------------------------------------------------
 
     def _report(
         self,
@@ -336,26 +650,26 @@ class Controller:
         revision: str | None,
         entries: list[PlatformPlan],
         outcomes: Mapping[PlatformKey, Outcome],
-        observed: Mapping[Target, _Observed],
+        seen: _Observation,
         routing: Routing,
-        unavailable: Mapping[PlatformKey, str],
     ) -> PassResult:
-        if self._previous is None:
-            self._previous = self.status.read() if self.status is not None else {}
-        previous = parse_previous(self._previous)
+        before = self._previous if self._previous is not None else self._read_status()
+        previous = parse_previous(before)
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         files: dict[str, bytes] = {}
         phases: dict[PlatformKey, Phase] = {}
-        planned = {p.key for p in entries}
-        # Platforms whose Palette could not be observed: their clusters are left alone.
-        stranded = [
-            PlatformPlan(ns, name, Action.UNCHANGED, Reason.PALETTE_UNAVAILABLE, unavailable[(ns, name)])
-            for (ns, name) in sorted(unavailable)
-            if (ns, name) not in planned
-        ]
-        machines = {uid: m for seen in observed.values() for uid, m in seen.inventory.by_uid().items()}
-        for p in [*entries, *stranded]:
+        stopped = self.stopping.is_set() and not self.options.dry_run
+        machines = {uid: m for o in seen.observed.values() for uid, m in o.inventory.by_uid().items()}
+        unreachable = _unreachable(routing, seen)
+        for p in entries:
             path = status_path("MLPlatform", p.namespace, p.name)
+            if p.key in unreachable:
+                continue  # its target refused the key while applying: reported as unreachable below
+            if stopped and p.mutating and p.key not in outcomes:
+                # Not started because of a stop request: its status stays as last reported.
+                if path in before:
+                    files[path] = before[path]
+                continue
             hosts = p.existing.hosts if p.existing is not None else ()
             unhealthy = [h for h in hosts if h in machines and machines[h].state is HostState.UNAVAILABLE]
             phase, doc = platform_status(
@@ -364,49 +678,140 @@ class Controller:
                 outcome=outcomes.get(p.key),
                 previous=previous.get(path),
                 now=now,
-                unavailable=unavailable.get(p.key) if p.reason is Reason.PALETTE_UNAVAILABLE else None,
                 unhealthy=unhealthy,
             )
             phases[p.key] = phase
             files[path] = dump(doc)
+        # Platforms whose Palette could not be read keep what was last reported (DESIGN.md section 6).
+        for key, (reason, message) in sorted(unreachable.items()):
+            path = status_path("MLPlatform", *key)
+            if path in files:
+                continue
+            phase, doc = unreachable_status(
+                key[0], key[1], previous=previous.get(path), reason=reason, message=message, now=now
+            )
+            phases[key] = phase
+            files[path] = dump(doc)
+        if seen.failed or seen.stalled:
+            # A platform removed from git whose target cannot be read may still have its cluster.
+            for path, data in before.items():
+                if path not in files and _is_platform_file(path):
+                    files[path] = data
         for compute in desired.of_kind(Compute):
             ns, name = compute.metadata.namespace, compute.metadata.name
             target = routing.computes.get((ns, name))
-            if target is not None and target in observed:
-                files[status_path("Compute", ns, name)] = dump(
-                    compute_document(ns, name, revision, compute_status(observed[target].inventory))
+            path = status_path("Compute", ns, name)
+            if target is not None and target in seen.observed:
+                files[path] = dump(
+                    compute_document(ns, name, revision, compute_status(seen.observed[target].inventory))
                 )
-            elif status_path("Compute", ns, name) in self._previous:
-                files[status_path("Compute", ns, name)] = self._previous[status_path("Compute", ns, name)]
+            elif path in before:
+                files[path] = before[path]
+        self._warn_once(entries)
+
+        # A target leaves reconciler.yaml only when it holds no managed cluster any more.
+        keep = routing.targets | set(seen.failed) | set(seen.stalled)
+        keep |= {t for t, o in seen.observed.items() if o.clusters}
+        self._known_targets = set(keep)
+        targets = [(t.url, t.project_uid) for t in keep]
+
         result = PassResult(PassOutcome.SUCCESS, revision=revision, plan=entries, phases=phases)
-        if files != self._previous and self.status is None:
+        recorded = self._recorded
+        changed = (
+            files != _resource_files(before)
+            or recorded.branch != self.options.branch
+            or set(recorded.targets) != set(targets)
+        )
+        if not changed:
+            return result
+        tree = {**files, RECONCILER_FILE: dump(reconciler_document(self.options.branch, revision, targets))}
+        if self.options.dry_run:
+            log.info("dry run: status not written", files=len(files))
+            return result
+        if self.status is None:
             log.info("status not written: the directory is not a git repository", files=len(files))
-            self._previous = files
-        elif files != self._previous and self.status is not None:
-            try:
-                result.commit = self.status.write(
-                    files,
-                    commit_message(revision, entries, outcomes),
-                    {"Source-Revision": revision or "unknown"},
-                )
-                self._previous = files
-                if result.commit:
-                    log.info("status committed", commit=result.commit, files=len(files))
-            except GitError as exc:
-                result.error = f"status branch not written: {exc}"
-                log.warning("status branch not written", error=str(exc))
+            self._previous = tree
+            return result
+        try:
+            result.commit = self._write_status(tree, revision, entries, outcomes)
+            if result.commit:
+                log.info("status committed", commit=result.commit, files=len(files))
+        except GitError as exc:
+            result.error = f"status branch not written: {exc}"
+            log.warning("status branch not written", error=str(exc))
+        if self._mismatch is not None:
+            result.not_ready = self._mismatch
         return result
+
+    def _write_status(
+        self,
+        tree: dict[str, bytes],
+        revision: str | None,
+        entries: list[PlatformPlan],
+        outcomes: Mapping[PlatformKey, Outcome],
+    ) -> str | None:
+        """Push the status tree for ``revision``, but only while it is the head (the fence) and the
+        status branch still follows this config branch; a rollback of the branch is said so."""
+        assert self.status is not None
+        if not self.lease.holds():
+            raise GitError("the writer lease was lost (or could not be renewed in time); status not written")
+        recorded = parse_recorded(self._read_status())  # another writer may have moved it
+        self._mismatch = self._branch_mismatch(recorded)
+        if self._mismatch is not None:
+            log.warning("status branch follows another config branch; writing nothing", reason=self._mismatch)
+            return None
+        self._confirm_head(revision)
+        branch = self.options.branch
+        notes: list[str] = []
+        if recorded.branch is not None and recorded.branch != branch:
+            notes.append(f"the status branch now follows {branch} (was {recorded.branch})")
+        elif (
+            recorded.revision
+            and revision
+            and recorded.revision != revision
+            and isinstance(self.source, GitSource)
+            and not self.source.is_ancestor(recorded.revision, revision)
+        ):
+            notes.append(f"{branch} moved back from {recorded.revision[:7]} to {revision[:7]}")
+        for note in notes:
+            log.warning(note, recorded=recorded.revision, revision=revision)
+        commit = self.status.write(
+            tree,
+            commit_message(revision, entries, outcomes, notes),
+            {"Source-Revision": revision or "unknown"},
+        )
+        self._previous = tree
+        if commit is not None:
+            self._status_tip = commit
+        self._recorded = parse_recorded(tree)
+        return commit
+
+    def _warn_once(self, entries: list[PlatformPlan]) -> None:
+        """One warning per rejection and blocked prune (again only when its reason or message changes)."""
+        current: set[tuple[PlatformKey, str, str]] = set()
+        for p in entries:
+            if p.action is Action.REJECTED or p.reason is Reason.PRUNE_BLOCKED:
+                mark = (p.key, str(p.reason), p.message)
+                current.add(mark)
+                if mark not in self._warned:
+                    log.warning(
+                        "prune blocked" if p.reason is Reason.PRUNE_BLOCKED else "platform rejected",
+                        namespace=p.namespace,
+                        name=p.name,
+                        reason=str(p.reason),
+                        message=p.message,
+                    )
+        self._warned = current
 
     def _last_reported_desired(self, head: str) -> DesiredState | None:
         """After a restart: the desired state of the revision the status branch last reported, so that
         a file which stopped parsing meanwhile still reads as Invalid (not absent). None if unknown."""
         if self.status is None or not isinstance(self.source, GitSource):
             return None
-        if self._previous is None:
-            self._previous = self.status.read()
+        before = self._read_status()
         revisions = {
             str(doc.get("status", {}).get("observedRevision"))
-            for doc in parse_previous(self._previous).values()
+            for doc in parse_previous(before).values()
             if isinstance(doc.get("status"), dict) and doc["status"].get("observedRevision")
         }
         for revision in sorted(revisions - {head}):
@@ -490,3 +895,45 @@ def _carry_unreadable(previous: DesiredState | None, current: DesiredState) -> D
             current.invalid[identity] = list(problems)
     return current
 
+
+def _unreachable(routing: Routing, seen: _Observation) -> dict[PlatformKey, tuple[Reason, str]]:
+    """Platforms whose Palette could not be read this pass, with the reason their status gives."""
+    out: dict[PlatformKey, tuple[Reason, str]] = {
+        key: (Reason.PALETTE_UNAVAILABLE, why) for key, why in routing.unavailable.items()
+    }
+    for target, why in seen.failed.items():
+        out.update(dict.fromkeys(routing.platforms.get(target, ()), (Reason.PALETTE_UNAVAILABLE, why)))
+    for target, why in seen.stalled.items():
+        out.update(dict.fromkeys(routing.platforms.get(target, ()), (Reason.PALETTE_UNAUTHORIZED, why)))
+    return out
+
+
+def _summary(entries: list[PlatformPlan]) -> dict[str, int]:
+    """Counts for the pass summary line."""
+    counts = dict.fromkeys(("created", "scaled", "replaced", "deleted", "rejected", "prune_blocked"), 0)
+    label = {
+        Action.CREATE: "created",
+        Action.SCALE: "scaled",
+        Action.REPLACE: "replaced",
+        Action.DELETE: "deleted",
+        Action.REJECTED: "rejected",
+    }
+    for p in entries:
+        if p.reason is Reason.PRUNE_BLOCKED:
+            counts["prune_blocked"] += 1
+        elif p.action in label:
+            counts[label[p.action]] += 1
+    return counts
+
+
+def _target_order(target: Target) -> tuple[str, str]:
+    return (target.url, target.project_uid or "")
+
+
+def _is_platform_file(path: str) -> bool:
+    return path.count("/") == 2 and path.split("/")[1] == "mlplatforms"
+
+
+def _resource_files(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """A status tree without its root files (``reconciler.yaml``, ``inventory/``)."""
+    return {p: d for p, d in files.items() if p != RECONCILER_FILE and not p.startswith("inventory/")}

@@ -34,14 +34,18 @@ class PassOutcome(StrEnum):
     """How a reconcile pass ended (the ``outcome`` label of ``reconciler_passes_total``).
 
     The three kinds of errors follow Flux: ``error`` is transient (retried with back-off), ``invalid``
-    means the input is wrong (not retried until it changes). ``skipped`` is a pass that found nothing
-    to do before planning (for instance the revision and inventory did not move).
+    means the input is wrong (not retried until it changes), ``stalled`` means a target refused the
+    key (401/403, or no key) or the status branch follows another config branch: not retried until
+    the key, the Settings or the configuration change. ``skipped`` is a pass that found nothing to do
+    before planning (for instance the revision and inventory did not move).
     """
 
     SUCCESS = "success"
     ERROR = "error"
     INVALID = "invalid"
+    STALLED = "stalled"
     SKIPPED = "skipped"
+    STANDBY = "standby"
 
 
 class Metrics:
@@ -57,7 +61,7 @@ class Metrics:
         )
         self.passes = Counter(
             "reconciler_passes",
-            "Reconcile passes by outcome (success, error, invalid, skipped).",
+            "Reconcile passes by outcome (success, error, invalid, stalled, skipped).",
             ["outcome"],
             registry=self.registry,
         )
@@ -88,6 +92,11 @@ class Metrics:
         self.git_stale_locks = Counter(
             "reconciler_git_stale_locks_removed",
             "Lock files a killed git left in a cache repository (source, status, lease), removed.",
+            registry=self.registry,
+        )
+        self.lease_held = Gauge(
+            "reconciler_lease_held",
+            "1 while this instance holds the writer lease (it writes); 0 while it stands by.",
             registry=self.registry,
         )
         self.webhooks = Counter(
@@ -159,6 +168,9 @@ class Metrics:
     def on_stale_git_lock(self, name: str) -> None:
         """Hook for the git caches (``on_stale_lock``): one call per stale lock file removed."""
         self.git_stale_locks.inc()
+
+    def set_lease_held(self, held: bool) -> None:
+        self.lease_held.set(1 if held else 0)
 
     def on_webhook(self, result: str) -> None:
         """Count one webhook request by what the server did with it (see ``reconciler.server``)."""

@@ -1,5 +1,10 @@
 """The reconciler's HTTP side: the git webhook, ``/healthz``, ``/readyz`` and ``/metrics``.
 
+``/healthz`` is liveness: 503 once passes have failed continuously for longer than a bound, so that an
+orchestrator restarts a wedged process. ``/readyz`` is readiness: 503 with the reason before the first
+successful pass, and while the instance must not act (standing by, or its status branch follows
+another config branch).
+
 A Starlette app served by uvicorn in a background thread, so that the controller's loop stays plain
 synchronous code. The server never reconciles anything itself: a verified push only calls
 ``on_webhook(payload)``, which the controller uses to start a pass at once (it must return quickly,
@@ -129,8 +134,14 @@ class Server:
         on_webhook: Callable[[dict[str, Any]], None],
         host: str = "127.0.0.1",
         port: int = 0,
+        health: Callable[[], str | None] | None = None,
+        readiness: Callable[[], str | None] | None = None,
     ) -> None:
+        """``health`` and ``readiness`` answer None when all is well, else the reason (the controller's
+        :meth:`~reconciler.controller.Controller.health` and ``readiness``); they must be quick."""
         self._metrics = metrics
+        self._health = health
+        self._readiness = readiness
         self._secret = webhook_secret or None
         if self._secret is not None:
             register_secret(self._secret)
@@ -247,12 +258,18 @@ class Server:
         self.stop()
 
     async def _healthz(self, _request: Request) -> Response:
+        problem = self._health() if self._health is not None else None
+        if problem is not None:
+            return PlainTextResponse(f"unhealthy: {problem}\n", status_code=503)
         return PlainTextResponse("ok\n")
 
     async def _readyz(self, _request: Request) -> Response:
-        if self.ready:
+        reason = self._readiness() if self._readiness is not None else None
+        if reason is None and not self.ready:
+            reason = "no successful pass yet"
+        if reason is None:
             return PlainTextResponse("ready\n")
-        return PlainTextResponse("not ready: no successful pass yet\n", status_code=503)
+        return PlainTextResponse(f"not ready: {reason}\n", status_code=503)
 
     async def _metrics_endpoint(self, _request: Request) -> Response:
         return Response(self._metrics.render(), media_type=CONTENT_TYPE)

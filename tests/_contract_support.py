@@ -42,6 +42,7 @@ REASONS = {
     "UnsupportedMode",
     "Suspended",
     "PaletteUnavailable",
+    "PaletteUnauthorized",
     "PruneBlocked",
     "ReplaceBlocked",
 }

@@ -95,7 +95,9 @@ def test_status_branch_has_one_file_per_platform_and_compute(loop: Loop) -> None
     expected = {platform_path(ns, n) for ns, n in SAMPLE_PLATFORMS}
     expected |= {f"{ns}/computes/{n}.yaml" for ns, n in SAMPLE_COMPUTES}
     assert expected <= files
-    assert all(re.fullmatch(r"[a-z0-9-]+/[a-z]+s/[a-z0-9-]+\.yaml", f) for f in files), files
+    resources = {f for f in files if f != "reconciler.yaml" and not f.startswith("inventory/")}
+    assert "reconciler.yaml" in files  # DESIGN.md section 6: branch, revision, targets
+    assert all(re.fullmatch(r"[a-z0-9-]+/[a-z]+s/[a-z0-9-]+\.yaml", f) for f in resources), files
 
 
 def test_platform_status_file_has_the_documented_shape(loop: Loop) -> None:
@@ -391,7 +393,7 @@ def test_a_file_that_stops_parsing_reports_invalid_after_a_restart(loop: Loop) -
 
 
 def test_run_once_exits_one_when_palette_refuses_the_key(loop: Loop, tmp_path: Path) -> None:
-    """A failed pass (here Palette answering 401) exits 1; its statuses say PaletteUnavailable."""
+    """A failed pass (here Palette answering 401) exits 1; its statuses say PaletteUnauthorized."""
     repo = make_config_repo(tmp_path)
     result = run_cli(
         "run",
@@ -410,5 +412,5 @@ def test_run_once_exits_one_when_palette_refuses_the_key(loop: Loop, tmp_path: P
     status = yaml.safe_load(
         repo.status_git("show", f"{STATUS_BRANCH}:{platform_path('project-a', 'clearml-prod')}")
     )
-    assert status["status"]["conditions"][0]["reason"] == "PaletteUnavailable"
+    assert status["status"]["conditions"][0]["reason"] == "PaletteUnauthorized"
     assert "not-the-key" not in result.stdout + result.stderr

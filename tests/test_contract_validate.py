@@ -97,10 +97,10 @@ def test_github_annotation_paths_are_relative_to_where_validate_runs(tmp_path: P
 
 
 def test_nonexistent_path_is_an_error_not_a_crash(tmp_path: Path) -> None:
-    """DESIGN.md only knows exit 0 and 1 for validate: a missing PATH is reported as an error (exit 1)."""
+    """DESIGN.md section 8: an unreadable PATH exits 2, and the error is still reported in the format."""
     missing = tmp_path / "nope"
     code, diags = _json_diagnostics(str(missing))
-    assert code == 1
+    assert code == 2
     assert len(diags) == 1 and diags[0]["severity"] == "error"
     assert diags[0]["file"] == missing.as_posix()
     assert run_cli("validate", str(missing), "--format", "github").stdout.startswith("::error file=")

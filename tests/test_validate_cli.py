@@ -106,9 +106,9 @@ def test_single_file_path_is_reported_as_given(tmp_path: Path) -> None:
     assert result.output.startswith(f"{path.as_posix()}:6:16: error:")
 
 
-def test_missing_path_is_an_error(tmp_path: Path) -> None:
+def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["validate", str(tmp_path / "nope")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "no such file or directory" in result.output
 
 

@@ -2,24 +2,126 @@
 
 ``--once`` exits 0 when the pass completed, even if some input was invalid or some platform rejected:
 those are reported in the status files, as the loop reports them (an invalid pass still counts as
-ready). It exits 1 when the pass failed (git or Palette unreachable, a Palette write refused) and 2 on
-a usage error.
+ready). It exits 1 when the pass failed (git or Palette unreachable, a Palette write refused, a target
+that refused the key), 2 on a usage error or when the status branch follows another config branch
+(without ``--switch-branch``), and 130 when a signal interrupted it.
+
+Graceful stop (DESIGN.md section 7): the first SIGTERM or SIGINT stops new Palette writes at once; the
+requests in flight finish, the status of what was done is committed, and the process exits (0 for the
+loop, 130 for an interrupted ``--once``). A watchdog ends the process (130) 15 s after the signal
+whatever is still running; a second signal ends it (130) at once.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Final
 
 from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.logging import configure_logging, get_logger
 from reconciler.metrics import PassOutcome
+from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease, default_identity
 from reconciler.server import Server, ServerError, parse_listen, push_ref, webhook_secret_from_env
 from reconciler.source import GitError, watch_directory
+
+STOP_DEADLINE_SECONDS: Final = 15.0
+"""After the first signal the process is gone within this long, whatever is still in flight."""
+INTERRUPTED: Final = 130
+
+_DONE = (PassOutcome.SUCCESS, PassOutcome.SKIPPED, PassOutcome.INVALID)
+
+
+class _Stopper:
+    """Signal handling: the first signal asks the controller to stop; a second one, or the deadline,
+    ends the process at once."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+        self._log = get_logger(component="run")
+        self.signalled = False
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.signalled:
+            self._log.warning("second signal: exiting at once", signal=name)
+            os._exit(INTERRUPTED)
+        self.signalled = True
+        self._log.info(
+            "stopping: no new Palette writes; requests in flight finish, then status is committed",
+            signal=name,
+        )
+        self._controller.stop()
+        watchdog = threading.Timer(STOP_DEADLINE_SECONDS, self._deadline)
+        watchdog.daemon = True
+        watchdog.start()
+
+    def _deadline(self) -> None:
+        self._log.warning("stop deadline reached: exiting now", seconds=STOP_DEADLINE_SECONDS)
+        os._exit(INTERRUPTED)
+
+
+LEASE_KINDS = ("git", "kubernetes", "none")
+
+
+def make_lease(
+    kind: str,
+    *,
+    repo: str,
+    cache_dir: Path | None,
+    duration: float = 60.0,
+    name: str | None = None,
+    on_stale_lock: Callable[[str], None] | None = None,
+) -> Lease:
+    """The lease of ``run --lease KIND`` (DESIGN.md section 7).
+
+    ``git``: the branch ``reconciler/lease`` of the config repository (``name`` gives a shard its own,
+    ``reconciler/lease-<name>``); ``kubernetes``: a ``coordination.k8s.io/v1`` Lease in the pod's
+    namespace, named ``paletteai-reconciler`` (or ``paletteai-reconciler-<name>``); ``none``: the
+    operator promises a single instance. Imported lazily: the Kubernetes client is large.
+    """
+    identity = default_identity()
+    if kind == "none":
+        return NoLease(identity)
+    if kind == "git":
+        from reconciler.source.lease import DEFAULT_BRANCH, GitLease
+
+        return GitLease(
+            repo,
+            identity,
+            branch=f"{DEFAULT_BRANCH}-{name}" if name else DEFAULT_BRANCH,
+            cache_dir=cache_dir / "lease" if cache_dir else None,
+            duration=duration,
+            safety_margin=duration / 3,
+            on_stale_lock=on_stale_lock,
+        )
+    if kind == "kubernetes":
+        from reconciler.runtime.kubernetes_lease import (
+            DEFAULT_NAME,
+            KubernetesLease,
+            api_client_from_environment,
+            default_namespace,
+        )
+
+        return KubernetesLease(
+            api_client_from_environment(),
+            namespace=default_namespace(),
+            name=f"{DEFAULT_NAME}-{name}" if name else DEFAULT_NAME,
+            identity=identity,
+            duration=duration,
+            margin=duration / 3,
+        )
+    raise ValueError(f"unknown lease kind {kind!r}: expected one of {', '.join(LEASE_KINDS)}")
 
 
 def run(
@@ -34,8 +136,18 @@ def run(
     listen: str,
     cache_dir: Path | None,
     watch: bool = False,
+    log_level: str = "info",
+    dry_run: bool = False,
+    switch_branch: bool = False,
+    unhealthy_after: float | None = None,
+    lease_kind: str = "git",
+    lease_duration: float = 60.0,
 ) -> int:
-    configure_logging()
+    try:
+        configure_logging(log_level)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     log = get_logger(component="run")
     options = ControllerOptions(
         repo=repo,
@@ -46,6 +158,9 @@ def run(
         max_deletions=max_deletions,
         cache_dir=cache_dir,
         watch=watch,
+        dry_run=dry_run,
+        switch_branch=switch_branch,
+        unhealthy_after=unhealthy_after,
     )
     if watch and not Path(repo).is_dir():
         print(f"error: --watch needs --repo to be a local directory, got {repo}", file=sys.stderr)
@@ -55,13 +170,42 @@ def run(
     except GitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if dry_run:
+        log.info("dry run: plans are logged; nothing is written to Palette or git")
+    # One writer (DESIGN.md section 7). A dry run writes nothing, so it takes no lease; --watch reads a
+    # local directory that one person edits, so it takes none either.
+    kind = "none" if dry_run or watch else lease_kind
+    try:
+        controller.lease = make_lease(
+            kind,
+            repo=repo,
+            cache_dir=cache_dir,
+            duration=lease_duration,
+            on_stale_lock=controller.metrics.on_stale_git_lock,
+        )
+    except Exception as exc:  # a bad kubeconfig, an invalid identity: say so, never a traceback
+        controller.close()
+        print(f"error: cannot set up the {kind} lease: {exc}", file=sys.stderr)
+        return 2
     if once:
+        stopper = _Stopper(controller)
+        stopper.install()
+        if not controller.lease.acquire():
+            holder = controller.lease.holder() or "another instance"
+            controller.close()
+            print(f"error: the writer lease is held by {holder}; nothing was written", file=sys.stderr)
+            return 1
         try:
             result = controller.reconcile_once()
         finally:
+            controller.lease.release()
             controller.close()
-        log.info("pass finished", outcome=str(result.outcome), commit=result.commit, error=result.error)
-        return 0 if result.outcome in (PassOutcome.SUCCESS, PassOutcome.SKIPPED, PassOutcome.INVALID) else 1
+        if result.interrupted or stopper.signalled:
+            return INTERRUPTED
+        if result.not_ready is not None:
+            print(f"error: {result.not_ready}", file=sys.stderr)
+            return 2
+        return 0 if result.outcome in _DONE else 1
 
     def on_webhook(payload: dict[str, Any]) -> None:
         ref = push_ref(payload)
@@ -78,6 +222,8 @@ def run(
         on_webhook=on_webhook,
         host=host,
         port=port,
+        health=controller.health,
+        readiness=controller.readiness,
     )
     try:
         server.start()
@@ -87,11 +233,8 @@ def run(
     log.info("serving", url=server.url)
 
     def on_pass(result: PassResult) -> None:
-        if result.outcome in (PassOutcome.SUCCESS, PassOutcome.SKIPPED, PassOutcome.INVALID):
+        if result.not_ready is None and result.outcome in (*_DONE, PassOutcome.STALLED):
             server.mark_ready()
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        controller.stop()
 
     if watch:
         watcher = threading.Thread(
@@ -101,12 +244,23 @@ def run(
             daemon=True,
         )
         watcher.start()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+    def on_lease_change(held: bool) -> None:
+        controller.metrics.set_lease_held(held)
+        controller.request_pass()  # take over (or stand by) now, not at the next interval
+
+    keeper = LeaseKeeper(
+        controller.lease,
+        renew_every=lease_duration / 3,
+        retry_every=min(5.0, lease_duration / 6),
+        on_change=on_lease_change,
+    )
+    keeper.start()
+    _Stopper(controller).install()
     try:
         controller.run_forever(on_pass)
     finally:
+        keeper.stop()  # releases the lease, so a standby takes over at once
         server.stop()
         controller.close()
+    log.info("stopped")
     return 0

@@ -52,8 +52,10 @@ def _single_file(diag: Diagnostic) -> Diagnostic:
 
 
 def run(path: Path, fmt: str) -> int:
-    """Validate every manifest under ``path``. Exit 0 when valid, 1 on errors."""
-    if not path.exists() and not path.is_symlink():
+    """Validate every manifest under ``path``. Exit 0 when valid, 1 on errors, 2 when PATH is missing
+    (the diagnostic is still printed in the chosen format, so an annotation shows it)."""
+    missing = not path.exists()
+    if missing and not path.is_symlink():
         diagnostics = [Diagnostic(path.as_posix(), 0, 0, "no such file or directory")]
         resources = files = 0
     else:
@@ -102,4 +104,6 @@ def run(path: Path, fmt: str) -> int:
             out.write(f"{errors} error{'s' if errors != 1 else ''}{noted} in {path.as_posix()}\n")
         else:
             out.write(f"{path.as_posix()}: {resources} resources in {files} files, all valid{noted}\n")
+    if missing:
+        return 2
     return 1 if errors else 0

@@ -17,6 +17,7 @@ class Reason(StrEnum):
     UNSUPPORTED_MODE = "UnsupportedMode"
     SUSPENDED = "Suspended"
     PALETTE_UNAVAILABLE = "PaletteUnavailable"
+    PALETTE_UNAUTHORIZED = "PaletteUnauthorized"
     PRUNE_BLOCKED = "PruneBlocked"
     REPLACE_BLOCKED = "ReplaceBlocked"
     # Pools and workloads (DESIGN.md section 9)

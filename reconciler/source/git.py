@@ -15,6 +15,7 @@ Why this shape:
 
 from __future__ import annotations
 
+import re
 import tempfile
 import threading
 import time
@@ -41,6 +42,7 @@ MAX_BLOB_BYTES = 1 << 20
 YAML_SUFFIXES = (".yaml", ".yml")
 
 _MODE_SYMLINK = "120000"
+_FULL_SHA = re.compile(r"[0-9a-f]{40}")
 _MODE_SUBMODULE = "160000"
 
 
@@ -269,6 +271,23 @@ class GitSource(Generic[T]):
                 self.fetch_seconds_total += self.last_fetch_seconds
             self._head = resolve_commit(repo, self._ref)
             return self._head
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        """True when commit ``ancestor`` is ``descendant`` or an ancestor of it, as far as the cache
+        knows; False when it is not, or when the cache lacks either (e.g. a commit rolled back away)."""
+        if not (_FULL_SHA.fullmatch(ancestor) and _FULL_SHA.fullmatch(descendant)):
+            return False
+        with self._lock:
+            repo = self._cache()
+            if None in (
+                _gitutil.rev_parse(repo.git, f"{ancestor}^{{commit}}"),
+                _gitutil.rev_parse(repo.git, f"{descendant}^{{commit}}"),
+            ):
+                return False
+            try:
+                return _gitutil.run(repo.git, "merge-base", ancestor, descendant).strip() == ancestor
+            except GitError:  # no common ancestor
+                return False
 
     def _drop_ref(self, repo: git.Repo) -> None:
         try:

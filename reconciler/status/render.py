@@ -30,6 +30,7 @@ class Outcome:
     ok: bool
     cluster_uid: str | None = None
     error: str | None = None
+    unauthorized: bool = False  # Palette refused the key (401/403): the target stalls
 
 
 def status_path(kind: str, namespace: str, name: str) -> str:
@@ -74,11 +75,24 @@ def _phase_and_reason(
             return Phase.PROVISIONING, Reason.PROVISIONING, p.message
 
 
+def _ready_of(phase: object) -> str:
+    return "True" if phase in _READY_PHASES else "False"
+
+
 def _previous_transition(previous: Mapping[str, Any] | None, status: str) -> str | None:
+    """When the Ready condition last took ``status``. An ``Unknown`` Ready (Palette was unreachable)
+    is transparent: it kept the phase and the time of the condition before the outage, so a platform
+    whose Palette comes back renders exactly as it did before."""
     if not previous:
         return None
-    for cond in (previous.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "Ready" and cond.get("status") == status:
+    body = previous.get("status") or {}
+    for cond in body.get("conditions") or []:
+        if not isinstance(cond, dict) or cond.get("type") != "Ready":
+            continue
+        held = cond.get("status")
+        if held == "Unknown":
+            held = _ready_of(body.get("phase"))
+        if held == status:
             value = cond.get("lastTransitionTime")
             return str(value) if value is not None else None
     return None
@@ -100,7 +114,7 @@ def platform_status(
     Running cluster with such hosts is ``Degraded`` (its hosts are kept; nothing is moved).
     """
     phase, reason, message = _phase_and_reason(p, outcome, unavailable, unhealthy)
-    ready = "True" if phase in _READY_PHASES else "False"
+    ready = _ready_of(phase)
     status: dict[str, Any] = {
         "observedRevision": revision,
         "phase": str(phase),
@@ -135,6 +149,111 @@ def platform_status(
     return phase, doc
 
 
+PALETTE_REACHABLE = "PaletteReachable"
+
+
+def unreachable_status(
+    namespace: str,
+    name: str,
+    *,
+    previous: Mapping[str, Any] | None,
+    reason: Reason,
+    message: str,
+    now: str,
+) -> tuple[Phase, dict[str, Any]]:
+    """The status of an MLPlatform whose Palette could not be read (DESIGN.md section 6).
+
+    It never loses facts: the last reported phase, cluster, allocation and observed revision are kept;
+    Ready becomes ``Unknown`` (keeping its last transition time, see :func:`_previous_transition`) and
+    ``PaletteReachable=False`` says why. Without a previous status the phase is ``Pending``.
+    """
+    before = dict((previous or {}).get("status") or {})
+    try:
+        phase = Phase(str(before.get("phase")))
+    except ValueError:
+        phase = Phase.PENDING
+    since = _previous_transition(previous, _ready_of(phase)) or now
+    unreachable_since = now
+    for cond in before.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == PALETTE_REACHABLE and cond.get("status") == "False":
+            unreachable_since = str(cond.get("lastTransitionTime") or now)
+    status: dict[str, Any] = {"observedRevision": before.get("observedRevision"), "phase": str(phase)}
+    status["conditions"] = [
+        {
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": str(reason),
+            "message": message,
+            "lastTransitionTime": since,
+        },
+        {
+            "type": PALETTE_REACHABLE,
+            "status": "False",
+            "reason": str(reason),
+            "message": message,
+            "lastTransitionTime": unreachable_since,
+        },
+    ]
+    for key in ("cluster", "allocation"):
+        if key in before:
+            status[key] = before[key]
+    doc = {
+        "apiVersion": "palette.ai/v1alpha1",
+        "kind": "MLPlatform",
+        "metadata": {"namespace": namespace, "name": name},
+        "status": status,
+    }
+    return phase, doc
+
+
+RECONCILER_FILE = "reconciler.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What the status branch's ``reconciler.yaml`` says: the config branch it follows, the revision
+    last reported, and every Palette target (url, project uid) that may hold a managed cluster."""
+
+    branch: str | None = None
+    revision: str | None = None
+    targets: tuple[tuple[str, str | None], ...] = ()
+
+
+def reconciler_document(
+    branch: str, revision: str | None, targets: Sequence[tuple[str, str | None]]
+) -> dict[str, Any]:
+    return {
+        "branch": branch,
+        "revision": revision,
+        "targets": [
+            {"url": url, "projectUid": project} for url, project in sorted(set(targets), key=_target_key)
+        ],
+    }
+
+
+def _target_key(target: tuple[str, str | None]) -> tuple[str, str]:
+    return (target[0], target[1] or "")
+
+
+def parse_recorded(files: Mapping[str, bytes]) -> Recorded:
+    """``reconciler.yaml`` of a status tree; an absent or unreadable file records nothing."""
+    data = files.get(RECONCILER_FILE)
+    doc = parse_previous({RECONCILER_FILE: data}).get(RECONCILER_FILE) if data is not None else None
+    if not doc:
+        return Recorded()
+    targets: list[tuple[str, str | None]] = []
+    for item in doc.get("targets") or []:
+        if isinstance(item, dict) and isinstance(item.get("url"), str):
+            project = item.get("projectUid")
+            targets.append((item["url"], str(project) if project is not None else None))
+    branch, revision = doc.get("branch"), doc.get("revision")
+    return Recorded(
+        branch=str(branch) if branch is not None else None,
+        revision=str(revision) if revision is not None else None,
+        targets=tuple(targets),
+    )
+
+
 def compute_document(
     namespace: str, name: str, revision: str | None, status: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -164,9 +283,13 @@ def parse_previous(files: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
 
 
 def commit_message(
-    revision: str | None, plans: list[PlatformPlan], outcomes: Mapping[PlatformKey, Outcome]
+    revision: str | None,
+    plans: list[PlatformPlan],
+    outcomes: Mapping[PlatformKey, Outcome],
+    notes: Sequence[str] = (),
 ) -> str:
-    """One line that summarises the pass: what was created, scaled, deleted, rejected."""
+    """One line that summarises the pass (what was created, scaled, deleted, rejected), then ``notes``
+    (such as a rollback of the config branch) as the body."""
     counts: dict[str, int] = {}
     failed = sum(1 for o in outcomes.values() if not o.ok)
     for p in plans:
@@ -186,4 +309,5 @@ def commit_message(
     if failed:
         parts.append(f"{failed} failed")
     short = (revision or "unknown")[:12]
-    return f"status: {short}: " + (", ".join(parts) if parts else "status update")
+    subject = f"status: {short}: " + (", ".join(parts) if parts else "status update")
+    return subject + ("\n\n" + "\n".join(notes) if notes else "")

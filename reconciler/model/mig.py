@@ -1,0 +1,177 @@
+"""The MIG catalogue: which GPU instance profiles a MIG-capable GPU offers, and where each may start.
+
+DESIGN.md section 10 and ``shared/mig/NOTES.md`` section 2. Profile names and sizes depend on the GPU
+model *and* its memory (``1g.10gb`` is a doubled-memory 1g on an A100 40GB but the smallest profile on
+an A100 80GB), so the catalogue is keyed by (family, memory), never by profile name alone.
+
+Geometry, from ``nvidia-smi mig -lgipp`` (MIG User Guide): a 7-slice GPU has 7 compute and 8 memory
+slices; a placement is ``(start, size)`` on the memory-slice axis and instances may not overlap there.
+The A30 has 4 compute and 4 memory slices. At most one media-extension (``+me``) instance per GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from reconciler.model.gpu import GpuFamily, canonical_family
+from reconciler.model.quantity import parse_memory_bytes
+
+MEDIA_SUFFIX = "+me"
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfile:
+    """One GPU instance profile of one GPU type, e.g. ``3g.40gb`` on an A100 80GB."""
+
+    name: str
+    compute: int  # compute slices (the ``g`` of the name)
+    size: int  # memory slices it occupies
+    starts: tuple[int, ...]  # allowed first memory slices
+
+    @property
+    def media(self) -> bool:
+        """A media-extension profile (``+me``): at most one per GPU."""
+        return self.name.endswith(MEDIA_SUFFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class MigGpuType:
+    """One catalogue entry: a MIG-capable GPU model with one memory size."""
+
+    key: str  # e.g. "NVIDIA-A100-80GB": stable, used in messages
+    family: GpuFamily
+    memory_gb: tuple[int, ...]  # nominal memory sizes that select this entry (first is the one NVIDIA names)
+    compute_slices: int  # 7, or 4 on A30
+    memory_slices: int  # 8, or 4 on A30
+    profiles: Mapping[str, MigProfile] = field(hash=False)
+    max_media: int = 1  # media-extension instances per GPU
+
+    def profile(self, name: str) -> MigProfile | None:
+        return self.profiles.get(name)
+
+
+def _seven_slice(
+    key: str, family: str, memory_gb: tuple[int, ...], small: int, double: int, quad: int
+) -> MigGpuType:
+    """A 7-compute/8-memory-slice GPU: 1g has ``small`` GB, 1g-doubled and 2g ``double``, 3g and 4g ``quad``.
+
+    NVIDIA rounds each name separately, so the sizes come from NOTES.md section 2.2, not from arithmetic.
+    """
+    whole = memory_gb[0]
+    table = (
+        (f"1g.{small}gb", 1, 1, (0, 1, 2, 3, 4, 5, 6)),
+        (f"1g.{small}gb{MEDIA_SUFFIX}", 1, 1, (0, 1, 2, 3, 4, 5, 6)),
+        (f"1g.{double}gb", 1, 2, (0, 2, 4, 6)),
+        (f"2g.{double}gb", 2, 2, (0, 2, 4)),
+        (f"3g.{quad}gb", 3, 4, (0, 4)),
+        (f"4g.{quad}gb", 4, 4, (0,)),
+        (f"7g.{whole}gb", 7, 8, (0,)),
+    )
+    return _entry(key, family, memory_gb, 7, 8, table)
+
+
+def _entry(
+    key: str,
+    family: str,
+    memory_gb: tuple[int, ...],
+    compute_slices: int,
+    memory_slices: int,
+    table: tuple[tuple[str, int, int, tuple[int, ...]], ...],
+) -> MigGpuType:
+    profiles = {name: MigProfile(name, compute, size, starts) for name, compute, size, starts in table}
+    return MigGpuType(
+        key=key,
+        family=canonical_family(family),
+        memory_gb=memory_gb,
+        compute_slices=compute_slices,
+        memory_slices=memory_slices,
+        profiles=MappingProxyType(profiles),
+    )
+
+
+CATALOGUE: tuple[MigGpuType, ...] = (
+    _seven_slice("NVIDIA-A100-40GB", "NVIDIA-A100", (40,), small=5, double=10, quad=20),
+    _seven_slice("NVIDIA-A100-80GB", "NVIDIA-A100", (80,), small=10, double=20, quad=40),
+    # A800/H800 80GB share the A100/H100 80GB table (one mig-parted device-filter group).
+    _seven_slice("NVIDIA-A800-80GB", "NVIDIA-A800", (80,), small=10, double=20, quad=40),
+    _seven_slice("NVIDIA-H100-80GB", "NVIDIA-H100", (80,), small=10, double=20, quad=40),
+    _seven_slice("NVIDIA-H800-80GB", "NVIDIA-H800", (80,), small=10, double=20, quad=40),
+    _seven_slice("NVIDIA-H100-94GB", "NVIDIA-H100", (94,), small=12, double=24, quad=47),
+    _seven_slice("NVIDIA-H200-141GB", "NVIDIA-H200", (141,), small=18, double=35, quad=71),
+    # B200: 180 GB usable of 192 GB; agents may report either.
+    _seven_slice("NVIDIA-B200-180GB", "NVIDIA-B200", (180, 192), small=23, double=45, quad=90),
+    _entry(
+        "NVIDIA-A30-24GB",
+        "NVIDIA-A30",
+        (24,),
+        4,
+        4,
+        (
+            ("1g.6gb", 1, 1, (0, 1, 2, 3)),
+            (f"1g.6gb{MEDIA_SUFFIX}", 1, 1, (0, 1, 2, 3)),
+            ("2g.12gb", 2, 2, (0, 2)),
+            (f"2g.12gb{MEDIA_SUFFIX}", 2, 2, (0, 2)),
+            ("4g.24gb", 4, 4, (0,)),
+        ),
+    ),
+)
+
+# A reported size matches a nominal one when, read as GB or as GiB, it is within this fraction of it:
+# nvidia-smi reports an "80GB" H100 as 81559 MiB (79.6 GiB), an H100 NVL "94GB" as 95830 MiB (93.6 GiB),
+# an H200 "141GB" as 143771 MiB (140.4 GiB); people write "80 GB" or "80Gi". The nearest nominal size
+# of the family wins, so 80 and 94 never meet.
+MEMORY_TOLERANCE = 0.04
+
+
+def _distance(memory_bytes: int, nominal_gb: int) -> float:
+    return min(abs(memory_bytes / unit - nominal_gb) / nominal_gb for unit in (10**9, 2**30))
+
+
+def memory_bytes_of(memory: str | int) -> int:
+    """Bytes of an agent-reported memory value (section 4 units) or of a byte count."""
+    if isinstance(memory, bool):
+        raise ValueError(f"not a memory quantity: {memory!r}")
+    return memory if isinstance(memory, int) else parse_memory_bytes(memory)
+
+
+def catalogue_entry(family: str, memory: str | int | None, *, mig_capable: bool) -> MigGpuType | None:
+    """The catalogue entry of a GPU (family in any spelling, memory as text or bytes), or None.
+
+    None when the agent does not say ``migCapable: true``, when the memory is missing or does not parse,
+    or when no entry of that family has that memory.
+    """
+    if not mig_capable or memory is None:
+        return None
+    try:
+        wanted = canonical_family(family)
+        size = memory_bytes_of(memory)
+    except (ValueError, OverflowError):
+        return None
+    best: tuple[float, MigGpuType] | None = None
+    for entry in CATALOGUE:
+        if entry.family != wanted:
+            continue
+        distance = min(_distance(size, nominal) for nominal in entry.memory_gb)
+        if distance <= MEMORY_TOLERANCE and (best is None or distance < best[0]):
+            best = (distance, entry)
+    return None if best is None else best[1]
+
+
+def entry_by_key(key: str) -> MigGpuType:
+    """The catalogue entry named ``key`` (``NVIDIA-A100-80GB``); KeyError when there is none."""
+    for entry in CATALOGUE:
+        if entry.key == key:
+            return entry
+    raise KeyError(key)
+
+
+def gpu_equivalents(gpu_type: MigGpuType, request: Mapping[str, int]) -> int:
+    """Whole GPUs a MIG request counts as against ``gpuLimits`` (DESIGN.md section 9 step 2).
+
+    The sum of the instances' compute slices over the GPU's compute slices, rounded up: 7 x 1g counts 1,
+    one 3g counts 1. KeyError for a profile the GPU type does not have.
+    """
+    compute = sum(gpu_type.profiles[name].compute * count for name, count in request.items())
+    return -(-compute // gpu_type.compute_slices)

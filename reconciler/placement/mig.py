@@ -1,0 +1,717 @@
+"""MIG layouts: per-GPU layouts, the exact planner for one admission, return to whole, realisation.
+
+DESIGN.md section 10. Pure: no I/O, no clock. Vocabulary:
+
+- a *placement* is ``(profile name, start)`` on a GPU's memory-slice axis; a *layout* is a set of them that
+  do not overlap, start where the profile may start, stay within the GPU's slices, use at most the GPU's
+  compute slices and hold at most one media-extension (``+me``) instance;
+- a GPU of a pool is whole (MIG off: free, or bound whole to a workload) or in MIG mode with instances,
+  each bound to a workload or free;
+- *stranded* slices are the memory slices of a GPU in MIG mode that no instance covers.
+
+The planner places one workload's MIG request ({profile: count}) without moving any bound instance,
+minimising lexicographically (1) GPUs newly switched to MIG mode, (2) stranded slices over the pool, (3)
+the GPUs used in (host name, GPU index) order: as many instances as possible on the first GPU, then the
+next... Within a GPU it prefers the placement that leaves room for the largest profiles (small
+instances go where they block no 4g), and fills what the request leaves with free instances chosen to
+strand as little as possible (then most compute, fewest, lowest starts), so a host frozen next pass
+still has free instances to offer. Method: dynamic programming over the GPUs in that order with the remaining
+request as state and per-GPU option tables built from the enumerated layouts (exact; see docs/mig.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from functools import lru_cache
+from typing import Any
+
+from reconciler.model.mig import MigGpuType, MigProfile
+
+Placement = tuple[str, int]  # (profile name, start memory slice)
+Layout = frozenset[Placement]
+
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+ALL_DISABLED = "all-disabled"  # the GPU Operator labels MIG-capable nodes without a config with this
+
+
+# --- pool state -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MigInstance:
+    """One GPU instance of a GPU in MIG mode; ``workload`` is ``namespace/name`` or None when free."""
+
+    start: int
+    profile: str
+    workload: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolGpu:
+    """One physical GPU of a pool, as the planner sees it.
+
+    ``instances`` is None for a whole GPU (MIG off) and a tuple (possibly empty) in MIG mode. ``bound`` is
+    the workload holding a whole GPU. ``gpu_type`` is None for a GPU that is not MIG-capable. ``host`` is
+    the host's identity (its uid in plans); ``host_name``, when given, is what ties break on.
+    """
+
+    host: str
+    index: int
+    gpu_type: MigGpuType | None
+    bound: str | None = None
+    instances: tuple[MigInstance, ...] | None = None
+    host_name: str = ""
+
+    @property
+    def mig(self) -> bool:
+        return self.instances is not None
+
+    @property
+    def order(self) -> tuple[str, int]:
+        return (self.host_name or self.host, self.index)
+
+
+@dataclass(frozen=True, slots=True)
+class MigBinding:
+    """Where one instance of a workload's request went."""
+
+    host: str
+    gpu: int
+    profile: str
+    start: int
+
+
+@dataclass(frozen=True, slots=True)
+class MigPlan:
+    """An admission's MIG placement and the pool's GPUs after it (same order as given)."""
+
+    bindings: tuple[MigBinding, ...]
+    gpus: tuple[PoolGpu, ...]
+    switched: int  # GPUs this admission switches from whole to MIG mode
+    stranded: int  # stranded memory slices over the pool's GPUs in MIG mode, after it
+
+
+class MigShortfall(StrEnum):
+    """Why a MIG request cannot be placed (the condition reasons of DESIGN.md sections 9-10)."""
+
+    MIG_UNSUPPORTED = "MIGUnsupported"
+    NO_FITTING_LAYOUT = "NoFittingLayout"
+    POOL_CAPACITY_EXCEEDED = "PoolCapacityExceeded"
+
+
+@dataclass(frozen=True, slots=True)
+class MigRefusal:
+    reason: MigShortfall
+    message: str
+    needed_slices: int  # memory slices the request needs (0 for MIGUnsupported)
+    free_slices: int  # memory slices it could use: free whole GPUs, free space, free instances
+
+
+# --- per-GPU layouts --------------------------------------------------------------------------------
+
+
+def _profile(gpu_type: MigGpuType, name: str) -> MigProfile:
+    profile = gpu_type.profile(name)
+    if profile is None:
+        raise ValueError(f"{gpu_type.key} has no MIG profile {name!r}")
+    return profile
+
+
+def placement_mask(gpu_type: MigGpuType, placement: Placement) -> int:
+    """The memory slices a placement covers, as a bit mask."""
+    profile = _profile(gpu_type, placement[0])
+    return ((1 << profile.size) - 1) << placement[1]
+
+
+def all_placements(gpu_type: MigGpuType) -> tuple[Placement, ...]:
+    """Every (profile, start) the GPU type allows, ordered by start then profile."""
+    return tuple(sorted((p.name, s) for p in gpu_type.profiles.values() for s in p.starts))
+
+
+@lru_cache(maxsize=64)
+def valid_layouts(gpu_type: MigGpuType) -> tuple[Layout, ...]:
+    """Every valid layout of a GPU of this type, the empty one included."""
+    placements = all_placements(gpu_type)
+    masks = [placement_mask(gpu_type, p) for p in placements]
+    profiles = [_profile(gpu_type, name) for name, _ in placements]
+    found: list[Layout] = []
+
+    def grow(first: int, chosen: list[Placement], mask: int, compute: int, media: int) -> None:
+        found.append(frozenset(chosen))
+        for i in range(first, len(placements)):
+            profile = profiles[i]
+            if mask & masks[i] or compute + profile.compute > gpu_type.compute_slices:
+                continue
+            if profile.media and media >= gpu_type.max_media:
+                continue
+            chosen.append(placements[i])
+            grow(i + 1, chosen, mask | masks[i], compute + profile.compute, media + profile.media)
+            chosen.pop()
+
+    grow(0, [], 0, 0, 0)
+    return tuple(found)
+
+
+def layout_mask(gpu_type: MigGpuType, layout: Iterable[Placement]) -> int:
+    mask = 0
+    for placement in layout:
+        mask |= placement_mask(gpu_type, placement)
+    return mask
+
+
+def layout_compute(gpu_type: MigGpuType, layout: Iterable[Placement]) -> int:
+    return sum(_profile(gpu_type, name).compute for name, _ in layout)
+
+
+def uncovered(gpu_type: MigGpuType, mask: int) -> int:
+    return gpu_type.memory_slices - mask.bit_count()
+
+
+@dataclass(frozen=True, slots=True)
+class _Extension:
+    stranded: int  # the fewest uncovered slices any completion leaves
+    padding: tuple[Placement, ...]  # the completion that does (free instances to add)
+    room: tuple[int, ...]  # instances of each profile, largest first, that still fit (more is better)
+
+
+@lru_cache(maxsize=64)
+def _plain_layouts(gpu_type: MigGpuType) -> tuple[tuple[int, int, int, tuple[Placement, ...]], ...]:
+    """(mask, compute, instances, placements by start) of every layout without ``+me`` instances."""
+    return tuple(
+        (
+            layout_mask(gpu_type, layout),
+            layout_compute(gpu_type, layout),
+            len(layout),
+            tuple(sorted(layout, key=_by_start)),
+        )
+        for layout in valid_layouts(gpu_type)
+        if not any(_profile(gpu_type, name).media for name, _ in layout)
+    )
+
+
+@lru_cache(maxsize=8192)
+def _extension(gpu_type: MigGpuType, mask: int, compute: int) -> _Extension:
+    """How well the free space around ``mask`` can be used: the best padding and the room left.
+
+    Padding is plain instances (``+me`` ones are made only on request): fewest uncovered memory slices,
+    then the most compute slices in use, then the fewest instances, then the lowest starts.
+    """
+    best: tuple[int, int, int, tuple[Placement, ...]] | None = None
+    budget = gpu_type.compute_slices - compute
+    for extra, more, count, placements in _plain_layouts(gpu_type):
+        if extra & mask or more > budget:
+            continue
+        key = (uncovered(gpu_type, mask | extra), -more, count, placements)
+        if best is None or key < best:
+            best = key
+    assert best is not None  # the empty layout always qualifies
+    return _Extension(stranded=best[0], padding=best[3], room=_room(gpu_type, mask, compute))
+
+
+def _room(gpu_type: MigGpuType, mask: int, compute: int) -> tuple[int, ...]:
+    """How many instances of each plain profile still fit, largest profiles first.
+
+    Instances of one size placed at the earliest free allowed start is optimal for equal intervals.
+    """
+    plain = sorted(
+        (p for p in gpu_type.profiles.values() if not p.media), key=lambda p: (-p.size, -p.compute, p.name)
+    )
+    room: list[int] = []
+    for profile in plain:
+        taken, count = mask, 0
+        for start in profile.starts:
+            span = ((1 << profile.size) - 1) << start
+            if not span & taken:
+                taken |= span
+                count += 1
+        room.append(min(count, (gpu_type.compute_slices - compute) // profile.compute))
+    return tuple(room)
+
+
+def _by_start(placement: Placement) -> tuple[int, str]:
+    return (placement[1], placement[0])
+
+
+def stranded_slices(gpu: PoolGpu) -> int:
+    """Memory slices of a GPU in MIG mode that no instance covers (0 for a whole GPU)."""
+    if gpu.instances is None or gpu.gpu_type is None:
+        return 0
+    return uncovered(gpu.gpu_type, layout_mask(gpu.gpu_type, ((i.profile, i.start) for i in gpu.instances)))
+
+
+# --- the planner ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    """One way to use one GPU for the request."""
+
+    counts: tuple[int, ...]  # instances per requested profile placed here
+    switched: int
+    stranded: int
+    tie: tuple[Any, ...]
+    instances: tuple[MigInstance, ...] | None  # the GPU's instances afterwards (None: unchanged)
+    bound: tuple[Placement, ...]  # the placements bound to the workload
+
+
+def _unchanged(gpu: PoolGpu, width: int) -> _Option:
+    return _Option((0,) * width, 0, stranded_slices(gpu), (0, (), (), ()), None, ())
+
+
+def _options(
+    gpu: PoolGpu, profiles: tuple[str, ...], request: tuple[int, ...], workload: str, frozen: bool
+) -> list[_Option]:
+    """The useful options of one GPU: for each count vector it can hold, the best way to hold it."""
+    width = len(profiles)
+    options = [_unchanged(gpu, width)]
+    gpu_type = gpu.gpu_type
+    if gpu_type is None or gpu.bound is not None or (frozen and gpu.instances is None):
+        return options
+    if frozen:
+        assert gpu.instances is not None
+        return options + _bind_free_instances(gpu, profiles, request, workload)
+    kept = tuple(i for i in gpu.instances or () if i.workload is not None)
+    fixed = [(i.profile, i.start) for i in kept]
+    fixed_mask = layout_mask(gpu_type, fixed)
+    fixed_compute = layout_compute(gpu_type, fixed)
+    fixed_media = sum(_profile(gpu_type, name).media for name, _ in fixed)
+    best: dict[tuple[int, ...], _Option] = {}
+    for new in _request_layouts(gpu_type, profiles):
+        if any(c > r for c, r in zip(new.counts, request, strict=True)) or new.mask & fixed_mask:
+            continue
+        compute = fixed_compute + new.compute
+        if compute > gpu_type.compute_slices or fixed_media + new.media > gpu_type.max_media:
+            continue
+        ext = _extension(gpu_type, fixed_mask | new.mask, compute)
+        tie = (-len(new.placements), tuple(-n for n in ext.room), new.placements, ext.padding)
+        current = best.get(new.counts)
+        if current is not None and (current.stranded, current.tie) <= (ext.stranded, tie):
+            continue
+        instances = (
+            *kept,
+            *(MigInstance(start, name, workload) for name, start in new.placements),
+            *(MigInstance(start, name, None) for name, start in ext.padding),
+        )
+        best[new.counts] = _Option(
+            new.counts, 0 if gpu.mig else 1, ext.stranded, tie, tuple(sorted(instances)), new.placements
+        )
+    return options + list(best.values())
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A non-empty valid layout made of requested profiles only, with what checking it against a GPU needs."""
+
+    placements: tuple[Placement, ...]  # by start
+    counts: tuple[int, ...]  # per requested profile
+    mask: int
+    compute: int
+    media: int
+
+
+@lru_cache(maxsize=256)
+def _request_layouts(gpu_type: MigGpuType, profiles: tuple[str, ...]) -> tuple[_Candidate, ...]:
+    position = {name: k for k, name in enumerate(profiles)}
+    found: list[_Candidate] = []
+    for layout in valid_layouts(gpu_type):
+        if not layout or any(name not in position for name, _ in layout):
+            continue
+        counts = [0] * len(profiles)
+        for name, _ in layout:
+            counts[position[name]] += 1
+        found.append(
+            _Candidate(
+                placements=tuple(sorted(layout, key=_by_start)),
+                counts=tuple(counts),
+                mask=layout_mask(gpu_type, layout),
+                compute=layout_compute(gpu_type, layout),
+                media=sum(_profile(gpu_type, name).media for name, _ in layout),
+            )
+        )
+    return tuple(found)
+
+
+def _bind_free_instances(
+    gpu: PoolGpu, profiles: tuple[str, ...], request: tuple[int, ...], workload: str
+) -> list[_Option]:
+    """On a frozen host a MIG GPU offers only its free instances, lowest start first."""
+    assert gpu.instances is not None
+    free = {
+        name: sorted(i for i in gpu.instances if i.workload is None and i.profile == name)
+        for name in profiles
+    }
+    limits = [min(len(free[name]), r) for name, r in zip(profiles, request, strict=True)]
+    stranded = stranded_slices(gpu)
+    options: list[_Option] = []
+    for vector in _vectors(limits):
+        if not any(vector):
+            continue
+        taken = {i for name, n in zip(profiles, vector, strict=True) for i in free[name][:n]}
+        placed = tuple(sorted(((i.profile, i.start) for i in taken), key=_by_start))
+        instances = tuple(sorted(replace(i, workload=workload) if i in taken else i for i in gpu.instances))
+        options.append(_Option(vector, 0, stranded, (-len(taken), (), placed, ()), instances, placed))
+    return options
+
+
+def _vectors(limits: Sequence[int]) -> Iterable[tuple[int, ...]]:
+    if not limits:
+        yield ()
+        return
+    for head in range(limits[0] + 1):
+        for tail in _vectors(limits[1:]):
+            yield (head, *tail)
+
+
+def _free_slices(gpu: PoolGpu, frozen: bool) -> int:
+    """Memory slices a new request could use on this GPU."""
+    if gpu.gpu_type is None or gpu.bound is not None:
+        return 0
+    if gpu.instances is None:
+        return 0 if frozen else gpu.gpu_type.memory_slices
+    if frozen:
+        return sum(_profile(gpu.gpu_type, i.profile).size for i in gpu.instances if i.workload is None)
+    bound = layout_mask(gpu.gpu_type, ((i.profile, i.start) for i in gpu.instances if i.workload))
+    return uncovered(gpu.gpu_type, bound)
+
+
+def _switch_bound(gpus: Sequence[PoolGpu], frozen_hosts: Set[str], request: Mapping[str, int]) -> int:
+    """GPUs some feasible plan switches to MIG: each profile alone on whole free GPUs of one type.
+
+    An optimum switches no more, so no more whole GPUs need searching. Without such a plan: no bound.
+    """
+    fresh = Counter(
+        g.gpu_type
+        for g in gpus
+        if g.gpu_type and g.bound is None and g.instances is None and g.host not in frozen_hosts
+    )
+    bound = sum(request.values())
+    for gpu_type, available in fresh.items():
+        if any(gpu_type.profile(name) is None for name in request):
+            continue
+        needed = sum(-(-count // _most_per_gpu(gpu_type, name)) for name, count in request.items())
+        if needed <= available:
+            bound = min(bound, needed)
+    return bound
+
+
+@lru_cache(maxsize=256)
+def _most_per_gpu(gpu_type: MigGpuType, name: str) -> int:
+    return max(sum(1 for p, _ in layout if p == name) for layout in valid_layouts(gpu_type))
+
+
+def _smallest_size(types: Iterable[MigGpuType], name: str) -> int:
+    return min(profile.size for t in types if (profile := t.profile(name)) is not None)
+
+
+def _shown_request(request: Mapping[str, int]) -> str:
+    return ", ".join(f"{name} x{count}" for name, count in sorted(request.items()))
+
+
+def plan_mig_admission(
+    gpus: Sequence[PoolGpu],
+    request: Mapping[str, int],
+    workload: str,
+    frozen_hosts: Set[str] = frozenset(),
+) -> MigPlan | MigRefusal:
+    """Place one workload's MIG instances ({profile: count}) on the pool's GPUs, or say why not.
+
+    ``frozen_hosts`` are the hosts whose layout holds anything admitted in an earlier pass: there only
+    free instances of the existing layout can be bound. Bound instances never move.
+    """
+    wanted = {name: count for name, count in request.items() if count}
+    if any(count < 0 for count in wanted.values()):
+        raise ValueError(f"negative MIG instance count in request {dict(request)!r}")
+    if not wanted:
+        return MigPlan((), tuple(gpus), 0, sum(stranded_slices(g) for g in gpus))
+    types = {g.gpu_type.key: g.gpu_type for g in gpus if g.gpu_type is not None}
+    missing = sorted(name for name in wanted if not any(t.profile(name) for t in types.values()))
+    if missing:
+        offered = "; ".join(f"{key}: {', '.join(t.profiles)}" for key, t in sorted(types.items()))
+        return MigRefusal(
+            MigShortfall.MIG_UNSUPPORTED,
+            f"MIG profile {', '.join(missing)} is not offered by the pool's GPUs"
+            + (f" ({offered})" if offered else " (none is MIG-capable)"),
+            0,
+            0,
+        )
+    needed = sum(count * _smallest_size(types.values(), name) for name, count in wanted.items())
+    free = sum(_free_slices(g, g.host in frozen_hosts) for g in gpus)
+
+    profiles = tuple(sorted(wanted))
+    target = tuple(wanted[name] for name in profiles)
+    order = sorted(range(len(gpus)), key=lambda i: gpus[i].order)
+    # GPUs in the same state offer the same options, and an optimum uses the first of them before later
+    # ones (the tie prefers earlier GPUs, all else equal), so at most one per requested instance of each
+    # state can be touched, and no more whole GPUs than some feasible plan switches: the rest are left
+    # out of the search.
+    instances = sum(target)
+    switches = _switch_bound(gpus, frozen_hosts, wanted)
+    cache: dict[tuple[Any, ...], list[_Option]] = {}
+    seen: Counter[tuple[Any, ...]] = Counter()
+    searched: list[int] = []
+    tables: list[list[_Option]] = []
+    for i in order:
+        gpu = gpus[i]
+        frozen = gpu.host in frozen_hosts
+        signature = (gpu.gpu_type, gpu.bound is not None, gpu.instances, frozen)
+        if signature not in cache:
+            cache[signature] = _options(gpu, profiles, target, workload, frozen)
+        seen[signature] += 1
+        limit = instances if gpu.mig else min(instances, switches)
+        if len(cache[signature]) > 1 and seen[signature] <= limit:
+            searched.append(i)
+            tables.append(cache[signature])
+    chosen = _search(tables, target)
+    if chosen is None:
+        reason = MigShortfall.POOL_CAPACITY_EXCEEDED if needed > free else MigShortfall.NO_FITTING_LAYOUT
+        detail = (
+            "not enough free MIG capacity"
+            if reason is MigShortfall.POOL_CAPACITY_EXCEEDED
+            else "enough slices in total, but no valid layout holds it without moving bound instances"
+        )
+        return MigRefusal(
+            reason,
+            f"needs {_shown_request(wanted)} ({needed} memory slices), {free} free in the pool: {detail}",
+            needed,
+            free,
+        )
+    result = list(gpus)
+    bindings: list[MigBinding] = []
+    switched = 0
+    for i, option in zip(searched, chosen, strict=True):
+        if option.instances is None:
+            continue
+        gpu = gpus[i]
+        result[i] = replace(gpu, instances=option.instances)
+        switched += option.switched
+        bindings.extend(MigBinding(gpu.host, gpu.index, name, start) for name, start in option.bound)
+    after = tuple(result)
+    return MigPlan(tuple(bindings), after, switched, sum(stranded_slices(g) for g in after))
+
+
+def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Option] | None:
+    """Exact lexicographic minimum over one option per GPU whose counts add up to ``target``.
+
+    Key of a choice: (GPUs switched, stranded slices, instances per GPU in order (more on earlier GPUs),
+    then per GPU in order its layout's tie). The key of the GPUs from ``pos`` on depends only on ``pos``
+    and the remaining request, so dynamic programming over (pos, remaining) is exact: a forward pass
+    finds the reachable states (suffix capacities cut those that cannot finish), a backward pass the best
+    option of each. The two sequence parts of a key are replaced by their rank among the states of the
+    next position, so keys stay flat however many GPUs there are. Count vectors are packed into one
+    integer, a field per profile with a guard bit that a subtraction below zero clears.
+    """
+    n = len(tables)
+    width = max(target).bit_length() + 1
+    guard = sum(1 << (k * width + width - 1) for k in range(len(target)))
+
+    def pack(counts: Sequence[int]) -> int:
+        return sum(c << (k * width) for k, c in enumerate(counts))
+
+    def fits(small: int, big: int) -> bool:
+        return ((big | guard) - small) & guard == guard
+
+    codes = [[pack(option.counts) for option in table] for table in tables]
+    # Most instances the GPUs from pos on can still take, per profile (capped): an upper bound.
+    room = [0] * (n + 1)
+    totals = [0] * len(target)
+    for pos in range(n - 1, -1, -1):
+        for k in range(len(target)):
+            totals[k] = min(totals[k] + max(option.counts[k] for option in tables[pos]), target[k])
+        room[pos] = pack(totals)
+
+    reachable: list[set[int]] = [{pack(target)}] if fits(pack(target), room[0]) else [set()]
+    for pos in range(n):
+        following: set[int] = set()
+        for remaining in reachable[pos]:
+            for code in codes[pos]:
+                left = (remaining | guard) - code
+                if left & guard == guard and fits(left & ~guard, room[pos + 1]):
+                    following.add(left & ~guard)
+        reachable.append(following)
+    if 0 not in reachable[n]:
+        return None
+
+    # best[pos][remaining] = (switched, stranded, spread rank, tie rank, option index)
+    Entry = tuple[int, int, int, int, int]
+    best: list[dict[int, Entry]] = [{} for _ in range(n + 1)]
+    best[n][0] = (0, 0, 0, 0, 0)
+    for pos in range(n - 1, -1, -1):
+        table, after = tables[pos], best[pos + 1]
+        found: dict[int, tuple[int, int, tuple[int, int], tuple[Any, int], int]] = {}
+        for remaining in reachable[pos]:
+            choice: tuple[int, int, tuple[int, int], tuple[Any, int], int] | None = None
+            for index, code in enumerate(codes[pos]):
+                left = (remaining | guard) - code
+                if left & guard != guard:
+                    continue
+                tail = after.get(left & ~guard)
+                if tail is None:
+                    continue
+                option = table[index]
+                key = (
+                    tail[0] + option.switched,
+                    tail[1] + option.stranded,
+                    (-sum(option.counts), tail[2]),
+                    (option.tie, tail[3]),
+                    index,
+                )
+                if choice is None or key[:4] < choice[:4]:
+                    choice = key
+            if choice is not None:
+                found[remaining] = choice
+        spread_rank = {v: r for r, v in enumerate(sorted({entry[2] for entry in found.values()}))}
+        tie_rank = {v: r for r, v in enumerate(sorted({entry[3] for entry in found.values()}))}
+        best[pos] = {
+            remaining: (e[0], e[1], spread_rank[e[2]], tie_rank[e[3]], e[4]) for remaining, e in found.items()
+        }
+
+    remaining = pack(target)
+    if remaining not in best[0]:
+        return None
+    chosen: list[_Option] = []
+    for pos in range(n):
+        index = best[pos][remaining][4]
+        chosen.append(tables[pos][index])
+        remaining = ((remaining | guard) - codes[pos][index]) & ~guard
+    return chosen
+
+
+def frozen_hosts(gpus: Iterable[PoolGpu], earlier: Set[str]) -> frozenset[str]:
+    """Hosts whose layout is frozen this pass: a workload of ``earlier`` (admitted in an earlier pass)
+    holds something there, a whole GPU or an instance (DESIGN.md section 10, realisation)."""
+    return frozenset(
+        g.host
+        for g in gpus
+        if g.bound in earlier or any(i.workload in earlier for i in g.instances or () if i.workload)
+    )
+
+
+# --- after admission --------------------------------------------------------------------------------
+
+
+def release_idle_gpus(gpus: Sequence[PoolGpu], frozen_hosts: Set[str] = frozenset()) -> tuple[PoolGpu, ...]:
+    """GPUs in MIG mode whose instances are all free return to whole, except on frozen hosts.
+
+    Call it once a pass has admitted what it can: a layout nobody holds is then needed by no one, and a
+    whole GPU serves whole-GPU requests and any future layout. A frozen host keeps its layout (changing it
+    would relabel the host while an earlier workload runs there).
+    """
+    return tuple(
+        replace(g, instances=None)
+        if g.instances is not None
+        and g.host not in frozen_hosts
+        and all(i.workload is None for i in g.instances)
+        else g
+        for g in gpus
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MigUsage:
+    """Memory slices of a pool's GPUs in MIG mode: bound, free in instances, stranded."""
+
+    used: int
+    free: int
+    stranded: int
+
+
+def mig_usage(gpus: Iterable[PoolGpu]) -> MigUsage:
+    used = free = stranded = 0
+    for gpu in gpus:
+        if gpu.instances is None or gpu.gpu_type is None:
+            continue
+        for instance in gpu.instances:
+            size = _profile(gpu.gpu_type, instance.profile).size
+            if instance.workload is None:
+                free += size
+            else:
+                used += size
+        stranded += stranded_slices(gpu)
+    return MigUsage(used, free, stranded)
+
+
+# --- realisation ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MigRealisation:
+    """How the layouts are applied: one machine pool per distinct host layout, and mig-parted's config."""
+
+    host_configs: Mapping[str, str]  # host -> config name, for hosts with a GPU in MIG mode
+    machine_pools: Mapping[str, tuple[str, ...]]  # config name -> its hosts, sorted
+    mig_config: dict[str, Any] | None  # mig-parted v1 config; None when no GPU is in MIG mode
+
+
+def _device_entries(host_gpus: Sequence[PoolGpu]) -> list[dict[str, Any]]:
+    """mig-parted entries for one host: GPUs with the same configuration share one entry."""
+    groups: dict[tuple[bool, tuple[tuple[str, int], ...]], list[int]] = {}
+    for gpu in sorted(host_gpus, key=lambda g: g.index):
+        counts = tuple(sorted(Counter(i.profile for i in gpu.instances or ()).items()))
+        groups.setdefault((gpu.instances is not None, counts), []).append(gpu.index)
+    entries: list[dict[str, Any]] = []
+    for (enabled, counts), devices in sorted(groups.items(), key=lambda item: item[1][0]):
+        entry: dict[str, Any] = {"devices": devices, "mig-enabled": enabled}
+        if enabled:
+            entry["mig-devices"] = dict(counts)
+        entries.append(entry)
+    return entries
+
+
+def config_name(entries: list[dict[str, Any]]) -> str:
+    """A stable name for a host layout: the same layout always gets the same node label value."""
+    digest = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
+    return f"mig-{digest[:10]}"
+
+
+def realise(gpus: Iterable[PoolGpu]) -> MigRealisation:
+    """Group hosts by identical layout (all their GPUs) and render the mig-parted config for them.
+
+    Hosts whose GPUs are all whole carry no config (they stay in ``worker-pool``; the GPU Operator labels
+    them ``all-disabled``, which the rendered config therefore defines too).
+    """
+    by_host: dict[str, list[PoolGpu]] = {}
+    for gpu in gpus:
+        by_host.setdefault(gpu.host, []).append(gpu)
+    configs: dict[str, list[dict[str, Any]]] = {}
+    host_configs: dict[str, str] = {}
+    for host in sorted(by_host):
+        if not any(g.mig for g in by_host[host]):
+            continue
+        entries = _device_entries(by_host[host])
+        name = config_name(entries)
+        configs[name] = entries
+        host_configs[host] = name
+    if not configs:
+        return MigRealisation({}, {}, None)
+    pools: dict[str, list[str]] = {}
+    for host, name in host_configs.items():
+        pools.setdefault(name, []).append(host)
+    mig_configs: dict[str, Any] = {ALL_DISABLED: [{"devices": "all", "mig-enabled": False}]}
+    mig_configs.update(sorted(configs.items()))
+    return MigRealisation(
+        host_configs=host_configs,
+        machine_pools={name: tuple(sorted(hosts)) for name, hosts in sorted(pools.items())},
+        mig_config={"version": "v1", "mig-configs": mig_configs},
+    )
+
+
+def layout_json(gpus: Iterable[PoolGpu]) -> dict[str, list[dict[str, Any]]]:
+    """``pools[].mig`` of ``plan --format json``: per host, its GPUs in MIG mode and their instances."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for gpu in sorted(gpus, key=lambda g: (g.host, g.index)):
+        if gpu.instances is None:
+            continue
+        out.setdefault(gpu.host, []).append(
+            {
+                "gpu": gpu.index,
+                "instances": [
+                    {"profile": i.profile, "start": i.start, "workload": i.workload} for i in gpu.instances
+                ],
+            }
+        )
+    return out
