@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gen_inventory import generate
 
 from reconciler.inventory import discover
-from reconciler.status.snapshot import ROOT_FILE, read_snapshots, render_root, render_snapshot, target_file
+from reconciler.status.render import RECONCILER_FILE, dump, reconciler_document
+from reconciler.status.snapshot import read_snapshots, render_snapshot, target_file
 
 
 def main() -> None:
@@ -39,7 +40,10 @@ def main() -> None:
         data = render_snapshot(hosts, [])
         renders.append(time.perf_counter() - started)
     url, project = "https://api.spectrocloud.com", "6514216503b1d1cd4f1bdc44"
-    files = {ROOT_FILE: render_root("main", None, [(url, project)]), target_file(url, project): data}
+    files = {
+        RECONCILER_FILE: dump(reconciler_document("main", None, [(url, project)])),
+        target_file(url, project): data,
+    }
     for _ in range(args.repeat):
         started = time.perf_counter()
         snapshot = read_snapshots(files)[(url, project)]

@@ -98,13 +98,15 @@ def test_runtime_speaks_neither_git_nor_palette(path: Path) -> None:
 
 def test_status_snapshot_format_is_pure() -> None:
     """``status/snapshot.py`` is the snapshot format, not the branch: no git, no HTTP, no Palette client;
-    of ``palette/`` it uses only the pure snapshot reader (``palette.observe``), so the format has one
-    reader and one writer."""
+    of ``palette/`` it uses only the pure snapshot reader (``palette.observe``), of ``status/`` only
+    the pure ``reconciler.yaml`` reader (``status.render``)."""
     path = PACKAGE / "status" / "snapshot.py"
-    allowed = {"reconciler.palette.observe"}
+    allowed = {"reconciler.palette.observe", "reconciler.status.render"}
     bad = sorted(
         n for n in imports(path) if n not in allowed and (starts(n, IO_MODULES) or starts(n, IO_LIBRARIES))
     )
     assert bad == []
-    observe = imports(PACKAGE / "palette" / "observe.py")
-    assert not [n for n in observe if starts(n, IO_LIBRARIES) or starts(n, ("reconciler.palette.client",))]
+    for pure in (PACKAGE / "palette" / "observe.py", PACKAGE / "status" / "render.py"):
+        names = imports(pure)
+        assert not [n for n in names if starts(n, IO_LIBRARIES) or starts(n, ("reconciler.palette.client",))]
+        assert not [n for n in names if starts(n, ("reconciler.source", "reconciler.status.store"))]

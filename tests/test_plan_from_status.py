@@ -436,3 +436,22 @@ def test_a_repository_url_is_cloned_once_and_planned_the_same(
         )
     assert remote.returncode == local.returncode == 0, remote.stderr
     assert json.loads(remote.stdout) == json.loads(local.stdout)
+
+
+def test_a_recorded_palette_endpoint_routes_as_run_did(tmp_path: Path) -> None:
+    """``run --palette URL`` observed every namespace at URL: the plan routes there too."""
+    repo = make_config_repo(tmp_path)
+    hosts, clusters, _ = deployed(repo.work, SAMPLE_INVENTORY)
+    emulator = "http://127.0.0.1:8080"
+    files: dict[str, bytes | str] = {
+        "reconciler.yaml": root_file(repo.head(), [(emulator, PROJECT)]) + f"palette: '{emulator}'\n",
+        target_file(emulator, PROJECT): render_snapshot(hosts, clusters),
+    }
+    write_status_branch(repo, files)
+    result = plan("--repo", str(repo.bare), "--from-status", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert {p["action"] for p in json.loads(result.stdout)["platforms"]} == {"unchanged"}
+    files["reconciler.yaml"] = root_file(repo.head(), [(emulator, PROJECT)])  # no palette recorded
+    write_status_branch(repo, files)
+    result = plan("--repo", str(repo.bare), "--from-status", "--format", "json")
+    assert result.returncode == 2 and target_file(URL, PROJECT) in result.stderr

@@ -15,12 +15,11 @@ from hypothesis import strategies as st
 from reconciler.edgehost import host_item, read_host
 from reconciler.inventory import discover
 from reconciler.palette.observe import managed_clusters, parse_snapshot
+from reconciler.status.render import RECONCILER_FILE, dump, parse_recorded, reconciler_document
 from reconciler.status.snapshot import (
-    ROOT_FILE,
     SnapshotError,
-    read_root,
     read_snapshots,
-    render_root,
+    recorded_palette,
     render_snapshot,
     target_file,
 )
@@ -224,12 +223,9 @@ def test_host_item_is_read_back_as_exactly_the_same_facts(
 
 
 def _files(**extra: bytes) -> dict[str, bytes]:
-    root = (
-        "branch: main\nrevision: " + "a" * 40 + "\ntargets:\n"
-        f"  - {{url: https://api.spectrocloud.com, projectUid: '{PROJECT}'}}\n"
-        "  - {url: 'http://127.0.0.1:8080/', projectUid: null}\n"
-    )
-    return {ROOT_FILE: root.encode(), **extra}
+    """A status tree whose ``reconciler.yaml`` is written as the controller writes it."""
+    targets = [("https://api.spectrocloud.com", PROJECT), ("http://127.0.0.1:8080", None)]
+    return {RECONCILER_FILE: dump(reconciler_document("main", "a" * 40, targets)), **extra}
 
 
 def test_read_snapshots_maps_files_back_to_the_targets_of_reconciler_yaml() -> None:
@@ -240,29 +236,23 @@ def test_read_snapshots_maps_files_back_to_the_targets_of_reconciler_yaml() -> N
     found = read_snapshots(files)
     assert list(found) == [("https://api.spectrocloud.com", PROJECT)]
     assert render_snapshot(found[("https://api.spectrocloud.com", PROJECT)].edge_hosts, clusters) == data
-    root = read_root(files)
-    assert root.branch == "main" and root.revision == "a" * 40 and root.palette is None
-    assert root.targets == (("https://api.spectrocloud.com", PROJECT), ("http://127.0.0.1:8080", None))
+    assert set(parse_recorded(files).targets) == {
+        ("https://api.spectrocloud.com", PROJECT),
+        ("http://127.0.0.1:8080", None),
+    }
 
 
 def test_unreadable_status_files_are_errors_naming_the_file() -> None:
     with pytest.raises(SnapshotError, match=r"reconciler\.yaml is missing"):
         read_snapshots({})
-    with pytest.raises(SnapshotError, match=r"targets\[0\]\.url"):
-        read_snapshots({ROOT_FILE: b"targets: [{projectUid: x}]\n"})
     path = target_file("http://127.0.0.1:8080", None)
     with pytest.raises(SnapshotError, match=re.escape(path)):
         read_snapshots(_files(**{path: b"{"}))
 
 
-def test_reconciler_yaml_round_trips_with_sorted_targets() -> None:
-    targets = [
-        ("https://b.example.com", "p2"),
-        ("http://127.0.0.1:8080", None),
-        ("https://b.example.com", "p1"),
-    ]
-    data = render_root("main", "c" * 40, targets, palette="http://127.0.0.1:8080")
-    root = read_root({ROOT_FILE: data})
-    assert root.targets == tuple(sorted(set(targets), key=lambda t: (t[0], t[1] or "")))
-    assert (root.branch, root.revision, root.palette) == ("main", "c" * 40, "http://127.0.0.1:8080")
-    assert render_root("main", "c" * 40, reversed(targets), palette="http://127.0.0.1:8080") == data
+def test_the_palette_endpoint_run_used_is_read_when_recorded() -> None:
+    assert recorded_palette(_files()) is None
+    assert recorded_palette({RECONCILER_FILE: b"branch: main\npalette: http://127.0.0.1:8080/\n"}) == (
+        "http://127.0.0.1:8080"
+    )
+    assert recorded_palette({RECONCILER_FILE: b"palette: [\n"}) is None

@@ -193,7 +193,8 @@ def observe_status(
     """
     from reconciler.source._gitutil import GitError
     from reconciler.status.reader import StatusBranch
-    from reconciler.status.snapshot import SnapshotError, read_root, read_snapshots, target_file
+    from reconciler.status.render import parse_recorded
+    from reconciler.status.snapshot import SnapshotError, read_snapshots, recorded_palette, target_file
 
     try:
         status = StatusBranch(repo, status_branch)
@@ -209,8 +210,9 @@ def observe_status(
                 )
             files = status.files()
             try:
-                recorded = read_root(files)
                 snapshots = read_snapshots(files)
+                recorded = parse_recorded(files)
+                palette = recorded_palette(files)
             except SnapshotError as exc:
                 raise PlanError(f"status branch {status_branch}: {exc}") from None
             if rev is None:
@@ -222,7 +224,7 @@ def observe_status(
             basis = StatusBasis(status_branch, status.tip, recorded.revision)
     except GitError as exc:
         raise PlanError(f"cannot read the status branch {status_branch} of {repo}: {exc}") from None
-    routing = route(desired, recorded.palette)
+    routing = route(desired, palette)
     targets = routing.targets | {Target(url, project) for url, project in recorded.targets}
     missing = sorted(
         (t for t in targets if (t.url, t.project_uid) not in snapshots),

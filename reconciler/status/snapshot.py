@@ -21,17 +21,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
-
-import yaml
 
 from reconciler.edgehost import host_item, read_host
 from reconciler.model.observed import ManagedCluster
 from reconciler.palette.observe import Snapshot, managed_clusters, parse_snapshot
+from reconciler.status.render import RECONCILER_FILE, parse_previous, parse_recorded
 
-ROOT_FILE = "reconciler.yaml"
 INVENTORY_DIR = "inventory"
 TENANT = "tenant"
 
@@ -41,7 +38,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class SnapshotError(ValueError):
-    """The status branch's ``reconciler.yaml`` or an inventory snapshot cannot be read (names the file)."""
+    """No ``reconciler.yaml`` on the status branch, or an unreadable snapshot (the message names the file)."""
 
 
 def _safe(text: str) -> str:
@@ -119,87 +116,33 @@ def render_snapshot(
     return (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """What ``reconciler.yaml`` says (the fields ``plan --from-status`` uses)."""
+def recorded_palette(files: Mapping[str, bytes]) -> str | None:
+    """The ``palette`` of ``reconciler.yaml``: the endpoint ``run --palette`` pointed every namespace at.
 
-    branch: str | None  # the config branch the reconciler follows
-    revision: str | None  # the config revision of the last pass that committed
-    targets: tuple[TargetKey, ...]
-    palette: str | None  # the endpoint ``run --palette`` pointed every namespace at, when it did
-
-
-def render_root(
-    branch: str, revision: str | None, targets: Iterable[TargetKey], palette: str | None = None
-) -> bytes:
-    """The bytes of ``reconciler.yaml``: the config branch followed, the revision of the last pass that
-    committed, every target managed (sorted), and the ``--palette`` endpoint ``run`` was pointed at,
-    if any (``plan --from-status`` routes with it, so it routes exactly as that ``run`` did)."""
-    doc: dict[str, Any] = {
-        "branch": branch,
-        "revision": revision,
-        "targets": [
-            {"url": url, "projectUid": project}
-            for url, project in sorted(set(targets), key=lambda t: (t[0], t[1] or ""))
-        ],
-    }
-    if palette:
-        doc["palette"] = palette
-    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).encode("utf-8")
-
-
-def read_root(files: Mapping[str, bytes]) -> Recorded:
-    """Parse ``reconciler.yaml``; :class:`SnapshotError` naming the file and field when it is unusable."""
-    data = files.get(ROOT_FILE)
-    if data is None:
-        raise SnapshotError(f"{ROOT_FILE} is missing from the status branch (has a pass committed yet?)")
-    try:
-        doc = yaml.safe_load(data.decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise SnapshotError(f"{ROOT_FILE}: not valid YAML: {exc}") from None
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, Mapping):
-        raise SnapshotError(f"{ROOT_FILE}: must be a mapping with branch, revision and targets")
-    raw_targets = doc.get("targets") or []
-    if not isinstance(raw_targets, list):
-        raise SnapshotError(f"{ROOT_FILE}: targets must be a list of {{url, projectUid}}")
-    targets: list[TargetKey] = []
-    for index, entry in enumerate(raw_targets):
-        url = entry.get("url") if isinstance(entry, Mapping) else None
-        project = entry.get("projectUid") if isinstance(entry, Mapping) else None
-        if not isinstance(url, str) or not url:
-            raise SnapshotError(f"{ROOT_FILE}: targets[{index}].url must be a non-empty string")
-        if project is not None and not isinstance(project, str):
-            raise SnapshotError(f"{ROOT_FILE}: targets[{index}].projectUid must be a string or null")
-        targets.append((url.rstrip("/"), project or None))
-
-    def text(key: str) -> str | None:
-        value = doc.get(key)
-        if value is None or value == "":
-            return None
-        if not isinstance(value, str):
-            raise SnapshotError(f"{ROOT_FILE}: {key} must be a string")
-        return value
-
-    palette = text("palette")
-    return Recorded(
-        branch=text("branch"),
-        revision=text("revision"),
-        targets=tuple(dict.fromkeys(targets)),
-        palette=palette.rstrip("/") if palette else None,
-    )
+    ``plan --from-status`` routes with it, so it routes exactly as that ``run`` did (without it a plan
+    would route to the Settings' ``hostUrl``, where ``run`` never went). An extension of DESIGN.md
+    section 6: :func:`reconciler.status.render.reconciler_document` has to write it for it to be used.
+    """
+    data = files.get(RECONCILER_FILE)
+    doc = parse_previous({RECONCILER_FILE: data}).get(RECONCILER_FILE) if data is not None else None
+    value = doc.get("palette") if doc else None
+    return value.rstrip("/") if isinstance(value, str) and value else None
 
 
 def read_snapshots(files: Mapping[str, bytes]) -> dict[TargetKey, Snapshot]:
     """The last observed inventory of every target ``reconciler.yaml`` lists, by ``(url, projectUid)``.
 
     A target whose file is absent is absent from the result (the caller says what it needs);
-    ``reconciler.yaml`` missing or unreadable, or a snapshot that does not parse, is a
-    :class:`SnapshotError` naming the file.
+    ``reconciler.yaml`` missing, or a snapshot that does not parse, is a :class:`SnapshotError` naming
+    the file. ``reconciler.yaml`` is read by :func:`reconciler.status.render.parse_recorded`, the reader
+    the controller uses.
     """
+    if RECONCILER_FILE not in files:
+        raise SnapshotError(
+            f"{RECONCILER_FILE} is missing from the status branch (has a pass committed yet?)"
+        )
     found: dict[TargetKey, Snapshot] = {}
-    for url, project in read_root(files).targets:
+    for url, project in parse_recorded(files).targets:
         path = target_file(url, project)
         data = files.get(path)
         if data is None:
