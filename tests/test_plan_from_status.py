@@ -34,6 +34,7 @@ from tests._contract_support import (
     run_cli,
 )
 from tests._git_support import git_daemon
+from tests._inventory_support import edge_host
 
 ROOT = Path(__file__).resolve().parents[1]
 URL = "https://api.spectrocloud.com"
@@ -455,3 +456,39 @@ def test_a_recorded_palette_endpoint_routes_as_run_did(tmp_path: Path) -> None:
     write_status_branch(repo, files)
     result = plan("--repo", str(repo.bare), "--from-status", "--format", "json")
     assert result.returncode == 2 and target_file(URL, PROJECT) in result.stderr
+
+
+def test_recorded_targets_nothing_routes_to_are_planned_as_run_plans_them(tmp_path: Path) -> None:
+    """A recorded target with a snapshot has its orphan clusters planned for deletion; one that was never
+    observed (no snapshot) is skipped with a warning, as ``run`` skips an unreachable one."""
+    repo = make_config_repo(tmp_path)
+    hosts, clusters, _ = deployed(repo.work, SAMPLE_INVENTORY)
+    old, gone = ("https://old.example.com", "p-old"), ("https://gone.example.com", None)
+    orphan = {
+        "metadata": {
+            "uid": "cluster-legacy",
+            "name": "project-c-legacy",
+            "labels": {
+                "palette.ai/managed-by": "reconciler",
+                "palette.ai/namespace": "project-c",
+                "palette.ai/name": "legacy",
+            },
+        },
+        "status": {"state": "Running"},
+    }
+    in_use = [{"uid": "cluster-legacy", "name": "legacy"}]
+    old_hosts = [edge_host(f"edge-old-{i}", state="in-use", clusters=in_use) for i in range(2)]
+    write_status_branch(
+        repo,
+        {
+            "reconciler.yaml": root_file(repo.head(), [(URL, PROJECT), old, gone]),
+            target_file(URL, PROJECT): render_snapshot(hosts, clusters),
+            target_file(*old): render_snapshot(old_hosts, [orphan]),
+        },
+    )
+    result = plan("--repo", str(repo.bare), "--from-status", "--changes-only", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    [entry] = json.loads(result.stdout)["platforms"]
+    assert (entry["namespace"], entry["name"], entry["action"]) == ("project-c", "legacy", "delete")
+    assert sorted(entry["controlPlane"] + entry["workers"]) == ["edge-old-0", "edge-old-1"]
+    assert "warning: no observed inventory for https://gone.example.com" in result.stderr

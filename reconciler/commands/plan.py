@@ -191,21 +191,21 @@ def observe_status(
     platform was removed, so its clusters are planned for deletion). A target without a snapshot is
     an error: the plan could not say what the next pass does there.
     """
-    from reconciler.source._gitutil import GitError
+    from reconciler.source._gitutil import GitError, redact
     from reconciler.status.reader import StatusBranch
     from reconciler.status.render import parse_recorded
-    from reconciler.status.snapshot import SnapshotError, read_snapshots, recorded_palette, target_file
+    from reconciler.status.snapshot import SnapshotError, read_snapshots, recorded_palette
 
     try:
         status = StatusBranch(repo, status_branch)
     except GitError as exc:
-        raise PlanError(f"cannot read the status branch of {repo}: {exc}") from None
+        raise PlanError(f"cannot read the status branch of {redact(repo)}: {exc}") from None
     try:
         with status:
             if status.ref is None:
                 raise PlanError(
-                    f"no status branch {status_branch!r} in {repo}: the reconciler has not committed a "
-                    "pass yet, or the branch was not fetched "
+                    f"no status branch {status_branch!r} in {redact(repo)}: the reconciler has not "
+                    "committed a pass yet, or the branch was not fetched "
                     f"(git fetch origin {status_branch}:{status_branch})"
                 )
             files = status.files()
@@ -219,28 +219,47 @@ def observe_status(
                 name = branch or recorded.branch or DEFAULT_CONFIG_BRANCH
                 rev = status.branch_head(name)
                 if rev is None:
-                    raise PlanError(f"no config branch {name!r} in {repo}; name the revision with --rev")
+                    raise PlanError(
+                        f"no config branch {name!r} in {redact(repo)}; name the revision with --rev"
+                    )
             desired = load_desired(status.location, rev)
             basis = StatusBasis(status_branch, status.tip, recorded.revision)
     except GitError as exc:
-        raise PlanError(f"cannot read the status branch {status_branch} of {repo}: {exc}") from None
+        raise PlanError(f"cannot read the status branch {status_branch} of {redact(repo)}: {exc}") from None
     routing = route(desired, palette)
-    targets = routing.targets | {Target(url, project) for url, project in recorded.targets}
+    recorded_targets = {Target(url, project) for url, project in recorded.targets}
     missing = sorted(
-        (t for t in targets if (t.url, t.project_uid) not in snapshots),
+        (t for t in routing.targets if (t.url, t.project_uid) not in snapshots),
         key=lambda t: (t.url, t.project_uid or ""),
     )
     if missing:
-        listed = ", ".join(
-            f"{t.url} project {t.project_uid or '(tenant)'} ({target_file(t.url, t.project_uid)})"
-            for t in missing
-        )
         raise PlanError(
-            f"status branch {status_branch} has no observed inventory for {listed}: "
+            f"status branch {status_branch} has no observed inventory for {_targets_text(missing)}: "
             "the reconciler has not observed that target yet"
         )
+    # A recorded target nothing routes to any more is observed by ``run`` for its clusters to be pruned;
+    # without a snapshot (never observed: unreachable) ``run`` plans nothing there either.
+    unseen = sorted(
+        (t for t in recorded_targets - routing.targets if (t.url, t.project_uid) not in snapshots),
+        key=lambda t: (t.url, t.project_uid or ""),
+    )
+    if unseen:
+        print(
+            f"warning: no observed inventory for {_targets_text(unseen)}: its clusters are not planned",
+            file=sys.stderr,
+        )
+    targets = (routing.targets | recorded_targets) - set(unseen)
     observed = {t: _observation(snapshots[(t.url, t.project_uid)]) for t in targets}
     return desired, routing, observed, basis
+
+
+def _targets_text(targets: list[Target]) -> str:
+    from reconciler.status.snapshot import target_file
+
+    return ", ".join(
+        f"{t.url} project {t.project_uid or '(tenant)'} ({target_file(t.url, t.project_uid)})"
+        for t in targets
+    )
 
 
 def host_names(inventory: Inventory) -> dict[str, str]:
