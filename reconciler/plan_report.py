@@ -68,7 +68,7 @@ def _free_text(free: Sequence[FreeRow]) -> str:
 
 def _empty_text(changes: bool) -> str:
     if changes:
-        return "No changes: every platform, pool and workload stays as deployed."
+        return "No changes: nothing would be created, scaled, replaced, admitted or deleted."
     return "Nothing to plan: the repository has no platforms, pools or workloads."
 
 
