@@ -87,6 +87,9 @@ def want(name: str, whole: int = 0, priority: int = 0, **mig: int) -> WorkloadRe
 class Pass:
     """One admission pass with the planner, its outcome, and what the status records of it."""
 
+    result: PoolAdmission
+    outcome: PoolMigOutcome
+
     def __init__(
         self,
         pool: PoolState,
