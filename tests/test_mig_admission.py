@@ -243,6 +243,21 @@ def test_a_workload_admitted_before_keeps_its_instances_and_a_frozen_layout_neve
     assert three.outcome.mig == two.outcome.mig
 
 
+def test_a_changed_request_keeps_its_instances_and_one_that_cannot_be_met_keeps_the_old_ones() -> None:
+    pool = mixed_pool(1)
+    one = Pass(pool, [want("serve", p1g_10gb=1), want("train", 2)])
+    two = Pass(pool, [want("serve", p1g_10gb=2), want("train", 2)], before=one)
+    assert two.action("serve") is WorkloadAction.ADMIT
+    assert set(one.decision("serve").mig) < set(two.decision("serve").mig)
+    assert two.placements("uid-gpu-0") == one.placements("uid-gpu-0")  # frozen: train runs on the host
+    three = Pass(pool, [want("serve", p7g_80gb=3), want("train", 2)], before=two)
+    serve = three.decision("serve")
+    assert (serve.action, serve.reason) == (WorkloadAction.PENDING, Reason.POOL_CAPACITY_EXCEEDED)
+    assert serve.mig == two.decision("serve").mig
+    assert "keeps its previous admission (2 MIG instances)" in serve.message
+    assert three.outcome.mig == two.outcome.mig
+
+
 def test_a_frozen_host_keeps_an_idle_layout_and_an_unfrozen_one_returns_to_whole() -> None:
     pool = mixed_pool(1)
     one = Pass(pool, [want("serve", p3g_40gb=1), want("train", 2)])
