@@ -418,9 +418,10 @@ class PoolMigPlanner:
                 )
             else:
                 offered = "; ".join(f"{k} offers {', '.join(t.profiles)}" for k, t in types)
+                missing = [name for name in sorted(wanted) if not any(t.profile(name) for _, t in types)]
                 message = (
-                    f"asks for MIG instances {shown} of {family}; the GPUs of pool {pool} do not have "
-                    f"it ({offered}): ask for one of their profiles"
+                    f"asks for MIG instances {shown} of {family}; the GPUs of pool {pool} have no "
+                    f"{', '.join(missing)} ({offered}): ask for one of their profiles"
                 )
             return MigRefusal(Reason.MIG_UNSUPPORTED, message)
         in_mig = sum(1 for g in view if g.instances is not None)
