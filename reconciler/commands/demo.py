@@ -204,8 +204,9 @@ class PassView:
             counts[str(phase)] = counts.get(str(phase), 0) + 1
         phases = ", ".join(f"{n} {phase}" for phase, n in sorted(counts.items())) or "no platforms"
         state = f"still failing: {self._error}" if self._error else "nothing to do"
+        count = f"{self._idle} pass" + ("" if self._idle == 1 else "es")
         line = (
-            f"{_clock()} idle: {self._idle} passes in {now - self._last_beat:.0f} s, {state} "
+            f"{_clock()} idle: {count} in {now - self._last_beat:.0f} s, {state} "
             f"(revision {(self._revision or 'unknown')[:12]}; {phases})"
         )
         self._idle, self._last_beat = 0, now
