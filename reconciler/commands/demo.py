@@ -301,7 +301,7 @@ def run(keep: bool, heartbeat: float = 30.0) -> int:
         )
         controller = Controller(options)
         server = Server(
-            controller.metrics, webhook_secret=None, on_webhook=lambda _p: controller.request_pass()
+            controller.metrics, webhook_secret=None, on_webhook=lambda _p: _start_pass(controller)
         )
         server.start()
         console.print(f"[bold]reconciler[/bold] /metrics, /healthz and /readyz at {server.url}\n")
@@ -417,3 +417,8 @@ def _follow(console: Console, passes: queue.Queue[PassResult], stop: threading.E
         beat = view.heartbeat(now)
         if beat is not None:
             _print(console, beat)
+
+
+def _start_pass(controller: Controller) -> bool:
+    controller.request_pass()
+    return True
