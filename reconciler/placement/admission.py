@@ -90,6 +90,12 @@ class PreviousAdmission:
     mig: tuple[MigInstance, ...] = ()
 
 
+# What the caller read from the status branch: per pool, the admissions its workloads held after the last
+# pass (a workload's status file names its pool, GPUs and MIG instances). A workload that moved to another
+# pool is listed under the pool it held GPUs in: that pool's pass releases them (``remove``).
+PreviousAdmissions = Mapping[PoolKey, Sequence[PreviousAdmission]]
+
+
 @dataclass(frozen=True, slots=True)
 class PoolState:
     """One pool as admission sees it: its GPUs as planned (concrete units), its mode and limits.
@@ -170,6 +176,7 @@ class WorkloadAction(StrEnum):
     REMOVE = "remove"
     REJECTED = "rejected"
     SUSPENDED = "suspended"
+    INVALID = "invalid"  # set by the plan for a workload whose document is invalid, never by admission
 
 
 @dataclass(frozen=True, slots=True)
