@@ -24,7 +24,6 @@ from tests._contract_support import (
     run_cli,
 )
 
-
 POOL_KEYS = PLATFORM_KEYS | {"mode", "capacity", "mig", "migConfig", "scaling"}
 WORKLOAD_KEYS = {"namespace", "name", "pool", "action", "reason", "message", "gpus", "mig"}
 WORKLOAD_ACTIONS = {"admit", "admitted", "pending", "remove", "rejected", "invalid", "suspended"}
