@@ -440,7 +440,7 @@ def _decided(
     add_cp = tuple(sorted(set(alloc.control_plane) - set(cluster.control_plane)))
     rem_cp = tuple(sorted(set(cluster.control_plane) - set(alloc.control_plane)))
     if cluster.known_state is DELETING_STATE:
-        msg = f"cluster {cluster.name} is being deleted; the platform is placed again once it is gone"
+        msg = f"cluster {cluster.name} is being deleted; it is placed again once it is gone"
         return PlatformPlan(*key, Action.UNCHANGED, Reason.DELETING, msg, **common)
     if not (add_w or rem_w or add_cp or rem_cp):
         reason = Reason.PROVISIONED if cluster.known_state is ClusterState.RUNNING else Reason.PROVISIONING
@@ -543,10 +543,12 @@ def _entries(
     inventory: Inventory,
     clusters: Sequence[ManagedCluster],
     pool_modes: Mapping[PoolKey, str] | None = None,
+    tenants: Mapping[WorkloadKey, _Invalid] | None = None,
 ) -> _Entries:
     """Every dedicated platform and pool of the desired state and every managed cluster gets one entry;
     a cluster whose platform or pool is gone is a ``delete`` here (the prune guard, over the whole pass,
-    comes after)."""
+    comes after). ``tenants``: invalid workloads, among them invalid MLPlatforms known to be tenants,
+    which are workload entries, not platform entries (unless they have a platform cluster)."""
     desired = reject_unbuildable(desired)  # no cluster profile: invalid, InvalidSpec (DESIGN.md section 3)
     machines = inventory.by_uid()
     platform_clusters, pool_clusters = split_clusters(clusters)
@@ -577,6 +579,8 @@ def _entries(
     for (kind, ns, name), problems in sorted(desired.invalid.items()):
         key = (ns, name)
         if kind == PLATFORM_KIND and key not in platforms:
+            if key in (tenants or {}) and key not in platform_clusters:
+                continue  # a tenant that held GPUs in a pool: listed under workloads
             platforms[key] = _invalid_entry(key, problems, platform_clusters.get(key), machines)
         elif kind == POOL_KIND and key not in pools:
             pools[key] = _invalid_entry(key, problems, pool_clusters.get(key), machines)
@@ -726,13 +730,16 @@ def _workload_entry(
 
 
 def _admit(
-    found: _Entries, pool_entries: Mapping[PoolKey, PlatformPlan], previous: PreviousAdmissions
+    found: _Entries,
+    pool_entries: Mapping[PoolKey, PlatformPlan],
+    previous: PreviousAdmissions,
+    invalid: Mapping[WorkloadKey, _Invalid],
 ) -> tuple[list[PoolPlan], list[WorkloadPlan]]:
-    """Admission into every pool of one target, on the hosts as planned (after the prune guard)."""
+    """Admission into every pool of one target, on the hosts as planned (after the prune guard).
+    ``invalid``: the invalid workloads of the whole desired state (not only of this target)."""
     desired = found.desired
     tenants = {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)}
     by_pool = tenants_by_pool(tenants.values())
-    invalid = _invalid_workloads(desired, previous)
     pools: list[PoolPlan] = []
     workloads: list[WorkloadPlan] = []
     for key, entry in sorted(pool_entries.items()):
@@ -756,11 +763,11 @@ def _admit(
         )
         result = admit_pool(state, requests, held)
         running = _pool_running(entry)
+        kinds = {a.key: a.kind for a in held} | {r.key: r.kind for r in requests}
         for wkey, decision in result.workloads.items():
             tenant = tenants.get(wkey)
             bad = invalid.get(wkey)
-            kind = tenant.kind if tenant is not None else bad.kind if bad is not None else "AIWorkload"
-            kind = next((r.kind for r in requests if r.key == wkey), kind)
+            kind = kinds.get(wkey, "AIWorkload")
             profiles = _workload_profiles(desired, tenant) if tenant is not None else ()
             workloads.append(_workload_entry(decision, kind, running, bad, profiles))
         admitted = tuple(
@@ -775,14 +782,13 @@ def _admit(
 def _strays(
     desired: DesiredState,
     planned: set[WorkloadKey],
-    previous: PreviousAdmissions,
+    invalid: Mapping[WorkloadKey, _Invalid],
     unplanned_pools: Mapping[PoolKey, str],
 ) -> list[WorkloadPlan]:
     """Workloads no pool of the pass decided: invalid ones that hold nothing, and tenants of a pool that
     is not planned (it has no Palette target)."""
-    desired = reject_unbuildable(desired)
     out: list[WorkloadPlan] = []
-    for wkey, bad in _invalid_workloads(desired, previous).items():
+    for wkey, bad in invalid.items():
         if wkey not in planned:
             out.append(WorkloadPlan(*wkey, bad.kind, None, WorkloadAction.INVALID, bad.reason, bad.message))
     for tenant in _tenants(desired):
@@ -816,11 +822,12 @@ def make_plan(
     """Plan one pass against one inventory: every platform, pool and workload and every managed cluster
     gets an entry. ``previous``: the admissions the status branch recorded, per pool; ``pool_modes``: the
     mode the status branch last reported per pool (used when a pool's cluster lacks its mode label)."""
-    found = _entries(desired, inventory, clusters, pool_modes)
+    invalid = _invalid_workloads(desired, previous or {})
+    found = _entries(desired, inventory, clusters, pool_modes, invalid)
     blocked = _prune_guard(found.all(), desired.complete, max_deletions)
     pool_entries = {k: _blocked(e, blocked) for k, e in found.pools.items()}
-    pools, workloads = _admit(found, pool_entries, previous or {})
-    workloads += _strays(desired, {w.key for w in workloads}, previous or {}, {})
+    pools, workloads = _admit(found, pool_entries, previous or {}, invalid)
+    workloads += _strays(desired, {w.key for w in workloads}, invalid, {})
     families = {m.gpu_family for m in inventory.machines if m.gpu_family}
     return Plan(
         revision=desired.revision,
@@ -894,6 +901,7 @@ def plan_targets(
     ones holding nothing, tenants of an unroutable pool) go to the first target (by url, project).
     """
     everyone, every_pool = routing.all_platforms(), routing.all_pools()
+    invalid = _invalid_workloads(desired, previous or {})
     found: dict[Target, _Entries] = {}
     order = sorted(observed, key=lambda t: (t.url, t.project_uid or ""))
     for target in order:
@@ -909,7 +917,9 @@ def plan_targets(
                 else (c.key in mine or c.key not in everyone)
             )
         ]
-        found[target] = _entries(restrict(desired, mine, mine_pools), seen.inventory, clusters, pool_modes)
+        found[target] = _entries(
+            restrict(desired, mine, mine_pools), seen.inventory, clusters, pool_modes, invalid
+        )
     every = [p for f in found.values() for p in f.all()]
     blocked = _prune_guard(every, desired.complete, max_deletions)
     families = {m.gpu_family for seen in observed.values() for m in seen.inventory.machines if m.gpu_family}
@@ -918,7 +928,8 @@ def plan_targets(
     planned: set[WorkloadKey] = set()
     for target in order:
         f = found[target]
-        pools, workloads = _admit(f, {k: _blocked(e, blocked) for k, e in f.pools.items()}, previous or {})
+        pool_entries = {k: _blocked(e, blocked) for k, e in f.pools.items()}
+        pools, workloads = _admit(f, pool_entries, previous or {}, invalid)
         planned |= {w.key for w in workloads}
         plans[target] = Plan(
             desired.revision,
@@ -929,7 +940,7 @@ def plan_targets(
             workloads=workloads,
         )
     if order:
-        strays = _strays(desired, planned, previous or {}, routing.pool_unavailable)
+        strays = _strays(desired, planned, invalid, routing.pool_unavailable)
         first = plans[order[0]]
         plans[order[0]] = replace(
             first, workloads=sorted([*first.workloads, *strays], key=lambda w: w.sort_key)

@@ -8,6 +8,7 @@ import json
 from reconciler.inventory import HostState
 from reconciler.manifests import load_files
 from reconciler.model.conditions import Reason
+from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.pools import KIND_LABEL, POOL_KIND, POOL_MODE_LABEL
 from reconciler.placement.admission import GpuRef, PreviousAdmission, WorkloadAction
 from reconciler.plan import Action, Observed, make_plan, plan_targets
@@ -87,7 +88,9 @@ def test_pools_and_platforms_share_one_inventory_in_namespace_then_name_order() 
     third = make_plan(
         desired(platform("a", {H100: 8}, ns="zzz"), pool("z", {H100: 8}, ns="aaa")), inventory(machines), []
     )
-    assert third.get_pool("aaa", "z") is not None and third.get_pool("aaa", "z").action is Action.CREATE  # type: ignore[union-attr]
+    pool_z, platform_a = third.get_pool("aaa", "z"), third.get("zzz", "a")
+    assert pool_z is not None and platform_a is not None
+    assert (pool_z.action, platform_a.action) == (Action.CREATE, Action.REJECTED)
 
 
 def test_existing_pool_cluster_is_sticky_and_scales_in_one_step() -> None:
@@ -336,3 +339,59 @@ def test_plan_json_has_empty_pool_and_workload_lists_without_pools() -> None:
     doc = make_plan(desired(platform("p", {H100: 8})), inventory([*cps(1), machine("g", 8)]), []).to_json()
     assert doc["pools"] == [] and doc["workloads"] == []
     assert list(doc) == ["revision", "platforms", "pools", "workloads", "diagnostics"]
+
+
+def _broken(state_kind: str, name: str) -> Diagnostic:
+    return Diagnostic(f"{name}.yaml", 3, 1, "spec.gpus: bad", kind=state_kind, namespace=NS, name=name)
+
+
+def test_invalid_workload_keeps_the_gpus_it_held_and_is_reported_invalid() -> None:
+    machines = [*cps(1, state=USED), machine("g", 8, state=USED)]
+    running = pool_cluster("shared", ["cp-0"], ["g"])
+    state = desired(pool("shared", {H100: 8}), ai_workload("newcomer", "shared", {H100: 8}))
+    state.invalid[("AIWorkload", NS, "broken")] = [_broken("AIWorkload", "broken")]
+    previous = {(NS, "shared"): [held("broken", "g", 2)]}
+    plan = make_plan(state, inventory(machines), [running], previous=previous)
+    by_name = {w.name: w for w in plan.workloads}
+    broken = by_name["broken"]
+    assert (broken.action, broken.reason, broken.pool) == (
+        WorkloadAction.INVALID,
+        Reason.INVALID_SPEC,
+        "shared",
+    )
+    assert broken.gpu_counts() == {H100: 2} and "keeps its 2 GPU(s) in pool shared" in broken.message
+    # Its GPUs are not handed to anyone else while it is invalid.
+    assert by_name["newcomer"].action is WorkloadAction.PENDING
+    assert not plan.placeable
+
+
+def test_invalid_platform_that_was_a_tenant_is_listed_as_a_workload_not_a_platform() -> None:
+    machines = [*cps(1, state=USED), machine("g", 8, state=USED)]
+    running = pool_cluster("shared", ["cp-0"], ["g"])
+    state = desired(pool("shared", {H100: 8}))
+    state.invalid[("MLPlatform", NS, "tenant")] = [_broken("MLPlatform", "tenant")]
+    previous = {(NS, "shared"): [PreviousAdmission((NS, "tenant"), (GpuRef("g", 0),), kind="MLPlatform")]}
+    plan = make_plan(state, inventory(machines), [running], previous=previous)
+    assert plan.get(NS, "tenant") is None
+    (entry,) = plan.get_workloads(NS, "tenant")
+    assert (entry.kind, entry.action, entry.gpu_counts()) == ("MLPlatform", WorkloadAction.INVALID, {H100: 1})
+
+
+def test_workload_moving_to_another_pool_leaves_the_old_one_in_the_same_plan() -> None:
+    machines = [*cps(2, state=USED), machine("g", 8, state=USED), machine("h", 8, state=USED)]
+    clusters = [pool_cluster("one", ["cp-0"], ["g"]), pool_cluster("two", ["cp-1"], ["h"])]
+    state = desired(pool("one", {H100: 8}), pool("two", {H100: 8}), ai_workload("w", "two", {H100: 8}))
+    plan = make_plan(state, inventory(machines), clusters, previous={(NS, "one"): [held("w", "g", 8)]})
+    leave, join = plan.get_workloads(NS, "w")
+    assert (leave.pool, leave.action) == ("one", WorkloadAction.REMOVE)
+    assert (join.pool, join.action, join.gpu_counts()) == ("two", WorkloadAction.ADMIT, {H100: 8})
+    assert [w["action"] for w in plan.to_json()["workloads"]] == ["remove", "admit"]
+
+
+def test_removed_shared_platform_keeps_its_kind_from_the_status_record() -> None:
+    machines = [*cps(1, state=USED), machine("g", 8, state=USED)]
+    running = pool_cluster("shared", ["cp-0"], ["g"])
+    previous = {(NS, "shared"): [PreviousAdmission((NS, "gone"), (GpuRef("g", 0),), kind="MLPlatform")]}
+    plan = make_plan(desired(pool("shared", {H100: 8})), inventory(machines), [running], previous=previous)
+    (entry,) = plan.workloads
+    assert (entry.kind, entry.action, entry.gpus) == ("MLPlatform", WorkloadAction.REMOVE, ())

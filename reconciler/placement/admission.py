@@ -83,11 +83,13 @@ class MigInstance:
 
 @dataclass(frozen=True, slots=True)
 class PreviousAdmission:
-    """What the status branch says a workload held after the last pass that admitted it."""
+    """What the status branch says a workload held after the last pass that admitted it. ``kind``
+    (AIWorkload or MLPlatform) names the workload's kind when the plan cannot read it (it is gone)."""
 
     key: WorkloadKey
     gpus: tuple[GpuRef, ...] = ()
     mig: tuple[MigInstance, ...] = ()
+    kind: str = "AIWorkload"
 
 
 # What the caller read from the status branch: per pool, the admissions its workloads held after the last
