@@ -47,7 +47,9 @@ from reconciler.model.resources import Compute
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError
+from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
+from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
 from reconciler.plan import Action, Plan, PlatformPlan, make_plan
 from reconciler.source import DirectorySource, GitError, GitSource
 from reconciler.status.render import (
@@ -78,6 +80,7 @@ class ControllerOptions:
     # palette
     palette_url: str | None = None
     apply_concurrency: int = 4
+    palette_rate_limits: RateLimits = field(default_factory=RateLimits.palette)  # off(): fast tests
     # report
     status_branch: str = "reconciler/status"
     # loop
@@ -182,6 +185,8 @@ class Controller:
         self._known_targets: set[Target] = set()
         self._key_refs: dict[Target, KeyRef] = {}
         self._observed: dict[Target, _Observed] = {}
+        self._host_listers: dict[Target, HostLister] = {}
+        self._dashboard_requests: dict[Target, int] = {}  # /v1/dashboard requests of the last observe
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.last: PassResult | None = None
@@ -189,7 +194,14 @@ class Controller:
     # -- wiring -------------------------------------------------------------------------------------
 
     def _make_client(self, target: Target, key: str) -> PaletteClient:
-        return PaletteClient(target.url, key, target.project_uid, on_request=self.metrics.on_palette_request)
+        return PaletteClient(
+            target.url,
+            key,
+            target.project_uid,
+            on_request=self.metrics.on_palette_request,
+            rate_limits=self.options.palette_rate_limits,
+            on_wait=self.metrics.on_palette_rate_limit_wait,
+        )
 
     def _api_key(self, target: Target) -> str:
         ref = self._key_refs.get(target, KeyRef())
@@ -372,10 +384,15 @@ class Controller:
 
     def _observe(self, target: Target) -> _Observed:
         client = self._client(target)
-        hosts = client.search_edge_hosts()
+        lister = self._host_listers.get(target)
+        if lister is None:  # reads only what changed since its last read (palette/hosts.py)
+            lister = self._host_listers[target] = HostLister(client)
+        before = client.requests_sent(DASHBOARD)
+        hosts = lister.list()
         raw_clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
-        # The server's item order is stable, so the JSON text is a fingerprint without sorting keys.
-        digest = hashlib.sha256(json.dumps([hosts, raw_clusters], default=str).encode()).hexdigest()
+        self._dashboard_requests[target] = client.requests_sent(DASHBOARD) - before
+        # The lister's version moves whenever a host does; the cluster listing's order is stable.
+        digest = hashlib.sha256(json.dumps([lister.version, raw_clusters], default=str).encode()).hexdigest()
         last = self._observed.get(target)
         if last is not None and last.fingerprint == digest:
             return last  # nothing moved in Palette: reuse the machines and clusters read last time
@@ -518,7 +535,8 @@ class Controller:
 
     def run_forever(self, on_pass: Callable[[PassResult], None] | None = None) -> None:
         """Pass after pass until :meth:`stop`: git every ``interval`` (with jitter) or on a webhook,
-        Palette every ``resync_interval``, and exponential back-off after a transient error."""
+        Palette every ``resync_interval`` (longer when idle passes would use more than a quarter of
+        Palette's ``/v1/dashboard`` budget), and exponential back-off after a transient error."""
         opts = self.options
         delays = _backoff(2.0, max(2.0, min(opts.max_backoff, opts.interval)))
         next_source = 0.0
@@ -535,7 +553,12 @@ class Controller:
                 delay = next(delays)
             else:
                 delays = _backoff(2.0, max(2.0, min(opts.max_backoff, opts.interval)))
-                delay = max(0.0, min(opts.resync_interval, next_source - time.monotonic()))
+                resync = resync_interval(
+                    max(self._dashboard_requests.values(), default=0),
+                    floor=opts.resync_interval,
+                    limit=opts.palette_rate_limits.dashboard,
+                )
+                delay = max(0.0, min(resync, next_source - time.monotonic()))
             force = self.wake.wait(delay)
             self.wake.clear()
 
