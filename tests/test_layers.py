@@ -71,3 +71,15 @@ def test_only_the_palette_package_speaks_http_and_only_source_and_status_speak_g
 
 def starts_any(names: set[str], prefixes: tuple[str, ...]) -> bool:
     return any(starts(n, prefixes) for n in names)
+
+
+def test_the_emulator_imports_nothing_from_the_client() -> None:
+    """The emulator shares Palette's shapes and limits (observe, pacing), never the client's code."""
+    client_side = ("reconciler.palette.client", "reconciler.palette.hosts", "reconciler.palette.retry")
+    offenders = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in sorted((PACKAGE / "emulator").rglob("*.py"))
+        for name in sorted(imports(path))
+        if starts(name, client_side) or name == "reconciler.palette"
+    ]
+    assert offenders == []

@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reconciler.emulator import EmulatorServer
 from reconciler.metrics import PassOutcome
@@ -198,3 +200,49 @@ def test_the_loops_idle_pass_reads_changed_hosts_not_every_page(
         ctl.close()
         assert server.stats.count(path=SEARCH) == 1
     assert idle.outcome is PassOutcome.SKIPPED
+
+
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_no_change_is_lost_whatever_happens_during_the_listings(data: st.DataObject) -> None:
+    """Changes, additions and removals land between and *during* listings (after any page); one quiet
+    read later the list holds every current host as it is now, and after a sweep nothing removed."""
+    clock = FakeClock()
+    ops = st.tuples(st.sampled_from(["change", "add", "remove", "none"]), st.integers(0, 119))
+    box: dict[str, EmulatorServer] = {}
+    added = {"n": 0}
+    quiet = {"on": False}
+
+    def apply(op: tuple[str, int]) -> None:
+        kind, i = op
+        state = box["s"].state
+        clock.advance(data.draw(st.sampled_from([0.0, 0.001, 0.5, 2.0])))
+        uids = sorted(state.hosts)
+        if kind == "change" and uids:
+            state.patch_host(uids[i % len(uids)], {"tags": {"rev": str(clock.now)}})
+        elif kind == "add":
+            added["n"] += 1
+            state.put_host(host(f"new-{added['n']:03d}-{i:03d}"))
+        elif kind == "remove" and uids:
+            state.remove_host(uids[i % len(uids)])
+
+    def meanwhile(method: str, path: str, status: int) -> None:
+        if not quiet["on"]:
+            apply(data.draw(ops))
+
+    with running(_hosts(120), clock=clock) as server:
+        box["s"] = server
+        with client(server, on_request=meanwhile) as palette:
+            lister = HostLister(palette, clock=clock, full_every=3600, sweep_rate=None, overlap=1.0)
+            for _ in range(data.draw(st.integers(1, 4))):
+                clock.advance(data.draw(st.sampled_from([0.0, 1.0, 30.0])))
+                lister.list()
+            # One quiet read: every change so far is in; only removed hosts may linger until a sweep.
+            quiet["on"] = True
+            clock.advance(5)
+            listing = {h["metadata"]["uid"]: h for h in lister.list()}
+            truth = {h["metadata"]["uid"]: h for h in server.state.snapshot_view()["edgeHosts"]}
+            assert {u: listing[u] for u in truth} == truth
+            clock.advance(3600)
+            swept = {h["metadata"]["uid"]: h for h in lister.list()}
+            assert swept == truth
