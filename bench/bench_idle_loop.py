@@ -42,6 +42,7 @@ from reconciler.logging import configure_logging
 from reconciler.palette.pacing import RateLimits
 
 DASHBOARD_RATE = 10.0
+OTHER_RATE = 50.0
 BURST = 5
 GIT_ENV = {
     **os.environ,
@@ -62,12 +63,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def counts(url: str) -> tuple[int, int]:
-    """(/v1/dashboard requests, 429 answers) so far."""
+def counts(url: str) -> tuple[int, int, int]:
+    """(/v1/dashboard requests, other requests, 429 answers) so far."""
     rows = httpx.get(f"{url}/__emulator/stats", timeout=30).json()["requests"]
     dashboard = sum(r["count"] for r in rows if r["path"].startswith("/v1/dashboard"))
+    other = sum(r["count"] for r in rows if not r["path"].startswith("/v1/dashboard"))
     refused = sum(r["count"] for r in rows if r["status"] == 429)
-    return dashboard, refused
+    return dashboard, other, refused
 
 
 def main() -> int:
@@ -146,13 +148,20 @@ def main() -> int:
             time.sleep(0.05)
         first_end, first = passes[0]
         first_seconds = first_end - started
-        first_dashboard, first_429 = counts(url)
+        first_dashboard, first_other, first_429 = counts(url)
+        # Observe (searches, 10/s) and apply (creates, 50/s) run one after the other.
         paced = max(first_dashboard - BURST, 0) / DASHBOARD_RATE
+        paced_all = paced + max(first_other - BURST, 0) / OTHER_RATE
         print(f"hosts {args.hosts}, platforms {args.platforms}, git interval {args.interval:g} s")
         print(
             f"first pass: {first_seconds:.1f} s, outcome {first.outcome}, {first_dashboard} /v1/dashboard "
-            f"requests ({-(-args.hosts // 50)} host pages), 429s {first_429}; paced minimum {paced:.1f} s; "
-            f"ratio {first_seconds / paced if paced else float('nan'):.2f}x (target <= 1.2x)"
+            f"requests ({-(-args.hosts // 50)} host pages), {first_other} others (creates), "
+            f"429s {first_429}"
+        )
+        print(
+            f"  paced minimum, searches only: {paced:.1f} s, ratio {first_seconds / paced:.2f}x; "
+            f"with the creates at 50/s: {paced_all:.1f} s, ratio {first_seconds / paced_all:.2f}x "
+            f"(target <= 1.2x)"
         )
 
         # Settle: clusters provision; then measure an idle window.
@@ -161,11 +170,11 @@ def main() -> int:
             time.sleep(0.5)
         with lock:
             settled = len(passes)
-        base_dashboard, base_429 = counts(url)
+        base_dashboard, _, base_429 = counts(url)
         window_start = time.monotonic()
         time.sleep(args.idle)
         window = time.monotonic() - window_start
-        dashboard, refused = counts(url)
+        dashboard, _, refused = counts(url)
         with lock:
             idle_passes = len(passes) - settled
         used = dashboard - base_dashboard

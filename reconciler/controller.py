@@ -385,7 +385,7 @@ class Controller:
     def _observe(self, target: Target) -> _Observed:
         client = self._client(target)
         lister = self._host_listers.get(target)
-        if lister is None:  # reads only what changed since its last read (palette/hosts.py)
+        if lister is None or lister.client is not client:  # reads what changed since its last read
             lister = self._host_listers[target] = HostLister(client)
         before = client.requests_sent(DASHBOARD)
         hosts = lister.list()

@@ -246,3 +246,38 @@ def test_no_change_is_lost_whatever_happens_during_the_listings(data: st.DataObj
             clock.advance(3600)
             swept = {h["metadata"]["uid"]: h for h in lister.list()}
             assert swept == truth
+
+
+class _PaletteWithoutDateFilters(httpx.BaseTransport):
+    """Loopback to the emulator, except that a date filter is refused (422), as a Palette whose
+    edge-host search does not know the property would answer."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if b'"type":"date"' in request.read().replace(b" ", b""):
+            body = {"code": "InvalidFilter", "message": "unsupported property", "details": {}, "ref": "r"}
+            return httpx.Response(422, json=body)
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_a_palette_refusing_the_date_filter_gets_full_listings_instead() -> None:
+    clock = FakeClock()
+    with running(_hosts(120), clock=clock) as server:
+        palette = client(server, transport=_PaletteWithoutDateFilters())
+        with palette:
+            lister = HostLister(palette, clock=clock)
+            lister.list()
+            clock.advance(60)
+            admin(server, "PATCH", "hosts/edge-010", {"healthState": "unhealthy"})
+            listing = lister.list()
+            assert not lister.incremental
+            assert lister.last_requests == 3  # every page (the refused read brought none)
+            clock.advance(60)
+            lister.list()
+            assert lister.last_requests == 3
+    assert _health(listing)["edge-010"] == "unhealthy"

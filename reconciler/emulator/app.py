@@ -118,8 +118,9 @@ class RateLimiter:
 
     TOLERANCE = 0.05
 
-    def __init__(self, limits: RateLimits) -> None:
+    def __init__(self, limits: RateLimits, clock: Callable[[], float]) -> None:
         self.limits = limits
+        self._clock = clock
         self._lock = threading.Lock()
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
 
@@ -133,7 +134,7 @@ class RateLimiter:
         with self._lock:
             bucket = self._buckets.get((who, name))
             if bucket is None:
-                bucket = self._buckets[(who, name)] = TokenBucket(limit)
+                bucket = self._buckets[(who, name)] = TokenBucket(limit, self._clock)
         return bucket.try_take(self.TOLERANCE)
 
 
@@ -160,7 +161,10 @@ class EmulatorApp:
         self.state = state
         self.faults = faults
         self.stats = stats
-        self.limiter = RateLimiter(rate_limits if rate_limits is not None else RateLimits.palette())
+        # The emulator's own clock: a test with a fake clock decides when tokens come back.
+        self.limiter = RateLimiter(
+            rate_limits if rate_limits is not None else RateLimits.palette(), state.clock
+        )
         self._api_key = api_key.encode()
         self._palette = Starlette(routes=self._palette_routes())
         self._admin = Starlette(routes=self._admin_routes())

@@ -158,7 +158,6 @@ class PaletteClient:
         on_request: RequestHook | None = None,
         rate_limits: RateLimits | None = None,
         on_wait: WaitHook | None = None,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``rate_limits`` defaults to Palette's (``RateLimits.off()`` turns pacing off);
         ``on_wait(path_class, seconds)`` reports each wait for a token."""
@@ -171,7 +170,7 @@ class PaletteClient:
         self._timeout = timeout
         self._on_request = on_request
         self._on_wait = on_wait
-        self._pacer = Pacer(rate_limits if rate_limits is not None else RateLimits.palette(), sleep=sleep)
+        self._pacer = Pacer(rate_limits if rate_limits is not None else RateLimits.palette())
         self._sent: Counter[str] = Counter()
         headers = {"ApiKey": api_key, "Accept": "application/json"}
         if project_uid:

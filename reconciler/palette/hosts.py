@@ -160,6 +160,10 @@ class HostLister:
         return f"HostLister(hosts={known}, requests={self.requests}, incremental={self._incremental})"
 
     @property
+    def client(self) -> PaletteClient:
+        return self._client
+
+    @property
     def incremental(self) -> bool:
         """False once Palette refused the date filter: every call is then a full listing."""
         return self._incremental
