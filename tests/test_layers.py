@@ -110,3 +110,15 @@ def test_status_snapshot_format_is_pure() -> None:
         names = imports(pure)
         assert not [n for n in names if starts(n, IO_LIBRARIES) or starts(n, ("reconciler.palette.client",))]
         assert not [n for n in names if starts(n, ("reconciler.source", "reconciler.status.store"))]
+
+
+def test_the_emulator_imports_nothing_from_the_client() -> None:
+    """The emulator shares Palette's shapes and limits (observe, pacing), never the client's code."""
+    client_side = ("reconciler.palette.client", "reconciler.palette.hosts", "reconciler.palette.retry")
+    offenders = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in sorted((PACKAGE / "emulator").rglob("*.py"))
+        for name in sorted(imports(path))
+        if starts(name, client_side) or name == "reconciler.palette"
+    ]
+    assert offenders == []

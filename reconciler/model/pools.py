@@ -11,11 +11,29 @@ from dataclasses import dataclass, field
 
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.mig import family_gpu_equivalents
+from reconciler.model.observed import managed_labels
 from reconciler.model.resources import AIWorkload, MLPlatform
 
 # (namespace, name) of an AIWorkload or a shared MLPlatform; of a ComputePool
 WorkloadKey = tuple[str, str]
 PoolKey = tuple[str, str]
+
+# Which kind of resource a managed cluster belongs to; a cluster without the label is an MLPlatform's
+# (clusters made before pools existed). A pool's cluster also records the mode it was made for.
+KIND_LABEL = "palette.ai/kind"
+PLATFORM_KIND = "MLPlatform"
+POOL_KIND = "ComputePool"
+POOL_MODE_LABEL = "palette.ai/pool-mode"
+
+
+def cluster_kind(labels: Mapping[str, str]) -> str:
+    """``MLPlatform`` or ``ComputePool``: the kind a managed cluster's labels name (MLPlatform if none)."""
+    return labels.get(KIND_LABEL) or PLATFORM_KIND
+
+
+def pool_cluster_labels(namespace: str, name: str, mode: str) -> dict[str, str]:
+    """The labels of a pool's cluster: the managed labels, its kind and the mode it is made for."""
+    return {**managed_labels(namespace, name), KIND_LABEL: POOL_KIND, POOL_MODE_LABEL: mode}
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,11 +84,19 @@ class MigInstance:
 
 @dataclass(frozen=True, slots=True)
 class PreviousAdmission:
-    """What the status branch says a workload held after the last pass that admitted it."""
+    """What the status branch says a workload held after the last pass that admitted it. ``kind``
+    (AIWorkload or MLPlatform) names the workload's kind when the plan cannot read it (it is gone)."""
 
     key: WorkloadKey
     gpus: tuple[GpuRef, ...] = ()
     mig: tuple[MigInstance, ...] = ()
+    kind: str = "AIWorkload"
+
+
+# What the caller read from the status branch: per pool, the admissions its workloads held after the last
+# pass (a workload's status file names its pool, GPUs and MIG instances). A workload that moved to another
+# pool is listed under the pool it held GPUs in: that pool's pass releases them (``remove``).
+PreviousAdmissions = Mapping[PoolKey, Sequence[PreviousAdmission]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +222,7 @@ class WorkloadAction(StrEnum):
     REMOVE = "remove"
     REJECTED = "rejected"
     SUSPENDED = "suspended"
+    INVALID = "invalid"  # set by the plan for a workload whose document is invalid, never by admission
 
 
 @dataclass(frozen=True, slots=True)
