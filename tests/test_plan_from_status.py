@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler.model.observed import managed_labels
+from reconciler.model.pools import pool_cluster_labels
 from reconciler.plan_report import MARKDOWN_LIMIT
 from reconciler.status.snapshot import render_snapshot, target_file
 from tests._contract_support import (
@@ -51,34 +53,40 @@ def plan(*args: str) -> subprocess.CompletedProcess[str]:
 def deployed(
     config: Path, inventory: Path
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    """Hosts and clusters of a Palette where every platform of ``config`` runs as planned offline."""
+    """Hosts and clusters of a Palette where every platform and pool of ``config`` runs as planned
+    offline (clusters labelled as the reconciler labels them)."""
     result = run_cli("plan", "--repo", str(config), "--inventory", str(inventory), "--format", "json")
     assert result.returncode == 0, result.stderr
     placed = json.loads(result.stdout)
     hosts = json.loads(inventory.read_text())["edgeHosts"]
     by_uid = {h["metadata"]["uid"]: h for h in hosts}
     clusters = []
-    for p in placed["platforms"]:
+    entries = [(p, managed_labels(p["namespace"], p["name"])) for p in placed["platforms"]]
+    entries += [
+        (p, pool_cluster_labels(p["namespace"], p["name"], p["mode"])) for p in placed.get("pools", [])
+    ]
+    for p, labels in entries:
         uid = f"cluster-{p['namespace']}-{p['name']}"
         for host in p["controlPlane"] + p["workers"]:
             by_uid[host]["status"]["state"] = "in-use"
             by_uid[host]["status"]["inUseClustersRef"] = [{"uid": uid, "name": p["name"]}]
         clusters.append(
             {
-                "metadata": {
-                    "uid": uid,
-                    "name": f"{p['namespace']}-{p['name']}",
-                    "labels": {
-                        "palette.ai/managed-by": "reconciler",
-                        "palette.ai/namespace": p["namespace"],
-                        "palette.ai/name": p["name"],
-                    },
-                },
+                "metadata": {"uid": uid, "name": f"{p['namespace']}-{p['name']}", "labels": labels},
                 "specSummary": {"cloudConfig": {"uid": f"cc-{uid}"}, "projectMeta": {"uid": PROJECT}},
                 "status": {"state": "Running"},
             }
         )
     return hosts, clusters, placed
+
+
+def config_without_workloads(root: Path) -> Path:
+    """The sample repository without its AIWorkloads: the status branch does not record admissions yet
+    (no writer of workload status files), so every workload would be planned ``admit`` again."""
+    config = root / "sample"
+    shutil.copytree(SAMPLE_REPO, config)
+    shutil.rmtree(config / "project-b" / "workloads")
+    return config
 
 
 def status_file(namespace: str, name: str, entry: dict[str, Any], revision: str) -> str:
@@ -121,7 +129,7 @@ def deployed_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[ConfigRepo,
     """The sample config on main, deployed as planned; the status branch records it; a pull-request
     branch ``more-gpus`` raises project-a/notebooks from 4 to 6 H100 GPUs."""
     root = tmp_path_factory.mktemp("from-status")
-    repo = make_config_repo(root)
+    repo = make_config_repo(root, source=config_without_workloads(root))
     hosts, clusters, placed = deployed(repo.work, SAMPLE_INVENTORY)
     main = repo.head()
     files: dict[str, bytes | str] = {
@@ -207,10 +215,13 @@ def test_without_changes_only_every_entry_says_what_changes_against_the_deployed
     repo, placed, _ = deployed_repo
     result = plan("--repo", str(repo.bare), "--rev", "more-gpus", "--from-status", "--format", "json")
     assert result.returncode == 0, result.stderr
-    actions = {p["name"]: p["action"] for p in json.loads(result.stdout)["platforms"]}
+    doc = json.loads(result.stdout)
+    actions = {p["name"]: p["action"] for p in doc["platforms"]}
     assert actions == {
         p["name"]: "scale" if p["name"] == "notebooks" else "unchanged" for p in placed["platforms"]
     }
+    assert placed["pools"], "the sample's pools are deployed too"
+    assert {p["name"]: p["action"] for p in doc["pools"]} == {p["name"]: "unchanged" for p in placed["pools"]}
 
 
 def test_default_revision_is_the_config_branch_head_and_nothing_changes(
@@ -291,7 +302,7 @@ def test_missing_snapshots_are_exit_two_naming_the_target_and_file(tmp_path: Pat
 
 
 def test_a_target_routed_but_never_observed_is_exit_two(tmp_path: Path) -> None:
-    repo = make_config_repo(tmp_path)
+    repo = make_config_repo(tmp_path, source=config_without_workloads(tmp_path))
     hosts, clusters, _ = deployed(repo.work, SAMPLE_INVENTORY)
     other = "http://127.0.0.1:8080"
     write_status_branch(
@@ -441,7 +452,7 @@ def test_a_repository_url_is_cloned_once_and_planned_the_same(
 
 def test_a_recorded_palette_endpoint_routes_as_run_did(tmp_path: Path) -> None:
     """``run --palette URL`` observed every namespace at URL: the plan routes there too."""
-    repo = make_config_repo(tmp_path)
+    repo = make_config_repo(tmp_path, source=config_without_workloads(tmp_path))
     hosts, clusters, _ = deployed(repo.work, SAMPLE_INVENTORY)
     emulator = "http://127.0.0.1:8080"
     files: dict[str, bytes | str] = {
@@ -461,7 +472,7 @@ def test_a_recorded_palette_endpoint_routes_as_run_did(tmp_path: Path) -> None:
 def test_recorded_targets_nothing_routes_to_are_planned_as_run_plans_them(tmp_path: Path) -> None:
     """A recorded target with a snapshot has its orphan clusters planned for deletion; one that was never
     observed (no snapshot) is skipped with a warning, as ``run`` skips an unreachable one."""
-    repo = make_config_repo(tmp_path)
+    repo = make_config_repo(tmp_path, source=config_without_workloads(tmp_path))
     hosts, clusters, _ = deployed(repo.work, SAMPLE_INVENTORY)
     old, gone = ("https://old.example.com", "p-old"), ("https://gone.example.com", None)
     orphan = {
