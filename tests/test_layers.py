@@ -26,6 +26,8 @@ PURE = [
     "profiles.py",
     "plan_report.py",
     "scaling",
+    "status/render.py",
+    "status/changes.py",
 ]
 IO_MODULES = (
     "reconciler.palette",
