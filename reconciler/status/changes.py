@@ -227,17 +227,24 @@ def _hosts_text(added: Sequence[str], removed: Sequence[str]) -> str:
 
 
 def body_line(change: Change) -> str:
-    """``MLPlatform project-a/clearml-prod: Provisioning -> Running (Provisioned); hosts +a -b``."""
+    """``MLPlatform project-a/clearml-prod: Provisioning -> Running (Provisioned); hosts +a -b``; for a
+    kind without phases (Compute: its available machines) ``new``, ``removed`` or how many hosts
+    became available or not."""
+    head = f"{change.kind} {change.namespace}/{change.name}: "
+    added, removed = change.hosts_added, change.hosts_removed
+    if change.phase_before is None and change.phase_after is None:
+        if change.before is None:
+            return head + f"{NEW}; {len(added)} available hosts"
+        if change.after is None:
+            return head + REMOVED
+        return head + (f"available hosts +{len(added)} -{len(removed)}" if added or removed else "updated")
     before = NEW if change.before is None else (change.phase_before or "-")
     after = REMOVED if change.after is None else (change.phase_after or "-")
-    line = f"{change.kind} {change.namespace}/{change.name}: {before} -> {after}"
+    parts = [head + f"{before} -> {after}"]
     if change.after is not None and change.reason_after:
-        line += f" ({change.reason_after})"
-    parts = [line]
-    added, removed = change.hosts_added, change.hosts_removed
-    if added or removed:
-        noun = "available hosts" if change.kind == "Compute" else "hosts"
-        parts.append(f"{noun} {_hosts_text(added, removed)}")
+        parts[0] += f" ({change.reason_after})"
+    if (added or removed) and change.after is not None:
+        parts.append(f"hosts {_hosts_text(added, removed)}")
     moved = change.revision_moved
     if moved and change.before is not None:
         parts.append(f"observes {moved[:12]}")
