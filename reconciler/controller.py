@@ -56,7 +56,7 @@ from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
-from reconciler.plan import Action, Plan, PlatformPlan, plan_targets
+from reconciler.plan import DONE, Action, Plan, PlatformPlan, plan_targets
 from reconciler.resolve import Routing, Target, route
 from reconciler.runtime.lease import Lease, NoLease
 from reconciler.source import DirectorySource, GitError, GitSource
@@ -943,19 +943,13 @@ def _unreachable(routing: Routing, seen: _Observation) -> dict[PlatformKey, tupl
 
 def _summary(entries: list[PlatformPlan]) -> dict[str, int]:
     """Counts for the pass summary line."""
-    counts = dict.fromkeys(("created", "scaled", "replaced", "deleted", "rejected", "prune_blocked"), 0)
-    label = {
-        Action.CREATE: "created",
-        Action.SCALE: "scaled",
-        Action.REPLACE: "replaced",
-        Action.DELETE: "deleted",
-        Action.REJECTED: "rejected",
-    }
+    counted = (Action.CREATE, Action.SCALE, Action.REPLACE, Action.DELETE, Action.REJECTED)
+    counts = {**{DONE[a]: 0 for a in counted}, "prune_blocked": 0}
     for p in entries:
         if p.reason is Reason.PRUNE_BLOCKED:
             counts["prune_blocked"] += 1
-        elif p.action in label:
-            counts[label[p.action]] += 1
+        elif p.action in counted:
+            counts[DONE[p.action]] += 1
     return counts
 
 
