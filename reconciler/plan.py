@@ -911,7 +911,10 @@ def plan_targets(
     whole pass. Workloads are planned in the target of their pool; the workloads no pool decided (invalid
     ones holding nothing, tenants of an unroutable pool) go to the first target (by url, project).
     """
-    everyone, every_pool = routing.all_platforms(), routing.all_pools()
+    # A platform or pool that is in the desired state but has no target this pass (its namespace lost its
+    # Settings, say) is not gone: its cluster, wherever it is, is never an orphan.
+    everyone = routing.all_platforms() | set(routing.unavailable)
+    every_pool = routing.all_pools() | set(routing.pool_unavailable)
     invalid = _invalid_workloads(desired, previous or {})
     found: dict[Target, _Entries] = {}
     order = sorted(observed, key=lambda t: (t.url, t.project_uid or ""))
