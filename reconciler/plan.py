@@ -17,6 +17,9 @@ Decisions the design leaves open, written down here:
   reason (a referenced resource was not found), else ``InvalidSpec``.
 - A pass spans several Palette targets (:func:`plan_targets`); the prune guard counts the deletions of
   the whole pass, and its message gives that one count.
+- A shard (``run --namespaces``) plans only its namespaces (:func:`select_namespaces`, and the
+  ``namespaces`` argument of :func:`plan_targets`): a managed cluster of a namespace it does not own is
+  not planned, never an orphan, and not counted by its prune guard.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.observed import ClusterState, ManagedCluster
 from reconciler.model.resources import MLPlatform
 from reconciler.profiles import reject_unbuildable
-from reconciler.resolve import Routing, Target
+from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
 
 
 class Action(StrEnum):
@@ -389,25 +392,47 @@ def restrict(desired: DesiredState, platforms: set[PlatformKey]) -> DesiredState
     )
 
 
+def select_namespaces(desired: DesiredState, namespaces: NamespaceSelector) -> DesiredState:
+    """The desired state of the namespaces a shard owns: their resources (valid or invalid) and
+    diagnostics, plus the diagnostics that name no namespace. Completeness is kept: a document no
+    shard could identify might be any shard's, so none prunes."""
+    if namespaces.everything:
+        return desired
+    return DesiredState(
+        revision=desired.revision,
+        resources={k: v for k, v in desired.resources.items() if namespaces.owns(k[1])},
+        invalid={k: v for k, v in desired.invalid.items() if namespaces.owns(k[1])},
+        diagnostics=[d for d in desired.diagnostics if d.namespace is None or namespaces.owns(d.namespace)],
+        complete=desired.complete,
+    )
+
+
 def plan_targets(
     desired: DesiredState,
     routing: Routing,
     observed: Mapping[Target, Observation],
     *,
     max_deletions: int = 1,
+    namespaces: NamespaceSelector = EVERY_NAMESPACE,
 ) -> dict[Target, Plan]:
     """Plan a pass over every observed Palette target, as ``run`` does and ``plan`` shows.
 
     Each target plans the platforms routed to it against its own inventory; a cluster of a platform
     routed elsewhere is left alone, one whose platform is gone from the desired state everywhere is an
     orphan of the target that holds it. The prune guard counts the deletions of the whole pass.
+    Only ``namespaces`` are planned: platforms and clusters of other namespaces belong to another
+    shard and appear in no entry.
     """
-    everyone = routing.all_platforms()
+    everyone = {k for k in routing.all_platforms() if namespaces.owns(k[0])}
     entries: dict[Target, dict[PlatformKey, PlatformPlan]] = {}
     for target in sorted(observed, key=lambda t: (t.url, t.project_uid or "")):
         seen = observed[target]
-        mine = routing.platforms.get(target, set())
-        clusters = [c for c in seen.clusters if c.key in mine or c.key not in everyone]
+        mine = {k for k in routing.platforms.get(target, set()) if namespaces.owns(k[0])}
+        clusters = [
+            c
+            for c in seen.clusters
+            if namespaces.owns(c.namespace) and (c.key in mine or c.key not in everyone)
+        ]
         entries[target] = _entries(restrict(desired, mine), seen.inventory, clusters)
     every = [p for found in entries.values() for p in found.values()]
     blocked = _prune_guard(every, desired.complete, max_deletions)
