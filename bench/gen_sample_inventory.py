@@ -6,7 +6,11 @@ seed's Compute example is in it with the seed's machine names (6 control-plane h
 discovery must exclude. Every host reports its network interface (``spec.device.nics``), so clusters of
 a static-IP ComputeProfile are sent with their addresses. ``clusterProfiles`` is the emulator's cluster
 profile catalogue: the infrastructure profiles the sample Settings name and the add-on profiles of the
-sample WorkloadProfiles. Usage: ``python bench/gen_sample_inventory.py [OUT]``.
+sample WorkloadProfiles. The sample ComputePools each reserve their hosts with the resource group
+``palette.ai.rg/pool: <pool>`` (shared-a100: cp-12 and gpu-a100-03; finetune-l40s: cp-13 and
+gpu-l40s-02), so the five platforms are placed where they were before pools were planned: pools and
+platforms are placed in one (namespace, name) order. cp-13 comes last, so no other host's address moves.
+Usage: ``python bench/gen_sample_inventory.py [OUT]``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from gen_inventory import edge_host_item
 
 PROJECT = {"name": "ml-project", "uid": "6514216503b1d1cd4f1bdc44"}
 RG_A100 = {"palette.ai.rg/network-pool": "3", "palette.ai.rg/storage-tier": "high-performance"}
+RG_POOL = "palette.ai.rg/pool"  # the hosts a sample ComputePool reserves for itself
 
 SEED_CONTROL_PLANE = [
     "edge-5db0384219cfa0fa4ef97d53bf291b2e",
@@ -114,18 +119,19 @@ def edge_hosts() -> list[dict[str, Any]]:
         add(f"cp-{i:02d}", uid=uid)
     for i in range(7, 11):
         add(f"cp-{i:02d}")
-    for i in (11, 12):
-        add(f"cp-{i:02d}", tags={"palette.ai.rg/network-pool": "3"})
+    add("cp-11", tags={"palette.ai.rg/network-pool": "3"})
+    add("cp-12", tags={"palette.ai.rg/network-pool": "3", RG_POOL: "shared-a100"})
     # GPU workers: the seed's H100 x 8 and A100 x 8 hosts, smaller H100 hosts, L40S inference hosts.
     for i, uid in enumerate(SEED_H100, start=1):
         add(f"gpu-h100-{i:02d}", uid=uid, cores=64, gpu=H100, gpu_count=8)
     for i, uid in enumerate(SEED_A100, start=1):
-        add(f"gpu-a100-{i:02d}", uid=uid, cores=64, gpu=A100, gpu_count=8, tags=RG_A100)
+        pool = {RG_POOL: "shared-a100"} if i == 3 else {}
+        add(f"gpu-a100-{i:02d}", uid=uid, cores=64, gpu=A100, gpu_count=8, tags={**RG_A100, **pool})
     add("gpu-h100-04", cores=32, gpu=H100, gpu_count=4)
     add("gpu-h100-05", cores=32, gpu=H100, gpu_count=4)
     add("gpu-h100-06", cores=16, gpu=H100, gpu_count=2)
     add("gpu-l40s-01", cores=32, gpu=L40S, gpu_count=2)
-    add("gpu-l40s-02", cores=32, gpu=L40S, gpu_count=4)
+    add("gpu-l40s-02", cores=32, gpu=L40S, gpu_count=4, tags={RG_POOL: "finetune-l40s"})
     # CPU hosts that may serve as workers (palette.ai/worker), used to meet minimum worker counts.
     for i in range(1, 5):
         add(f"cpu-worker-{i:02d}", cores=16, tags={"palette.ai/worker": "true"})
@@ -140,6 +146,8 @@ def edge_hosts() -> list[dict[str, Any]]:
         in_use=[{"name": "legacy-training", "uid": "6790a1b2c3d4e5f6a7b8c9d0"}],
     )
     add("gpu-t4-01", cores=8, tags={"gpus": "1", "gpu-family": "nvidia-t4", "gpu-memory": "16 GX"})
+    # The control plane of the dedicated pool finetune-l40s (added last: the addresses above stay).
+    add("cp-13", tags={RG_POOL: "finetune-l40s"})
     return hosts
 
 

@@ -1,12 +1,19 @@
-"""The allocation engine: which machines each MLPlatform gets, or exactly why it cannot be placed (pure).
+"""The allocation engine: which machines each dedicated MLPlatform and each ComputePool gets, or exactly
+why it cannot be placed (pure).
 
-Every rule of DESIGN.md section 4 lives in this file. The engine is a pure function of the desired
-state, the machine inventory and the clusters that already exist; it never does I/O or reads a clock.
+Every rule of DESIGN.md section 4 lives in this file. A ComputePool is placed by the same rules, as a
+dedicated platform requesting the pool's ``gpus`` (DESIGN.md section 9): no ``gpuLimits`` on the pool
+itself, and its own minimum-worker precedence (:func:`reconciler.resolve.pool_min_workers`). The engine
+is a pure function of the desired state, the machine inventory and the clusters that already exist; it
+never does I/O or reads a clock.
 
 Decisions that the design leaves open, written down here once:
 
-- Platforms that already have a cluster are handled first (sticky), in (namespace, name) order, then new
-  platforms one by one in (namespace, name) order. Hosts that a scale-down will release are *not* free
+- Platforms and pools share one inventory. Those that already have a cluster are handled first (sticky),
+  then new ones one by one; each group in one order across both kinds: namespace, then name (then kind,
+  MLPlatform before ComputePool, which validation makes moot: the two kinds may not share a name).
+  So a pool neither always wins nor always loses against platforms: the repository's names decide, the
+  same way every pass. Hosts that a scale-down will release are *not* free
   for other platforms in the same pass: they still belong to their cluster until the change is applied.
 - Architecture: every architecture that has a free matching host is tried; the winner leaves the fewest
   surplus GPUs, then uses the fewest hosts, then comes first by name (``amd64`` before ``arm64``).
@@ -17,6 +24,9 @@ Decisions that the design leaves open, written down here once:
   including workers added only to reach the minimum, are.
 - ``controlPlaneDefaults.workerNodeEligible`` does not count control-plane hosts as workers for the
   minimum: the seed counts worker nodes only.
+- A pool whose ``mode`` differs from the mode its cluster was created with (the cluster's
+  ``palette.ai/pool-mode`` label, else the mode the caller reports from the status branch) is rejected
+  ``InvalidSpec`` and its cluster kept: a pool's mode is fixed once its cluster exists.
 - A platform whose cluster is being deleted (Palette state ``Deleting``, e.g. the first half of a
   replace) keeps that cluster's hosts as they are until it is gone; then it is placed like a new one.
 - An existing cluster's host that the inventory no longer lists is kept and counts towards node counts
@@ -33,11 +43,13 @@ from typing import NamedTuple
 
 from reconciler import resolve
 from reconciler.inventory import Inventory, Machine, Role
+from reconciler.manifests.pool_rules import pool_mode_change
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.observed import ClusterState, ManagedCluster
-from reconciler.model.resources import MLPlatform
+from reconciler.model.pools import POOL_KIND, POOL_MODE_LABEL, PoolKey, cluster_kind
+from reconciler.model.resources import ComputePool, MLPlatform
 
 ALLOW_REPLACE_ANNOTATION = "palette.ai/allow-replace"
 DELETING_STATE = ClusterState.DELETING  # Palette's status.state of a cluster on its way out
@@ -89,16 +101,13 @@ class Requirements:
         return sum(self.gpus.values())
 
 
-def allow_replace(platform: MLPlatform) -> bool:
-    return platform.metadata.annotations.get(ALLOW_REPLACE_ANNOTATION, "").strip().lower() == "true"
+def allow_replace(resource: resolve.Clustered) -> bool:
+    return resource.metadata.annotations.get(ALLOW_REPLACE_ANNOTATION, "").strip().lower() == "true"
 
 
 def requirements(desired: DesiredState, platform: MLPlatform) -> Requirements | Rejection:
-    """Resolve a platform's needs (the rules themselves are in :mod:`reconciler.resolve`)."""
+    """Resolve a dedicated platform's needs (the rules themselves are in :mod:`reconciler.resolve`)."""
     ns = platform.metadata.namespace
-    mode = resolve.unsupported_mode(platform)
-    if mode is not None:
-        return Rejection(Reason.UNSUPPORTED_MODE, mode)
     profile = resolve.compute_profile(desired, platform)
     if profile is None:
         name = resolve.compute_profile_name(platform, desired.project(ns)) or "(from the Project)"
@@ -118,6 +127,34 @@ def requirements(desired: DesiredState, platform: MLPlatform) -> Requirements | 
         min_workers=min_workers,
         groups=dict(sorted(platform.spec.resource_groups.items())),
     )
+
+
+def pool_requirements(desired: DesiredState, pool: ComputePool) -> Requirements | Rejection:
+    """A pool's needs: a dedicated platform requesting the pool's ``gpus``, without limits (they apply to
+    the pool's workloads), with the pool's minimum-worker precedence."""
+    ns = pool.metadata.namespace
+    profile = resolve.compute_profile(desired, pool)
+    if profile is None:
+        name = resolve.compute_profile_name(pool, desired.project(ns)) or "(from the Project)"
+        return Rejection(Reason.REFERENCE_NOT_FOUND, f"ComputeProfile {name} not found in namespace {ns}")
+    gpus = resolve.requested_gpus(pool)
+    if isinstance(gpus, resolve.Invalid):
+        return Rejection(Reason.INVALID_SPEC, gpus.message)
+    min_workers = resolve.pool_min_workers(pool, profile, resolve.workload_profile(desired, pool))
+    if isinstance(min_workers, resolve.Invalid):
+        return Rejection(Reason.INVALID_SPEC, min_workers.message)
+    return Requirements(
+        control_plane=profile.spec.control_plane_defaults.node_count,
+        gpus=gpus,
+        min_workers=min_workers,
+        groups=dict(sorted(pool.spec.resource_groups.items())),
+    )
+
+
+def previous_pool_mode(cluster: ManagedCluster, reported: Mapping[PoolKey, str]) -> str | None:
+    """The mode a pool's cluster was made for: its ``palette.ai/pool-mode`` label, else what the caller
+    reports (the status branch), else unknown (None)."""
+    return cluster.labels.get(POOL_MODE_LABEL) or reported.get(cluster.key)
 
 
 # --- exact GPU worker choice ---------------------------------------------------------------------
@@ -549,7 +586,7 @@ def _to_allocation(arch: str, outcome: _Outcome, replaces: bool = False) -> Allo
 
 
 def _allocate_existing(
-    platform: MLPlatform,
+    platform: resolve.Clustered,
     req: Requirements,
     cluster: ManagedCluster,
     free: _FreeHosts,
@@ -609,41 +646,93 @@ def _allocate_existing(
     return _to_allocation(new_arch, outcome, replaces=True)
 
 
-def allocate(
-    desired: DesiredState, inventory: Inventory, clusters: Sequence[ManagedCluster]
-) -> dict[PlatformKey, Decision]:
-    """Decide every valid, non-suspended platform: an allocation, or a rejection that says why.
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The decisions of one pass over one inventory: dedicated platforms and pools, by (namespace, name)."""
 
-    Suspended and invalid platforms are not decided; their clusters keep their hosts.
+    platforms: dict[PlatformKey, Decision]
+    pools: dict[PoolKey, Decision]
+
+
+def split_clusters(
+    clusters: Sequence[ManagedCluster],
+) -> tuple[dict[PlatformKey, ManagedCluster], dict[PoolKey, ManagedCluster]]:
+    """The managed clusters of platforms and of pools, by key (the first by name and uid when several
+    carry one key). A cluster without the ``palette.ai/kind`` label is a platform's."""
+    platforms: dict[PlatformKey, ManagedCluster] = {}
+    pools: dict[PoolKey, ManagedCluster] = {}
+    for c in sorted(clusters, key=lambda c: (c.namespace, c.platform, c.name, c.uid)):
+        (pools if cluster_kind(c.labels) == POOL_KIND else platforms).setdefault(c.key, c)
+    return platforms, pools
+
+
+def place(
+    desired: DesiredState,
+    inventory: Inventory,
+    clusters: Sequence[ManagedCluster],
+    pool_modes: Mapping[PoolKey, str] | None = None,
+) -> Placement:
+    """Decide every valid, non-suspended dedicated platform and pool: an allocation, or a rejection.
+
+    Suspended and invalid ones are not decided; their clusters keep their hosts. ``pool_modes`` is the
+    mode the status branch last reported per pool, used when a pool's cluster lacks the mode label.
     """
     known = {m.uid: m for m in sorted(inventory.machines, key=lambda m: (m.name, m.uid))}
-    ordered_clusters = sorted(clusters, key=lambda c: (c.namespace, c.platform, c.name, c.uid))
-    occupied = {u for c in ordered_clusters for u in c.hosts}
+    occupied = {u for c in clusters for u in c.hosts}
     free = _FreeHosts(m for m in known.values() if m.available and m.uid not in occupied)
-    cluster_of: dict[PlatformKey, ManagedCluster] = {}
-    for c in ordered_clusters:
-        cluster_of.setdefault(c.key, c)
+    platform_clusters, pool_clusters = split_clusters(clusters)
+    reported = pool_modes or {}
 
-    platforms = [p for p in desired.platforms() if not p.spec.suspend]
-    decisions: dict[PlatformKey, Decision] = {}
-    needs: dict[PlatformKey, Requirements] = {}
-    for p in platforms:
-        key = (p.metadata.namespace, p.metadata.name)
-        req = requirements(desired, p)
-        if isinstance(req, Rejection):
-            decisions[key] = req
+    # (namespace, name, kind) -> the resource, its cluster, its needs
+    subjects: dict[tuple[str, str, str], tuple[resolve.Clustered, ManagedCluster | None]] = {}
+    for p in desired.platforms():
+        if not p.spec.suspend and not resolve.is_tenant(p):
+            key = (p.metadata.namespace, p.metadata.name)
+            subjects[(*key, "MLPlatform")] = (p, platform_clusters.get(key))
+    for pool in desired.of_kind(ComputePool):
+        if not pool.spec.suspend:
+            key = (pool.metadata.namespace, pool.metadata.name)
+            subjects[(*key, POOL_KIND)] = (pool, pool_clusters.get(key))
+
+    decisions: dict[tuple[str, str, str], Decision] = {}
+    needs: dict[tuple[str, str, str], Requirements] = {}
+    for ident, (resource, cluster) in subjects.items():
+        req: Requirements | Rejection
+        if isinstance(resource, ComputePool):
+            changed = None
+            if cluster is not None:
+                changed = pool_mode_change(resource, previous_pool_mode(cluster, reported), True)
+            req = Rejection(Reason.INVALID_SPEC, changed) if changed else pool_requirements(desired, resource)
         else:
-            needs[key] = req
-    by_key = {(p.metadata.namespace, p.metadata.name): p for p in platforms}
-    # Sticky first: platforms that already have a cluster, then new ones, each in (namespace, name) order.
-    for key in sorted(k for k in needs if k in cluster_of):
-        decisions[key] = _allocate_existing(by_key[key], needs[key], cluster_of[key], free, known)
-    for key in sorted(k for k in needs if k not in cluster_of):
-        result = _best_fresh(needs[key], free)
+            req = requirements(desired, resource)
+        if isinstance(req, Rejection):
+            decisions[ident] = req
+        else:
+            needs[ident] = req
+    # Sticky first: those that already have a cluster, then new ones, each in (namespace, name) order.
+    for ident in sorted(i for i in needs if subjects[i][1] is not None):
+        resource, cluster = subjects[ident]
+        assert cluster is not None
+        decisions[ident] = _allocate_existing(resource, needs[ident], cluster, free, known)
+    for ident in sorted(i for i in needs if subjects[i][1] is None):
+        result = _best_fresh(needs[ident], free)
         if isinstance(result, Rejection):
-            decisions[key] = result
+            decisions[ident] = result
         else:
             arch, outcome = result
             free.commit(outcome.trial)
-            decisions[key] = _to_allocation(arch, outcome)
-    return dict(sorted(decisions.items()))
+            decisions[ident] = _to_allocation(arch, outcome)
+    return Placement(
+        platforms={(ns, n): d for (ns, n, kind), d in sorted(decisions.items()) if kind == "MLPlatform"},
+        pools={(ns, n): d for (ns, n, kind), d in sorted(decisions.items()) if kind == POOL_KIND},
+    )
+
+
+def allocate(
+    desired: DesiredState, inventory: Inventory, clusters: Sequence[ManagedCluster]
+) -> dict[PlatformKey, Decision]:
+    """Decide every valid, non-suspended dedicated platform (pools take their hosts too: :func:`place`).
+
+    Suspended and invalid platforms are not decided; their clusters keep their hosts.
+    """
+    return place(desired, inventory, clusters).platforms

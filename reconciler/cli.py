@@ -201,12 +201,21 @@ def emulator(
 
 @app.command()
 def demo(
-    keep: bool = typer.Option(False, "--keep", help="Keep the loop running after everything is Running."),
+    keep: bool = typer.Option(
+        False, "--keep", help="Keep the loop running after everything is Running, showing each pass."
+    ),
+    heartbeat: float = typer.Option(
+        30.0,
+        "--heartbeat",
+        min=0.1,
+        metavar="SECONDS",
+        help="With --keep: at most one idle line per SECONDS.",
+    ),
 ) -> None:
     """The whole loop, locally, in one command: emulator + sample repo + reconciler."""
     from reconciler.commands import demo as cmd
 
-    raise typer.Exit(cmd.run(keep))
+    raise typer.Exit(cmd.run(keep, heartbeat))
 
 
 @inventory_app.command("show")

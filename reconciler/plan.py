@@ -16,10 +16,30 @@ Decisions the design leaves open, written down here:
 - An invalid platform is reported with reason ``ReferenceNotFound`` when one of its diagnostics has that
   reason (a referenced resource was not found), else ``InvalidSpec``.
 - A pass spans several Palette targets (:func:`plan_targets`); the prune guard counts the deletions of
-  the whole pass, and its message gives that one count.
+  the whole pass, and its message gives that one count. Pools' clusters count like platforms'.
 - A shard (``run --namespaces``) plans only its namespaces (:func:`select_namespaces`, and the
   ``namespaces`` argument of :func:`plan_targets`): a managed cluster of a namespace it does not own is
   not planned, never an orphan, and not counted by its prune guard.
+
+Pools and workloads (DESIGN.md section 9):
+
+- A ComputePool gets a cluster entry exactly as a dedicated platform does (:attr:`PoolPlan.cluster`,
+  ``kind`` ComputePool), placed by :func:`reconciler.allocate.place` in one (namespace, name) order with
+  the platforms. Then, per pool, admission (:func:`reconciler.placement.admission.admit_pool`) runs on
+  the GPUs of the hosts *as planned* with the previous admissions the caller read from the status branch,
+  so a pool being created already admits its workloads in the same plan.
+- A workload admitted to a pool whose cluster is not Running yet is ``admit`` here (its message says the
+  profiles are attached once the pool cluster is Running); its status phase is Pending, reason
+  PoolNotReady, decided by status from :attr:`WorkloadPlan.pool_running`.
+- A pool that is invalid, rejected, suspended or removed admits nobody new (``pending``, PoolNotReady);
+  workloads it admitted before keep their GPUs while its hosts stay.
+- An invalid workload that held GPUs keeps them (reported ``invalid``, its GPUs listed); an invalid
+  workload never admitted is ``invalid`` with no pool when the plan cannot read it (``pool`` null).
+  An invalid MLPlatform is listed under ``platforms`` unless a previous admission shows it was a tenant.
+- A workload that moved to another pool has two entries: ``remove`` in the pool it leaves, and its
+  decision in the new one.
+- A valid workload whose pool is not planned in this pass (its pool has no Palette target) is ``pending``
+  PoolNotReady with the routing's reason.
 """
 
 from __future__ import annotations
@@ -29,16 +49,54 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
-from reconciler.allocate import DELETING_STATE, Allocation, Decision, Rejection, allocate
+from reconciler.allocate import DELETING_STATE, Allocation, Decision, Rejection, place, split_clusters
 from reconciler.inventory import Inventory, Machine, Role
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.observed import ClusterState, ManagedCluster
-from reconciler.model.resources import MLPlatform
-from reconciler.profiles import reject_unbuildable
-from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
+from reconciler.model.pools import (
+    PLATFORM_KIND,
+    POOL_KIND,
+    POOL_MODE_LABEL,
+    PoolKey,
+    WorkloadKey,
+    WorkloadRequest,
+    canonical_limits,
+    cluster_kind,
+    pool_cluster_labels,
+    pool_ref_of,
+    tenants_by_pool,
+)
+from reconciler.model.resources import (
+    AIWorkload,
+    ClusterProfileRef,
+    ComputePool,
+    MLPlatform,
+    WorkloadProfile,
+)
+from reconciler.placement.admission import (
+    FamilyCapacity,
+    GpuUnit,
+    MigInstance,
+    PoolState,
+    PreviousAdmission,
+    PreviousAdmissions,
+    WorkloadAction,
+    WorkloadAdmission,
+    admit_pool,
+    gpu_units,
+)
+from reconciler.profiles import cluster_profiles, reject_unbuildable
+from reconciler.resolve import (
+    EVERY_NAMESPACE,
+    NamespaceSelector,
+    Routing,
+    Target,
+    compute_profile,
+    is_tenant,
+)
 
 
 class Action(StrEnum):
@@ -77,6 +135,8 @@ class PlatformPlan:
     # The known machines of control_plane + workers (names, addresses for staticIp, GPU devices), so the
     # applier never reads Palette's host JSON itself. Not part of the JSON output.
     machines: Mapping[str, Machine] = field(default_factory=dict)
+    # MLPlatform, or ComputePool for the cluster entry of a pool (PoolPlan.cluster)
+    kind: str = PLATFORM_KIND
 
     @property
     def key(self) -> PlatformKey:
@@ -99,6 +159,170 @@ class PlatformPlan:
         }
 
 
+class ScalingDecision(StrEnum):
+    NONE = "none"
+    UP = "up"
+    DOWN = "down"
+    HOLD = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingPlan:
+    """A pool's scaling entry. The plan does not read utilisation: until ``run`` wires scaling in, the
+    decision is ``none`` and the reason says why (``NoPolicy`` or ``NotEvaluated``)."""
+
+    policy: str | None
+    decision: ScalingDecision = ScalingDecision.NONE
+    reason: str = "NoPolicy"
+    message: str = "no scaling policy: the pool keeps the size of its spec.gpus"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "decision": str(self.decision),
+            "reason": self.reason,
+            "message": self.message,
+        }
+
+
+def _scaling(pool: ComputePool | None) -> ScalingPlan:
+    ref = pool.spec.scaling_policy_ref if pool is not None else None
+    if ref is None:
+        return ScalingPlan(None)
+    return ScalingPlan(
+        ref.name,
+        reason="NotEvaluated",
+        message=f"ScalingPolicy {ref.name} is evaluated by run from utilisation; plan keeps spec.gpus",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPlan:
+    """What one pass does about one pool: its cluster (exactly as a platform's entry, for the applier),
+    and the outcome of admission on it (capacity, MIG layout, who is admitted)."""
+
+    cluster: PlatformPlan
+    mode: str | None  # shared | dedicated; None when the pool is gone or invalid and its cluster says none
+    capacity: Mapping[str, FamilyCapacity] = field(default_factory=dict)
+    # host uid -> GPUs in MIG mode with their instances (DESIGN.md section 8); empty until MIG is wired
+    mig: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    mig_config: Mapping[str, Any] | None = None
+    scaling: ScalingPlan = field(default_factory=lambda: ScalingPlan(None))
+    admitted: tuple[WorkloadKey, ...] = ()  # workloads holding GPUs of the pool after this pass
+
+    @property
+    def namespace(self) -> str:
+        return self.cluster.namespace
+
+    @property
+    def name(self) -> str:
+        return self.cluster.name
+
+    @property
+    def key(self) -> PoolKey:
+        return self.cluster.key
+
+    @property
+    def action(self) -> Action:
+        return self.cluster.action
+
+    @property
+    def reason(self) -> Reason | None:
+        return self.cluster.reason
+
+    @property
+    def message(self) -> str:
+        return self.cluster.message
+
+    @property
+    def mutating(self) -> bool:
+        return self.cluster.mutating
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels its cluster is created with (kind ComputePool and the mode it is made for)."""
+        return pool_cluster_labels(self.namespace, self.name, self.mode or "shared")
+
+    def to_json(self) -> dict[str, Any]:
+        cluster = self.cluster.to_json()
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "mode": self.mode,
+            "action": cluster["action"],
+            "reason": cluster["reason"],
+            "message": cluster["message"],
+            "controlPlane": cluster["controlPlane"],
+            "workers": cluster["workers"],
+            "gpus": cluster["gpus"],
+            "capacity": {
+                family: {"total": c.total, "admitted": c.admitted, "free": c.free}
+                for family, c in sorted(self.capacity.items())
+            },
+            "mig": {host: [dict(g) for g in gpus] for host, gpus in sorted(self.mig.items())},
+            "migConfig": dict(self.mig_config) if self.mig_config is not None else None,
+            "scaling": self.scaling.to_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPlan:
+    """What one pass does about one workload (an AIWorkload or a shared-mode MLPlatform) in one pool.
+
+    ``gpus`` and ``mig`` are what it holds after this pass. ``pool_running``: its pool's cluster is
+    Running and kept by this plan, so its profiles can be attached now (else an admitted workload's
+    phase is Pending, PoolNotReady). ``cluster_profiles``: its WorkloadProfile's, to attach while it is
+    admitted (empty when the plan cannot read them, e.g. it was removed: the status branch knows).
+    """
+
+    namespace: str
+    name: str
+    kind: str
+    pool: str | None
+    action: WorkloadAction
+    reason: Reason | None
+    message: str
+    gpus: tuple[GpuUnit, ...] = ()
+    mig: tuple[MigInstance, ...] = ()
+    pool_running: bool = False
+    cluster_profiles: tuple[ClusterProfileRef, ...] = ()
+
+    @property
+    def key(self) -> WorkloadKey:
+        return (self.namespace, self.name)
+
+    @property
+    def sort_key(self) -> tuple[str, str, int, str]:
+        # A workload that moved is listed twice: leaving its old pool first.
+        return (self.namespace, self.name, 0 if self.action is WorkloadAction.REMOVE else 1, self.pool or "")
+
+    def gpu_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for unit in self.gpus:
+            counts[unit.family] = counts.get(unit.family, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "pool": self.pool,
+            "action": str(self.action),
+            "reason": str(self.reason) if self.reason is not None else None,
+            "message": self.message,
+            "gpus": self.gpu_counts(),
+            "mig": [
+                {"host": m.host_uid, "gpu": m.gpu, "profile": m.profile, "start": m.start}
+                for m in sorted(self.mig)
+            ],
+        }
+
+
+# Workload actions that make ``plan`` exit 1 (as rejected and invalid platforms do). A pending workload
+# waits for capacity or for its pool: that is not an error of the repository.
+_NOT_PLACEABLE = frozenset({WorkloadAction.REJECTED, WorkloadAction.INVALID})
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     revision: str | None
@@ -106,22 +330,36 @@ class Plan:
     diagnostics: list[Diagnostic]
     # The machines the plan was made from: the applier sends their names and addresses (plan = apply).
     machines: Mapping[str, Machine] = field(default_factory=dict)
+    pools: list[PoolPlan] = field(default_factory=list)
+    workloads: list[WorkloadPlan] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Exactly the ``plan --format json`` object of DESIGN.md section 8."""
         return {
             "revision": self.revision,
             "platforms": [p.to_json() for p in sorted(self.platforms, key=lambda p: p.key)],
+            "pools": [p.to_json() for p in sorted(self.pools, key=lambda p: p.key)],
+            "workloads": [w.to_json() for w in sorted(self.workloads, key=lambda w: w.sort_key)],
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }
 
     @property
     def placeable(self) -> bool:
-        """True when no platform is rejected or invalid (``plan`` exits 0)."""
-        return not any(p.action in (Action.REJECTED, Action.INVALID) for p in self.platforms)
+        """True when no platform, pool or workload is rejected or invalid (``plan`` exits 0)."""
+        clusters = [*self.platforms, *(p.cluster for p in self.pools)]
+        return not any(p.action in (Action.REJECTED, Action.INVALID) for p in clusters) and not any(
+            w.action in _NOT_PLACEABLE for w in self.workloads
+        )
 
     def get(self, namespace: str, name: str) -> PlatformPlan | None:
         return next((p for p in self.platforms if p.key == (namespace, name)), None)
+
+    def get_pool(self, namespace: str, name: str) -> PoolPlan | None:
+        return next((p for p in self.pools if p.key == (namespace, name)), None)
+
+    def get_workloads(self, namespace: str, name: str) -> list[WorkloadPlan]:
+        """A workload's entries: one, or two when it moves between pools (``remove`` first)."""
+        return sorted((w for w in self.workloads if w.key == (namespace, name)), key=lambda w: w.sort_key)
 
 
 def gpus_of(hosts: Sequence[str], machines: Mapping[str, Machine]) -> dict[str, int]:
@@ -212,7 +450,7 @@ def _decided(
     add_cp = tuple(sorted(set(alloc.control_plane) - set(cluster.control_plane)))
     rem_cp = tuple(sorted(set(cluster.control_plane) - set(alloc.control_plane)))
     if cluster.known_state is DELETING_STATE:
-        msg = f"cluster {cluster.name} is being deleted; the platform is placed again once it is gone"
+        msg = f"cluster {cluster.name} is being deleted; it is placed again once it is gone"
         return PlatformPlan(*key, Action.UNCHANGED, Reason.DELETING, msg, **common)
     if not (add_w or rem_w or add_cp or rem_cp):
         reason = Reason.PROVISIONED if cluster.known_state is ClusterState.RUNNING else Reason.PROVISIONING
@@ -248,9 +486,9 @@ class Capacity:
 
 def free_capacity(plan: Plan, inventory: Inventory) -> list[Capacity]:
     """What stays free once the plan is carried out (hosts of kept, rejected and deleted clusters count
-    as used: deletions free their hosts only once Palette has released them)."""
+    as used: deletions free their hosts only once Palette has released them). Pools' hosts count too."""
     used: set[str] = set()
-    for p in plan.platforms:
+    for p in [*plan.platforms, *(pool.cluster for pool in plan.pools)]:
         used.update(p.control_plane, p.workers)
         if p.existing is not None:
             used.update(p.existing.hosts)
@@ -274,62 +512,115 @@ def free_capacity(plan: Plan, inventory: Inventory) -> list[Capacity]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class _Entries:
+    """The cluster entries of one target before the prune guard: platforms and pools, by key."""
+
+    desired: DesiredState  # with unbuildable platforms and pools moved to invalid
+    platforms: dict[PlatformKey, PlatformPlan]
+    pools: dict[PoolKey, PlatformPlan]
+    machines: Mapping[str, Machine]
+
+    def all(self) -> list[PlatformPlan]:
+        return [*self.platforms.values(), *self.pools.values()]
+
+
+def _invalid_entry(
+    key: PlatformKey,
+    problems: Sequence[Diagnostic],
+    cluster: ManagedCluster | None,
+    machines: Mapping[str, Machine],
+) -> PlatformPlan:
+    reason = Reason.REFERENCE_NOT_FOUND if _is_reference_problem(problems) else Reason.INVALID_SPEC
+    first = sorted(problems, key=Diagnostic.sort_key)[0].message if problems else "invalid manifest"
+    suffix = f"; cluster {cluster.name} kept" if cluster else ""
+    return _kept(key, Action.INVALID, reason, first + suffix, cluster, machines)
+
+
+def _orphan_entry(
+    key: PlatformKey, what: str, cluster: ManagedCluster, machines: Mapping[str, Machine]
+) -> PlatformPlan:
+    if cluster.known_state is DELETING_STATE:
+        # Already on its way out (an earlier pass deleted it): not a new deletion for the guard.
+        msg = f"{what} removed from the repository; cluster {cluster.name} is being deleted"
+        return _kept(key, Action.UNCHANGED, Reason.DELETING, msg, cluster, machines)
+    msg = f"{what} removed from the repository; delete cluster {cluster.name}"
+    return _kept(key, Action.DELETE, Reason.DELETING, msg, cluster, machines)
+
+
 def _entries(
-    desired: DesiredState, inventory: Inventory, clusters: Sequence[ManagedCluster]
-) -> dict[PlatformKey, PlatformPlan]:
-    """Every platform of the desired state and every managed cluster gets one entry; a cluster whose
-    platform is gone is a ``delete`` here (the prune guard, over the whole pass, comes after)."""
+    desired: DesiredState,
+    inventory: Inventory,
+    clusters: Sequence[ManagedCluster],
+    pool_modes: Mapping[PoolKey, str] | None = None,
+    tenants: Mapping[WorkloadKey, _Invalid] | None = None,
+) -> _Entries:
+    """Every dedicated platform and pool of the desired state and every managed cluster gets one entry;
+    a cluster whose platform or pool is gone is a ``delete`` here (the prune guard, over the whole pass,
+    comes after). ``tenants``: invalid workloads, among them invalid MLPlatforms known to be tenants,
+    which are workload entries, not platform entries (unless they have a platform cluster)."""
     desired = reject_unbuildable(desired)  # no cluster profile: invalid, InvalidSpec (DESIGN.md section 3)
     machines = inventory.by_uid()
-    cluster_of: dict[PlatformKey, ManagedCluster] = {}
-    for c in sorted(clusters, key=lambda c: (c.namespace, c.platform, c.name, c.uid)):
-        cluster_of.setdefault(c.key, c)
-    decisions = allocate(desired, inventory, clusters)
-    entries: dict[PlatformKey, PlatformPlan] = {}
+    platform_clusters, pool_clusters = split_clusters(clusters)
+    decisions = place(desired, inventory, clusters, pool_modes)
 
+    platforms: dict[PlatformKey, PlatformPlan] = {}
     for p in desired.platforms():
+        if is_tenant(p):
+            continue  # a tenant of a pool: a workload entry, never a cluster
         key = (p.metadata.namespace, p.metadata.name)
-        cluster = cluster_of.get(key)
+        cluster = platform_clusters.get(key)
         if p.spec.suspend:
             msg = f"suspended; cluster {cluster.name} left as it is" if cluster else "suspended; no cluster"
-            entries[key] = _kept(key, Action.SUSPENDED, Reason.SUSPENDED, msg, cluster, machines)
+            platforms[key] = _kept(key, Action.SUSPENDED, Reason.SUSPENDED, msg, cluster, machines)
         else:
-            entries[key] = _decided(key, decisions[key], cluster, machines)
+            platforms[key] = _decided(key, decisions.platforms[key], cluster, machines)
 
-    for kind, ns, name in sorted(desired.invalid):
+    pools: dict[PoolKey, PlatformPlan] = {}
+    for pool in desired.of_kind(ComputePool):
+        key = (pool.metadata.namespace, pool.metadata.name)
+        cluster = pool_clusters.get(key)
+        if pool.spec.suspend:
+            msg = f"suspended; cluster {cluster.name} left as it is" if cluster else "suspended; no cluster"
+            pools[key] = _kept(key, Action.SUSPENDED, Reason.SUSPENDED, msg, cluster, machines)
+        else:
+            pools[key] = _decided(key, decisions.pools[key], cluster, machines)
+
+    for (kind, ns, name), problems in sorted(desired.invalid.items()):
         key = (ns, name)
-        if kind != "MLPlatform" or key in entries:
-            continue
-        problems = desired.invalid[(kind, ns, name)]
-        reason = Reason.REFERENCE_NOT_FOUND if _is_reference_problem(problems) else Reason.INVALID_SPEC
-        first = sorted(problems, key=Diagnostic.sort_key)[0].message if problems else "invalid manifest"
-        cluster = cluster_of.get(key)
-        suffix = f"; cluster {cluster.name} kept" if cluster else ""
-        entries[key] = _kept(key, Action.INVALID, reason, first + suffix, cluster, machines)
+        if kind == PLATFORM_KIND and key not in platforms:
+            if key in (tenants or {}) and key not in platform_clusters:
+                continue  # a tenant that held GPUs in a pool: listed under workloads
+            platforms[key] = _invalid_entry(key, problems, platform_clusters.get(key), machines)
+        elif kind == POOL_KIND and key not in pools:
+            pools[key] = _invalid_entry(key, problems, pool_clusters.get(key), machines)
 
-    for key in sorted(k for k in cluster_of if k not in entries):
-        cluster = cluster_of[key]
-        if cluster.known_state is DELETING_STATE:
-            # Already on its way out (an earlier pass deleted it): not a new deletion for the guard.
-            msg = f"platform removed from the repository; cluster {cluster.name} is being deleted"
-            entries[key] = _kept(key, Action.UNCHANGED, Reason.DELETING, msg, cluster, machines)
-        else:
-            msg = f"platform removed from the repository; delete cluster {cluster.name}"
-            entries[key] = _kept(key, Action.DELETE, Reason.DELETING, msg, cluster, machines)
-    return entries
+    for key in sorted(k for k in platform_clusters if k not in platforms):
+        platforms[key] = _orphan_entry(key, "platform", platform_clusters[key], machines)
+    for key in sorted(k for k in pool_clusters if k not in pools):
+        pools[key] = _orphan_entry(key, "pool", pool_clusters[key], machines)
+    return _Entries(
+        desired,
+        dict(sorted(platforms.items())),
+        {k: replace(e, kind=POOL_KIND) for k, e in sorted(pools.items())},
+        machines,
+    )
 
 
 def _prune_guard(entries: Sequence[PlatformPlan], complete: bool, max_deletions: int) -> str:
-    """Why no deletion of this pass may happen ("" when they may): counted over the whole pass."""
-    deletions = len({p.key for p in entries if p.action is Action.DELETE})
+    """Why no deletion of this pass may happen ("" when they may): counted over the whole pass, pools'
+    clusters like platforms'."""
+    deleted = {(p.kind, p.key) for p in entries if p.action is Action.DELETE}
+    deletions = len(deleted)
+    what = "platform or pool" if any(kind == POOL_KIND for kind, _ in deleted) else "platform"
     if deletions and not complete:
         return (
-            f"would delete {deletions} platform cluster(s), but some documents of this revision could "
+            f"would delete {deletions} {what} cluster(s), but some documents of this revision could "
             "not be read; nothing is deleted"
         )
     if deletions > max_deletions:
         return (
-            f"would delete {deletions} platform clusters, more than --max-deletions {max_deletions}; "
+            f"would delete {deletions} {what} clusters, more than --max-deletions {max_deletions}; "
             "nothing is deleted"
         )
     return ""
@@ -341,22 +632,220 @@ def _blocked(entry: PlatformPlan, message: str) -> PlatformPlan:
     return replace(entry, action=Action.UNCHANGED, reason=Reason.PRUNE_BLOCKED, message=message)
 
 
+# --- admission into pools --------------------------------------------------------------------------
+
+
+def _tenants(desired: DesiredState) -> list[AIWorkload | MLPlatform]:
+    """Valid AIWorkloads and shared-mode MLPlatforms."""
+    return [*desired.of_kind(AIWorkload), *(p for p in desired.platforms() if is_tenant(p))]
+
+
+def _workload_profiles(
+    desired: DesiredState, resource: AIWorkload | MLPlatform
+) -> tuple[ClusterProfileRef, ...]:
+    ref = resource.spec.workload_profile_ref
+    found = desired.get(WorkloadProfile, resource.metadata.namespace, ref.name) if ref is not None else None
+    return cluster_profiles(None, found)
+
+
+@dataclass(frozen=True, slots=True)
+class _Invalid:
+    """A workload whose document is invalid: its kind and why (its admission, if any, is kept)."""
+
+    kind: str
+    reason: Reason
+    message: str
+
+
+def _invalid_workloads(desired: DesiredState, previous: PreviousAdmissions) -> dict[WorkloadKey, _Invalid]:
+    """Invalid AIWorkloads, and invalid MLPlatforms that a previous admission shows were tenants."""
+    tenants_before = {a.key for admissions in previous.values() for a in admissions}
+    out: dict[WorkloadKey, _Invalid] = {}
+    for (kind, ns, name), problems in sorted(desired.invalid.items()):
+        if kind == "AIWorkload" or (kind == PLATFORM_KIND and (ns, name) in tenants_before):
+            reason = Reason.REFERENCE_NOT_FOUND if _is_reference_problem(problems) else Reason.INVALID_SPEC
+            first = sorted(problems, key=Diagnostic.sort_key)[0].message if problems else "invalid manifest"
+            out[(ns, name)] = _Invalid(kind, reason, first)
+    return out
+
+
+def _kept_request(
+    key: WorkloadKey, kind: str, held: PreviousAdmission, units: Sequence[GpuUnit]
+) -> WorkloadRequest:
+    """An invalid workload asks for exactly what it holds, so that admission keeps it (never more)."""
+    by_ref = {u.ref: u for u in units}
+    whole: dict[GpuFamily, int] = {}
+    for ref in held.gpus:
+        unit = by_ref.get(ref)
+        if unit is not None:
+            whole[unit.family] = whole.get(unit.family, 0) + 1
+    return WorkloadRequest(key=key, kind=kind, whole=dict(sorted(whole.items())))
+
+
+def _not_ready(
+    key: PoolKey, pool: ComputePool | None, entry: PlatformPlan, desired: DesiredState
+) -> str | None:
+    """Why the pool takes no new workload this pass, or None."""
+    name = key[1]
+    if pool is None:
+        if (POOL_KIND, *key) in desired.invalid:
+            return f"pool {name} is invalid (see its errors)"
+        return f"pool {name} is removed from the repository"
+    if entry.action is Action.REJECTED:
+        return f"pool {name} is rejected ({entry.reason}): {entry.message}"
+    if entry.action is Action.SUSPENDED:
+        return f"pool {name} is suspended"
+    if entry.reason is Reason.DELETING:
+        return f"pool {name}: {entry.message}"
+    return None
+
+
+def _pool_running(entry: PlatformPlan) -> bool:
+    cluster = entry.existing
+    return (
+        cluster is not None
+        and cluster.known_state is ClusterState.RUNNING
+        and entry.action
+        in (Action.UNCHANGED, Action.SCALE, Action.SUSPENDED, Action.REJECTED, Action.INVALID)
+        and entry.reason is not Reason.DELETING
+    )
+
+
+def _workload_entry(
+    decision: WorkloadAdmission,
+    kind: str,
+    running: bool,
+    invalid: _Invalid | None,
+    profiles: tuple[ClusterProfileRef, ...],
+) -> WorkloadPlan:
+    action, reason, message = decision.action, decision.reason, decision.message
+    if invalid is not None and action is not WorkloadAction.REMOVE:
+        held = f"; keeps its {len(decision.gpus)} GPU(s) in pool {decision.pool[1]}" if decision.gpus else ""
+        action, reason, message = WorkloadAction.INVALID, invalid.reason, invalid.message + held
+    elif action is WorkloadAction.ADMIT and not running:
+        message += f"; its profiles are attached once the cluster of pool {decision.pool[1]} is Running"
+    return WorkloadPlan(
+        decision.key[0],
+        decision.key[1],
+        kind,
+        decision.pool[1],
+        action,
+        reason,
+        message,
+        gpus=decision.gpus,
+        mig=decision.mig,
+        pool_running=running,
+        cluster_profiles=profiles if action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) else (),
+    )
+
+
+def _admit(
+    found: _Entries,
+    pool_entries: Mapping[PoolKey, PlatformPlan],
+    previous: PreviousAdmissions,
+    invalid: Mapping[WorkloadKey, _Invalid],
+) -> tuple[list[PoolPlan], list[WorkloadPlan]]:
+    """Admission into every pool of one target, on the hosts as planned (after the prune guard).
+    ``invalid``: the invalid workloads of the whole desired state (not only of this target)."""
+    desired = found.desired
+    tenants = {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)}
+    by_pool = tenants_by_pool(tenants.values())
+    pools: list[PoolPlan] = []
+    workloads: list[WorkloadPlan] = []
+    for key, entry in sorted(pool_entries.items()):
+        pool = desired.get(ComputePool, *key)
+        profile = compute_profile(desired, pool) if pool is not None else None
+        units = gpu_units(found.machines[u] for u in sorted(entry.workers) if u in found.machines)
+        held = list(previous.get(key, ()))
+        requests = list(by_pool.get(key, []))
+        requests += [_kept_request(a.key, invalid[a.key].kind, a, units) for a in held if a.key in invalid]
+        mode: str | None = pool.spec.mode if pool is not None else None
+        if mode is None and entry.existing is not None:
+            mode = entry.existing.labels.get(POOL_MODE_LABEL)
+        state = PoolState(
+            key,
+            mode=mode or "shared",
+            gpus=units,
+            gpu_limits=canonical_limits(profile.spec.gpu_limits) if profile is not None else {},
+            profile=profile.metadata.name if profile is not None else None,
+            mig_strategy=pool.spec.mig.strategy if pool is not None and pool.spec.mig is not None else "none",
+            not_ready=_not_ready(key, pool, entry, desired),
+        )
+        result = admit_pool(state, requests, held)
+        running = _pool_running(entry)
+        kinds = {a.key: a.kind for a in held} | {r.key: r.kind for r in requests}
+        for wkey, decision in result.workloads.items():
+            tenant = tenants.get(wkey)
+            bad = invalid.get(wkey)
+            kind = kinds.get(wkey, "AIWorkload")
+            profiles = _workload_profiles(desired, tenant) if tenant is not None else ()
+            workloads.append(_workload_entry(decision, kind, running, bad, profiles))
+        admitted = tuple(
+            k
+            for k, d in result.workloads.items()
+            if (d.gpus or d.mig) and d.action is not WorkloadAction.REMOVE
+        )
+        pools.append(PoolPlan(entry, mode, result.capacity, scaling=_scaling(pool), admitted=admitted))
+    return pools, workloads
+
+
+def _strays(
+    desired: DesiredState,
+    planned: set[WorkloadKey],
+    invalid: Mapping[WorkloadKey, _Invalid],
+    unplanned_pools: Mapping[PoolKey, str],
+) -> list[WorkloadPlan]:
+    """Workloads no pool of the pass decided: invalid ones that hold nothing, and tenants of a pool that
+    is not planned (it has no Palette target)."""
+    out: list[WorkloadPlan] = []
+    for wkey, bad in invalid.items():
+        if wkey not in planned:
+            out.append(WorkloadPlan(*wkey, bad.kind, None, WorkloadAction.INVALID, bad.reason, bad.message))
+    for tenant in _tenants(desired):
+        wkey = (tenant.metadata.namespace, tenant.metadata.name)
+        pool = pool_ref_of(tenant)
+        if wkey in planned or pool is None:
+            continue
+        why = unplanned_pools.get((wkey[0], pool), "it is not planned in this pass")
+        out.append(
+            WorkloadPlan(
+                *wkey,
+                tenant.kind,
+                pool,
+                WorkloadAction.PENDING,
+                Reason.POOL_NOT_READY,
+                f"pool {pool} cannot be planned: {why}",
+            )
+        )
+    return out
+
+
 def make_plan(
     desired: DesiredState,
     inventory: Inventory,
     clusters: Sequence[ManagedCluster],
     *,
     max_deletions: int = 1,
+    previous: PreviousAdmissions | None = None,
+    pool_modes: Mapping[PoolKey, str] | None = None,
 ) -> Plan:
-    """Plan one pass against one inventory: every platform and every managed cluster gets one entry."""
-    entries = _entries(desired, inventory, clusters)
-    blocked = _prune_guard(list(entries.values()), desired.complete, max_deletions)
+    """Plan one pass against one inventory: every platform, pool and workload and every managed cluster
+    gets an entry. ``previous``: the admissions the status branch recorded, per pool; ``pool_modes``: the
+    mode the status branch last reported per pool (used when a pool's cluster lacks its mode label)."""
+    invalid = _invalid_workloads(desired, previous or {})
+    found = _entries(desired, inventory, clusters, pool_modes, invalid)
+    blocked = _prune_guard(found.all(), desired.complete, max_deletions)
+    pool_entries = {k: _blocked(e, blocked) for k, e in found.pools.items()}
+    pools, workloads = _admit(found, pool_entries, previous or {}, invalid)
+    workloads += _strays(desired, {w.key for w in workloads}, invalid, {})
     families = {m.gpu_family for m in inventory.machines if m.gpu_family}
     return Plan(
         revision=desired.revision,
-        platforms=[_blocked(entries[k], blocked) for k in sorted(entries)],
+        platforms=[_blocked(found.platforms[k], blocked) for k in sorted(found.platforms)],
         diagnostics=plan_diagnostics(desired, families),
         machines=inventory.by_uid(),
+        pools=pools,
+        workloads=sorted(workloads, key=lambda w: w.sort_key),
     )
 
 
@@ -376,12 +865,24 @@ class Observed:
     clusters: Sequence[ManagedCluster]
 
 
-def restrict(desired: DesiredState, platforms: set[PlatformKey]) -> DesiredState:
-    """The desired state with only ``platforms`` among the MLPlatforms (valid or invalid); every other
-    resource, the diagnostics and completeness are kept whole."""
+def restrict(
+    desired: DesiredState, platforms: set[PlatformKey], pools: set[PoolKey] | None = None
+) -> DesiredState:
+    """The desired state with only ``platforms`` among the dedicated MLPlatforms (valid or invalid) and,
+    when given, only ``pools`` among the ComputePools; tenants (shared MLPlatforms, AIWorkloads), every
+    other resource, the diagnostics and completeness are kept whole."""
 
     def keep(identity: tuple[str, str, str]) -> bool:
-        return identity[0] != "MLPlatform" or (identity[1], identity[2]) in platforms
+        kind, ns, name = identity
+        if kind == PLATFORM_KIND:
+            loaded = desired.resources.get(identity)
+            tenant = (
+                loaded is not None and isinstance(loaded.resource, MLPlatform) and is_tenant(loaded.resource)
+            )
+            return tenant or (ns, name) in platforms
+        if kind == POOL_KIND and pools is not None:
+            return (ns, name) in pools
+        return True
 
     return DesiredState(
         revision=desired.revision,
@@ -413,40 +914,70 @@ def plan_targets(
     observed: Mapping[Target, Observation],
     *,
     max_deletions: int = 1,
+    previous: PreviousAdmissions | None = None,
+    pool_modes: Mapping[PoolKey, str] | None = None,
     namespaces: NamespaceSelector = EVERY_NAMESPACE,
 ) -> dict[Target, Plan]:
     """Plan a pass over every observed Palette target, as ``run`` does and ``plan`` shows.
 
-    Each target plans the platforms routed to it against its own inventory; a cluster of a platform
-    routed elsewhere is left alone, one whose platform is gone from the desired state everywhere is an
-    orphan of the target that holds it. The prune guard counts the deletions of the whole pass.
-    Only ``namespaces`` are planned: platforms and clusters of other namespaces belong to another
-    shard and appear in no entry.
+    Each target plans the platforms and pools routed to it against its own inventory; a cluster of a
+    platform or pool routed elsewhere is left alone, one whose platform or pool is gone from the desired
+    state everywhere is an orphan of the target that holds it. The prune guard counts the deletions of the
+    whole pass. Workloads are planned in the target of their pool; the workloads no pool decided (invalid
+    ones holding nothing, tenants of an unroutable pool) go to the first target (by url, project).
+    Only ``namespaces`` are planned: resources, clusters and admissions of other namespaces belong to
+    another shard and appear in no entry (nor in the prune guard's count).
     """
+    desired = select_namespaces(desired, namespaces)
+    previous = {k: v for k, v in (previous or {}).items() if namespaces.owns(k[0])}
     everyone = {k for k in routing.all_platforms() if namespaces.owns(k[0])}
-    entries: dict[Target, dict[PlatformKey, PlatformPlan]] = {}
-    for target in sorted(observed, key=lambda t: (t.url, t.project_uid or "")):
+    every_pool = {k for k in routing.all_pools() if namespaces.owns(k[0])}
+    invalid = _invalid_workloads(desired, previous)
+    found: dict[Target, _Entries] = {}
+    order = sorted(observed, key=lambda t: (t.url, t.project_uid or ""))
+    for target in order:
         seen = observed[target]
         mine = {k for k in routing.platforms.get(target, set()) if namespaces.owns(k[0])}
+        mine_pools = {k for k in routing.pools.get(target, set()) if namespaces.owns(k[0])}
         clusters = [
             c
             for c in seen.clusters
-            if namespaces.owns(c.namespace) and (c.key in mine or c.key not in everyone)
+            if namespaces.owns(c.namespace)
+            and (
+                (c.key in mine_pools or c.key not in every_pool)
+                if cluster_kind(c.labels) == POOL_KIND
+                else (c.key in mine or c.key not in everyone)
+            )
         ]
-        entries[target] = _entries(restrict(desired, mine), seen.inventory, clusters)
-    every = [p for found in entries.values() for p in found.values()]
+        found[target] = _entries(
+            restrict(desired, mine, mine_pools), seen.inventory, clusters, pool_modes, invalid
+        )
+    every = [p for f in found.values() for p in f.all()]
     blocked = _prune_guard(every, desired.complete, max_deletions)
     families = {m.gpu_family for seen in observed.values() for m in seen.inventory.machines if m.gpu_family}
     diagnostics = plan_diagnostics(desired, families)
-    return {
-        target: Plan(
+    plans: dict[Target, Plan] = {}
+    planned: set[WorkloadKey] = set()
+    for target in order:
+        f = found[target]
+        pool_entries = {k: _blocked(e, blocked) for k, e in f.pools.items()}
+        pools, workloads = _admit(f, pool_entries, previous or {}, invalid)
+        planned |= {w.key for w in workloads}
+        plans[target] = Plan(
             desired.revision,
-            [_blocked(found[k], blocked) for k in sorted(found)],
+            [_blocked(f.platforms[k], blocked) for k in sorted(f.platforms)],
             diagnostics,
             machines=observed[target].inventory.by_uid(),
+            pools=pools,
+            workloads=workloads,
         )
-        for target, found in entries.items()
-    }
+    if order:
+        strays = _strays(desired, planned, invalid, routing.pool_unavailable)
+        first = plans[order[0]]
+        plans[order[0]] = replace(
+            first, workloads=sorted([*first.workloads, *strays], key=lambda w: w.sort_key)
+        )
+    return plans
 
 
 def plan_diagnostics(desired: DesiredState, host_families: set[GpuFamily]) -> list[Diagnostic]:
@@ -471,7 +1002,19 @@ def plan_diagnostics(desired: DesiredState, host_families: set[GpuFamily]) -> li
 def merge(revision: str | None, plans: Mapping[Target, Plan], diagnostics: Sequence[Diagnostic]) -> Plan:
     """One plan of a whole pass (what ``plan`` prints): every target's entries, by (namespace, name)."""
     entries: dict[PlatformKey, PlatformPlan] = {}
+    pools: dict[PoolKey, PoolPlan] = {}
+    workloads: dict[tuple[str, str, int, str], WorkloadPlan] = {}
     for target in sorted(plans, key=lambda t: (t.url, t.project_uid or "")):
         for p in plans[target].platforms:
             entries.setdefault(p.key, p)
-    return Plan(revision, [entries[k] for k in sorted(entries)], sorted(diagnostics, key=Diagnostic.sort_key))
+        for pool in plans[target].pools:
+            pools.setdefault(pool.key, pool)
+        for w in plans[target].workloads:
+            workloads.setdefault(w.sort_key, w)
+    return Plan(
+        revision,
+        [entries[k] for k in sorted(entries)],
+        sorted(diagnostics, key=Diagnostic.sort_key),
+        pools=[pools[k] for k in sorted(pools)],
+        workloads=[workloads[k] for k in sorted(workloads)],
+    )

@@ -13,14 +13,17 @@ Decisions the design leaves open, written down here:
 - A platform's Settings are those of its ComputeProfile's ``settingsRef``, else its Project's: the same
   Settings whose Palette the platform's cluster lives in (the controller's routing).
 - A suspended platform is left alone: it is never created, so it is not rejected for lacking profiles.
+- A ComputePool's cluster follows the same rule (its Settings, then its own WorkloadProfile); a
+  shared-mode MLPlatform has no cluster (its profiles are add-ons attached to its pool's cluster), so it
+  is never rejected for lacking one.
 """
 
 from __future__ import annotations
 
-from reconciler.model.desired import DesiredState, PlatformKey, SourceRef
+from reconciler.model.desired import DesiredState, SourceRef
 from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.model.resources import ClusterProfileRef, MLPlatform, Settings, WorkloadProfile
-from reconciler.resolve import compute_profile, platform_settings_name
+from reconciler.model.resources import ClusterProfileRef, ComputePool, Settings, WorkloadProfile
+from reconciler.resolve import Clustered, compute_profile, is_tenant, platform_settings_name, workload_profile
 
 NO_CLUSTER_PROFILE = "no cluster profile: Palette cannot build the cluster"
 
@@ -43,40 +46,41 @@ def cluster_profiles(
     return tuple(out)
 
 
-def platform_settings(desired: DesiredState, platform: MLPlatform) -> Settings | None:
+def platform_settings(desired: DesiredState, platform: Clustered) -> Settings | None:
     """The Settings of the Palette the platform's cluster lives in: the routing's rule (resolve.py)."""
     namespace = platform.metadata.namespace
     name = platform_settings_name(compute_profile(desired, platform), desired.project(namespace))
     return desired.get(Settings, namespace, name) if name else None
 
 
-def platform_cluster_profiles(desired: DesiredState, platform: MLPlatform) -> tuple[ClusterProfileRef, ...]:
+def platform_cluster_profiles(desired: DesiredState, platform: Clustered) -> tuple[ClusterProfileRef, ...]:
     """:func:`cluster_profiles` of a platform of ``desired``."""
-    return cluster_profiles(platform_settings(desired, platform), desired.workload_profile_for(platform))
+    return cluster_profiles(platform_settings(desired, platform), workload_profile(desired, platform))
 
 
-def unbuildable(desired: DesiredState) -> list[MLPlatform]:
-    """Valid, non-suspended platforms whose cluster would have no cluster profile."""
-    return [
-        p for p in desired.platforms() if not p.spec.suspend and not platform_cluster_profiles(desired, p)
-    ]
+def unbuildable(desired: DesiredState) -> list[Clustered]:
+    """Valid, non-suspended dedicated platforms and pools whose cluster would have no cluster profile."""
+    clustered: list[Clustered] = [p for p in desired.platforms() if not is_tenant(p)]
+    clustered += list(desired.of_kind(ComputePool))
+    return [p for p in clustered if not p.spec.suspend and not platform_cluster_profiles(desired, p)]
 
 
-def _diagnostic(desired: DesiredState, platform: MLPlatform, severity: Severity) -> Diagnostic:
+def _diagnostic(desired: DesiredState, platform: Clustered, severity: Severity) -> Diagnostic:
     meta = platform.metadata
-    loaded = desired.resources.get(("MLPlatform", meta.namespace, meta.name))
+    loaded = desired.resources.get((platform.kind, meta.namespace, meta.name))
     source = loaded.source if loaded is not None else SourceRef("", 0, 0)
     message = (
         f"{NO_CLUSTER_PROFILE}: name one in Settings spec.palette.clusterProfiles or in the "
         "WorkloadProfile's spec.clusterProfiles"
     )
     return Diagnostic(
-        source.file, source.line, source.column, message, severity, "MLPlatform", meta.namespace, meta.name
+        source.file, source.line, source.column, message, severity, platform.kind, meta.namespace, meta.name
     )
 
 
 def profile_warnings(desired: DesiredState) -> list[Diagnostic]:
-    """``validate`` warnings: one per platform that ``plan`` and ``run`` will reject for lack of profiles."""
+    """``validate`` warnings: one per platform or pool that ``plan`` and ``run`` will reject for lack of
+    profiles."""
     return [_diagnostic(desired, p, Severity.WARNING) for p in unbuildable(desired)]
 
 
@@ -87,16 +91,14 @@ def reject_unbuildable(desired: DesiredState) -> DesiredState:
     bad = unbuildable(desired)
     if not bad:
         return desired
-    keys: set[PlatformKey] = {(p.metadata.namespace, p.metadata.name) for p in bad}
+    keys: set[tuple[str, str, str]] = {(p.kind, p.metadata.namespace, p.metadata.name) for p in bad}
     invalid = dict(desired.invalid)
     for p in bad:
-        identity = ("MLPlatform", p.metadata.namespace, p.metadata.name)
+        identity = (p.kind, p.metadata.namespace, p.metadata.name)
         invalid[identity] = [*invalid.get(identity, []), _diagnostic(desired, p, Severity.ERROR)]
     return DesiredState(
         revision=desired.revision,
-        resources={
-            k: v for k, v in desired.resources.items() if k[0] != "MLPlatform" or (k[1], k[2]) not in keys
-        },
+        resources={k: v for k, v in desired.resources.items() if k not in keys},
         invalid=invalid,
         diagnostics=list(desired.diagnostics),
         complete=desired.complete,

@@ -3,16 +3,22 @@
 DESIGN.md sections 3-5. Whoever needs one of these answers (validation, allocation, planning, the
 controller, the applier) asks here, so a rule is written once:
 
-- ComputeProfile of a platform: its ``computeProfileRef.name``, else its Project's.
+- ComputeProfile of a platform or ComputePool: its ``computeProfileRef.name``, else its Project's.
 - Settings of a platform: its ComputeProfile's ``settingsRef``, else its Project's; of a ComputeProfile or
   Compute: its own, else its Project's. An invalid platform (no usable profile) uses its Project's, so its
   cluster is still found.
-- VIP of a platform: its ``spec.edge.vip``, else its ComputeProfile's ``spec.edge.vip``.
-- Minimum workers: the WorkloadProfile's label ``palette.ai/min-nodes`` (a positive integer), else
-  ``computeProfileRef.override.minWorkerNodes``, else the profile's ``minWorkerNodes``, else 0.
-- GPU limits: a request above ``gpuLimits[family]`` (families compared canonically) is refused.
-- Modes: only ``dedicated`` is placed here; ``shared`` is refused with UnsupportedMode.
-- Routing: which Palette target ``(url, projectUid)`` each platform and Compute talks to, or why none.
+- VIP of a platform or pool: its ``spec.edge.vip``, else its ComputeProfile's ``spec.edge.vip``.
+- Minimum workers of a platform: the WorkloadProfile's label ``palette.ai/min-nodes`` (a positive
+  integer), else ``computeProfileRef.override.minWorkerNodes``, else the profile's ``minWorkerNodes``,
+  else 0. Of a ComputePool: its WorkloadProfile's label, else the pool's ``spec.minWorkerNodes``, else
+  the profile's ``minWorkerNodes``, else 0.
+- GPU limits: a platform's request above ``gpuLimits[family]`` (families compared canonically) is
+  refused. A pool's own ``gpus`` have no limit (the limits apply to each of its workloads).
+- Modes: a ``dedicated`` platform gets its own cluster; a ``shared`` one is a tenant of its ComputePool
+  (:func:`is_tenant`) and is admitted, not placed.
+- Routing: which Palette target ``(url, projectUid)`` each platform, pool and Compute talks to, or why
+  none. A pool routes like a platform (its ComputeProfile's Settings, else the Project's); a shared
+  platform has no cluster and is not routed (its pool is).
   ``plan`` (offline and online) and ``run`` call the same :func:`route`, so they plan the same inputs the
   same way.
 - Shards: which namespaces one ``run --namespaces`` instance owns (:class:`NamespaceSelector`): the one
@@ -35,6 +41,7 @@ from typing import TYPE_CHECKING
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.resources import (
     Compute,
+    ComputePool,
     ComputeProfile,
     MLPlatform,
     Project,
@@ -48,14 +55,23 @@ if TYPE_CHECKING:  # only for annotations: the model does not depend on this mod
 
 MIN_NODES_LABEL = "palette.ai/min-nodes"
 DEDICATED = "dedicated"
+SHARED = "shared"
+
+# What gets a cluster of its own: a dedicated MLPlatform or a ComputePool.
+Clustered = MLPlatform | ComputePool
+
+
+def is_tenant(platform: MLPlatform) -> bool:
+    """A shared-mode platform is a tenant of a ComputePool: admitted into it, never given a cluster."""
+    return platform.spec.mode == SHARED
 
 
 # --- references and fallbacks --------------------------------------------------------------------
 
 
-def compute_profile_name(platform: MLPlatform, project: Project | None) -> str | None:
-    """The ComputeProfile a platform uses: its own reference, else its namespace's Project's."""
-    ref = platform.spec.compute_profile_ref
+def compute_profile_name(resource: Clustered, project: Project | None) -> str | None:
+    """The ComputeProfile a platform or pool uses: its own reference, else its namespace's Project's."""
+    ref = resource.spec.compute_profile_ref
     if ref is not None and ref.name:
         return ref.name
     return project.spec.compute_profile_ref.name if project is not None else None
@@ -81,15 +97,15 @@ def compute_settings_name(compute: Compute, project: Project | None) -> str | No
     return settings_name(own, project)
 
 
-def compute_profile(desired: DesiredState, platform: MLPlatform) -> ComputeProfile | None:
-    ns = platform.metadata.namespace
-    name = compute_profile_name(platform, desired.project(ns))
+def compute_profile(desired: DesiredState, resource: Clustered) -> ComputeProfile | None:
+    ns = resource.metadata.namespace
+    name = compute_profile_name(resource, desired.project(ns))
     return desired.get(ComputeProfile, ns, name) if name else None
 
 
-def workload_profile(desired: DesiredState, platform: MLPlatform) -> WorkloadProfile | None:
-    ref = platform.spec.workload_profile_ref
-    return desired.get(WorkloadProfile, platform.metadata.namespace, ref.name) if ref is not None else None
+def workload_profile(desired: DesiredState, resource: Clustered) -> WorkloadProfile | None:
+    ref = resource.spec.workload_profile_ref
+    return desired.get(WorkloadProfile, resource.metadata.namespace, ref.name) if ref is not None else None
 
 
 def settings(desired: DesiredState, namespace: str, own: str | None = None) -> Settings | None:
@@ -107,10 +123,10 @@ class Vip:
     from_platform: bool  # True: the platform's spec.edge.vip; False: its ComputeProfile's
 
 
-def vip(platform: MLPlatform, profile: ComputeProfile | None) -> Vip | None:
-    """The VIP of a platform's cluster: its own ``spec.edge.vip`` over its profile's."""
-    if platform.spec.edge is not None and platform.spec.edge.vip:
-        return Vip(platform.spec.edge.vip, True)
+def vip(resource: Clustered, profile: ComputeProfile | None) -> Vip | None:
+    """The VIP of a platform's or pool's cluster: its own ``spec.edge.vip`` over its profile's."""
+    if resource.spec.edge is not None and resource.spec.edge.vip:
+        return Vip(resource.spec.edge.vip, True)
     if profile is not None and profile.spec.edge is not None and profile.spec.edge.vip:
         return Vip(profile.spec.edge.vip, False)
     return None
@@ -148,16 +164,23 @@ class Invalid:
     message: str
 
 
+def _min_nodes_label(workload: WorkloadProfile | None) -> int | Invalid | None:
+    label = workload.metadata.labels.get(MIN_NODES_LABEL) if workload is not None else None
+    if label is None:
+        return None
+    parsed = parse_min_nodes(label)
+    if parsed is None:
+        return Invalid(f"WorkloadProfile label {MIN_NODES_LABEL}: {min_nodes_problem(label)}")
+    return parsed
+
+
 def min_workers(
     platform: MLPlatform, profile: ComputeProfile, workload: WorkloadProfile | None
 ) -> int | Invalid:
     """Minimum worker nodes, by precedence: label > override > profile > none (0)."""
-    label = workload.metadata.labels.get(MIN_NODES_LABEL) if workload is not None else None
+    label = _min_nodes_label(workload)
     if label is not None:
-        parsed = parse_min_nodes(label)
-        if parsed is None:
-            return Invalid(f"WorkloadProfile label {MIN_NODES_LABEL}: {min_nodes_problem(label)}")
-        return parsed
+        return label
     ref = platform.spec.compute_profile_ref
     override = ref.override if ref is not None else None
     if override is not None and override.min_worker_nodes is not None:
@@ -167,13 +190,29 @@ def min_workers(
     return 0
 
 
+def pool_min_workers(
+    pool: ComputePool, profile: ComputeProfile, workload: WorkloadProfile | None
+) -> int | Invalid:
+    """Minimum worker nodes of a pool's cluster: its WorkloadProfile's label > the pool's
+    ``minWorkerNodes`` > the profile's > none (0) (DESIGN.md section 9)."""
+    label = _min_nodes_label(workload)
+    if label is not None:
+        return label
+    if pool.spec.min_worker_nodes is not None:
+        return pool.spec.min_worker_nodes
+    if profile.spec.min_worker_nodes is not None:
+        return profile.spec.min_worker_nodes
+    return 0
+
+
 # --- GPU requests, limits and modes --------------------------------------------------------------
 
 
-def requested_gpus(platform: MLPlatform) -> dict[GpuFamily, int] | Invalid:
-    """Positive GPU requests per canonical family (requests of one family add up)."""
+def requested_gpus(resource: Clustered) -> dict[GpuFamily, int] | Invalid:
+    """Positive GPU requests per canonical family (requests of one family add up); a pool's ``gpus`` are
+    its size."""
     gpus: dict[GpuFamily, int] = {}
-    for request in platform.spec.gpus:
+    for request in resource.spec.gpus:
         try:
             family = canonical_family(request.family)
         except ValueError:
@@ -227,13 +266,6 @@ def limit_breaches(platform: MLPlatform, profile: ComputeProfile) -> list[LimitB
     ]
 
 
-def unsupported_mode(platform: MLPlatform) -> str | None:
-    """Why the platform's mode cannot be placed as a dedicated cluster, or None."""
-    if platform.spec.mode == DEDICATED:
-        return None
-    return f"mode {platform.spec.mode} is not supported yet; use mode dedicated"
-
-
 # --- routing -------------------------------------------------------------------------------------
 
 
@@ -247,26 +279,36 @@ class Target:
 
 @dataclass
 class Routing:
-    """Which Palette target each platform and Compute talks to, and who has none (and why).
+    """Which Palette target each platform, pool and Compute talks to, and who has none (and why).
 
     ``keys`` holds, per target, the API key reference of the first Settings routed to it (None: the
-    default ``$PALETTE_API_KEY``, as with ``--palette``). Never a key itself.
+    default ``$PALETTE_API_KEY``, as with ``--palette``). Never a key itself. Pools are kept apart from
+    platforms (``pools``, ``pool_unavailable``): a pool and a platform of one namespace may never share a
+    name, but the callers that report a platform must not see pools.
     """
 
     platforms: dict[Target, set[PlatformKey]] = field(default_factory=dict)
     computes: dict[tuple[str, str], Target] = field(default_factory=dict)
     unavailable: dict[PlatformKey, str] = field(default_factory=dict)
     keys: dict[Target, SecretRef | None] = field(default_factory=dict)
+    pools: dict[Target, set[PlatformKey]] = field(default_factory=dict)
+    pool_unavailable: dict[PlatformKey, str] = field(default_factory=dict)
 
     @property
     def targets(self) -> set[Target]:
-        return set(self.platforms) | set(self.computes.values())
+        return set(self.platforms) | set(self.pools) | set(self.computes.values())
 
     def all_platforms(self) -> set[PlatformKey]:
         return {key for keys in self.platforms.values() for key in keys}
 
+    def all_pools(self) -> set[PlatformKey]:
+        return {key for keys in self.pools.values() for key in keys}
+
     def target_of(self, key: PlatformKey) -> Target | None:
         return next((t for t, keys in self.platforms.items() if key in keys), None)
+
+    def target_of_pool(self, key: PlatformKey) -> Target | None:
+        return next((t for t, keys in self.pools.items() if key in keys), None)
 
 
 def target_for(settings: Settings | None, palette_url: str | None, namespace: str) -> Target | str:
@@ -279,31 +321,54 @@ def target_for(settings: Settings | None, palette_url: str | None, namespace: st
 
 
 def route(desired: DesiredState, palette_url: str | None = None) -> Routing:
-    """Route every platform (valid or invalid) and Compute of ``desired`` to its Palette target.
+    """Route every platform and pool (valid or invalid) and Compute of ``desired`` to its Palette target.
 
     ``palette_url`` (``--palette``, or a snapshot for an offline plan) replaces every ``hostUrl`` and
     keeps each Settings' project scope; a namespace without Settings then talks to the whole tenant.
+    A shared-mode platform has no cluster of its own and is not routed: its pool is.
     """
     routing = Routing()
 
-    def add(key: PlatformKey, found: Settings | None) -> None:
+    def add(
+        into: dict[Target, set[PlatformKey]],
+        missing: dict[PlatformKey, str],
+        key: PlatformKey,
+        found: Settings | None,
+    ) -> None:
         target = target_for(found, palette_url, key[0])
         if isinstance(target, str):
-            routing.unavailable[key] = target
+            missing[key] = target
             return
-        routing.platforms.setdefault(target, set()).add(key)
+        into.setdefault(target, set()).add(key)
         if target not in routing.keys:
             ref = found.spec.palette.api_key_secret_ref if found is not None else None
             routing.keys[target] = ref if palette_url is None else None
 
+    def own_settings(resource: Clustered) -> Settings | None:
+        ns = resource.metadata.namespace
+        name = platform_settings_name(compute_profile(desired, resource), desired.project(ns))
+        return desired.get(Settings, ns, name) if name else None
+
     for platform in desired.platforms():
-        ns = platform.metadata.namespace
-        project = desired.project(ns)
-        name = platform_settings_name(compute_profile(desired, platform), project)
-        add((ns, platform.metadata.name), desired.get(Settings, ns, name) if name else None)
+        if not is_tenant(platform):
+            add(
+                routing.platforms,
+                routing.unavailable,
+                (platform.metadata.namespace, platform.metadata.name),
+                own_settings(platform),
+            )
+    for pool in desired.of_kind(ComputePool):
+        add(
+            routing.pools,
+            routing.pool_unavailable,
+            (pool.metadata.namespace, pool.metadata.name),
+            own_settings(pool),
+        )
     for kind, ns, name in sorted(desired.invalid):
         if kind == "MLPlatform" and (ns, name) not in routing.unavailable:
-            add((ns, name), settings(desired, ns))
+            add(routing.platforms, routing.unavailable, (ns, name), settings(desired, ns))
+        elif kind == "ComputePool" and (ns, name) not in routing.pool_unavailable:
+            add(routing.pools, routing.pool_unavailable, (ns, name), settings(desired, ns))
     for compute in desired.of_kind(Compute):
         ns = compute.metadata.namespace
         own = compute_settings_name(compute, desired.project(ns))
@@ -327,11 +392,11 @@ LookupProfile = Callable[[str, str], ComputeProfile | None]
 
 
 def profile_via(
-    platform: MLPlatform, projects: Mapping[str, Project], lookup: LookupProfile
+    resource: Clustered, projects: Mapping[str, Project], lookup: LookupProfile
 ) -> ComputeProfile | None:
-    """The platform's ComputeProfile through any lookup (the loader's index, a DesiredState)."""
-    ns = platform.metadata.namespace
-    name = compute_profile_name(platform, projects.get(ns))
+    """The ComputeProfile of a platform or pool through any lookup (the loader's index, a DesiredState)."""
+    ns = resource.metadata.namespace
+    name = compute_profile_name(resource, projects.get(ns))
     return lookup(ns, name) if name else None
 
 

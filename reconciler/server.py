@@ -131,7 +131,7 @@ class Server:
         metrics: Metrics,
         *,
         webhook_secret: bytes | None,
-        on_webhook: Callable[[dict[str, Any]], None],
+        on_webhook: Callable[[dict[str, Any]], bool | None],
         host: str = "127.0.0.1",
         port: int = 0,
         health: Callable[[], str | None] | None = None,
@@ -284,10 +284,12 @@ class Server:
         if self._secret is None:
             return "disabled", _error(404, "webhook disabled: no secret configured")
         client = _client(request)
-        signature = request.headers.get("x-hub-signature-256", "")
-        if not signature.startswith(_SIGNATURE_PREFIX):
+        signature = _signature(request)
+        if signature is None:
             _log.warning("webhook rejected", reason="missing signature", client=client)
-            return "unauthorized", _error(401, "missing or malformed X-Hub-Signature-256")
+            return "unauthorized", _error(
+                401, "missing or malformed X-Hub-Signature-256 (or X-Gitea-Signature / X-Forgejo-Signature)"
+            )
         declared = request.headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
@@ -302,12 +304,16 @@ class Server:
             return "too_large", _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
         except ClientDisconnect:
             return "bad_request", _error(400, "client disconnected")
-        if not hmac.compare_digest(sign_body(self._secret, body), signature):
+        content_type = request.headers.get("content-type", "")
+        if not any(
+            hmac.compare_digest(sign_body(self._secret, signed), signature)
+            for signed in _signed(body, content_type)
+        ):
             _log.warning("webhook rejected", reason="signature mismatch", client=client)
             return "unauthorized", _error(401, "signature mismatch")
 
-        event = request.headers.get("x-github-event", "push")
-        delivery = request.headers.get("x-github-delivery")
+        event = _header(request, "event") or "push"
+        delivery = _header(request, "delivery")
         if event == "ping":
             _log.info("webhook ping", delivery=delivery)
             return "ping", JSONResponse({"status": "pong"})
@@ -315,15 +321,21 @@ class Server:
             _log.info("webhook ignored", github_event=event, delivery=delivery)
             return "ignored", JSONResponse({"status": "ignored", "event": event})
         try:
-            payload = _decode_payload(body, request.headers.get("content-type", ""))
+            payload = _decode_payload(body, content_type)
         except ValueError as exc:
             return "bad_request", _error(400, str(exc))
         try:
-            await run_in_threadpool(self._on_webhook, payload)
+            started = await run_in_threadpool(self._on_webhook, payload)
         except Exception:
             _log.exception("webhook handler failed", delivery=delivery)
             return "error", _error(500, "webhook handler failed")
-        _log.info("webhook accepted", ref=push_ref(payload), delivery=delivery)
+        ref = push_ref(payload)
+        if started is False:  # a push to another branch, or a tag: no pass starts, and the answer says so
+            _log.info("webhook ignored", ref=ref, delivery=delivery)
+            return "ignored", JSONResponse(
+                {"status": "ignored", "ref": ref, "reason": "not the followed branch"}
+            )
+        _log.info("webhook accepted", ref=ref, delivery=delivery)
         return "accepted", JSONResponse({"status": "accepted"}, status_code=202)
 
 
@@ -337,6 +349,46 @@ async def _read_capped(request: Request, limit: int) -> bytes:
             raise _BodyTooLarge
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+# GitHub's headers, and the ones Gitea and Forgejo (and Gogs) send instead or besides.
+_FORGES = ("github", "gitea", "forgejo", "gogs")
+
+
+def _header(request: Request, what: str) -> str | None:
+    """``X-<Forge>-<what>`` of the first forge that sent one (event, delivery)."""
+    for forge in _FORGES:
+        value = request.headers.get(f"x-{forge}-{what}")
+        if value:
+            return value
+    return None
+
+
+def _signature(request: Request) -> str | None:
+    """The delivery's ``sha256=<hex>`` signature: GitHub's ``X-Hub-Signature-256``, or Gitea's and
+    Forgejo's bare-hex ``X-Gitea-Signature`` / ``X-Forgejo-Signature``; None when there is none."""
+    github = request.headers.get("x-hub-signature-256", "")
+    if github.startswith(_SIGNATURE_PREFIX):
+        return github
+    for header in ("x-forgejo-signature", "x-gitea-signature", "x-gogs-signature"):
+        bare = request.headers.get(header, "").strip().lower()
+        if bare and all(c in "0123456789abcdef" for c in bare):
+            return _SIGNATURE_PREFIX + bare
+    return None
+
+
+def _signed(body: bytes, content_type: str) -> list[bytes]:
+    """What the sender may have signed: the raw body (GitHub), and for a form delivery also its JSON
+    ``payload`` field, which is what Gitea and Forgejo sign."""
+    candidates = [body]
+    if content_type.split(";", 1)[0].strip().lower() == "application/x-www-form-urlencoded":
+        try:
+            fields = parse_qs(body.decode("utf-8"), strict_parsing=False)
+        except UnicodeDecodeError:
+            return candidates
+        if "payload" in fields:
+            candidates.append(fields["payload"][0].encode("utf-8"))
+    return candidates
 
 
 def _decode_payload(body: bytes, content_type: str) -> dict[str, Any]:

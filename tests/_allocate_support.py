@@ -9,7 +9,10 @@ from reconciler.inventory import HostState, Inventory, Machine, Role
 from reconciler.model.desired import DesiredState, Loaded, SourceRef
 from reconciler.model.gpu import canonical_family
 from reconciler.model.observed import ManagedCluster, cluster_name, managed_labels
+from reconciler.model.pools import POOL_MODE_LABEL, pool_cluster_labels
 from reconciler.model.resources import (
+    AIWorkload,
+    ComputePool,
     ComputeProfile,
     MLPlatform,
     Project,
@@ -141,6 +144,7 @@ def platform(
     mode: str = "dedicated",
     suspend: bool = False,
     annotations: Mapping[str, str] | None = None,
+    pool_name: str | None = None,
 ) -> MLPlatform:
     spec: dict[str, Any] = {
         "mode": mode,
@@ -158,6 +162,8 @@ def platform(
         spec["workloadProfileRef"] = {"name": workload_name}
     if groups:
         spec["resourceGroups"] = dict(groups)
+    if pool_name is not None:
+        spec["computePoolRef"] = {"name": pool_name}
     return MLPlatform.model_validate(
         {
             "apiVersion": "palette.ai/v1alpha1",
@@ -173,7 +179,7 @@ def desired(*resources: Resource, revision: str | None = "abc123", complete: boo
     profile) are added for namespaces lacking them."""
     state = DesiredState(revision=revision, complete=complete)
     items = list(resources)
-    namespaces = {r.metadata.namespace for r in items if isinstance(r, MLPlatform)}
+    namespaces = {r.metadata.namespace for r in items if isinstance(r, (MLPlatform, ComputePool, AIWorkload))}
     for ns in sorted(namespaces):
         if not any(isinstance(r, Project) and r.metadata.namespace == ns for r in items):
             items.append(project(ns))
@@ -207,4 +213,95 @@ def cluster(
         workers=tuple(sorted(workers)),
         arch=arch,
         labels=managed_labels(ns, name),
+    )
+
+
+def pool(
+    name: str,
+    gpus: Mapping[str, int] | None = None,
+    *,
+    ns: str = NS,
+    mode: str = "shared",
+    profile_name: str | None = None,
+    min_workers: int | None = None,
+    workload_name: str | None = None,
+    groups: Mapping[str, str] | None = None,
+    suspend: bool = False,
+    scaling_policy: str | None = None,
+) -> ComputePool:
+    spec: dict[str, Any] = {
+        "mode": mode,
+        "gpus": [{"family": f, "count": c} for f, c in (gpus or {}).items()],
+        "suspend": suspend,
+    }
+    if profile_name is not None:
+        spec["computeProfileRef"] = {"name": profile_name}
+    if min_workers is not None:
+        spec["minWorkerNodes"] = min_workers
+    if workload_name is not None:
+        spec["workloadProfileRef"] = {"name": workload_name}
+    if groups:
+        spec["resourceGroups"] = dict(groups)
+    if scaling_policy is not None:
+        spec["scalingPolicyRef"] = {"name": scaling_policy}
+    return ComputePool.model_validate(
+        {
+            "apiVersion": "spectrocloud.com/v1alpha1",
+            "kind": "ComputePool",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": spec,
+        }
+    )
+
+
+def ai_workload(
+    name: str,
+    pool_name: str,
+    gpus: Mapping[str, int] | None = None,
+    *,
+    ns: str = NS,
+    priority: int = 0,
+    suspend: bool = False,
+    workload_name: str | None = None,
+) -> AIWorkload:
+    spec: dict[str, Any] = {
+        "computePoolRef": {"name": pool_name},
+        "gpus": [{"family": f, "count": c} for f, c in (gpus or {}).items()],
+        "priority": priority,
+        "suspend": suspend,
+    }
+    if workload_name is not None:
+        spec["workloadProfileRef"] = {"name": workload_name}
+    return AIWorkload.model_validate(
+        {
+            "apiVersion": "spectrocloud.com/v1alpha1",
+            "kind": "AIWorkload",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": spec,
+        }
+    )
+
+
+def pool_cluster(
+    name: str,
+    control_plane: Iterable[str],
+    workers: Iterable[str],
+    *,
+    ns: str = NS,
+    mode: str | None = "shared",
+    state: str = "Running",
+) -> ManagedCluster:
+    """A managed cluster of a ComputePool (labelled with its kind and, unless None, its mode)."""
+    labels = pool_cluster_labels(ns, name, mode or "shared")
+    if mode is None:
+        labels.pop(POOL_MODE_LABEL)
+    return ManagedCluster(
+        uid=f"uid-pool-{ns}-{name}",
+        name=cluster_name(ns, name),
+        namespace=ns,
+        platform=name,
+        state=state,
+        control_plane=tuple(sorted(control_plane)),
+        workers=tuple(sorted(workers)),
+        labels=labels,
     )

@@ -63,9 +63,9 @@ def test_family_absent_from_gpu_limits_has_no_limit() -> None:
     assert placed(one(state, machines)).gpus == {A100: 16}
 
 
-def test_shared_mode_is_unsupported() -> None:
+def test_shared_mode_platform_is_a_tenant_and_gets_no_cluster() -> None:
     state = desired(platform("p", {H100: 1}, mode="shared"))
-    rejected(one(state, [*cps(1), machine("g", 8)]), Reason.UNSUPPORTED_MODE)
+    assert allocate(state, inventory([*cps(1), machine("g", 8)]), []) == {}
 
 
 # --- control plane -------------------------------------------------------------------------------

@@ -24,6 +24,10 @@ from tests._contract_support import (
     run_cli,
 )
 
+POOL_KEYS = PLATFORM_KEYS | {"mode", "capacity", "mig", "migConfig", "scaling"}
+WORKLOAD_KEYS = {"namespace", "name", "pool", "action", "reason", "message", "gpus", "mig"}
+WORKLOAD_ACTIONS = {"admit", "admitted", "pending", "remove", "rejected", "invalid", "suspended"}
+
 
 def _plan(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     result = run_cli("plan", *args, "--format", "json", env=env)
@@ -35,7 +39,7 @@ def _plan(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str,
 
 def check_plan_shape(plan: dict[str, Any]) -> None:
     """Everything section 8 promises about one plan object."""
-    assert set(plan) == {"revision", "platforms", "diagnostics"}
+    assert set(plan) == {"revision", "platforms", "pools", "workloads", "diagnostics"}
     assert plan["revision"] is None or re.fullmatch(r"[0-9a-f]{40}", plan["revision"])
     platforms = plan["platforms"]
     keys = [(p["namespace"], p["name"]) for p in platforms]
@@ -50,6 +54,25 @@ def check_plan_shape(plan: dict[str, Any]) -> None:
         assert all(isinstance(h, str) for h in p["controlPlane"] + p["workers"])
         assert isinstance(p["gpus"], dict)
         assert all(isinstance(v, int) for v in p["gpus"].values())
+    pools = plan["pools"]
+    assert [(p["namespace"], p["name"]) for p in pools] == sorted((p["namespace"], p["name"]) for p in pools)
+    for p in pools:
+        assert set(p) == POOL_KEYS, p
+        assert p["mode"] in ("shared", "dedicated", None) and p["action"] in ACTIONS
+        assert p["controlPlane"] == sorted(p["controlPlane"]) and p["workers"] == sorted(p["workers"])
+        for family, c in p["capacity"].items():
+            assert set(c) == {"total", "admitted", "free"} and c["total"] == c["admitted"] + c["free"], family
+        assert isinstance(p["mig"], dict) and (p["migConfig"] is None) == (p["mig"] == {})
+        assert set(p["scaling"]) == {"policy", "decision", "reason", "message"}
+        assert p["scaling"]["decision"] in ("none", "up", "down", "hold")
+    workloads = plan["workloads"]
+    keys = [(w["namespace"], w["name"]) for w in workloads]
+    assert keys == sorted(keys), "workloads are sorted by namespace, then name"
+    for w in workloads:
+        assert set(w) == WORKLOAD_KEYS, w
+        assert w["action"] in WORKLOAD_ACTIONS
+        assert all(isinstance(v, int) for v in w["gpus"].values())
+        assert all(set(m) == {"host", "gpu", "profile", "start"} for m in w["mig"])
     for d in plan["diagnostics"]:
         assert set(d) == DIAGNOSTIC_KEYS
 
@@ -87,11 +110,30 @@ def test_offline_plan_of_the_sample_places_every_platform(sample_plan: dict[str,
     assert [(p["namespace"], p["name"]) for p in plan["platforms"]] == SAMPLE_PLATFORMS
     assert {p["action"] for p in plan["platforms"]} == {"create"}
     assert plan["diagnostics"] == []
-    hosts = [h for p in plan["platforms"] for h in p["controlPlane"] + p["workers"]]
+    hosts = [h for p in plan["platforms"] + plan["pools"] for h in p["controlPlane"] + p["workers"]]
     assert len(hosts) == len(set(hosts)), "no host in two clusters"
     gpus = {p["name"]: p["gpus"] for p in plan["platforms"]}
     assert gpus["cpu-sandbox"] == {}
     assert gpus["notebooks"] == {"NVIDIA-H100": 4}
+
+
+def test_offline_plan_of_the_sample_places_its_pools_and_admits_their_workloads(
+    sample_plan: dict[str, Any],
+) -> None:
+    pools = {p["name"]: p for p in sample_plan["pools"]}
+    assert {n: (p["action"], p["mode"]) for n, p in pools.items()} == {
+        "finetune-l40s": ("create", "dedicated"),
+        "shared-a100": ("create", "shared"),
+    }
+    assert pools["shared-a100"]["capacity"] == {"NVIDIA-A100": {"total": 8, "admitted": 7, "free": 1}}
+    actions = {w["name"]: (w["pool"], w["action"]) for w in sample_plan["workloads"]}
+    assert actions == {
+        "batch-train": ("shared-a100", "admit"),
+        "finetune": ("finetune-l40s", "admit"),
+        "llm-serving": ("shared-a100", "admit"),
+        "notebook": ("shared-a100", "admit"),
+        "sweep": ("shared-a100", "pending"),
+    }
 
 
 def test_rejected_platform_exits_one_with_its_reason(tmp_path: Path) -> None:

@@ -316,7 +316,6 @@ def test_suspend_reject_and_delete_show_in_status_and_history(loop: Loop) -> Non
 NEW_PLATFORMS = {
     "bad-spec": ("spec:\n  bogus: 1\n", "Invalid", "InvalidSpec"),
     "bad-ref": ("spec:\n  computeProfileRef: {name: no-such-profile}\n", "Invalid", "ReferenceNotFound"),
-    "shared-mode": ("spec: {mode: shared, computePoolRef: {name: shared}}\n", "Rejected", "UnsupportedMode"),
 }
 
 
@@ -326,11 +325,7 @@ def test_new_platforms_that_cannot_be_placed_get_a_status_with_their_reason(loop
             "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\n"
             f"metadata: {{name: {name}, namespace: project-a}}\n{spec}"
         )
-    (loop.repo.work / "project-a" / "shared-pool.yaml").write_text(  # the shared platform's pool
-        "apiVersion: spectrocloud.com/v1alpha1\nkind: ComputePool\n"
-        "metadata: {name: shared, namespace: project-a}\nspec: {edge: {vip: 10.10.189.99}}\n"
-    )
-    revision = loop.repo.commit_and_push("three platforms that cannot be placed")
+    revision = loop.repo.commit_and_push("platforms that cannot be placed")
     loop.run_once()  # invalid input is reported in status; the pass itself completed
     for name, (_, phase, reason) in NEW_PLATFORMS.items():
         status = loop.status(platform_path("project-a", name))["status"]

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Demo User",
+    "GIT_AUTHOR_EMAIL": "demo@example.com",
+    "GIT_COMMITTER_NAME": "Demo User",
+    "GIT_COMMITTER_EMAIL": "demo@example.com",
+}
 
 
 def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
@@ -29,6 +40,100 @@ def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
         check=True,
     ).stdout
     assert "Source-Revision:" in log
+    assert f"reconciler status --repo {remote}\n" in proc.stdout
+    assert f"reconciler status --repo {remote} --html " in proc.stdout
     key = (Path(workspace.group(1)) / "palette-api-key").read_text()
     assert key and key not in proc.stdout and key not in proc.stderr
     shutil.rmtree(workspace.group(1), ignore_errors=True)
+
+
+class _Lines:
+    """A running process's standard output, line by line, read in a thread so a wait can time out."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        assert proc.stdout is not None
+        stdout = proc.stdout
+        threading.Thread(target=lambda: [self._queue.put(line) for line in stdout], daemon=True).start()
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        """The first line from now on that matches ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if found := re.search(pattern, line):
+                return found
+        raise AssertionError(f"no line matching {pattern!r} in {timeout} s:\n" + "".join(self.seen))
+
+
+def test_demo_keep_shows_the_pass_that_applies_a_pushed_change_and_stops_cleanly_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PALETTE_API_KEY"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reconciler.cli", "demo", "--keep", "--heartbeat", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    out = _Lines(proc)
+    workspace = ""
+    try:
+        workspace = out.wait_for(r"^workspace (\S+)", 30).group(1)
+        remote = Path(workspace) / "config-remote.git"
+        out.wait_for(r"all 5 platforms Running", 120)
+        out.wait_for(rf"git clone -q {re.escape(str(remote))} ", 10)
+        # Idle passes (one a second) are summed up, not printed one by one.
+        idle = int(out.wait_for(r"idle: (\d+) passes in \d+ s, nothing to do", 15).group(1))
+        assert idle >= 2
+
+        clone = tmp_path / "edit"
+        git_env = {**os.environ, **GIT_ENV}
+        subprocess.run(["git", "clone", "-q", str(remote), str(clone)], check=True, env=git_env)
+        notebooks = clone / "project-a/platforms/notebooks.yaml"
+        notebooks.write_text(notebooks.read_text() + "  suspend: true\n")
+        (clone / "project-a/platforms/cpu-sandbox.yaml").unlink()
+        message = "Suspend notebooks, drop the sandbox"
+        for args in (["commit", "-qam", message], ["push", "-q"]):
+            subprocess.run(["git", "-C", str(clone), *args], check=True, env=git_env)
+        head = subprocess.run(
+            ["git", "-C", str(clone), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+
+        out.wait_for(rf"pass \d+: success at revision {head[:12]} \"{message}\"", 30)
+        block = [out.wait_for(r"^  \S", 5).string]
+        while not block[-1].startswith("  status commit"):
+            block.append(out.wait_for(r"^  \S", 5).string)
+        text = "".join(block)
+        suspended = r"suspended +project-a/notebooks: suspended; cluster project-a-notebooks left"
+        assert re.search(suspended, text), text
+        deleted = r"deleted +project-a/cpu-sandbox: cluster project-a-cpu-sandbox, hosts \S"
+        assert re.search(deleted, text), text
+        assert re.search(r"phase +project-a/notebooks: Running -> Suspended", text), text
+        commit = re.search(r"status commit ([0-9a-f]{12}) \"status: " + head[:12] + r": 1 deleted\"", text)
+        assert commit is not None, text
+        subject = subprocess.run(
+            ["git", "--git-dir", str(remote), "log", "-1", "--format=%h %s", "reconciler/status"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        assert subject.startswith(commit.group(1)[:7])
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        out.wait_for(rf"the workspace {re.escape(workspace)} is left for you", 5)
+        key = (Path(workspace) / "palette-api-key").read_text()
+        assert key not in "".join(out.seen)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if workspace:
+            shutil.rmtree(workspace, ignore_errors=True)

@@ -17,7 +17,7 @@ from reconciler.emulator.server import EmulatorServer
 from tests._contract_support import free_port
 from tests._e2e_support import clusters_by_name
 from tests._git_support import RemoteRepo, git
-from tests._loop_support import recorded, run_once, start_run, wait_for
+from tests._loop_support import recorded, run_once, start_run, status_files, wait_for
 
 DURATION = "6"  # seconds: a holder renews every 2 s; a standby looks every second
 
@@ -40,6 +40,15 @@ def _held(port: int) -> bool | None:
         if line.startswith("reconciler_lease_held "):
             return float(line.split()[1]) == 1.0
     return None
+
+
+def _all_running(remote: RemoteRepo) -> bool:
+    try:
+        files = status_files(remote)
+    except Exception:
+        return False
+    phases = [doc["status"]["phase"] for path, doc in files.items() if "/mlplatforms/" in path]
+    return bool(phases) and all(phase == "Running" for phase in phases)
 
 
 def _start(remote: RemoteRepo, emulator: EmulatorServer, cache: Path, port: int) -> subprocess.Popen[bytes]:
@@ -114,6 +123,7 @@ def test_run_once_writes_nothing_while_another_instance_holds_the_lease(
     try:
         wait_for(lambda: _held(port) is True, 60, "the loop holds the lease")
         wait_for(lambda: _get(port, "/readyz")[0] == 200, 60, "the loop ready")
+        wait_for(lambda: _all_running(remote), 60, "the holder's platforms Running (it commits no more)")
         tip = git("rev-parse", "reconciler/status", cwd=remote.bare).strip()
         before = json.dumps(clusters_by_name(emulator), sort_keys=True)
         result = run_once(remote, tmp_path / "once", "--palette", emulator.url, "--lease-duration", DURATION)

@@ -135,7 +135,7 @@ def test_an_invalid_platform_still_holds_the_vip_it_states() -> None:
     assert "already used by MLPlatform a/first (invalid, but its cluster is kept)" in diag.message
 
 
-def test_platforms_that_allocation_will_refuse_get_warnings_and_stay_valid() -> None:
+def test_shared_platform_above_its_pool_limits_gets_a_warning_and_stays_valid() -> None:
     limits = "controlPlaneDefaults: {nodeCount: 1}\n  gpuLimits: {nvidia h100: 4}"
     profile = _ns("a", vip=None).replace("controlPlaneDefaults: {nodeCount: 1}", limits)
     platform = _platform("a", "big").replace(
@@ -152,13 +152,10 @@ def test_platforms_that_allocation_will_refuse_get_warnings_and_stay_valid() -> 
     assert state.get(MLPlatform, "a", "big") is not None
     assert not state.has_errors and not state.invalid
     diagnostics = _others(state.diagnostics)
-    assert [(d.severity, d.line, d.field) for d in diagnostics] == [
-        ("warning", 5, "spec.mode"),
-        ("warning", 8, "spec.gpus"),
-    ]
-    assert "8 NVIDIA-H100 GPUs exceed the limit of 4 in ComputeProfile a/prof" in diagnostics[1].message
-    assert "GPULimitExceeded" in diagnostics[1].message
-    assert "UnsupportedMode" in diagnostics[0].message
+    assert [(d.severity, d.line, d.field) for d in diagnostics] == [("warning", 8, "spec.gpus")]
+    assert "8 NVIDIA-H100 GPUs exceed the limit of 4 in ComputeProfile a/prof" in diagnostics[0].message
+    assert "GPULimitExceeded" in diagnostics[0].message
+    assert not any("UnsupportedMode" in d.message for d in state.diagnostics)
 
 
 def test_a_dedicated_platform_above_its_limits_gets_a_warning_at_the_count() -> None:

@@ -15,6 +15,17 @@ kind: Project
 metadata: {name: project-a, namespace: project-a}
 spec:
   computeProfileRef: {name: prof}
+  settingsRef: {name: palette}
+---
+apiVersion: mural.sh/v1alpha1
+kind: Settings
+metadata: {name: palette, namespace: project-a}
+spec:
+  palette:
+    hostUrl: https://api.spectrocloud.com
+    defaultProjectID: "6514216503b1d1cd4f1bdc44"
+    apiKeySecretRef: {env: PALETTE_API_KEY}
+    clusterProfiles: [{uid: 6651a2b3c4d5e6f708192a3b}]
 ---
 apiVersion: palette.ai/v1alpha1
 kind: ComputeProfile

@@ -192,6 +192,8 @@ def test_to_json_is_the_section_8_contract() -> None:
                 "gpus": {H100: 8},
             },
         ],
+        "pools": [],
+        "workloads": [],
         "diagnostics": [
             {
                 "file": "x.yaml",

@@ -39,7 +39,7 @@ def test_plan_sample_repo_offline_json_places_every_platform_as_documented(
 ) -> None:
     assert cmd.run(str(SAMPLE), None, INVENTORY, None, 1, "json") == 0
     doc = _json(capsys)
-    assert set(doc) == {"revision", "platforms", "diagnostics"}
+    assert set(doc) == {"revision", "platforms", "pools", "workloads", "diagnostics"}
     keys = [(p["namespace"], p["name"]) for p in doc["platforms"]]
     assert keys == sorted(keys) and len(keys) == 5
     prod = next(p for p in doc["platforms"] if p["name"] == "clearml-prod")
@@ -86,7 +86,8 @@ def test_plan_exit_1_when_a_platform_is_rejected(tmp_path: Path, capsys: pytest.
     assert cmd.run(str(repo), None, INVENTORY, None, 1, "json") == 1
     entry = next(p for p in _json(capsys)["platforms"] if p["name"] == "inference")
     assert entry["action"] == "rejected" and entry["reason"] == "InsufficientCompute"
-    assert entry["message"] == "needs 64 NVIDIA-L40S GPUs, 6 available"
+    # gpu-l40s-02 (4 of the 6) went to the pool finetune-l40s, placed before inference by name.
+    assert entry["message"] == "needs 64 NVIDIA-L40S GPUs, 2 available"
 
 
 def test_plan_exit_1_when_a_platform_is_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -344,3 +344,59 @@ def test_webhook_secret_and_signatures_never_reach_the_logs(metrics: Metrics, re
     assert "webhook accepted" in output and "webhook rejected" in output
     assert SECRET.decode() not in output
     assert sign_body(SECRET, body).removeprefix("sha256=") not in output
+
+
+@pytest.mark.parametrize("header", ["X-Gitea-Signature", "X-Forgejo-Signature"])
+def test_gitea_and_forgejo_form_pushes_are_verified_on_the_json_payload_they_sign(
+    client: httpx.Client, recorder: Recorder, header: str
+) -> None:
+    """Gitea and Forgejo sign the JSON payload even when the hook posts it as a form, and send the
+    signature as bare hex in their own header."""
+    payload = json.dumps(PUSH).encode()
+    body = urlencode({"payload": payload.decode()}).encode()
+    signature = sign_body(SECRET, payload).removeprefix("sha256=")
+    forge = header.split("-")[1]
+    headers = {
+        header: signature,
+        f"X-{forge}-Event": "push",
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
+    response = client.post("/hooks/git", content=body, headers=headers)
+    assert response.status_code == 202, response.text
+    assert recorder.payloads == [PUSH]
+
+
+def test_a_forged_gitea_signature_is_refused(client: httpx.Client, recorder: Recorder) -> None:
+    payload = json.dumps(PUSH).encode()
+    body = urlencode({"payload": payload.decode()}).encode()
+    headers = {
+        "X-Gitea-Signature": sign_body(b"another secret", payload).removeprefix("sha256="),
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
+    assert client.post("/hooks/git", content=body, headers=headers).status_code == 401
+    assert recorder.payloads == []
+
+
+def test_a_push_that_starts_no_pass_is_answered_as_ignored(metrics: Metrics) -> None:
+    """A tag push (or our own status branch) starts no pass: the answer says so instead of 202."""
+    seen: list[dict[str, Any]] = []
+
+    def only_main(payload: dict[str, Any]) -> bool:
+        seen.append(payload)
+        return payload.get("ref") == "refs/heads/main"
+
+    with (
+        Server(metrics, webhook_secret=SECRET, on_webhook=only_main) as running,
+        httpx.Client(base_url=running.url, timeout=10) as http,
+    ):
+        tag = json.dumps({"ref": "refs/tags/v1.2.0"}).encode()
+        answer = http.post("/hooks/git", content=tag, headers=push_headers(tag))
+        assert answer.status_code == 200
+        assert answer.json() == {
+            "status": "ignored",
+            "ref": "refs/tags/v1.2.0",
+            "reason": "not the followed branch",
+        }
+        main = json.dumps(PUSH).encode()
+        assert http.post("/hooks/git", content=main, headers=push_headers(main)).status_code == 202
+    assert [p["ref"] for p in seen] == ["refs/tags/v1.2.0", "refs/heads/main"]

@@ -12,9 +12,11 @@ from reconciler.inventory import HostState
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.observed import ManagedCluster
+from reconciler.model.pools import pool_cluster_labels
+from reconciler.model.resources import Resource
 from reconciler.plan import Action, Observed, plan_targets, select_namespaces
 from reconciler.resolve import NamespaceSelector, Target, route
-from tests._allocate_support import cluster, cps, desired, inventory, machine, platform
+from tests._allocate_support import ai_workload, cluster, cps, desired, inventory, machine, platform, pool
 
 URL = "https://palette"
 TARGET = Target(URL, "6514216503b1d1cd4f1bdc44")  # the project of tests._allocate_support.settings
@@ -70,13 +72,24 @@ def test_a_shard_prunes_its_own_orphan_although_other_namespaces_have_more_orpha
 def passes(draw: st.DrawFn) -> tuple[DesiredState, list[ManagedCluster], NamespaceSelector, int]:
     keys = st.tuples(st.sampled_from(NAMESPACES), st.sampled_from(("p1", "p2", "p3")))
     wanted = draw(st.sets(keys, max_size=6))
-    existing = draw(st.lists(keys, unique=True, max_size=6))
-    resources = [
+    pools = draw(st.sets(st.tuples(st.sampled_from(NAMESPACES), st.just("pool")), max_size=3))
+    existing = draw(
+        st.lists(keys | st.sampled_from(sorted(pools) or [("ml-prod", "pool")]), unique=True, max_size=6)
+    )
+    resources: list[Resource] = [
         platform(name, {"NVIDIA-H100": 8} if draw(st.booleans()) else {}, ns=ns)
         for ns, name in sorted(wanted)
     ]
+    resources += [pool(name, {"NVIDIA-H100": 8}, ns=ns) for ns, name in sorted(pools)]
+    resources += [ai_workload("job", name, {"NVIDIA-H100": 1}, ns=ns) for ns, name in sorted(pools)]
     # Each existing cluster holds one control-plane host, which Palette reports in use.
     clusters = [cluster(name, [f"cp-{i}"], [], ns=ns) for i, (ns, name) in enumerate(existing)]
+    clusters = [
+        replace(c, labels=pool_cluster_labels(c.namespace, c.platform, "shared"))
+        if c.platform == "pool"
+        else c
+        for c in clusters
+    ]
     if draw(st.booleans()):
         clusters = [replace(c, state="Deleting") if i % 2 else c for i, c in enumerate(clusters)]
     patterns = draw(st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=3, unique=True))

@@ -2,20 +2,27 @@
 
 In a temporary workspace it makes a bare "remote" from ``sample-repo/``, starts the Palette emulator with
 the sample inventory, and runs the reconcile loop against both until every sample platform is Running,
-with a live view of the passes. Then it prints a summary and how to read the audit trail.
+with a live view of the passes. Then it prints a summary and how to read the audit trail. With
+``--keep`` the loop goes on: each pass that did something is printed as a block, idle passes as a
+heartbeat line, until Ctrl-C or SIGTERM (docs/demo.md).
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -28,10 +35,12 @@ from reconciler.metrics import PassOutcome
 from reconciler.model.conditions import Phase
 from reconciler.model.desired import PlatformKey
 from reconciler.palette.observe import load_snapshot
-from reconciler.plan import PlatformPlan
+from reconciler.plan import Action, PlatformPlan
 from reconciler.server import Server
 
 DEMO_TIMEOUT_SECONDS = 180.0
+GIT_INTERVAL_SECONDS = 5.0
+SUSPEND_EXAMPLE = "project-a/platforms/notebooks.yaml"  # its last lines are under spec:
 
 
 def find_sample_repo() -> Path:
@@ -87,7 +96,173 @@ def _table(plans: list[PlatformPlan], phases: Mapping[PlatformKey, Phase], title
     return table
 
 
-def run(keep: bool) -> int:
+# -- the kept loop: one block per pass that did something, a heartbeat for idle ones ----------------
+
+_LABELS = {
+    Action.CREATE: "created",
+    Action.SCALE: "scaled",
+    Action.REPLACE: "replaced",
+    Action.DELETE: "deleted",
+    Action.REJECTED: "rejected",
+    Action.INVALID: "invalid",
+    Action.SUSPENDED: "suspended",
+}
+
+
+def _entry_line(p: PlatformPlan) -> str:
+    def named(uids: tuple[str, ...]) -> list[str]:
+        return [m.name if (m := p.machines.get(uid)) is not None else uid for uid in uids]
+
+    label = _LABELS[p.action]
+    hosts = named((*p.control_plane, *p.workers))
+    if p.action is Action.SCALE:
+        added = named((*p.add_control_plane, *p.add_workers))
+        removed = named((*p.remove_control_plane, *p.remove_workers))
+        change = " ".join([*(f"+{h}" for h in added), *(f"-{h}" for h in removed)])
+        detail = f"{change}; now {', '.join(hosts)}"
+    elif p.action in (Action.REJECTED, Action.INVALID):
+        detail = p.message
+    elif p.action is Action.SUSPENDED:
+        detail = f"{p.message}" + (f" (hosts {', '.join(hosts)})" if hosts else "")
+    elif p.action is Action.DELETE and p.existing is not None:
+        detail = f"cluster {p.existing.name}, hosts {', '.join(hosts) or '-'}"
+    else:
+        detail = f"hosts {', '.join(hosts) or '-'}"
+    return f"  {label:<10} {p.namespace}/{p.name}: {detail}"
+
+
+class PassView:
+    """Turns the loop's passes into text: a block for a pass that did something, else a count.
+
+    A pass "did something" when it acted on Palette (created, scaled, replaced or deleted a cluster),
+    committed status, moved a platform's phase, ran at a new revision, or failed differently from the
+    pass before. Every other pass is idle: it is counted, and :meth:`heartbeat` sums the count up in one
+    line at most every ``heartbeat`` seconds. ``subject`` gives a commit's subject line.
+    """
+
+    def __init__(self, subject: Callable[[str], str], heartbeat: float, now: float) -> None:
+        self._subject = subject
+        self._every = heartbeat
+        self._last_beat = now
+        self._idle = 0
+        self._revision: str | None = None
+        self._phases: dict[PlatformKey, Phase] = {}
+        self._error: str | None = None
+        self.passes = 0
+
+    def seen(self, result: PassResult) -> None:
+        """Record a pass without showing it (the passes up to the first convergence have the table)."""
+        self.passes += 1
+        self._revision = result.revision or self._revision
+        self._phases = dict(result.phases) or self._phases
+        self._error = result.error
+
+    def block(self, result: PassResult, now: float) -> list[str]:
+        """The lines that show ``result``, or none when the pass was idle (then it is counted)."""
+        self.passes += 1
+        acted = [p for p in result.plan if p.action in _LABELS]
+        moved: list[tuple[PlatformKey, Phase | None, Phase | None]] = []
+        reported = bool(result.phases or result.plan)  # an error or standby pass says nothing of phases
+        if reported:
+            moved += [
+                (key, self._phases.get(key), phase)
+                for key, phase in sorted(result.phases.items())
+                if self._phases.get(key) != phase
+            ]
+            moved += [(key, ph, None) for key, ph in sorted(self._phases.items()) if key not in result.phases]
+        new_revision = result.revision is not None and result.revision != self._revision
+        new_error = result.error is not None and result.error != self._error
+        busy = result.commit or any(p.mutating for p in acted) or moved or new_revision or new_error
+        self._revision = result.revision or self._revision
+        self._phases = dict(result.phases) if reported else self._phases
+        self._error = result.error
+        if not busy:
+            self._idle += 1
+            return []
+        self._idle, self._last_beat = 0, now
+        revision = result.revision or "unknown"
+        lines = [
+            f"{_clock()} pass {self.passes}: {result.outcome} at revision {revision[:12]} "
+            f'"{self._subject(revision)}" ({result.duration:.1f} s)'
+        ]
+        lines += [_entry_line(p) for p in acted]
+        lines += [
+            f"  {'phase':<10} {ns}/{name}: {old or '-'} -> {new or 'gone'}" for (ns, name), old, new in moved
+        ]
+        if result.commit:
+            lines.append(f'  status commit {result.commit[:12]} "{self._subject(result.commit)}"')
+        if result.error:
+            lines.append(f"  error: {result.error}")
+        return lines
+
+    def heartbeat(self, now: float) -> str | None:
+        """One line summing up the idle passes, when some happened and ``heartbeat`` seconds have passed."""
+        if self._idle == 0 or now - self._last_beat < self._every:
+            return None
+        counts: dict[str, int] = {}
+        for phase in self._phases.values():
+            counts[str(phase)] = counts.get(str(phase), 0) + 1
+        phases = ", ".join(f"{n} {phase}" for phase, n in sorted(counts.items())) or "no platforms"
+        state = f"still failing: {self._error}" if self._error else "nothing to do"
+        count = f"{self._idle} pass" + ("" if self._idle == 1 else "es")
+        line = (
+            f"{_clock()} idle: {count} in {now - self._last_beat:.0f} s, {state} "
+            f"(revision {(self._revision or 'unknown')[:12]}; {phases})"
+        )
+        self._idle, self._last_beat = 0, now
+        return line
+
+
+def _clock() -> str:
+    return datetime.now().strftime("%H:%M:%S")
+
+
+def _commit_subject(remote: Path) -> Callable[[str], str]:
+    cache: dict[str, str] = {}
+
+    def subject(sha: str) -> str:
+        if sha not in cache:
+            proc = subprocess.run(
+                ["git", "--git-dir", str(remote), "log", "-1", "--format=%s", sha, "--"],
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                return "?"
+            cache[sha] = proc.stdout.strip()
+        return cache[sha]
+
+    return subject
+
+
+class _StopRequest:
+    """Ctrl-C and SIGTERM set :attr:`event` (a second one interrupts at once); restored on exit."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        self.event.set()
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _print(console: Console, line: str) -> None:
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def run(keep: bool, heartbeat: float = 30.0) -> int:
     console = Console() if Console().is_terminal else Console(width=160)
     configure_logging("warning")
     try:
@@ -106,9 +281,12 @@ def run(keep: bool) -> int:
     console.print(f"[bold]workspace[/bold] {workspace}")
     console.print(f"[bold]config repository[/bold] {remote} (branch main)")
 
-    with EmulatorServer.from_snapshot(
-        snapshot, api_key, provision_seconds=3.0, delete_seconds=1.0
-    ) as emulator:
+    with (
+        _StopRequest() as stop,
+        EmulatorServer.from_snapshot(
+            snapshot, api_key, provision_seconds=3.0, delete_seconds=1.0
+        ) as emulator,
+    ):
         catalogue = len(snapshot.cluster_profiles or [])
         console.print(
             f"[bold]Palette emulator[/bold] {emulator.url} "
@@ -117,66 +295,130 @@ def run(keep: bool) -> int:
         options = ControllerOptions(
             repo=str(remote),
             palette_url=emulator.url,
-            interval=5.0,
+            interval=GIT_INTERVAL_SECONDS,
             resync_interval=1.0,
             cache_dir=workspace / "cache",
         )
         controller = Controller(options)
         server = Server(
-            controller.metrics, webhook_secret=None, on_webhook=lambda _p: controller.request_pass()
+            controller.metrics, webhook_secret=None, on_webhook=lambda _p: _start_pass(controller)
         )
         server.start()
-        console.print(f"[bold]reconciler[/bold] /metrics and /healthz at {server.url}\n")
-        latest: list[PassResult] = []
-        done = threading.Event()
+        console.print(f"[bold]reconciler[/bold] /metrics, /healthz and /readyz at {server.url}\n")
+        passes: queue.Queue[PassResult] = queue.Queue()
 
         def on_pass(result: PassResult) -> None:
-            latest.append(result)
             if result.outcome is not PassOutcome.ERROR:
                 server.mark_ready()
-            if result.plan and result.phases and all(ph is Phase.RUNNING for ph in result.phases.values()):
-                done.set()
+            passes.put(result)
 
         loop = threading.Thread(target=controller.run_forever, args=(on_pass,), daemon=True)
         loop.start()
-        started = time.monotonic()
-        plans: list[PlatformPlan] = []
-        with Live(console=console, refresh_per_second=4, transient=False) as live:
-            while not done.is_set() and time.monotonic() - started < DEMO_TIMEOUT_SECONDS:
-                if latest:
-                    last = latest[-1]
-                    plans = last.plan or plans
-                    title = f"pass {len(latest)}: {last.outcome} (revision {str(last.revision)[:12]})"
-                    live.update(_table(plans, last.phases, title))
-                done.wait(0.25)
-            planned = [r.plan for r in latest if r.plan]
-            if planned:
-                plans = planned[-1]
-                live.update(_table(plans, latest[-1].phases, "summary"))
-        ok = done.is_set()
-        console.print()
-        if ok:
-            console.print(f"[green]all {len(plans)} platforms Running[/green] after {len(latest)} passes")
-        else:
-            console.print("[red]not every platform reached Running in time[/red]")
-        console.print(
-            "read the audit trail:\n"
-            f"  git --git-dir {remote} log --stat reconciler/status\n"
-            f"  git --git-dir {remote} show reconciler/status:project-a/mlplatforms/clearml-prod.yaml"
-        )
-        if keep:
-            console.print(
-                f"\nkept running (Ctrl-C to stop). Change the config: git clone {remote}, edit, push.\n"
-                f"  PALETTE_API_KEY_FILE={key_file} reconciler plan --repo {remote} --palette {emulator.url}"
-            )
-            try:
-                while loop.is_alive():
-                    loop.join(1.0)
-            except KeyboardInterrupt:
-                pass
-        controller.stop()
-        loop.join(10.0)
-        server.stop()
-        controller.close()
+        try:
+            ok, latest = _converge(console, passes, stop.event)
+            _summary(console, ok, latest, remote, workspace)
+            if keep and not stop.event.is_set():
+                _instructions(console, remote, workspace, key_file, emulator.url, server.url, heartbeat)
+                view = PassView(_commit_subject(remote), heartbeat, time.monotonic())
+                for result in latest:
+                    view.seen(result)
+                _follow(console, passes, stop.event, view)
+        finally:
+            controller.stop()
+            loop.join(10.0)
+            server.stop()
+            controller.close()
+    if stop.event.is_set():
+        console.print("\nstopped.")
     console.print(f"(the workspace {workspace} is left for you to read; delete it when done)")
-    return 0 if ok else 1
+    return 0 if ok or keep else 1
+
+
+def _converge(
+    console: Console, passes: queue.Queue[PassResult], stop: threading.Event
+) -> tuple[bool, list[PassResult]]:
+    """Show the live table until every platform is Running (True), the timeout or a stop request."""
+    latest: list[PassResult] = []
+    plans: list[PlatformPlan] = []
+    started = time.monotonic()
+    with Live(console=console, refresh_per_second=4, transient=False) as live:
+        while not stop.is_set() and time.monotonic() - started < DEMO_TIMEOUT_SECONDS:
+            try:
+                last = passes.get(timeout=0.25)
+            except queue.Empty:
+                continue
+            latest.append(last)
+            plans = last.plan or plans
+            title = f"pass {len(latest)}: {last.outcome} (revision {str(last.revision)[:12]})"
+            live.update(_table(plans, last.phases, title))
+            if last.plan and last.phases and all(ph is Phase.RUNNING for ph in last.phases.values()):
+                live.update(_table(plans, last.phases, "summary"))
+                return True, latest
+    return False, latest
+
+
+def _summary(console: Console, ok: bool, latest: list[PassResult], remote: Path, workspace: Path) -> None:
+    plans = next((r.plan for r in reversed(latest) if r.plan), [])
+    console.print()
+    if ok:
+        console.print(f"[green]all {len(plans)} platforms Running[/green] after {len(latest)} passes")
+    else:
+        console.print("[red]not every platform reached Running[/red]")
+    _print(
+        console,
+        "read the audit trail:\n"
+        f"  git --git-dir {remote} log --stat reconciler/status\n"
+        f"  git --git-dir {remote} show reconciler/status:project-a/mlplatforms/clearml-prod.yaml\n"
+        "see what the status branch says (every platform, pool and workload; a page that draws the hosts):\n"
+        f"  reconciler status --repo {remote}\n"
+        f"  reconciler status --repo {remote} --html {workspace / 'status.html'}",
+    )
+
+
+def _instructions(
+    console: Console,
+    remote: Path,
+    workspace: Path,
+    key_file: Path,
+    palette: str,
+    http: str,
+    heartbeat: float,
+) -> None:
+    clone = workspace / "edit"
+    _print(
+        console,
+        f"\nkept running: each pass that does something is shown below, idle passes are summed up every "
+        f"{heartbeat:g} s. Ctrl-C stops.\n"
+        "change the configuration and see it applied "
+        f"(the loop reads git every {GIT_INTERVAL_SECONDS:g} s):\n"
+        f"  git clone -q {remote} {clone}\n"
+        f"  cd {clone}\n"
+        f"  echo '  suspend: true' >> {SUSPEND_EXAMPLE}\n"
+        f'  git commit -qam "Suspend notebooks" && git push -q\n'
+        "what the reconciler would do at the remote's head, without doing it:\n"
+        f"  PALETTE_API_KEY_FILE={key_file} reconciler plan --repo {remote} --palette {palette}\n"
+        f"HTTP: {http}/metrics, {http}/healthz, {http}/readyz "
+        "(no webhook: the demo sets no secret, so /hooks/git answers 404)\n",
+    )
+
+
+def _follow(console: Console, passes: queue.Queue[PassResult], stop: threading.Event, view: PassView) -> None:
+    """Print each pass's block, and a heartbeat for idle ones, until a stop request."""
+    while not stop.is_set():
+        try:
+            result = passes.get(timeout=0.25)
+        except queue.Empty:
+            result = None
+        now = time.monotonic()
+        if result is not None:
+            lines = view.block(result, now)
+            if lines:
+                _print(console, "\n".join(lines))
+        beat = view.heartbeat(now)
+        if beat is not None:
+            _print(console, beat)
+
+
+def _start_pass(controller: Controller) -> bool:
+    controller.request_pass()
+    return True

@@ -248,13 +248,16 @@ def run(
             return 2
         return 0 if result.outcome in _DONE else 1
 
-    def on_webhook(payload: dict[str, Any]) -> None:
+    def on_webhook(payload: dict[str, Any]) -> bool:
+        """Start a pass for a push to the followed branch; anything else (a tag, our own status
+        commits, another branch) starts none and the webhook's answer says so."""
         ref = push_ref(payload)
         if ref is not None and ref != f"refs/heads/{branch}":
-            log.info("webhook for another branch ignored", ref=ref)  # e.g. our own status commits
-            return
+            log.info("webhook for another ref ignored", ref=ref)
+            return False
         log.info("webhook received; starting a pass", ref=ref)
         controller.request_pass()
+        return True
 
     host, port = parse_listen(listen)
     server = Server(

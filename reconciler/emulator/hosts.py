@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def _get(obj: Any, *keys: str) -> Any:
+def get(obj: Any, *keys: str) -> Any:
+    """``obj[k1][k2]...``, or None where a level is missing or not a mapping."""
     for key in keys:
         if not isinstance(obj, Mapping):
             return None
@@ -19,13 +20,13 @@ def _get(obj: Any, *keys: str) -> Any:
 
 
 def _tag(host: Mapping[str, Any], name: str) -> str:
-    value = (_get(host, "metadata", "labels") or {}).get(name)
+    value = (get(host, "metadata", "labels") or {}).get(name)
     return str(value).strip().lower() if value is not None else ""
 
 
 def host_gpu_count(host: Mapping[str, Any]) -> int:
     """GPUs reported by the agent (an entry without ``gpuCount`` is one), else the ``gpus`` tag, else 0."""
-    gpus = _get(host, "spec", "device", "gpus")
+    gpus = get(host, "spec", "device", "gpus")
     if isinstance(gpus, list) and gpus:
         total = 0
         for gpu in gpus:
@@ -42,7 +43,7 @@ def host_gpu_count(host: Mapping[str, Any]) -> int:
 
 def host_cores(host: Mapping[str, Any]) -> int:
     """Cores from the agent, else the ``cpus`` tag, else 1 (a host always has a core to count)."""
-    cores = _get(host, "spec", "device", "cpu", "cores")
+    cores = get(host, "spec", "device", "cpu", "cores")
     if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0:
         return cores
     try:

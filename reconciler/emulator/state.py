@@ -24,6 +24,7 @@ from typing import Any
 
 from reconciler.emulator import search
 from reconciler.emulator.errors import ApiError
+from reconciler.emulator.hosts import get as _get
 from reconciler.emulator.hosts import is_worker_host
 from reconciler.palette.observe import Snapshot
 
@@ -45,14 +46,6 @@ _POOL_FIELDS = (
     "minSize",
     "maxSize",
 )
-
-
-def _get(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def timestamp(seconds: float) -> str:

@@ -333,23 +333,15 @@ def _profile_of(platform: MLPlatform, index: _Index) -> ComputeProfile | None:
 def _check_admission(items: list[_Doc], index: _Index) -> None:
     """Warn about valid platforms that allocation will refuse whatever the inventory holds.
 
-    ``mode: shared`` is rejected with UnsupportedMode and a request above the ComputeProfile's
-    ``gpuLimits`` with GPULimitExceeded (DESIGN.md sections 3 and 4). Saying so at validation time lets a
-    pull request catch it; the platform itself stays valid (a rejection keeps an existing cluster).
+    A request above the ComputeProfile's ``gpuLimits`` is rejected with GPULimitExceeded (DESIGN.md
+    section 4). Saying so at validation time lets a pull request catch it; the platform itself stays
+    valid (a rejection keeps an existing cluster). A shared-mode platform is a tenant of its pool: the
+    pool rules (``pool_rules``) warn about what admission will refuse.
     """
     for item in items:
         platform = item.resource
         if item.problems or not isinstance(platform, MLPlatform):
             continue
-        mode = resolve.unsupported_mode(platform)
-        if mode is not None:
-            item.warnings.append(
-                Problem(
-                    ("spec", "mode"),
-                    f"spec.mode: {mode}; this platform will be rejected with UnsupportedMode",
-                    reason=Reason.UNSUPPORTED_MODE,
-                )
-            )
         for i, request in enumerate(platform.spec.gpus):
             family = canonical_family(request.family)
             if family not in KNOWN_FAMILIES:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from reconciler.manifests.schema import PathElem, Problem, field_path
+from reconciler.model.conditions import Reason
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.pools import canonical_limits, pool_ref_of, workload_request
 from reconciler.model.resources import (
@@ -239,6 +240,7 @@ def _pool_refs(pool: ComputePool, index: _Index) -> list[Problem]:
                 ("spec",),
                 f"ReferenceNotFound: spec.computeProfileRef: not set, and namespace {ns} has no Project "
                 "whose spec.computeProfileRef could be used; set spec.computeProfileRef.name",
+                reason=Reason.REFERENCE_NOT_FOUND,
             )
         )
     elif ns not in index.projects:
@@ -278,7 +280,11 @@ def _need_into(
     status = index.status(kind, ns, name)
     if status == "missing":
         problems.append(
-            Problem(path, f"ReferenceNotFound: {where}: {kind} '{name}' not found in namespace {ns}")
+            Problem(
+                path,
+                f"ReferenceNotFound: {where}: {kind} '{name}' not found in namespace {ns}",
+                reason=Reason.REFERENCE_NOT_FOUND,
+            )
         )
     elif status == "invalid":
         problems.append(

@@ -11,6 +11,7 @@ The A30 has 4 compute and 4 memory slices. At most one media-extension (``+me``)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -19,6 +20,8 @@ from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.quantity import parse_memory_bytes
 
 MEDIA_SUFFIX = "+me"
+SEVEN_SLICES = 7  # compute slices of every MIG-capable GPU but the A30
+_PROFILE_NAME = re.compile(r"^([1-9][0-9]*)g\.[0-9]+gb")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,4 +177,34 @@ def gpu_equivalents(gpu_type: MigGpuType, request: Mapping[str, int]) -> int:
     one 3g counts 1. KeyError for a profile the GPU type does not have.
     """
     compute = sum(gpu_type.profiles[name].compute * count for name, count in request.items())
-    return -(-compute // gpu_type.compute_slices)
+    return _whole_gpus(compute, gpu_type.compute_slices)
+
+
+def family_gpu_equivalents(family: str, request: Mapping[str, int]) -> int:
+    """``gpu_equivalents`` for a family, before a GPU is chosen: what ``gpuLimits`` counts at admission.
+
+    Every catalogue entry of a family has the same compute slices (7, or 4 on A30) and a profile's
+    compute slices are the ``<n>g`` of its name on every entry that offers it, so the family decides.
+    A family the catalogue does not know counts 7 slices; a profile name that is not ``<n>g.<m>gb`` is a
+    ValueError (validation checks the pattern first).
+    """
+    slices = family_compute_slices(family)
+    return _whole_gpus(sum(profile_compute_slices(name) * count for name, count in request.items()), slices)
+
+
+def family_compute_slices(family: str) -> int:
+    """Compute slices of a MIG-capable GPU of ``family`` (7 unless the catalogue says otherwise)."""
+    wanted = canonical_family(family)
+    return next((e.compute_slices for e in CATALOGUE if e.family == wanted), SEVEN_SLICES)
+
+
+def profile_compute_slices(name: str) -> int:
+    """``3g.40gb`` -> 3: a profile's compute slices, read from its name."""
+    match = _PROFILE_NAME.match(name)
+    if match is None:
+        raise ValueError(f"not a MIG profile name: {name!r}")
+    return int(match.group(1))
+
+
+def _whole_gpus(compute: int, per_gpu: int) -> int:
+    return -(-compute // per_gpu)

@@ -6,31 +6,34 @@ pool's ComputeProfile ``gpuLimits`` (whole GPUs plus MIG instances rounded up to
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.model.gpu import GpuFamily, canonical_family
+from reconciler.model.mig import family_gpu_equivalents
+from reconciler.model.observed import managed_labels
 from reconciler.model.resources import AIWorkload, MLPlatform
 
 # (namespace, name) of an AIWorkload or a shared MLPlatform; of a ComputePool
 WorkloadKey = tuple[str, str]
 PoolKey = tuple[str, str]
 
-# Compute slices of a whole MIG-capable GPU: 7, except the A30 with 4 (DESIGN.md section 10).
-_FOUR_SLICE_FAMILIES = frozenset({GpuFamily("NVIDIA-A30")})
+# Which kind of resource a managed cluster belongs to; a cluster without the label is an MLPlatform's
+# (clusters made before pools existed). A pool's cluster also records the mode it was made for.
+KIND_LABEL = "palette.ai/kind"
+PLATFORM_KIND = "MLPlatform"
+POOL_KIND = "ComputePool"
+POOL_MODE_LABEL = "palette.ai/pool-mode"
 
 
-def gpu_compute_slices(family: GpuFamily) -> int:
-    return 4 if family in _FOUR_SLICE_FAMILIES else 7
+def cluster_kind(labels: Mapping[str, str]) -> str:
+    """``MLPlatform`` or ``ComputePool``: the kind a managed cluster's labels name (MLPlatform if none)."""
+    return labels.get(KIND_LABEL) or PLATFORM_KIND
 
 
-def profile_compute_slices(profile: str) -> int:
-    """``3g.40gb`` -> 3: the compute slices a MIG profile takes (its name starts with them)."""
-    head = profile.split("g", 1)[0]
-    if not head.isdigit():
-        raise ValueError(f"not a MIG profile name: {profile!r}")
-    return int(head)
+def pool_cluster_labels(namespace: str, name: str, mode: str) -> dict[str, str]:
+    """The labels of a pool's cluster: the managed labels, its kind and the mode it is made for."""
+    return {**managed_labels(namespace, name), KIND_LABEL: POOL_KIND, POOL_MODE_LABEL: mode}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +65,15 @@ class WorkloadRequest:
 
     def limit_counts(self) -> dict[GpuFamily, int]:
         """GPUs counted against ``gpuLimits`` per family: whole GPUs plus, for MIG instances, the sum of
-        their compute slices over the GPU's slices, rounded up (7 x 1g counts 1; one 3g counts 1)."""
+        their compute slices over the GPU's slices, rounded up (7 x 1g counts 1; one 3g counts 1). The
+        MIG rule is the catalogue's (``model.mig.family_gpu_equivalents``)."""
         counts: dict[GpuFamily, int] = dict(self.whole)
-        slices: dict[GpuFamily, int] = {}
+        mig: dict[GpuFamily, dict[str, int]] = {}
         for request in self.mig:
-            slices[request.family] = slices.get(request.family, 0) + (
-                profile_compute_slices(request.profile) * request.count
-            )
-        for family, used in slices.items():
-            counts[family] = counts.get(family, 0) + math.ceil(used / gpu_compute_slices(family))
+            profiles = mig.setdefault(request.family, {})
+            profiles[request.profile] = profiles.get(request.profile, 0) + request.count
+        for family, profiles in mig.items():
+            counts[family] = counts.get(family, 0) + family_gpu_equivalents(family, profiles)
         return counts
 
 

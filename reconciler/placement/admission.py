@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from reconciler.inventory import Machine
+from reconciler.inventory import Machine, family_from_model
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import GpuFamily
+from reconciler.model.mig import catalogue_entry, memory_bytes_of
 from reconciler.model.pools import MigRequest, PoolKey, WorkloadKey, WorkloadRequest
 
 # --- inputs ----------------------------------------------------------------------------------------------
@@ -83,11 +84,19 @@ class MigInstance:
 
 @dataclass(frozen=True, slots=True)
 class PreviousAdmission:
-    """What the status branch says a workload held after the last pass that admitted it."""
+    """What the status branch says a workload held after the last pass that admitted it. ``kind``
+    (AIWorkload or MLPlatform) names the workload's kind when the plan cannot read it (it is gone)."""
 
     key: WorkloadKey
     gpus: tuple[GpuRef, ...] = ()
     mig: tuple[MigInstance, ...] = ()
+    kind: str = "AIWorkload"
+
+
+# What the caller read from the status branch: per pool, the admissions its workloads held after the last
+# pass (a workload's status file names its pool, GPUs and MIG instances). A workload that moved to another
+# pool is listed under the pool it held GPUs in: that pool's pass releases them (``remove``).
+PreviousAdmissions = Mapping[PoolKey, Sequence[PreviousAdmission]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +121,56 @@ class PoolState:
 
 
 def gpu_units(machines: Iterable[Machine]) -> tuple[GpuUnit, ...]:
-    """The GPUs of a pool's hosts, one unit per device index (0 .. gpu_count-1), in binding order."""
-    units = [
-        GpuUnit(m.uid, m.name, i, m.gpu_family, model=None, memory_bytes=m.gpu_memory_bytes)
-        for m in machines
-        if m.gpu_family is not None
-        for i in range(m.gpu_count)
-    ]
-    return tuple(sorted(units, key=lambda u: u.order))
+    """The GPUs of a pool's hosts, one unit per device index (0 .. gpu_count-1), in binding order.
+
+    Whole-GPU binding and MIG share these units. Device indices follow the agent's GPU entries in the
+    order reported; a GPU is MIG-capable when the agent says ``migCapable: true`` and its family and
+    memory are in the MIG catalogue (DESIGN.md section 10). A host whose agent reports GPUs of another
+    family, GPUs without a model or fewer GPUs than are placed gets no MIG: which device index is which
+    GPU is then unknown, and a mig-parted config addresses GPUs by index.
+    """
+    return tuple(sorted((u for m in machines for u in _host_units(m)), key=lambda u: u.order))
+
+
+def _host_units(machine: Machine) -> list[GpuUnit]:
+    family = machine.gpu_family
+    if family is None:
+        return []
+    devices = [d for d in machine.gpu_devices if d.count > 0]
+    known = all(family_from_model(d.vendor, d.model) == family for d in devices)
+    per_index = [d for d in devices for _ in range(d.count)] if known else []
+    if len(per_index) != machine.gpu_count:
+        per_index = []
+    units: list[GpuUnit] = []
+    for i in range(machine.gpu_count):
+        device = per_index[i] if per_index else None
+        memory = machine.gpu_memory_bytes
+        capable = False
+        if device is not None:
+            memory = _device_memory(device.memory) or memory
+            capable = catalogue_entry(family, memory, mig_capable=device.mig_capable) is not None
+        units.append(
+            GpuUnit(
+                machine.uid,
+                machine.name,
+                i,
+                family,
+                mig_capable=capable,
+                model=device.model if device is not None else None,
+                memory_bytes=memory,
+            )
+        )
+    return units
+
+
+def _device_memory(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        size = memory_bytes_of(text)
+    except (ValueError, OverflowError):
+        return None
+    return size if size > 0 else None
 
 
 # --- the MIG seam ----------------------------------------------------------------------------------------
@@ -156,7 +207,8 @@ class MigPlanner(Protocol):
         ...
 
     def mig_mode(self) -> frozenset[GpuRef]:
-        """The GPUs in MIG mode now: not available as whole GPUs."""
+        """The GPUs that stay in MIG mode were the pass to end now: not available as whole GPUs. Asked
+        before binding (a layout nobody holds any more may be offered whole) and at the end (capacity)."""
         ...
 
 
@@ -170,6 +222,7 @@ class WorkloadAction(StrEnum):
     REMOVE = "remove"
     REJECTED = "rejected"
     SUSPENDED = "suspended"
+    INVALID = "invalid"  # set by the plan for a workload whose document is invalid, never by admission
 
 
 @dataclass(frozen=True, slots=True)
@@ -696,11 +749,16 @@ class _Pass:
         return f"{', '.join(names[:-1])} and {names[-1]} are removed"
 
     def _capacity(self) -> dict[str, FamilyCapacity]:
+        # GPUs in MIG mode as the pass leaves them: the planner's layouts that nobody uses return to whole.
+        mig = self.planner.mig_mode() if self.planner is not None else frozenset(self.free.mig_mode)
         out: dict[str, FamilyCapacity] = {}
         totals: dict[GpuFamily, int] = {}
+        admitted: dict[GpuFamily, int] = {}
         for unit in self.pool.gpus:
             totals[unit.family] = totals.get(unit.family, 0) + 1
+            if unit.ref in self.free.holder or unit.ref in mig:
+                admitted[unit.family] = admitted.get(unit.family, 0) + 1
         for family, total in sorted(totals.items()):
-            free = self.free.count(family)
-            out[family] = FamilyCapacity(total=total, admitted=total - free, free=free)
+            used = admitted.get(family, 0)
+            out[family] = FamilyCapacity(total=total, admitted=used, free=total - used)
         return out

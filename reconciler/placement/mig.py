@@ -157,6 +157,17 @@ def valid_layouts(gpu_type: MigGpuType) -> tuple[Layout, ...]:
     return tuple(found)
 
 
+@lru_cache(maxsize=64)
+def _layout_set(gpu_type: MigGpuType) -> frozenset[Layout]:
+    return frozenset(valid_layouts(gpu_type))
+
+
+def is_valid_layout(gpu_type: MigGpuType, placements: Sequence[Placement]) -> bool:
+    """True when the placements (each once) form a valid layout of the GPU type."""
+    layout = frozenset(placements)
+    return len(layout) == len(placements) and layout in _layout_set(gpu_type)
+
+
 def layout_mask(gpu_type: MigGpuType, layout: Iterable[Placement]) -> int:
     mask = 0
     for placement in layout:

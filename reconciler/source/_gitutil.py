@@ -155,6 +155,27 @@ def run_bytes(repo_git: git.Git, *args: str, timeout: float = LOCAL_TIMEOUT) -> 
     return out if isinstance(out, bytes) else out.encode()
 
 
+def clone_bare(location: str, target: Path) -> None:
+    """``git clone --bare`` of ``location`` into ``target`` (no templates, so no hooks); GitError with
+    the location redacted when it fails."""
+    runner = git.Git(str(target.parent))
+    runner.update_environment(**git_env())
+    try:
+        run(
+            runner,
+            "clone",
+            "--bare",
+            "--template=",
+            "--quiet",
+            "--",
+            location,
+            str(target),
+            timeout=NETWORK_TIMEOUT,
+        )
+    except GitError as exc:
+        raise GitError(f"cannot clone {redact(location)}: {exc}") from None
+
+
 def ls_remote_head(
     repo_git: git.Git, location: str, branch: str, timeout: float = NETWORK_TIMEOUT
 ) -> str | None:

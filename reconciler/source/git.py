@@ -411,22 +411,10 @@ def read_revision(
             local.close()
     with tempfile.TemporaryDirectory(prefix="reconciler-rev-") as tmp:
         target = Path(tmp) / "repo.git"
-        runner = git.Git(tmp)
-        runner.update_environment(**_gitutil.git_env())
         try:
-            _gitutil.run(
-                runner,
-                "clone",
-                "--bare",
-                "--template=",
-                "--quiet",
-                "--",
-                location,
-                str(target),
-                timeout=_gitutil.NETWORK_TIMEOUT,
-            )
+            _gitutil.clone_bare(location, target)
         except GitError as exc:
-            raise SourceError(f"cannot clone {_gitutil.redact(location)}: {exc}") from None
+            raise SourceError(str(exc)) from None
         clone = git.Repo(target)
         clone.git.update_environment(**_gitutil.git_env())
         try:

@@ -49,23 +49,11 @@ class StatusBranch:
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="reconciler-status-")
             target = Path(self._tmp.name) / "repo.git"
-            runner = git.Git(self._tmp.name)
-            runner.update_environment(**_gitutil.git_env())
             try:
-                _gitutil.run(
-                    runner,
-                    "clone",
-                    "--bare",
-                    "--template=",
-                    "--quiet",
-                    "--",
-                    location,
-                    str(target),
-                    timeout=_gitutil.NETWORK_TIMEOUT,
-                )
-            except GitError as exc:
+                _gitutil.clone_bare(location, target)
+            except GitError:
                 self._tmp.cleanup()
-                raise GitError(f"cannot clone {_gitutil.redact(location)}: {exc}") from None
+                raise
             self._repo = git.Repo(target)
         self._repo.git.update_environment(**_gitutil.git_env())
         self.ref = self._find_ref()

@@ -1,0 +1,166 @@
+"""Benchmark of a whole plan with pools: platforms and pools placed together, admission in the plan.
+
+The inventory and platforms of ``bench_allocate.py`` (10,000 hosts, 1,000 platforms over 20 namespaces)
+plus 100 ComputePools (16-64 GPUs of one family, every tenth dedicated) and 5,000 AIWorkloads (1-8
+GPUs, priorities 0..3), from a fixed seed. Two passes, as the loop would run them:
+
+1. cold: nothing exists; every pool admits on its hosts as planned;
+2. warm: every created platform and pool has its Running cluster and every admission is recorded
+   (``previous``): all must be ``unchanged`` and ``admitted``.
+
+Prints each pass's time, the tracemalloc peak of the cold pass and the actions. Target: each pass
+under 3 s.
+
+    python bench/bench_plan_pools.py [--hosts 10000] [--platforms 1000] [--pools 100] [--workloads 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+import tracemalloc
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_allocate import make_desired, make_machines
+
+from reconciler.inventory import HostState, Inventory
+from reconciler.model.desired import DesiredState, Loaded, SourceRef
+from reconciler.model.observed import ManagedCluster, cluster_name, managed_labels
+from reconciler.model.pools import pool_cluster_labels
+from reconciler.model.resources import AIWorkload, ComputePool, Resource
+from reconciler.placement.admission import GpuRef, PreviousAdmission, WorkloadAction
+from reconciler.plan import Action, Plan, PlatformPlan, make_plan
+
+POOL_FAMILIES = ("NVIDIA-H100", "NVIDIA-A100", "NVIDIA-L40S", "NVIDIA-L4")
+
+
+def add_pools(state: DesiredState, pools: int, workloads: int, namespaces: int, rnd: random.Random) -> None:
+    resources: list[Resource] = []
+    names: list[tuple[str, str, str]] = []
+    for i in range(pools):
+        ns = f"team-{i % namespaces:02d}"
+        family = rnd.choice(POOL_FAMILIES)
+        name = f"pool-{i:03d}"
+        mode = "dedicated" if i % 10 == 0 else "shared"
+        spec = {"mode": mode, "gpus": [{"family": family, "count": rnd.choice([16, 24, 32, 64])}]}
+        resources.append(
+            ComputePool.model_validate(
+                {
+                    "apiVersion": "spectrocloud.com/v1alpha1",
+                    "kind": "ComputePool",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": spec,
+                }
+            )
+        )
+        names.append((ns, name, family))
+    for j in range(workloads):
+        ns, pool, family = rnd.choice(names)
+        resources.append(
+            AIWorkload.model_validate(
+                {
+                    "apiVersion": "spectrocloud.com/v1alpha1",
+                    "kind": "AIWorkload",
+                    "metadata": {"name": f"wl-{j:05d}", "namespace": ns},
+                    "spec": {
+                        "computePoolRef": {"name": pool},
+                        "gpus": [{"family": family, "count": rnd.choice([1, 1, 2, 4, 8])}],
+                        "priority": rnd.choice([0, 0, 1, 3]),
+                    },
+                }
+            )
+        )
+    for i, r in enumerate(resources):
+        key = (r.kind, r.metadata.namespace, r.metadata.name)
+        state.resources[key] = Loaded(r, SourceRef(f"{r.metadata.namespace}/{r.metadata.name}.yaml", i, 1))
+
+
+def running(entry: PlatformPlan, labels: dict[str, str]) -> ManagedCluster:
+    return ManagedCluster(
+        uid=f"uid-{entry.kind}-{entry.namespace}-{entry.name}",
+        name=cluster_name(entry.namespace, entry.name),
+        namespace=entry.namespace,
+        platform=entry.name,
+        state="Running",
+        control_plane=entry.control_plane,
+        workers=entry.workers,
+        arch=entry.arch,
+        labels=labels,
+    )
+
+
+def summary(plan: Plan) -> str:
+    clusters = Counter(str(e.action) for e in [*plan.platforms, *(p.cluster for p in plan.pools)])
+    workloads = Counter(str(w.action) for w in plan.workloads)
+    return (
+        "clusters "
+        + ", ".join(f"{n} {a}" for a, n in sorted(clusters.items()))
+        + "; workloads "
+        + ", ".join(f"{n} {a}" for a, n in sorted(workloads.items()))
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--hosts", type=int, default=10_000)
+    parser.add_argument("--platforms", type=int, default=1_000)
+    parser.add_argument("--pools", type=int, default=100)
+    parser.add_argument("--workloads", type=int, default=5_000)
+    parser.add_argument("--namespaces", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    rnd = random.Random(args.seed)
+    machines = make_machines(args.hosts, rnd)
+    desired = make_desired(args.platforms, args.namespaces, rnd)
+    add_pools(desired, args.pools, args.workloads, args.namespaces, rnd)
+    inventory = Inventory(tuple(machines))
+
+    start = time.perf_counter()
+    cold = make_plan(desired, inventory, [])
+    cold_s = time.perf_counter() - start
+    tracemalloc.start()
+    make_plan(desired, inventory, [])
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+
+    clusters = [
+        running(e, managed_labels(e.namespace, e.name)) for e in cold.platforms if e.action is Action.CREATE
+    ]
+    clusters += [
+        running(p.cluster, pool_cluster_labels(p.namespace, p.name, p.mode or "shared"))
+        for p in cold.pools
+        if p.action is Action.CREATE
+    ]
+    used = {u for c in clusters for u in c.hosts}
+    after = Inventory(tuple(replace(m, state=HostState.IN_USE) if m.uid in used else m for m in machines))
+    previous: dict[tuple[str, str], list[PreviousAdmission]] = {}
+    for w in cold.workloads:
+        if w.gpus and w.pool is not None:
+            refs = tuple(GpuRef(u.host_uid, u.index) for u in w.gpus)
+            previous.setdefault((w.namespace, w.pool), []).append(PreviousAdmission(w.key, refs))
+    start = time.perf_counter()
+    warm = make_plan(desired, after, clusters, previous=previous)
+    warm_s = time.perf_counter() - start
+
+    admitted_cold = sum(1 for w in cold.workloads if w.action is WorkloadAction.ADMIT)
+    admitted_warm = sum(1 for w in warm.workloads if w.action is WorkloadAction.ADMITTED)
+    print(
+        f"input: {len(machines)} hosts, {args.platforms} platforms, {args.pools} pools, "
+        f"{args.workloads} workloads, seed {args.seed}"
+    )
+    print(f"plan time, cold:  {cold_s:7.3f} s   {summary(cold)}")
+    print(f"plan time, warm:  {warm_s:7.3f} s   {summary(warm)}")
+    print(f"peak memory during the cold plan (tracemalloc): {peak / 2**20:.1f} MiB")
+    ok = cold_s < 3 and warm_s < 3 and admitted_cold == admitted_warm
+    print("targets (< 3 s per pass, every cold admission kept warm):", "met" if ok else "NOT met")
+
+
+if __name__ == "__main__":
+    main()

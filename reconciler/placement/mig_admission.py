@@ -1,0 +1,494 @@
+"""MIG admission of one pool for one pass: the ``MigPlanner`` that ``admit_pool`` drives (DESIGN.md 9-10).
+
+Pure. Built from what the plan already has for the pool::
+
+    layouts = parse_mig_layouts(recorded_pool_status_mig, where="<status file>: mig")
+    planner = PoolMigPlanner(pool, layouts, previous, workloads)   # the lists admit_pool gets too
+    result = admit_pool(pool, workloads, previous, planner)
+    outcome = planner.finish(result)     # pools[].mig, migConfig, usage, machine pools, workloads[].mig
+
+Rules it adds to admission's:
+
+- A GPU is MIG-capable when its unit says so (``gpu_units``: the agent's ``migCapable`` and the catalogue)
+  and the catalogue has an entry for its family and memory. Without ``mig.strategy: mixed`` every GPU
+  is whole: recorded layouts are dropped and previous instances cannot be held.
+- Recorded layouts are kept when they are valid layouts of the GPU's catalogue type, the GPU is still in
+  the pool and no earlier admission binds it whole; anything else is dropped with a note.
+- Frozen hosts (section 10): the hosts where a workload admitted in an earlier pass, and still in the
+  pool this pass (neither removed nor suspended), holds a whole GPU or an instance, by the previous
+  admissions and the recorded layout. Fixed for the pass, so the outcome does not depend on the order
+  admission visits workloads in. There new instances only take free instances of the existing layout,
+  and the layout stays even when nothing is bound to it any more.
+- Instances start the pass free; ``hold`` binds a previous admission's instances back (all or nothing).
+- A layout no one holds on a host that is not frozen is not in MIG mode for admission: its GPU is
+  offered whole in the same pass (section 9 step 4). The planner may still reuse its free instances
+  (reusing an existing layout switches no GPU); if a whole request takes it, the layout goes.
+- A request's instances are placed per family (profile names repeat across families) with
+  ``plan_mig_admission``; refusals map to ``MIGUnsupported``, ``PoolCapacityExceeded`` and
+  ``NoFittingLayout`` with messages naming the shortfall and the growth that would unblock it.
+- At the end: ``release_idle_gpus`` (not on frozen hosts), then the outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from reconciler.model.conditions import Reason
+from reconciler.model.gpu import GpuFamily
+from reconciler.model.mig import MigGpuType, catalogue_entry
+from reconciler.model.pools import MigRequest, WorkloadKey, WorkloadRequest
+from reconciler.placement.admission import (
+    GpuRef,
+    GpuUnit,
+    MigInstance,
+    MigPlacement,
+    MigRefusal,
+    PoolAdmission,
+    PoolState,
+    PreviousAdmission,
+)
+from reconciler.placement.mig import (
+    MIG_CONFIG_LABEL,
+    MigPlan,
+    MigShortfall,
+    MigUsage,
+    PoolGpu,
+    frozen_hosts,
+    is_valid_layout,
+    layout_json,
+    mig_usage,
+    plan_mig_admission,
+    realise,
+    release_idle_gpus,
+)
+from reconciler.placement.mig import MigInstance as Slot
+
+WHOLE = "(whole)"  # what the layout planner sees as the holder of a GPU bound whole
+_GROWTH_HOST = "\uffff-growth"  # a hypothetical new host, after every real one in name order
+
+
+def _label(key: WorkloadKey) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+def _plural(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+# --- the recorded layouts ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class GpuLayout:
+    """One GPU in MIG mode as the status records it: its instances, each bound to ``namespace/name`` or
+    free (``workload`` None)."""
+
+    host_uid: str
+    gpu: int
+    instances: tuple[Slot, ...]
+
+
+class MigLayoutError(ValueError):
+    """A recorded ``mig`` value that does not have the shape of ``pools[].mig``; the message names it."""
+
+
+def parse_mig_layouts(data: Any, where: str = "mig") -> tuple[GpuLayout, ...]:
+    """The layouts of ``pools[].mig`` (DESIGN.md section 8): ``{host uid: [{gpu, instances: [{profile,
+    start, workload}]}]}``; None is no layout. ``where`` prefixes every error (file and field)."""
+    if data is None:
+        return ()
+    if not isinstance(data, Mapping):
+        raise MigLayoutError(f"{where}: expected a mapping of host uid to GPUs, got {_kind(data)}")
+    out: list[GpuLayout] = []
+    for host, entries in data.items():
+        path = f"{where}[{json.dumps(host)}]"
+        if not isinstance(host, str) or not host:
+            raise MigLayoutError(f"{path}: a host uid must be a non-empty string")
+        if not isinstance(entries, list):
+            raise MigLayoutError(f"{path}: expected a list of GPUs, got {_kind(entries)}")
+        seen: set[int] = set()
+        for n, entry in enumerate(entries):
+            at = f"{path}[{n}]"
+            _fields(entry, at, ("gpu", "instances"))
+            gpu = _count(entry.get("gpu"), f"{at}.gpu")
+            if gpu in seen:
+                raise MigLayoutError(f"{at}.gpu: GPU {gpu} of host {host} is listed twice")
+            seen.add(gpu)
+            raw = entry.get("instances")
+            if not isinstance(raw, list):
+                raise MigLayoutError(f"{at}.instances: expected a list, got {_kind(raw)}")
+            out.append(
+                GpuLayout(
+                    host, gpu, tuple(sorted(_slot(i, f"{at}.instances[{k}]") for k, i in enumerate(raw)))
+                )
+            )
+    return tuple(sorted(out))
+
+
+def _slot(raw: Any, at: str) -> Slot:
+    _fields(raw, at, ("profile", "start", "workload"))
+    profile = raw.get("profile")
+    if not isinstance(profile, str) or not profile:
+        raise MigLayoutError(f"{at}.profile: expected a profile name such as 3g.40gb, got {_kind(profile)}")
+    workload = raw.get("workload")
+    if workload is not None:
+        parts = workload.split("/") if isinstance(workload, str) else []
+        if len(parts) != 2 or not all(parts):
+            raise MigLayoutError(
+                f"{at}.workload: expected namespace/name or null, got {json.dumps(workload)}"
+            )
+    return Slot(_count(raw.get("start"), f"{at}.start"), profile, workload)
+
+
+def _fields(raw: Any, at: str, allowed: tuple[str, ...]) -> None:
+    if not isinstance(raw, Mapping):
+        raise MigLayoutError(f"{at}: expected a mapping, got {_kind(raw)}")
+    for key in raw:
+        if key not in allowed:
+            raise MigLayoutError(f"{at}: unexpected field {json.dumps(key)} (allowed: {', '.join(allowed)})")
+    for key in allowed:
+        if key not in raw and key != "workload":
+            raise MigLayoutError(f"{at}: missing field {key}")
+
+
+def _count(value: Any, at: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise MigLayoutError(f"{at}: expected a non-negative integer, got {json.dumps(value)}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def layouts_of(gpus: Iterable[PoolGpu]) -> tuple[GpuLayout, ...]:
+    """The GPUs in MIG mode as ``GpuLayout``s (what ``parse_mig_layouts`` reads back from ``layout_json``)."""
+    return tuple(
+        sorted(
+            GpuLayout(g.host, g.index, tuple(sorted(g.instances))) for g in gpus if g.instances is not None
+        )
+    )
+
+
+def workload_mig_json(instances: Iterable[MigInstance]) -> list[dict[str, Any]]:
+    """``workloads[].mig`` of ``plan --format json``: ``[{host, gpu, profile, start}]``, sorted."""
+    return [
+        {"host": i.host_uid, "gpu": i.gpu, "profile": i.profile, "start": i.start} for i in sorted(instances)
+    ]
+
+
+# --- the outcome ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MigMachinePool:
+    """Hosts sharing one layout: one worker machine pool of the pool's cluster (section 10, realisation)."""
+
+    config: str  # the mig-parted config name, also the label value
+    hosts: tuple[str, ...]  # host uids, sorted
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {MIG_CONFIG_LABEL: self.config}
+
+
+@dataclass(frozen=True, slots=True)
+class PoolMigOutcome:
+    """What one pool's pass leaves, for the plan, the status and the applier."""
+
+    gpus: tuple[PoolGpu, ...]  # every GPU of the pool after the pass (``bound``: holder of a whole GPU)
+    layouts: tuple[GpuLayout, ...]  # the GPUs in MIG mode: the next pass's recorded layouts
+    mig: dict[str, list[dict[str, Any]]]  # pools[].mig
+    mig_config: dict[str, Any] | None  # migConfig (None: no GPU in MIG mode)
+    usage: MigUsage  # memory slices bound, free in instances, stranded
+    machine_pools: tuple[MigMachinePool, ...]  # hosts by layout; hosts not listed stay in worker-pool
+    host_configs: Mapping[str, str]  # host uid -> config name, for hosts with a GPU in MIG mode
+    frozen_hosts: frozenset[str]
+    workloads: dict[WorkloadKey, list[dict[str, Any]]]  # workloads[].mig of every workload with instances
+    notes: tuple[str, ...]  # recorded layouts that were dropped, and why
+
+
+# --- the planner ------------------------------------------------------------------------------------
+
+
+class PoolMigPlanner:
+    """The ``MigPlanner`` of one pool for one pass (see the module docstring)."""
+
+    def __init__(
+        self,
+        pool: PoolState,
+        layouts: Iterable[GpuLayout] = (),
+        previous: Sequence[PreviousAdmission] = (),
+        workloads: Sequence[WorkloadRequest] = (),
+    ) -> None:
+        self._pool = pool
+        self._mixed = pool.mig_strategy == "mixed"
+        self._units: dict[GpuRef, GpuUnit] = {u.ref: u for u in sorted(pool.gpus, key=lambda u: u.order)}
+        types: dict[GpuRef, MigGpuType | None] = {
+            ref: catalogue_entry(u.family, u.memory_bytes, mig_capable=u.mig_capable) if self._mixed else None
+            for ref, u in self._units.items()
+        }
+        active = {_label(r.key) for r in workloads if not r.removed and not r.suspended}
+        earlier = [p for p in sorted(previous, key=lambda p: p.key) if _label(p.key) in active]
+        whole_of = {ref: _label(p.key) for p in earlier for ref in p.gpus}
+        owner_of = {(i.host_uid, i.gpu, i.profile, i.start): _label(p.key) for p in earlier for i in p.mig}
+        recorded: dict[GpuRef, tuple[Slot, ...]] = {}
+        notes: list[str] = []
+        for layout in sorted(layouts):
+            ref = GpuRef(layout.host_uid, layout.gpu)
+            gpu_type = types.get(ref)
+            why = self._unusable(ref, layout, gpu_type, whole_of, recorded)
+            if why is not None:
+                notes.append(f"MIG layout of GPU {layout.gpu} on host {layout.host_uid} dropped: {why}")
+                continue
+            recorded[ref] = tuple(
+                sorted(
+                    Slot(
+                        s.start,
+                        s.profile,
+                        owner_of.get((layout.host_uid, layout.gpu, s.profile, s.start))
+                        or (s.workload if s.workload in active else None),
+                    )
+                    for s in layout.instances
+                )
+            )
+        start = [
+            PoolGpu(u.host_uid, u.index, types[ref], whole_of.get(ref), recorded.get(ref), u.host_name)
+            for ref, u in self._units.items()
+        ]
+        self._frozen = frozen_hosts(start, active) if self._mixed else frozenset()
+        # Nothing is bound at the start of the pass: ``hold`` binds instances back, and which GPUs are
+        # bound whole is what admission says at each ``place``.
+        self._gpus: dict[GpuRef, PoolGpu] = {
+            GpuRef(g.host, g.index): replace(
+                g,
+                bound=None,
+                instances=None
+                if g.instances is None
+                else tuple(replace(s, workload=None) for s in g.instances),
+            )
+            for g in start
+        }
+        self._told: set[GpuRef] = set()  # GPUs admission has been told are in MIG mode
+        self.notes = tuple(notes)
+
+    def _unusable(
+        self,
+        ref: GpuRef,
+        layout: GpuLayout,
+        gpu_type: MigGpuType | None,
+        whole_of: Mapping[GpuRef, str],
+        recorded: Mapping[GpuRef, tuple[Slot, ...]],
+    ) -> str | None:
+        if not self._mixed:
+            return f"pool {self._pool.label} has mig.strategy {self._pool.mig_strategy}"
+        if ref not in self._units:
+            return "the GPU is not in the pool any more"
+        if gpu_type is None:
+            return "the GPU is not MIG-capable (agent migCapable and the MIG catalogue)"
+        if ref in recorded:
+            return "listed twice"
+        placements = [(s.profile, s.start) for s in layout.instances]
+        if not is_valid_layout(gpu_type, placements):
+            return f"not a valid layout of {gpu_type.key}"
+        if ref in whole_of:
+            return f"{whole_of[ref]} holds the GPU whole"
+        return None
+
+    # -- the MigPlanner protocol --
+
+    def hold(self, key: WorkloadKey, instances: Sequence[MigInstance]) -> bool:
+        if not instances:
+            return True
+        if not self._mixed:
+            return False
+        label = _label(key)
+        changed: dict[GpuRef, list[Slot]] = {}
+        for inst in instances:
+            ref = GpuRef(inst.host_uid, inst.gpu)
+            gpu = self._gpus.get(ref)
+            if gpu is None or gpu.instances is None:
+                return False
+            slots = changed.setdefault(ref, list(gpu.instances))
+            free = [
+                k
+                for k, s in enumerate(slots)
+                if (s.start, s.profile, s.workload) == (inst.start, inst.profile, None)
+            ]
+            if not free:
+                return False
+            slots[free[0]] = replace(slots[free[0]], workload=label)
+        for ref, slots in changed.items():
+            self._gpus[ref] = replace(self._gpus[ref], instances=tuple(slots))
+        return True
+
+    def release(self, key: WorkloadKey) -> None:
+        label = _label(key)
+        for ref, gpu in self._gpus.items():
+            if gpu.instances is not None and any(s.workload == label for s in gpu.instances):
+                freed = tuple(replace(s, workload=None) if s.workload == label else s for s in gpu.instances)
+                self._gpus[ref] = replace(gpu, instances=freed)
+
+    def mig_mode(self) -> frozenset[GpuRef]:
+        refs = frozenset(
+            ref
+            for ref, gpu in self._gpus.items()
+            if gpu.instances is not None
+            and (gpu.host in self._frozen or any(s.workload is not None for s in gpu.instances))
+        )
+        self._told |= refs
+        return refs
+
+    def place(
+        self, key: WorkloadKey, requests: Sequence[MigRequest], whole_free: Sequence[GpuUnit]
+    ) -> MigPlacement | MigRefusal:
+        label = _label(key)
+        wanted: dict[GpuFamily, dict[str, int]] = {}
+        for request in requests:
+            if request.count > 0:
+                per = wanted.setdefault(request.family, {})
+                per[request.profile] = per.get(request.profile, 0) + request.count
+        if not self._mixed:
+            return MigRefusal(
+                Reason.MIG_UNSUPPORTED, f"pool {self._pool.label} has mig.strategy {self._pool.mig_strategy}"
+            )
+        free = {u.ref for u in whole_free}
+        self._forget_taken_whole(free)
+        before = dict(self._gpus)
+        bindings: list[MigInstance] = []
+        switched: list[GpuRef] = []
+        for family, profiles in sorted(wanted.items()):
+            view = [self._view(ref, free) for ref, u in self._units.items() if u.family == family]
+            outcome = plan_mig_admission(view, profiles, label, self._frozen)
+            if not isinstance(outcome, MigPlan):
+                self._gpus = before
+                return self._refusal(
+                    family, profiles, outcome.reason, outcome.needed_slices, outcome.free_slices, view
+                )
+            for gpu in outcome.gpus:
+                ref = GpuRef(gpu.host, gpu.index)
+                if gpu.instances is None:
+                    continue
+                self._gpus[ref] = replace(self._gpus[ref], instances=gpu.instances)
+                if ref in free and any(s.workload == label for s in gpu.instances):
+                    switched.append(ref)  # a whole GPU, or a layout admission offered whole
+            bindings.extend(MigInstance(b.host, b.gpu, b.profile, b.start) for b in outcome.bindings)
+        self._told.update(switched)
+        return MigPlacement(tuple(sorted(bindings)), tuple(sorted(switched)))
+
+    # -- helpers --
+
+    def _forget_taken_whole(self, free: set[GpuRef]) -> None:
+        """A layout admission was never told about whose GPU is no longer free was bound whole: it goes."""
+        for ref, gpu in self._gpus.items():
+            if gpu.instances is not None and ref not in self._told and ref not in free:
+                assert all(s.workload is None for s in gpu.instances)
+                self._gpus[ref] = replace(gpu, instances=None)
+
+    def _view(self, ref: GpuRef, free: set[GpuRef]) -> PoolGpu:
+        gpu = self._gpus[ref]
+        if gpu.instances is not None or ref in free:
+            return gpu
+        return replace(gpu, bound=WHOLE)
+
+    def _refusal(
+        self,
+        family: GpuFamily,
+        wanted: Mapping[str, int],
+        shortfall: MigShortfall,
+        needed: int,
+        free: int,
+        view: Sequence[PoolGpu],
+    ) -> MigRefusal:
+        pool = self._pool.label
+        shown = ", ".join(f"{name} x{count}" for name, count in sorted(wanted.items()))
+        types = sorted({g.gpu_type.key: g.gpu_type for g in view if g.gpu_type is not None}.items())
+        if shortfall is MigShortfall.MIG_UNSUPPORTED:
+            if not view:
+                message = f"asks for MIG instances {shown} of {family}; pool {pool} has no {family} GPUs"
+            elif not types:
+                message = (
+                    f"asks for MIG instances {shown} of {family}; no {family} GPU of pool {pool} is "
+                    "MIG-capable (the agent must report migCapable: true for a model and memory in the MIG "
+                    "catalogue): ask for whole GPUs"
+                )
+            else:
+                offered = "; ".join(f"{k} offers {', '.join(t.profiles)}" for k, t in types)
+                missing = [name for name in sorted(wanted) if not any(t.profile(name) for _, t in types)]
+                message = (
+                    f"asks for MIG instances {shown} of {family}; the GPUs of pool {pool} have no "
+                    f"{', '.join(missing)} ({offered}): ask for one of their profiles"
+                )
+            return MigRefusal(Reason.MIG_UNSUPPORTED, message)
+        in_mig = sum(1 for g in view if g.instances is not None)
+        whole_free = sum(
+            1
+            for g in view
+            if g.gpu_type is not None
+            and g.instances is None
+            and g.bound is None
+            and g.host not in self._frozen
+        )
+        head = (
+            f"needs MIG instances {shown} of {family} ({needed} memory slices), {free} free in pool {pool} "
+            f"({_plural(len(view), f'{family} GPU')}: {in_mig} in MIG mode, {whole_free} whole and free "
+            "to switch)"
+        )
+        if shortfall is MigShortfall.NO_FITTING_LAYOUT:
+            frozen = sorted(
+                {g.host_name or g.host for g in view if g.host in self._frozen and g.instances is not None}
+            )
+            keep = (
+                f"; hosts {', '.join(frozen)} keep their layouts while earlier workloads run there"
+                if frozen
+                else ""
+            )
+            head += f": no valid layout holds them without moving bound instances{keep}"
+        grow = self._growth(wanted, view, types)
+        tail = f", or the pool grows by {_plural(grow, f'{family} GPU')}" if grow else ""
+        return MigRefusal(Reason(shortfall.value), f"{head}; frees when MIG instances are released{tail}")
+
+    def _growth(
+        self, wanted: Mapping[str, int], view: Sequence[PoolGpu], types: Sequence[tuple[str, MigGpuType]]
+    ) -> int | None:
+        """The fewest new whole GPUs (of the family's commonest MIG type) with which the request fits."""
+        offering = [t for _, t in types if all(t.profile(name) is not None for name in wanted)]
+        if not offering:
+            return None
+        counts = Counter(g.gpu_type for g in view if g.gpu_type in offering)
+        gpu_type = min(offering, key=lambda t: (-counts[t], t.key))
+        for k in range(1, sum(wanted.values()) + 1):
+            extra = [PoolGpu(_GROWTH_HOST, i, gpu_type, host_name=_GROWTH_HOST) for i in range(k)]
+            if isinstance(plan_mig_admission([*view, *extra], wanted, "(growth)", self._frozen), MigPlan):
+                return k
+        return None
+
+    # -- the end of the pass --
+
+    def finish(self, result: PoolAdmission) -> PoolMigOutcome:
+        """The layouts the pass leaves (idle ones back to whole, not on frozen hosts) and their outputs."""
+        whole = {u.ref: _label(d.key) for d in result.workloads.values() for u in d.gpus}
+        gpus: list[PoolGpu] = []
+        for ref, gpu in self._gpus.items():
+            if ref in whole:
+                assert gpu.instances is None or all(s.workload is None for s in gpu.instances), ref
+                gpu = replace(gpu, instances=None, bound=whole[ref])
+            gpus.append(gpu)
+        final = release_idle_gpus(gpus, self._frozen)
+        real = realise(final)
+        return PoolMigOutcome(
+            gpus=final,
+            layouts=layouts_of(final),
+            mig=layout_json(final),
+            mig_config=real.mig_config,
+            usage=mig_usage(final),
+            machine_pools=tuple(MigMachinePool(name, hosts) for name, hosts in real.machine_pools.items()),
+            host_configs=real.host_configs,
+            frozen_hosts=self._frozen,
+            workloads={d.key: workload_mig_json(d.mig) for d in result.workloads.values() if d.mig},
+            notes=self.notes,
+        )
