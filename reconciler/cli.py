@@ -192,11 +192,18 @@ def emulator(
     delete_seconds: float = typer.Option(2.0, "--delete-seconds"),
     faults: str | None = typer.Option(None, "--faults", help="Fault injection rules as JSON."),
     seed: int = typer.Option(0, "--seed", help="Random seed of the fault injection."),
+    rate_limits: str = typer.Option(
+        "palette",
+        "--rate-limits",
+        help="palette: enforce Palette's rate limits (429 with Retry-After); off: none (fast tests).",
+    ),
 ) -> None:
     """Serve a local emulator of the Palette API subset."""
     from reconciler.commands import emulator as cmd
 
-    raise typer.Exit(cmd.run(inventory, host, port, api_key, provision_seconds, delete_seconds, faults, seed))
+    raise typer.Exit(
+        cmd.run(inventory, host, port, api_key, provision_seconds, delete_seconds, faults, seed, rate_limits)
+    )
 
 
 @app.command()

@@ -56,7 +56,9 @@ from reconciler.model.resources import Compute, Settings
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
+from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
+from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
 from reconciler.plan import Action, Plan, PlatformPlan, plan_targets, select_namespaces
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target, route
 from reconciler.runtime.lease import Lease, NoLease
@@ -96,6 +98,7 @@ class ControllerOptions:
     # palette
     palette_url: str | None = None
     apply_concurrency: int = 4
+    palette_rate_limits: RateLimits = field(default_factory=RateLimits.palette)  # off(): fast tests
     # report
     status_branch: str = "reconciler/status"
     switch_branch: bool = False  # let the status branch move to this config branch
@@ -222,6 +225,8 @@ class Controller:
         self._warned: set[tuple[PlatformKey, str, str]] = set()
         self._failing_since: float | None = None
         self._not_ready: str | None = "no pass has completed yet"
+        self._host_listers: dict[Target, HostLister] = {}
+        self._dashboard_requests: dict[Target, int] = {}  # /v1/dashboard requests of the last observe
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.last: PassResult | None = None
@@ -238,7 +243,14 @@ class Controller:
         )
 
     def _make_client(self, target: Target, key: str) -> PaletteClient:
-        return PaletteClient(target.url, key, target.project_uid, on_request=self.metrics.on_palette_request)
+        return PaletteClient(
+            target.url,
+            key,
+            target.project_uid,
+            on_request=self.metrics.on_palette_request,
+            rate_limits=self.options.palette_rate_limits,
+            on_wait=self.metrics.on_palette_rate_limit_wait,
+        )
 
     def _api_key(self, target: Target) -> str:
         ref = self._key_refs.get(target, KeyRef())
@@ -597,10 +609,15 @@ class Controller:
 
     def _observe(self, target: Target) -> _Observed:
         client = self._client(target)
-        hosts = client.search_edge_hosts()
+        lister = self._host_listers.get(target)
+        if lister is None or lister.client is not client:  # reads what changed since its last read
+            lister = self._host_listers[target] = HostLister(client)
+        before = client.requests_sent(DASHBOARD)
+        hosts = lister.list()
         raw_clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
-        # The server's item order is stable, so the JSON text is a fingerprint without sorting keys.
-        digest = hashlib.sha256(json.dumps([hosts, raw_clusters], default=str).encode()).hexdigest()
+        self._dashboard_requests[target] = client.requests_sent(DASHBOARD) - before
+        # The lister's version moves whenever a host does; the cluster listing's order is stable.
+        digest = hashlib.sha256(json.dumps([lister.version, raw_clusters], default=str).encode()).hexdigest()
         last = self._observed.get(target)
         if last is not None and last.fingerprint == digest:
             return last  # nothing moved in Palette: reuse the machines and clusters read last time
@@ -857,7 +874,8 @@ class Controller:
 
     def run_forever(self, on_pass: Callable[[PassResult], None] | None = None) -> None:
         """Pass after pass until :meth:`stop`: git every ``interval`` (with jitter) or on a webhook,
-        Palette every ``resync_interval``, and exponential back-off after a transient error."""
+        Palette every ``resync_interval`` (longer when idle passes would use more than a quarter of
+        Palette's ``/v1/dashboard`` budget), and exponential back-off after a transient error."""
         opts = self.options
         delays = _backoff(2.0, max(2.0, min(opts.max_backoff, opts.interval)))
         next_source = 0.0
@@ -874,7 +892,12 @@ class Controller:
                 delay = next(delays)
             else:
                 delays = _backoff(2.0, max(2.0, min(opts.max_backoff, opts.interval)))
-                delay = max(0.0, min(opts.resync_interval, next_source - time.monotonic()))
+                resync = resync_interval(
+                    max(self._dashboard_requests.values(), default=0),
+                    floor=opts.resync_interval,
+                    limit=opts.palette_rate_limits.dashboard,
+                )
+                delay = max(0.0, min(resync, next_source - time.monotonic()))
             force = self.wake.wait(delay)
             self.wake.clear()
 

@@ -77,6 +77,12 @@ class Metrics:
             ["method", "path", "status"],
             registry=self.registry,
         )
+        self.palette_rate_limit_wait = Counter(
+            "reconciler_palette_rate_limit_wait_seconds",
+            "Time the Palette client spent waiting for rate-limit tokens, by path class.",
+            ["path_class"],
+            registry=self.registry,
+        )
         self.git_fetches = Counter(
             "reconciler_git_fetches",
             "Fetches of the config repository by outcome (success, error).",
@@ -148,6 +154,10 @@ class Metrics:
         path, so that the number of series stays bounded. ``status`` is 0 when no response arrived.
         """
         self.palette_requests.labels(method=method.upper(), path=path_template, status=str(status)).inc()
+
+    def on_palette_rate_limit_wait(self, path_class: str, seconds: float) -> None:
+        """Hook for the Palette client: it waited ``seconds`` for a token of ``path_class``."""
+        self.palette_rate_limit_wait.labels(path_class=path_class).inc(max(seconds, 0.0))
 
     def observe_git_fetch(self, duration_seconds: float, *, success: bool = True) -> None:
         """Record one fetch (or remote head check) of the config repository."""

@@ -12,6 +12,7 @@ import yaml
 from reconciler.controller import Controller, ControllerOptions
 from reconciler.emulator import EmulatorServer
 from reconciler.palette.observe import load_snapshot
+from reconciler.palette.pacing import RateLimits
 from tests._git_support import RemoteRepo, git
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +40,10 @@ def remote(tmp_path: Path) -> RemoteRepo:
 def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
     monkeypatch.setenv("PALETTE_API_KEY", API_KEY)
     snapshot = load_snapshot(SAMPLE / "inventory.json")
-    with EmulatorServer.from_snapshot(snapshot, API_KEY, provision_seconds=0.3, delete_seconds=0.2) as server:
+    # Rate limits are tested on their own (test_palette_pacing.py); here they would only slow the loop.
+    with EmulatorServer.from_snapshot(
+        snapshot, API_KEY, provision_seconds=0.3, delete_seconds=0.2, rate_limits=RateLimits.off()
+    ) as server:
         yield server
 
 
@@ -48,6 +52,7 @@ def controller(remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path, **o
         repo=str(remote.bare),
         palette_url=emulator.url,
         cache_dir=tmp_path / "cache",
+        palette_rate_limits=RateLimits.off(),
         **options,  # type: ignore[arg-type]
     )
     return Controller(opts)

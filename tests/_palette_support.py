@@ -15,6 +15,7 @@ from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.model.resources import ComputeProfile, WorkloadProfile
 from reconciler.palette import PaletteClient, RetryPolicy
 from reconciler.palette.observe import Snapshot
+from reconciler.palette.pacing import RateLimits
 
 KEY = "pk-test-5ecr3t-k3y-0123456789abcdef"
 PROJECT_A = "6514216503b1d1cd4f1bdc44"
@@ -119,9 +120,11 @@ def running(
     faults: list[FaultRule] | None = None,
     seed: int = 0,
     profiles: list[dict[str, Any]] | None = None,
+    rate_limits: RateLimits | None = None,
 ) -> Iterator[EmulatorServer]:
-    """An emulator over ``hosts`` (default :func:`fleet`); ``profiles`` is its cluster profile catalogue
-    (None: no catalogue, any uid is an infrastructure profile)."""
+    """An emulator over ``hosts`` (default :func:`fleet`) on loopback, without Palette's rate limits
+    unless a test is about them; ``profiles`` is its cluster profile catalogue (None: no catalogue, any
+    uid is an infrastructure profile)."""
     snapshot = Snapshot(
         edge_hosts=fleet() if hosts is None else hosts, clusters=clusters or [], cluster_profiles=profiles
     )
@@ -133,6 +136,7 @@ def running(
         clock=clock or FakeClock(),
         faults=faults or [],
         seed=seed,
+        rate_limits=rate_limits or RateLimits.off(),
     )
     with server:
         yield server
@@ -140,6 +144,7 @@ def running(
 
 def client(server: EmulatorServer, **kwargs: Any) -> PaletteClient:
     kwargs.setdefault("retry", fast_retry())
+    kwargs.setdefault("rate_limits", RateLimits.off())  # pacing is tested on its own
     key = kwargs.pop("api_key", KEY)
     return PaletteClient(server.url, key, kwargs.pop("project_uid", None), **kwargs)
 

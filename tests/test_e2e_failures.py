@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from reconciler.controller import Controller, ControllerOptions, Target
 from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.metrics import PassOutcome
-from reconciler.palette.client import PaletteClient
+from reconciler.palette.client import Page, PaletteClient
 from reconciler.plan import Action
 from tests._e2e_support import API_KEY, clusters_by_name, status_doc, status_tip
 from tests._git_support import RemoteRepo
@@ -88,11 +90,11 @@ def test_an_unexpected_error_fails_the_pass_not_the_loop(
     calls = {"n": 0}
 
     class Flaky(PaletteClient):
-        def search_edge_hosts(self, tags: object = None) -> list[dict[str, object]]:
+        def edge_host_pages(self, body: Mapping[str, Any]) -> Iterator[Page]:
             calls["n"] += 1
             if calls["n"] == 1:
                 raise RuntimeError("surprise")
-            return super().search_edge_hosts()
+            return super().edge_host_pages(body)
 
     def client(target: Target, key: str) -> PaletteClient:
         return Flaky(target.url, key, target.project_uid, retry=fast_retry())

@@ -59,7 +59,18 @@ def test_sigkill_right_after_a_create_then_restart_adopts_one_cluster_per_platfo
     emulator.faults.add(
         [FaultRule(path=r"^/v1/spectroclusters/edge-native$", methods=("POST",), latency=0.4)]
     )
-    proc = start_run(remote, emulator, tmp_path, "--interval", "3600", "--listen", f"127.0.0.1:{free_port()}")
+    # --lease none: this is about adoption; a killed holder's git lease would make the restart wait.
+    proc = start_run(
+        remote,
+        emulator,
+        tmp_path,
+        "--interval",
+        "3600",
+        "--lease",
+        "none",
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+    )
     try:
         wait_for(lambda: len(emulator.state.clusters) >= 1)
     finally:
@@ -73,7 +84,7 @@ def test_sigkill_right_after_a_create_then_restart_adopts_one_cluster_per_platfo
     assert branches.strip() == ""  # killed before any status was written
 
     emulator.faults.clear()
-    again = start_run(remote, emulator, tmp_path, "--once")
+    again = start_run(remote, emulator, tmp_path, "--once", "--lease", "none")
     out, _ = again.communicate(timeout=60)
     assert again.returncode == 0, out.decode()
 

@@ -94,3 +94,15 @@ def test_runtime_speaks_neither_git_nor_palette(path: Path) -> None:
     banned = ("git", "httpx", "reconciler.source", "reconciler.status", "reconciler.palette")
     bad = sorted(n for n in imports(path) if starts(n, banned))
     assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
+def test_the_emulator_imports_nothing_from_the_client() -> None:
+    """The emulator shares Palette's shapes and limits (observe, pacing), never the client's code."""
+    client_side = ("reconciler.palette.client", "reconciler.palette.hosts", "reconciler.palette.retry")
+    offenders = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in sorted((PACKAGE / "emulator").rglob("*.py"))
+        for name in sorted(imports(path))
+        if starts(name, client_side) or name == "reconciler.palette"
+    ]
+    assert offenders == []

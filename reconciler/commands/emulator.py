@@ -9,6 +9,7 @@ from pathlib import Path
 from reconciler.emulator.faults import parse_rules
 from reconciler.emulator.server import EmulatorServer
 from reconciler.palette.observe import load_snapshot
+from reconciler.palette.pacing import RateLimits
 
 API_KEY_ENV = "PALETTE_API_KEY"
 
@@ -22,6 +23,7 @@ def run(
     delete_seconds: float,
     faults: str | None,
     seed: int,
+    rate_limits: str = "palette",
 ) -> int:
     """Serve until interrupted. Exit 2 on bad input (no key, unreadable snapshot, bad fault rules)."""
     key = api_key or os.environ.get(API_KEY_ENV)
@@ -41,6 +43,11 @@ def run(
     except ValueError as exc:
         print(f"reconciler emulator: {exc}", file=sys.stderr)
         return 2
+    try:
+        limits = RateLimits.parse(rate_limits)
+    except ValueError as exc:
+        print(f"reconciler emulator: --rate-limits: {exc}", file=sys.stderr)
+        return 2
     if provision_seconds < 0 or delete_seconds < 0:
         print("reconciler emulator: durations must not be negative", file=sys.stderr)
         return 2
@@ -53,6 +60,7 @@ def run(
         seed=seed,
         host=host,
         port=port,
+        rate_limits=limits,
     )
     try:
         server.start()
@@ -61,7 +69,8 @@ def run(
         return 2
     print(
         f"Palette emulator listening on {server.url} "
-        f"({len(snapshot.edge_hosts)} edge hosts, {len(snapshot.clusters)} clusters); Ctrl-C to stop",
+        f"({len(snapshot.edge_hosts)} edge hosts, {len(snapshot.clusters)} clusters, "
+        f"rate limits {rate_limits}); Ctrl-C to stop",
         flush=True,
     )
     try:

@@ -1,15 +1,20 @@
 """The emulator's HTTP surface: Palette's paths over :class:`EmulatorState`, plus ``/__emulator/`` admin.
 
 Request flow for Palette paths (outermost first): count the request in the stats, apply fault injection
-(latency, dropped connection, 429, 5xx), check the API key, then route. Admin endpoints skip all of that:
-they need no key and are never faulted or counted, so tests can steer and inspect freely.
+(latency, dropped connection, 429, 5xx), enforce Palette's rate limits (per API key and path class,
+429 ``TooManyRequests`` with ``Retry-After``), check the API key, then route. Every answer carries a
+``Date`` from the emulator's clock (clients key incremental reads on it). Admin endpoints skip all of
+that: they need no key and are never faulted, limited or counted, so tests can steer and inspect freely.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import hashlib
 import hmac
 import json
+import math
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
@@ -25,6 +30,7 @@ from reconciler.emulator.errors import ApiError
 from reconciler.emulator.faults import FaultRule, Faults, fault_error
 from reconciler.emulator.state import EmulatorState
 from reconciler.emulator.utilization import METRICS_PATH, Utilization
+from reconciler.palette.pacing import RateLimits, TokenBucket, path_class
 
 ADMIN_PREFIX = "/__emulator/"
 Handler = Callable[[Request], Awaitable[Response]]
@@ -103,16 +109,64 @@ class Stats:
         return {"total": sum(r["count"] for r in rows), "writes": self.writes(), "requests": rows}
 
 
+class RateLimiter:
+    """Palette's rate limits: one token bucket per (API key, path class).
+
+    A request may arrive ``TOLERANCE`` seconds before its token: a client that paces itself to the same
+    limits sees its requests bunch up by a few milliseconds on the way, and Palette documents a burst
+    queue rather than a hard edge.
+    """
+
+    TOLERANCE = 0.05
+
+    def __init__(self, limits: RateLimits, clock: Callable[[], float]) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    def check(self, key: bytes, path: str) -> float | None:
+        """None to serve the request; else the seconds until the caller's next token."""
+        name = path_class(path)
+        limit = self.limits.for_class(name)
+        if limit is None:
+            return None
+        who = hashlib.sha256(key).hexdigest()  # the key itself is never kept
+        with self._lock:
+            bucket = self._buckets.get((who, name))
+            if bucket is None:
+                bucket = self._buckets[(who, name)] = TokenBucket(limit, self._clock)
+        return bucket.try_take(self.TOLERANCE)
+
+
+def _presented_key(scope: Scope) -> bytes:
+    for name, value in scope.get("headers", []):
+        if name.lower() in (b"apikey", b"authorization"):
+            return bytes(value)
+    return b""
+
+
 class EmulatorApp:
     """The ASGI application. ``state``, ``faults`` and ``stats`` are public for tests and the demo."""
 
-    def __init__(self, state: EmulatorState, api_key: str, faults: Faults, stats: Stats) -> None:
+    def __init__(
+        self,
+        state: EmulatorState,
+        api_key: str,
+        faults: Faults,
+        stats: Stats,
+        rate_limits: RateLimits | None = None,
+    ) -> None:
         if not api_key:
             raise ValueError("the emulator needs an API key to check requests against")
         self.state = state
         self.faults = faults
         self.stats = stats
         self.utilization = Utilization(state)
+        # The emulator's own clock: a test with a fake clock decides when tokens come back.
+        self.limiter = RateLimiter(
+            rate_limits if rate_limits is not None else RateLimits.palette(), state.clock
+        )
         self._api_key = api_key.encode()
         self._palette = Starlette(routes=self._palette_routes())
         self._admin = Starlette(routes=self._admin_routes())
@@ -130,6 +184,7 @@ class EmulatorApp:
             return
         method: str = scope["method"]
         template = self._template(scope)
+        dated = self._dated(send)
         decision = self.faults.decide(method, path)
         if decision.latency:
             await asyncio.sleep(decision.latency)
@@ -143,21 +198,41 @@ class EmulatorApp:
                 {"Retry-After": f"{decision.retry_after:g}"} if decision.retry_after is not None else None
             )
             self.stats.record(method, template, decision.status)
-            await _error_response(error, headers)(scope, receive, send)
+            await _error_response(error, headers)(scope, receive, dated)
+            return
+        wait = self.limiter.check(_presented_key(scope), path)
+        if wait is not None:
+            self.stats.record(method, template, 429)
+            error = ApiError(429, "TooManyRequests", f"Too Many Requests, [{method}] {path}")
+            # Retry-After is whole seconds (RFC 9110); Palette does not document whether it sends one.
+            retry = {"Retry-After": str(max(1, math.ceil(wait)))}
+            await _error_response(error, retry)(scope, receive, dated)
             return
         if not self._authorized(scope):
             self.stats.record(method, template, 401)
             error = ApiError(401, "Unauthorized", "a valid API key is required (header ApiKey)")
-            await _error_response(error)(scope, receive, send)
+            await _error_response(error)(scope, receive, dated)
             return
 
         async def counting_send(message: Message) -> None:
             # Count before the answer leaves, so a client that has its answer always sees it counted.
             if message["type"] == "http.response.start":
                 self.stats.record(method, template, int(message["status"]))
-            await send(message)
+            await dated(message)
 
         await self._palette(scope, receive, counting_send)
+
+    def _dated(self, send: Send) -> Send:
+        """``send`` adding a ``Date`` header from the emulator's clock (so a fake clock shows in it)."""
+
+        async def dated_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                stamp = email.utils.formatdate(self.state.clock(), usegmt=True).encode()
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"date"]
+                message = {**message, "headers": [*headers, (b"date", stamp)]}
+            await send(message)
+
+        return dated_send
 
     def _authorized(self, scope: Scope) -> bool:
         for name, value in scope.get("headers", []):
@@ -327,6 +402,19 @@ class EmulatorApp:
             faults.clear()
             return Response(status_code=204)
 
+        @_handles_errors
+        async def put_host(request: Request) -> Response:
+            body = await _json_body(request)
+            uid = request.path_params["uid"]
+            if isinstance(body, dict):
+                body.setdefault("metadata", {})["uid"] = uid
+            return JSONResponse(state.put_host(body))
+
+        @_handles_errors
+        async def delete_host(request: Request) -> Response:
+            state.remove_host(request.path_params["uid"])
+            return Response(status_code=204)
+
         async def get_stats(_request: Request) -> Response:
             return JSONResponse(stats.to_json())
 
@@ -337,6 +425,8 @@ class EmulatorApp:
         return [
             Route("/__emulator/state", get_state, methods=["GET"]),
             Route("/__emulator/hosts/{uid}", patch_host, methods=["PATCH"]),
+            Route("/__emulator/hosts/{uid}", put_host, methods=["PUT"]),
+            Route("/__emulator/hosts/{uid}", delete_host, methods=["DELETE"]),
             Route("/__emulator/faults", add_faults, methods=["POST"]),
             Route("/__emulator/faults", list_faults, methods=["GET"]),
             Route("/__emulator/faults", clear_faults, methods=["DELETE"]),
@@ -368,6 +458,8 @@ def create_app(
     *,
     faults: Iterable[FaultRule] = (),
     seed: int = 0,
+    rate_limits: RateLimits | None = None,
 ) -> EmulatorApp:
-    """An ASGI app serving ``state`` to clients that present ``api_key``."""
-    return EmulatorApp(state, api_key, Faults(faults, seed), Stats())
+    """An ASGI app serving ``state`` to clients that present ``api_key``, under ``rate_limits``
+    (Palette's unless told otherwise; ``RateLimits.off()`` for tests that are not about them)."""
+    return EmulatorApp(state, api_key, Faults(faults, seed), Stats(), rate_limits)

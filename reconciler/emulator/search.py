@@ -3,15 +3,21 @@
 A filter is ``{conjunction, filterGroups: [{conjunction, filters: [item]}]}``; each item names a property
 and a typed condition. String conditions take ``eq``/``contains``/``beginsWith``, ``negation``,
 ``ignoreCase`` and a match ``{conjunction: or|and, values}``. Multi-valued properties (tags) match when any
-of their values matches. Paging uses ``limit`` (at most 50), an opaque ``continue`` token and ``offset``.
+of their values matches. Date conditions (``v1SearchFilterDateCondition``) take ``eq``/``gt``/``gte``/
+``lt``/``lte`` against each ``v1Time`` value, or ``range`` with two values ``[from, to]`` (inclusive: the
+spec does not say; this is the emulator's choice). ``sort`` is a list of ``{field, order}`` applied in
+order (a stable sort, so the default order breaks ties); an unknown field is a 422, as Palette answers
+since 4.10. Paging uses ``limit`` (at most 50), an opaque ``continue`` token and ``offset``.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.emulator.errors import ApiError
@@ -21,12 +27,35 @@ MAX_LIMIT = 50
 # A property's values on one item: strings for string conditions, a bool for bool conditions.
 Extractor = Callable[[Mapping[str, Any]], "list[str] | bool"]
 Predicate = Callable[[Mapping[str, Any]], bool]
+# A sort field's value on one item (a string, a number, or None: sorted last).
+SortKey = Callable[[Mapping[str, Any]], Any]
 
 _OPERATORS: dict[str, Callable[[str, str], bool]] = {
     "eq": lambda have, want: have == want,
     "contains": lambda have, want: want in have,
     "beginsWith": lambda have, want: have.startswith(want),
 }
+
+
+_DATE_OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    "eq": lambda have, want: have == want,
+    "gt": lambda have, want: have > want,
+    "gte": lambda have, want: have >= want,
+    "lt": lambda have, want: have < want,
+    "lte": lambda have, want: have <= want,
+}
+
+
+@functools.lru_cache(maxsize=262_144)
+def parse_time(value: Any) -> float | None:
+    """A ``v1Time`` (RFC 3339) as epoch seconds; None when absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def _bad(message: str) -> ApiError:
@@ -68,6 +97,40 @@ def _string_matcher(condition: Mapping[str, Any]) -> Callable[[list[str]], bool]
     return matches
 
 
+def _date_matcher(condition: Mapping[str, Any]) -> Callable[[list[str]], bool]:
+    operator = condition.get("operator") or "eq"
+    if operator != "range" and operator not in _DATE_OPERATORS:
+        raise _bad(f"unknown date operator {operator!r}")
+    negation = bool(condition.get("negation"))
+    match = condition.get("match") or {}
+    if not isinstance(match, Mapping) or not isinstance(match.get("values") or [], list):
+        raise _bad("a date condition's match must be an object with a values list")
+    wanted: list[float] = []
+    for value in match.get("values") or []:
+        moment = parse_time(value)
+        if moment is None:
+            raise _bad(f"date value {value!r} is not an RFC 3339 time")
+        wanted.append(moment)
+    conjunction = match.get("conjunction")
+    _combine(conjunction, [])
+    if operator == "range" and len(wanted) != 2:
+        raise _bad("a date range needs two values: [from, to]")
+
+    def one(have: float) -> bool:
+        if operator == "range":
+            return wanted[0] <= have <= wanted[1]
+        compare = _DATE_OPERATORS[operator]
+        return _combine(conjunction, [compare(have, w) for w in wanted])
+
+    def matches(have: list[str]) -> bool:
+        if not wanted:
+            return True
+        moments = [m for m in (parse_time(h) for h in have) if m is not None]
+        return any(one(m) for m in moments) != negation
+
+    return matches
+
+
 def _item_predicate(item: Any, properties: Mapping[str, Extractor]) -> Predicate:
     if not isinstance(item, Mapping):
         raise _bad("a filter item must be an object")
@@ -87,6 +150,14 @@ def _item_predicate(item: Any, properties: Mapping[str, Extractor]) -> Predicate
             return matcher(values)
 
         return string_predicate
+    if isinstance(condition.get("date"), Mapping):
+        dates = _date_matcher(condition["date"])
+
+        def date_predicate(obj: Mapping[str, Any]) -> bool:
+            have = extract(obj)
+            return dates([] if isinstance(have, bool) else have)
+
+        return date_predicate
     if isinstance(condition.get("bool"), Mapping):
         want = bool(condition["bool"].get("value"))
 
@@ -95,7 +166,7 @@ def _item_predicate(item: Any, properties: Mapping[str, Extractor]) -> Predicate
             return (have if isinstance(have, bool) else bool(have)) == want
 
         return bool_predicate
-    raise _bad(f"filter on {prop!r} needs a string or bool condition")
+    raise _bad(f"filter on {prop!r} needs a string, date or bool condition")
 
 
 def compile_filter(body: Any, properties: Mapping[str, Extractor]) -> Predicate:
@@ -124,6 +195,33 @@ def compile_filter(body: Any, properties: Mapping[str, Extractor]) -> Predicate:
         return _combine(outer, [_combine(inner, [p(obj) for p in preds]) for inner, preds in compiled])
 
     return predicate
+
+
+def sort_items(items: list[dict[str, Any]], body: Any, fields: Mapping[str, SortKey]) -> list[dict[str, Any]]:
+    """``items`` ordered by the body's ``sort`` list (``[{field, order: asc|desc}]``), first field first."""
+    spec = body.get("sort") if isinstance(body, Mapping) else None
+    if not spec:
+        return items
+    if not isinstance(spec, list):
+        raise ApiError(400, "InvalidRequest", "sort must be a list")
+    keys: list[tuple[SortKey, bool]] = []
+    for entry in spec:
+        name = entry.get("field") if isinstance(entry, Mapping) else None
+        if name not in fields:
+            raise ApiError(
+                422, "InvalidSortField", f"unsupported sort field {name!r}; supported: {', '.join(fields)}"
+            )
+        order = entry.get("order") or "asc"
+        if order not in ("asc", "desc"):
+            raise ApiError(400, "InvalidRequest", f"sort order is asc or desc, not {order!r}")
+        keys.append((fields[str(name)], order == "desc"))
+    ordered = list(items)
+    for key, descending in reversed(keys):
+        present = [i for i in ordered if key(i) is not None]
+        absent = [i for i in ordered if key(i) is None]
+        present.sort(key=key, reverse=descending)  # Python's sort is stable, also in reverse
+        ordered = present + absent
+    return ordered
 
 
 def _encode_token(offset: int, count: int) -> str:

@@ -15,6 +15,7 @@ from reconciler.emulator.app import EmulatorApp, create_app
 from reconciler.emulator.faults import FaultRule
 from reconciler.emulator.state import Clock, EmulatorState
 from reconciler.palette.observe import Snapshot
+from reconciler.palette.pacing import RateLimits
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -47,8 +48,9 @@ class EmulatorServer:
         seed: int = 0,
         host: str = "127.0.0.1",
         port: int = 0,
+        rate_limits: RateLimits | None = None,
     ) -> None:
-        self.app: EmulatorApp = create_app(state, api_key, faults=faults, seed=seed)
+        self.app: EmulatorApp = create_app(state, api_key, faults=faults, seed=seed, rate_limits=rate_limits)
         self.state = state
         self.faults = self.app.faults
         self.stats = self.app.stats
@@ -72,11 +74,12 @@ class EmulatorServer:
         seed: int = 0,
         host: str = "127.0.0.1",
         port: int = 0,
+        rate_limits: RateLimits | None = None,
     ) -> EmulatorServer:
         state = EmulatorState(
             snapshot, provision_seconds=provision_seconds, delete_seconds=delete_seconds, clock=clock
         )
-        return cls(state, api_key, faults=faults, seed=seed, host=host, port=port)
+        return cls(state, api_key, faults=faults, seed=seed, host=host, port=port, rate_limits=rate_limits)
 
     def __repr__(self) -> str:
         running = self._thread is not None
@@ -91,7 +94,12 @@ class EmulatorServer:
 
     def _config(self) -> uvicorn.Config:
         return uvicorn.Config(
-            self.app, log_level="warning", lifespan="off", access_log=False, timeout_keep_alive=30
+            self.app,
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+            timeout_keep_alive=30,
+            date_header=False,  # the app dates its answers by the emulator's clock
         )
 
     def start(self, timeout: float = 10.0) -> Self:

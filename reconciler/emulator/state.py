@@ -12,6 +12,7 @@ are visible in every scope, so a simple snapshot works whatever project the clie
 
 from __future__ import annotations
 
+import bisect
 import copy
 import hashlib
 import json
@@ -147,6 +148,10 @@ class EmulatorState:
             status.setdefault("inUseClustersRef", [])
             self.hosts[uid] = item
         now = self.clock()
+        for item in self.hosts.values():
+            meta = item["metadata"]
+            meta.setdefault("creationTimestamp", timestamp(now))
+            meta.setdefault("lastModifiedTimestamp", meta["creationTimestamp"])
         for raw in snapshot.clusters:
             uid = _get(raw, "metadata", "uid")
             state = str(_get(raw, "status", "state") or "Running")
@@ -225,7 +230,7 @@ class EmulatorState:
         host = self.hosts.get(host_uid)
         if host is None:
             return
-        self._version += 1
+        self._touch(host)
         status = host.setdefault("status", {})
         refs = [r for r in status.get("inUseClustersRef") or [] if r.get("uid") != cluster_uid]
         status["inUseClustersRef"] = refs
@@ -233,10 +238,15 @@ class EmulatorState:
             status["state"] = "ready"
 
     def _occupy(self, host_uid: str, cluster: Cluster) -> None:
-        self._version += 1
+        self._touch(self.hosts[host_uid])
         status = self.hosts[host_uid].setdefault("status", {})
         status["state"] = "in-use"
         status["inUseClustersRef"] = [{"name": cluster.name, "uid": cluster.uid}]
+
+    def _touch(self, host: dict[str, Any]) -> None:
+        """A host changes: its ``lastModifiedTimestamp`` moves (incremental reads key on it)."""
+        self._version += 1
+        host.setdefault("metadata", {})["lastModifiedTimestamp"] = timestamp(self.clock())
 
     # --- scope -------------------------------------------------------------------------------------
 
@@ -278,7 +288,9 @@ class EmulatorState:
             if cached is not None and cached[0] == self._version:
                 matching = cached[1]
             else:
-                matching = [h for h in self._visible_hosts(project) if predicate(h)]
+                matching = search.sort_items(
+                    [h for h in self._visible_hosts(project) if predicate(h)], body, _HOST_SORT_FIELDS
+                )
                 if len(self._search_cache) > 64:
                     self._search_cache.clear()
                 self._search_cache[key] = (self._version, matching)
@@ -655,7 +667,7 @@ class EmulatorState:
             host = self.hosts.get(uid)
             if host is None:
                 raise ApiError(404, "ResourceNotFound", f"edge host {uid} not found")
-            self._version += 1
+            self._touch(host)
             status = host.setdefault("status", {})
             if "healthState" in body:
                 if body["healthState"] not in ("healthy", "unhealthy"):
@@ -676,6 +688,36 @@ class EmulatorState:
                     else:
                         labels[str(key)] = str(value)
             return copy.deepcopy(host)
+
+    def put_host(self, item: Any) -> dict[str, Any]:
+        """Register (or replace) an edge host, as the edge agent's registration would."""
+        uid = _get(item, "metadata", "uid")
+        if not isinstance(item, Mapping) or not uid:
+            raise ApiError(400, "InvalidRequest", "an edge host needs metadata.uid")
+        with self.lock:
+            host = copy.deepcopy(dict(item))
+            host["metadata"].setdefault("name", str(uid))
+            host["metadata"].setdefault("creationTimestamp", timestamp(self.clock()))
+            status = host.setdefault("status", {})
+            status.setdefault("state", "ready")
+            status.setdefault("health", {"state": "healthy"})
+            self._touch(host)
+            if str(uid) in self.hosts:
+                self._host_order.remove(str(uid))
+            self.hosts[str(uid)] = host
+            key = (str(host["metadata"]["name"]), str(uid))
+            names = [(str(self.hosts[u]["metadata"].get("name")), u) for u in self._host_order]
+            self._host_order.insert(bisect.bisect(names, key), str(uid))
+            return copy.deepcopy(host)
+
+    def remove_host(self, uid: str) -> None:
+        """Deregister an edge host (DELETE /v1/edgehosts/{uid})."""
+        with self.lock:
+            if uid not in self.hosts:
+                raise ApiError(404, "ResourceNotFound", f"edge host {uid} not found")
+            del self.hosts[uid]
+            self._host_order.remove(uid)
+            self._version += 1
 
     def snapshot_view(self) -> dict[str, Any]:
         """Everything, unscoped: hosts as the search returns them and clusters as GET returns them."""
@@ -866,6 +908,17 @@ _HOST_PROPERTIES: dict[str, search.Extractor] = {
     "healthState": lambda h: _strings(_get(h, "status", "health", "state")),
     "name": lambda h: _strings(_get(h, "metadata", "name")),
     "architecture": lambda h: _strings(_get(h, "spec", "device", "archType")),
+    "lastModifiedTimestamp": lambda h: _strings(_get(h, "metadata", "lastModifiedTimestamp")),
+    "creationTimestamp": lambda h: _strings(_get(h, "metadata", "creationTimestamp")),
+}
+
+# The edge-host search's own sort contract (Palette 4.10: name, state, healthState and the timestamps).
+_HOST_SORT_FIELDS: dict[str, search.SortKey] = {
+    "name": lambda h: _get(h, "metadata", "name"),
+    "state": lambda h: _get(h, "status", "state"),
+    "healthState": lambda h: _get(h, "status", "health", "state"),
+    "creationTimestamp": lambda h: search.parse_time(_get(h, "metadata", "creationTimestamp")),
+    "lastModifiedTimestamp": lambda h: search.parse_time(_get(h, "metadata", "lastModifiedTimestamp")),
 }
 
 _CLUSTER_PROPERTIES: dict[str, search.Extractor] = {

@@ -2,7 +2,10 @@
 
 Why it looks the way it does:
 - every call has a timeout and goes through one ``_call`` that retries with a :class:`RetryPolicy`
-  (429, 5xx and connection errors; ``Retry-After`` honoured), bounded in attempts and total time;
+  exactly the errors :func:`classify` calls transient (429, 5xx and connection errors; ``Retry-After``
+  honoured), bounded in attempts and total time; 401/403 and other 4xx are never retried;
+- every attempt first takes a token of its path class (:mod:`reconciler.palette.pacing`), so the client
+  keeps under Palette's rate limits by itself instead of provoking 429s;
 - a create (``POST /v1/spectroclusters/edge-native``) is not idempotent, so it is retried only when the
   server certainly did not act on it: a 429, or a connection that failed before the request was sent.
   After a timeout or a dropped connection the caller re-observes by labels instead of re-sending;
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import email.utils
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import quote
@@ -25,14 +30,16 @@ from pydantic import BaseModel, ValidationError
 
 from reconciler.palette import wire
 from reconciler.palette.errors import (
-    ClientError,
+    ErrorClass,
     NotFoundError,
     PaletteError,
     RateLimitedError,
     ServerError,
     TransportError,
-    UnauthorizedError,
+    classify,
+    error_for_status,
 )
+from reconciler.palette.pacing import Pacer, RateLimits, path_class
 from reconciler.palette.retry import RetryPolicy
 
 PAGE_LIMIT = 50  # Palette's maximum page size for search endpoints
@@ -48,7 +55,19 @@ MACHINE_POOL = "/v1/cloudconfigs/edge-native/{configUid}/machinePools/{machinePo
 CLUSTER_PROFILES = "/v1/spectroclusters/{uid}/profiles"
 
 RequestHook = Callable[[str, str, int], None]
+WaitHook = Callable[[str, float], None]
 M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a search: its items, ``listmeta.count`` and ``continue``, and the server's ``Date``
+    (epoch seconds, None when absent): the server's own clock, which incremental reads key on."""
+
+    items: list[dict[str, Any]]
+    count: int | None
+    continue_token: str
+    server_time: float | None
 
 
 class _Retryable(Exception):
@@ -138,7 +157,11 @@ class PaletteClient:
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
         on_request: RequestHook | None = None,
+        rate_limits: RateLimits | None = None,
+        on_wait: WaitHook | None = None,
     ) -> None:
+        """``rate_limits`` defaults to Palette's (``RateLimits.off()`` turns pacing off);
+        ``on_wait(path_class, seconds)`` reports each wait for a token."""
         if not api_key:
             raise ValueError("a Palette API key is required")
         self.base_url = base_url.rstrip("/")
@@ -147,6 +170,9 @@ class PaletteClient:
         self._retry = retry or RetryPolicy()
         self._timeout = timeout
         self._on_request = on_request
+        self._on_wait = on_wait
+        self._pacer = Pacer(rate_limits if rate_limits is not None else RateLimits.palette())
+        self._sent: Counter[str] = Counter()
         headers = {"ApiKey": api_key, "Accept": "application/json"}
         if project_uid:
             headers["ProjectUid"] = project_uid
@@ -168,6 +194,15 @@ class PaletteClient:
     def close(self) -> None:
         self._http.close()
 
+    def requests_sent(self, path_class: str | None = None) -> int:
+        """HTTP requests sent so far (retries included), of one path class (``pacing.DASHBOARD``, ...)
+        or all of them."""
+        return sum(self._sent.values()) if path_class is None else self._sent[path_class]
+
+    def seconds_waited(self) -> float:
+        """Total time spent waiting for rate-limit tokens."""
+        return sum(self._pacer.waited.values())
+
     # --- edge hosts --------------------------------------------------------------------------------
 
     def search_edge_hosts(self, tags: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
@@ -180,6 +215,15 @@ class PaletteClient:
             host = self._check(wire.EdgeHost, item, "POST", EDGE_HOSTS_SEARCH)
             items.setdefault(host.metadata.uid or f"\0{len(items)}", item)
         return list(items.values())
+
+    def edge_host_pages(self, body: Mapping[str, Any]) -> Iterator[Page]:
+        """Every page of one edge-host search, lazily, with its ``listmeta`` and the server's time
+        (:class:`reconciler.palette.hosts.HostLister` builds incremental reads on it)."""
+        return self._pages(EDGE_HOSTS_SEARCH, dict(body))
+
+    def edge_host_page(self, body: Mapping[str, Any], continue_token: str = "") -> Page:
+        """One page of an edge-host search, from ``continue_token`` ("" for the first page)."""
+        return self._page(EDGE_HOSTS_SEARCH, dict(body), continue_token)
 
     # --- clusters ----------------------------------------------------------------------------------
 
@@ -262,25 +306,37 @@ class PaletteClient:
 
     def _search(self, template: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         """Read every page of a search endpoint (``limit`` 50, ``continue`` until empty)."""
-        items: list[dict[str, Any]] = []
+        return [item for page in self._pages(template, body) for item in page.items]
+
+    def _pages(self, template: str, body: dict[str, Any]) -> Iterator[Page]:
         token = ""
         seen: set[str] = set()
         for _ in range(MAX_PAGES):
-            params: dict[str, str | int] = {"limit": PAGE_LIMIT}
-            if token:
-                params["continue"] = token
-            page = self._json(self._call("POST", template, {}, json=body, query=params))
-            summary = self._check(wire.SearchPage, page, "POST", template)
-            items.extend(summary.items or [])
-            token = summary.listmeta.continue_ if summary.listmeta else ""
+            page = self._page(template, body, token)
+            yield page
+            token = page.continue_token
             if not token:
-                return items
+                return
             if token in seen:
                 raise ServerError(
                     "paging did not advance: a continue token repeated", method="POST", path=template
                 )
             seen.add(token)
         raise ServerError(f"more than {MAX_PAGES} pages", method="POST", path=template)
+
+    def _page(self, template: str, body: dict[str, Any], token: str) -> Page:
+        params: dict[str, str | int] = {"limit": PAGE_LIMIT}
+        if token:
+            params["continue"] = token
+        response = self._call("POST", template, {}, json=body, query=params)
+        summary = self._check(wire.SearchPage, self._json(response), "POST", template)
+        meta = summary.listmeta
+        return Page(
+            items=list(summary.items or []),
+            count=meta.count if meta is not None else None,
+            continue_token=(meta.continue_ if meta is not None else "") or "",
+            server_time=_http_date(response.headers.get("Date")),
+        )
 
     def _call(
         self,
@@ -318,6 +374,11 @@ class PaletteClient:
         idempotent: bool,
         timeout: float,
     ) -> httpx.Response:
+        klass = path_class(path)
+        waited = self._pacer.acquire(path)
+        if waited and self._on_wait is not None:
+            self._on_wait(klass, waited)
+        self._sent[klass] += 1
         try:
             response = self._http.request(method, path, json=body, params=query, timeout=timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
@@ -335,9 +396,11 @@ class PaletteClient:
         if status < 400:
             return response
         failure = self._http_error(response, method, shown)
-        if isinstance(failure, RateLimitedError):
+        if classify(failure) is not ErrorClass.TRANSIENT:
+            raise failure
+        if isinstance(failure, RateLimitedError):  # refused before acting: safe even for a create
             raise _Retryable(failure, failure.retry_after)
-        if status >= 500 and idempotent:
+        if idempotent:
             raise _Retryable(failure)
         raise failure
 
@@ -367,26 +430,14 @@ class PaletteClient:
             message = parsed.message or message
         message = self._scrub(message)
         code = self._scrub(code) if code else code
-        if status == 429:
-            retry_after = parse_retry_after(response.headers.get("Retry-After"))
-            return RateLimitedError(
-                message,
-                status=status,
-                code=code or "TooManyRequests",
-                method=method,
-                path=path,
-                retry_after=retry_after,
-            )
-        cls: type[PaletteError]
-        if status == 404:
-            cls = NotFoundError
-        elif status in (401, 403):
-            cls = UnauthorizedError
-        elif status >= 500:
-            cls = ServerError
-        else:
-            cls = ClientError
-        return cls(message, status=status, code=code, method=method, path=path)
+        return error_for_status(
+            status,
+            message,
+            code=code,
+            method=method,
+            path=path,
+            retry_after=parse_retry_after(response.headers.get("Retry-After")),
+        )
 
     def _json(self, response: httpx.Response) -> dict[str, Any]:
         """The body as a JSON object; anything else is a server error."""
@@ -414,6 +465,15 @@ class PaletteClient:
             raise ServerError(
                 f"unexpected {model.__name__} shape: {problems}", method=method, path=template
             ) from None
+
+
+def _http_date(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
 
 
 def _quote(value: str) -> str:
