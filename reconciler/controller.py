@@ -59,21 +59,22 @@ from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
-from reconciler.plan import Action, Plan, PlatformPlan, plan_targets, select_namespaces
+from reconciler.plan import DONE, Action, Plan, PlatformPlan, plan_targets, select_namespaces
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target, route
 from reconciler.runtime.lease import Lease, NoLease
 from reconciler.source import DirectorySource, GitError, GitSource
+from reconciler.status.changes import commit_message, source_trailers
 from reconciler.status.render import (
     RECONCILER_FILE,
     Outcome,
     Recorded,
-    commit_message,
     compute_document,
     dump,
     parse_previous,
     parse_recorded,
     platform_status,
     reconciler_document,
+    resource_inputs,
     status_path,
     unreachable_status,
 )
@@ -713,6 +714,7 @@ class Controller:
             phase, doc = platform_status(
                 p,
                 revision=revision,
+                inputs=resource_inputs(desired, "MLPlatform", p.namespace, p.name),
                 outcome=outcomes.get(p.key),
                 previous=previous.get(path),
                 now=now,
@@ -740,9 +742,15 @@ class Controller:
             target = routing.computes.get((ns, name))
             path = status_path("Compute", ns, name)
             if target is not None and target in seen.observed:
-                files[path] = dump(
-                    compute_document(ns, name, revision, compute_status(seen.observed[target].inventory))
+                doc = compute_document(
+                    ns,
+                    name,
+                    compute_status(seen.observed[target].inventory),
+                    revision=revision,
+                    inputs=resource_inputs(desired, "Compute", ns, name),
+                    previous=previous.get(path),
                 )
+                files[path] = dump(doc)
             elif path in before:
                 files[path] = before[path]
         self._warn_once(entries)
@@ -771,7 +779,7 @@ class Controller:
             self._previous = tree
             return result
         try:
-            result.commit = self._write_status(tree, revision, entries, outcomes)
+            result.commit = self._write_status(tree, revision)
             if result.commit:
                 log.info("status committed", commit=result.commit, files=len(files))
         except GitError as exc:
@@ -781,19 +789,16 @@ class Controller:
             result.not_ready = self._mismatch
         return result
 
-    def _write_status(
-        self,
-        tree: dict[str, bytes],
-        revision: str | None,
-        entries: list[PlatformPlan],
-        outcomes: Mapping[PlatformKey, Outcome],
-    ) -> str | None:
+    def _write_status(self, tree: dict[str, bytes], revision: str | None) -> str | None:
         """Push the status tree for ``revision``, but only while it is the head (the fence) and the
-        status branch still follows this config branch; a rollback of the branch is said so."""
+        status branch still follows this config branch; a rollback of the branch is said so. The
+        message names what changed against the branch as it is now; the trailers name the config
+        commit (sha, subject, author)."""
         assert self.status is not None
         if not self.lease.holds():
             raise GitError("the writer lease was lost (or could not be renewed in time); status not written")
-        recorded = parse_recorded(self._read_status())  # another writer may have moved it
+        current = self._read_status()  # another writer may have moved it
+        recorded = parse_recorded(current)
         self._mismatch = self._branch_mismatch(recorded)
         if self._mismatch is not None:
             log.warning("status branch follows another config branch; writing nothing", reason=self._mismatch)
@@ -813,10 +818,11 @@ class Controller:
             notes.append(f"{branch} moved back from {recorded.revision[:7]} to {revision[:7]}")
         for note in notes:
             log.warning(note, recorded=recorded.revision, revision=revision)
+        summary = None
+        if revision and isinstance(self.source, GitSource):
+            summary = self.source.commit_summary(revision)
         commit = self.status.write(
-            tree,
-            commit_message(revision, entries, outcomes, notes),
-            {"Source-Revision": revision or "unknown"},
+            tree, commit_message(current, tree, notes), source_trailers(revision, summary)
         )
         self._previous = tree
         if commit is not None:
@@ -852,7 +858,11 @@ class Controller:
             for doc in parse_previous(before).values()
             if isinstance(doc.get("status"), dict) and doc["status"].get("observedRevision")
         }
-        for revision in sorted(revisions - {head}):
+        # Files keep the revision their inputs last changed at, so several differ: the revision of the
+        # last pass that committed (reconciler.yaml) comes first, as the newest.
+        recorded = parse_recorded(before).revision
+        ordered = ([recorded] if recorded else []) + sorted(revisions)
+        for revision in dict.fromkeys(r for r in ordered if r != head):
             try:
                 return build_desired(self.source.read_parsed(revision), revision)
             except GitError:
@@ -954,19 +964,13 @@ def _unreachable(routing: Routing, seen: _Observation) -> dict[PlatformKey, tupl
 
 def _summary(entries: list[PlatformPlan]) -> dict[str, int]:
     """Counts for the pass summary line."""
-    counts = dict.fromkeys(("created", "scaled", "replaced", "deleted", "rejected", "prune_blocked"), 0)
-    label = {
-        Action.CREATE: "created",
-        Action.SCALE: "scaled",
-        Action.REPLACE: "replaced",
-        Action.DELETE: "deleted",
-        Action.REJECTED: "rejected",
-    }
+    counted = (Action.CREATE, Action.SCALE, Action.REPLACE, Action.DELETE, Action.REJECTED)
+    counts = {**{DONE[a]: 0 for a in counted}, "prune_blocked": 0}
     for p in entries:
         if p.reason is Reason.PRUNE_BLOCKED:
             counts["prune_blocked"] += 1
-        elif p.action in label:
-            counts[label[p.action]] += 1
+        elif p.action in counted:
+            counts[DONE[p.action]] += 1
     return counts
 
 

@@ -113,6 +113,17 @@ class Action(StrEnum):
 # The actions the applier carries out; every other action leaves Palette as it is.
 MUTATING = frozenset({Action.CREATE, Action.SCALE, Action.REPLACE, Action.DELETE})
 
+# How a log line or a summary says an action happened ("3 created, 1 scaled").
+DONE: dict[Action, str] = {
+    Action.CREATE: "created",
+    Action.SCALE: "scaled",
+    Action.REPLACE: "replaced",
+    Action.DELETE: "deleted",
+    Action.REJECTED: "rejected",
+    Action.INVALID: "invalid",
+    Action.SUSPENDED: "suspended",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class PlatformPlan:

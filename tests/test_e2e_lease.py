@@ -81,7 +81,9 @@ def test_two_instances_one_writer_and_the_standby_takes_over_when_the_holder_die
 
         notebooks = "project-a/platforms/notebooks.yaml"
         text = (remote.work / notebooks).read_text()
-        head = remote.commit({notebooks: text + "# reviewed\n"}, "a change after the takeover")
+        # A label changes the platform's inputs (a comment would not: no status file would change).
+        labelled = text.replace("  name: notebooks\n", "  name: notebooks\n  labels: {reviewed: 'yes'}\n")
+        head = remote.commit({notebooks: labelled}, "a change after the takeover")
         wait_for(lambda: recorded(remote)["revision"] == head, 60, "the new holder reports the new head")
         assert git("rev-list", "--count", "reconciler/lease", cwd=remote.bare).strip() == "1"
     finally:

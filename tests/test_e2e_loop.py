@@ -58,7 +58,8 @@ def test_merging_a_platform_creates_its_cluster_and_a_status_commit(
     assert len(clusters_by_name(emulator)["project-a-notebooks"]) == 1
     message = git("log", "-1", "--format=%B", "reconciler/status", cwd=remote.bare)
     assert f"Source-Revision: {sha}" in message
-    assert "1 created" in message
+    assert message.splitlines()[0] == "project-a/notebooks: new -> Provisioning"
+    assert "Source-Subject: merge: notebooks platform" in message
     doc = status_doc(remote, "project-a/mlplatforms/notebooks.yaml")
     status = doc["status"]
     assert isinstance(status, dict)

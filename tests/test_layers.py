@@ -26,6 +26,8 @@ PURE = [
     "profiles.py",
     "plan_report.py",
     "scaling",
+    "status/render.py",
+    "status/changes.py",
 ]
 IO_MODULES = (
     "reconciler.palette",
@@ -64,9 +66,19 @@ def starts(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
+# Pure modules inside an I/O package (``reconciler.status.render``): other pure modules may import them.
+PURE_MODULES = {
+    "reconciler." + p.relative_to(PACKAGE).with_suffix("").as_posix().replace("/", ".") for p in files(PURE)
+}
+
+
 @pytest.mark.parametrize("path", files(PURE), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_pure_modules_import_no_io(path: Path) -> None:
-    bad = sorted(n for n in imports(path) if starts(n, IO_MODULES) or starts(n, IO_LIBRARIES))
+    bad = sorted(
+        n
+        for n in imports(path)
+        if (starts(n, IO_MODULES) and n not in PURE_MODULES) or starts(n, IO_LIBRARIES)
+    )
     assert bad == [], f"{path.relative_to(PACKAGE)} imports I/O: {bad}"
 
 

@@ -60,7 +60,12 @@ def test_a_pass_deletes_all_it_planned_or_nothing(orphans: list[int], limit: int
 
 def running_doc() -> dict[str, object]:
     return platform_status(
-        running_plan(), revision="r1", outcome=None, previous=None, now="2026-01-01T00:00:00Z"
+        running_plan(),
+        revision="r1",
+        inputs="i1",
+        outcome=None,
+        previous=None,
+        now="2026-01-01T00:00:00Z",
     )[1]
 
 
@@ -75,7 +80,7 @@ def test_an_unreachable_platform_keeps_its_facts_and_recovers_to_the_same_bytes(
         now="2026-01-02T00:00:00Z",
     )
     assert str(phase) == "Running"
-    for key in ("phase", "cluster", "allocation", "observedRevision"):
+    for key in ("phase", "cluster", "allocation", "observedRevision", "inputsHash"):
         assert during["status"][key] == before["status"][key]  # type: ignore[index]
     ready, reachable = during["status"]["conditions"]  # type: ignore[index]
     assert (ready["status"], ready["reason"]) == ("Unknown", "PaletteUnauthorized")
@@ -83,7 +88,12 @@ def test_an_unreachable_platform_keeps_its_facts_and_recovers_to_the_same_bytes(
     assert (reachable["type"], reachable["status"]) == ("PaletteReachable", "False")
 
     _phase, after = platform_status(
-        running_plan(), revision="r1", outcome=None, previous=during, now="2026-01-03T00:00:00Z"
+        running_plan(),
+        revision="r2",
+        inputs="i1",
+        outcome=None,
+        previous=during,
+        now="2026-01-03T00:00:00Z",
     )
     assert dump(after) == dump(before)
 

@@ -323,3 +323,18 @@ def test_a_large_later_fetch_arriving_as_a_pack_is_readable(remote: RemoteRepo, 
     assert list((tmp_path / "cache" / "objects" / "pack").glob("*.pack")), "the fetch arrived as a pack"
     files = dict(source.read_tree(sha))
     assert len(files) == 301 and files["many/p299.yaml"] == b"i: 299\n"
+
+
+def test_commit_summary_reads_subject_and_author_from_the_cache_only(
+    remote: RemoteRepo, tmp_path: Path
+) -> None:
+    sha = remote.commit({"a.yaml": "x: 1\n"}, "Merge pull request #3 from team/a\n\nlong body\n")
+    with source_for(remote.bare, tmp_path) as source:
+        assert source.commit_summary(sha) is None, "not fetched yet: no network to answer it"
+        source.sync()
+        assert source.commit_summary(sha) == (
+            "Merge pull request #3 from team/a",
+            "Test Author <author@example.com>",
+        )
+        assert source.commit_summary("0" * 40) is None
+        assert source.commit_summary("--all") is None

@@ -22,6 +22,7 @@ from tests._contract_support import (
     Emulator,
     assert_no_secret,
     git,
+    git_rc,
     make_config_repo,
     run_cli,
     running_emulator,
@@ -127,6 +128,46 @@ def test_history_names_the_merge_that_caused_each_change(deployed: Deployed) -> 
     assert times == sorted(times, reverse=True)
     text = deployed.status(f"{namespace}/{name}", "--history").stdout
     assert MERGE_SUBJECT in text
+
+
+def test_history_reads_the_source_subject_and_author_from_the_trailers(
+    deployed: Deployed, tmp_path: Path
+) -> None:
+    """A copy of the status branch alone (no config commit to fall back on) still names the merge."""
+    work = deployed.repo.work
+    sandbox = work / "project-a" / "platforms" / "cpu-sandbox.yaml"
+    doc = yaml.safe_load(sandbox.read_text())
+    doc["spec"]["suspend"] = not doc["spec"].get("suspend", False)
+    git("checkout", "-q", "-b", "toggle-sandbox", cwd=work)
+    sandbox.write_text(yaml.safe_dump(doc))
+    git("commit", "-qam", "toggle the sandbox", cwd=work)
+    git("checkout", "-q", "main", cwd=work)
+    git("merge", "-q", "--no-ff", "--no-commit", "toggle-sandbox", cwd=work)
+    subject = "Merge pull request #8 from team/toggle-sandbox"
+    git("commit", "-q", "--author=Pat Merger <pat@example.com>", "-m", subject, cwd=work)
+    git("push", "-q", "origin", "main", cwd=work)
+    deployed.run_once()
+
+    alone = tmp_path / "status-only.git"
+    git(
+        "clone",
+        "-q",
+        "--bare",
+        "--no-local",  # fetch what the branch reaches, not a copy of every object
+        "--single-branch",
+        "--branch",
+        "reconciler/status",
+        deployed.repo.bare.as_uri(),
+        str(alone),
+    )
+    assert git_rc("--git-dir", str(alone), "cat-file", "-e", f"{deployed.repo.head()}^{{commit}}") != 0
+    result = run_cli("status", "--repo", str(alone), "project-a/cpu-sandbox", "--history", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    newest = json.loads(result.stdout)["history"][0]
+    assert newest["sourceRevision"] == deployed.repo.head()
+    assert newest["sourceSubject"] == subject
+    assert newest["sourceAuthor"] == "Pat Merger <pat@example.com>"
+    assert newest["phase"] == ("Suspended" if doc["spec"]["suspend"] else "Running")
 
 
 def test_without_a_status_branch_it_says_so(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ from reconciler.metrics import PassOutcome
 from reconciler.model.conditions import Phase
 from reconciler.model.desired import PlatformKey
 from reconciler.palette.observe import load_snapshot
-from reconciler.plan import Action, PlatformPlan
+from reconciler.plan import DONE, Action, PlatformPlan
 from reconciler.server import Server
 
 DEMO_TIMEOUT_SECONDS = 180.0
@@ -98,15 +98,7 @@ def _table(plans: list[PlatformPlan], phases: Mapping[PlatformKey, Phase], title
 
 # -- the kept loop: one block per pass that did something, a heartbeat for idle ones ----------------
 
-_LABELS = {
-    Action.CREATE: "created",
-    Action.SCALE: "scaled",
-    Action.REPLACE: "replaced",
-    Action.DELETE: "deleted",
-    Action.REJECTED: "rejected",
-    Action.INVALID: "invalid",
-    Action.SUSPENDED: "suspended",
-}
+_LABELS = DONE
 
 
 def _entry_line(p: PlatformPlan) -> str:

@@ -289,6 +289,24 @@ class GitSource(Generic[T]):
             except GitError:  # no common ancestor
                 return False
 
+    def commit_summary(self, sha: str) -> tuple[str, str] | None:
+        """(first line of the message, ``Name <email>`` of the author) of commit ``sha``, read from the
+        cache (no network); None when the cache lacks it. The status commits' ``Source-Subject`` and
+        ``Source-Author`` trailers come from here."""
+        if not _FULL_SHA.fullmatch(sha):
+            return None
+        with self._operation() as repo:
+            if _gitutil.rev_parse(repo.git, f"{sha}^{{commit}}") is None:
+                return None
+            try:
+                out = _gitutil.run(
+                    repo.git, "log", "-1", "--no-show-signature", "--format=%s%x1f%an <%ae>", sha, "--"
+                )
+            except GitError:
+                return None
+        subject, _, author = out.strip("\n").partition("\x1f")
+        return subject.strip(), author.strip()
+
     def _drop_ref(self, repo: git.Repo) -> None:
         try:
             _gitutil.run(repo.git, "update-ref", "-d", self._ref)

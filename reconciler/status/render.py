@@ -1,24 +1,46 @@
 """Status documents of one pass (pure: the clock comes in as ``now``).
 
-DESIGN.md section 6. A status file changes only when something a person cares about changed: phase,
-reason, message, cluster state, allocation or the observed revision. ``lastTransitionTime`` is carried
+DESIGN.md section 6. A status file changes only when something about its own resource changed: phase,
+reason, message, cluster state, allocation, or its inputs. ``observedRevision`` is the newest revision
+whose inputs for the resource differ from the previous ones: each file stores ``inputsHash``, a
+fingerprint of the resource's document and of those it references as resolved for it
+(:func:`resource_inputs`), and keeps its ``observedRevision`` while that fingerprint stays the same
+(:func:`observed_fields`), so an unrelated merge does not touch it. ``lastTransitionTime`` is carried
 over from the previous status while the Ready condition keeps its status, so an idle pass renders the
 same bytes and makes no commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from reconciler.model.conditions import Phase, Reason
-from reconciler.model.desired import PlatformKey
+from reconciler.model.desired import DesiredState
 from reconciler.model.observed import cluster_name
-from reconciler.model.resources import PLURALS
+from reconciler.model.resources import (
+    PLURALS,
+    Compute,
+    ComputeProfile,
+    LocalRef,
+    MLPlatform,
+    Resource,
+    Settings,
+)
 from reconciler.plan import Action, PlatformPlan
+from reconciler.resolve import (
+    compute_profile,
+    compute_settings_name,
+    platform_settings_name,
+    settings,
+    workload_profile,
+)
 
 _READY_PHASES = {Phase.RUNNING}
 
@@ -35,6 +57,112 @@ class Outcome:
 
 def status_path(kind: str, namespace: str, name: str) -> str:
     return f"{namespace}/{PLURALS[kind]}/{name}.yaml"
+
+
+# -- observedRevision: the newest revision whose inputs for the resource changed --------------------
+
+OBSERVED_REVISION = "observedRevision"
+INPUTS_HASH = "inputsHash"
+
+# ``<kind>Ref`` fields followed by the generic resolver (kinds without a resolver of their own).
+_REFERENCE_FIELDS: dict[str, str] = {
+    "compute_profile_ref": "ComputeProfile",
+    "workload_profile_ref": "WorkloadProfile",
+    "compute_pool_ref": "ComputePool",
+    "scaling_policy_ref": "ScalingPolicy",
+    "settings_ref": "Settings",
+}
+
+
+def _platform_references(desired: DesiredState, platform: Resource) -> list[Resource | None]:
+    assert isinstance(platform, MLPlatform)
+    ns = platform.metadata.namespace
+    project = desired.project(ns)
+    profile = compute_profile(desired, platform)
+    settings_name = platform_settings_name(profile, project)
+    own_settings = desired.get(Settings, ns, settings_name) if settings_name else None
+    return [profile, workload_profile(desired, platform), project, own_settings]
+
+
+def _compute_references(desired: DesiredState, compute: Resource) -> list[Resource | None]:
+    assert isinstance(compute, Compute)
+    ns = compute.metadata.namespace
+    project = desired.project(ns)
+    settings_name = compute_settings_name(compute, project)
+    return [project, desired.get(Settings, ns, settings_name) if settings_name else None]
+
+
+def _generic_references(desired: DesiredState, resource: Resource) -> list[Resource | None]:
+    """Every ``*Ref`` of the spec (same namespace), the namespace's Project, and the Settings: its own
+    ``settingsRef``, else its ComputeProfile's, else the Project's (the rule of resolve.py)."""
+    ns = resource.metadata.namespace
+    spec = getattr(resource, "spec", None)
+    found: list[Resource | None] = []
+    own_settings: str | None = None
+    for field_name, kind in _REFERENCE_FIELDS.items():
+        ref = getattr(spec, field_name, None)
+        if not isinstance(ref, LocalRef):
+            continue
+        loaded = desired.resources.get((kind, ns, ref.name))
+        target = loaded.resource if loaded is not None else None
+        found.append(target)
+        if (
+            isinstance(target, ComputeProfile)
+            and target.spec.settings_ref is not None
+            and own_settings is None
+        ):
+            own_settings = target.spec.settings_ref.name
+        if kind == "Settings":
+            own_settings = ref.name
+    return [*found, desired.project(ns), settings(desired, ns, own_settings)]
+
+
+ReferenceResolver = Callable[[DesiredState, Resource], list[Resource | None]]
+# Which documents a resource of each kind depends on, as resolved for it; kinds not listed use
+# :func:`_generic_references`. A kind whose status needs a finer rule registers it here.
+REFERENCES: dict[str, ReferenceResolver] = {
+    "MLPlatform": _platform_references,
+    "Compute": _compute_references,
+}
+
+
+def _fingerprint(parts: Sequence[object]) -> str:
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _as_input(resource: BaseModel | None) -> object:
+    # The document as written (unset defaults left out), so that an upgrade adding a defaulted field
+    # does not look like a change of every resource.
+    return None if resource is None else resource.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def resource_inputs(desired: DesiredState, kind: str, namespace: str, name: str) -> str:
+    """A fingerprint of what the resource's status is computed from in ``desired``: its document and
+    the documents it references as resolved for it (ComputeProfile, WorkloadProfile, Project, Settings
+    ...). An invalid document counts by its problems (kind, field, reason, message; not their line, so
+    an edit of a neighbouring document in the same file does not count); an absent one as absent."""
+    identity = (kind, namespace, name)
+    loaded = desired.resources.get(identity)
+    if loaded is None:
+        problems = desired.invalid.get(identity)
+        if problems is None:
+            return _fingerprint([kind, "absent"])
+        seen = sorted({(d.field or "", d.reason or "", d.message) for d in problems})
+        return _fingerprint([kind, "invalid", [list(p) for p in seen]])
+    resource = loaded.resource
+    resolver = REFERENCES.get(kind, _generic_references)
+    refs = resolver(desired, resource)
+    return _fingerprint([kind, _as_input(resource), [_as_input(r) for r in refs]])
+
+
+def observed_fields(revision: str | None, inputs: str, previous: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``observedRevision`` and ``inputsHash`` of a status: the previous status's revision while its
+    inputs are the same, else ``revision`` (DESIGN.md section 6). Every kind's status starts with these."""
+    before = (previous or {}).get("status")
+    if isinstance(before, Mapping) and before.get(INPUTS_HASH) == inputs and before.get(OBSERVED_REVISION):
+        return {OBSERVED_REVISION: str(before[OBSERVED_REVISION]), INPUTS_HASH: inputs}
+    return {OBSERVED_REVISION: revision, INPUTS_HASH: inputs}
 
 
 def _phase_and_reason(
@@ -102,6 +230,7 @@ def platform_status(
     p: PlatformPlan,
     *,
     revision: str | None,
+    inputs: str,
     outcome: Outcome | None,
     previous: Mapping[str, Any] | None,
     now: str,
@@ -110,13 +239,14 @@ def platform_status(
 ) -> tuple[Phase, dict[str, Any]]:
     """The status document of one MLPlatform, and its phase.
 
-    ``unhealthy`` are hosts of the platform's cluster that Palette reports unhealthy or not ready: a
-    Running cluster with such hosts is ``Degraded`` (its hosts are kept; nothing is moved).
+    ``inputs`` is the platform's :func:`resource_inputs`. ``unhealthy`` are hosts of the platform's
+    cluster that Palette reports unhealthy or not ready: a Running cluster with such hosts is
+    ``Degraded`` (its hosts are kept; nothing is moved).
     """
     phase, reason, message = _phase_and_reason(p, outcome, unavailable, unhealthy)
     ready = _ready_of(phase)
     status: dict[str, Any] = {
-        "observedRevision": revision,
+        **observed_fields(revision, inputs, previous),
         "phase": str(phase),
         "conditions": [
             {
@@ -163,7 +293,8 @@ def unreachable_status(
 ) -> tuple[Phase, dict[str, Any]]:
     """The status of an MLPlatform whose Palette could not be read (DESIGN.md section 6).
 
-    It never loses facts: the last reported phase, cluster, allocation and observed revision are kept;
+    It never loses facts: the last reported phase, cluster, allocation, observed revision and inputs
+    fingerprint are kept (the inputs count as observed only once Palette could be read again);
     Ready becomes ``Unknown`` (keeping its last transition time, see :func:`_previous_transition`) and
     ``PaletteReachable=False`` says why. Without a previous status the phase is ``Pending``.
     """
@@ -177,7 +308,10 @@ def unreachable_status(
     for cond in before.get("conditions") or []:
         if isinstance(cond, dict) and cond.get("type") == PALETTE_REACHABLE and cond.get("status") == "False":
             unreachable_since = str(cond.get("lastTransitionTime") or now)
-    status: dict[str, Any] = {"observedRevision": before.get("observedRevision"), "phase": str(phase)}
+    status: dict[str, Any] = {OBSERVED_REVISION: before.get(OBSERVED_REVISION)}
+    if before.get(INPUTS_HASH) is not None:
+        status[INPUTS_HASH] = before[INPUTS_HASH]
+    status["phase"] = str(phase)
     status["conditions"] = [
         {
             "type": "Ready",
@@ -255,13 +389,19 @@ def parse_recorded(files: Mapping[str, bytes]) -> Recorded:
 
 
 def compute_document(
-    namespace: str, name: str, revision: str | None, status: Mapping[str, Any]
+    namespace: str,
+    name: str,
+    status: Mapping[str, Any],
+    *,
+    revision: str | None,
+    inputs: str,
+    previous: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "palette.ai/v1alpha1",
         "kind": "Compute",
         "metadata": {"namespace": namespace, "name": name},
-        "status": {"observedRevision": revision, **status},
+        "status": {**observed_fields(revision, inputs, previous), **status},
     }
 
 
@@ -280,34 +420,3 @@ def parse_previous(files: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
         if isinstance(doc, dict):
             out[path] = doc
     return out
-
-
-def commit_message(
-    revision: str | None,
-    plans: list[PlatformPlan],
-    outcomes: Mapping[PlatformKey, Outcome],
-    notes: Sequence[str] = (),
-) -> str:
-    """One line that summarises the pass (what was created, scaled, deleted, rejected), then ``notes``
-    (such as a rollback of the config branch) as the body."""
-    counts: dict[str, int] = {}
-    failed = sum(1 for o in outcomes.values() if not o.ok)
-    for p in plans:
-        label = {
-            Action.CREATE: "created",
-            Action.SCALE: "scaled",
-            Action.REPLACE: "replaced",
-            Action.DELETE: "deleted",
-            Action.REJECTED: "rejected",
-            Action.INVALID: "invalid",
-        }.get(p.action)
-        if p.reason is Reason.PRUNE_BLOCKED:
-            label = "prune blocked"
-        if label:
-            counts[label] = counts.get(label, 0) + 1
-    parts = [f"{n} {label}" for label, n in counts.items()]
-    if failed:
-        parts.append(f"{failed} failed")
-    short = (revision or "unknown")[:12]
-    subject = f"status: {short}: " + (", ".join(parts) if parts else "status update")
-    return subject + ("\n\n" + "\n".join(notes) if notes else "")
