@@ -93,6 +93,23 @@ def _events(output: bytes, event: str) -> set[str]:
     return found
 
 
+def _passed_at(log: Path, revision: str) -> bool:
+    """True once the process logged a finished pass at ``revision`` that did not fail."""
+    for line in log.read_bytes().decode(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(record, dict)
+            and record.get("event") == "pass finished"
+            and record.get("revision") == revision
+            and record.get("outcome") in ("success", "skipped", "invalid")
+        ):
+            return True
+    return False
+
+
 def _stop(proc: subprocess.Popen[bytes], log: Path) -> bytes:
     """SIGTERM, then the process's log; killed if it outlives the stop deadline (a test failure)."""
     if proc.poll() is None:
@@ -142,7 +159,9 @@ def test_two_shards_share_one_palette_and_one_status_branch_and_never_prune_each
         removed = remote.commit(
             {f"project-b/platforms/{name}": None for name in platforms_b}, "remove every project-b platform"
         )
-        wait_for(lambda: _record(remote, "a").get("revision") == removed, 60, "shard a reports the removal")
+        # Shard a's own status does not change (no commit is due): it has seen the removal once a pass
+        # at that revision finished.
+        wait_for(lambda: _passed_at(logs["a"], removed), 60, "a pass of shard a at the removal")
         passes = _passes(ports["a"])
         wait_for(lambda: _passes(ports["a"]) >= passes + 3, 30, "three more passes of shard a")
         assert _clusters(emulator, "project-b") == clusters_b, "shard a deleted a cluster of project-b"
