@@ -77,16 +77,46 @@ def schemas(
 @app.command()
 def plan(
     repo: str = typer.Option(..., "--repo", help="Config repository: a directory, a bare repo or a URL."),
-    rev: str | None = typer.Option(None, "--rev", help="Revision to plan (default: the working tree/HEAD)."),
+    rev: str | None = typer.Option(
+        None, "--rev", help="Revision to plan (default: the work tree/HEAD; --from-status: the branch head)."
+    ),
     inventory: Path | None = typer.Option(None, "--inventory", help="Inventory snapshot file (offline)."),
     palette: str | None = typer.Option(None, "--palette", help="Palette API URL (online)."),
+    from_status: bool = typer.Option(
+        False, "--from-status", help="Plan against the inventory recorded on the status branch (no Palette)."
+    ),
+    status_branch: str | None = typer.Option(
+        None, "--status-branch", help="Status branch read by --from-status (default: reconciler/status)."
+    ),
+    branch: str | None = typer.Option(
+        None,
+        "--branch",
+        help="Config branch planned by --from-status without --rev (default: the one the status records, "
+        "else main).",
+    ),
     max_deletions: int = typer.Option(1, "--max-deletions", min=0, help="Most platforms' clusters to prune."),
     format: PlanFormat = typer.Option(PlanFormat.text, "--format", help="Output format."),
+    changes_only: bool = typer.Option(
+        False, "--changes-only", help="Leave out entries with nothing to do (unchanged, admitted)."
+    ),
 ) -> None:
     """Show what a pass would do. Exit 0 all placeable, 1 rejected/invalid, 2 error."""
     from reconciler.commands import plan as cmd
 
-    raise typer.Exit(cmd.run(repo, rev, inventory, palette, max_deletions, str(format)))
+    raise typer.Exit(
+        cmd.run(
+            repo,
+            rev,
+            inventory,
+            palette,
+            max_deletions,
+            str(format),
+            from_status=from_status,
+            status_branch=status_branch,
+            branch=branch,
+            changes_only=changes_only,
+        )
+    )
 
 
 @app.command()

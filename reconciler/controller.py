@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from reconciler.apply import apply_plan
 from reconciler.compute_status import compute_status
@@ -78,6 +79,7 @@ from reconciler.status.render import (
     status_path,
     unreachable_status,
 )
+from reconciler.status.snapshot import render_snapshot, target_file
 from reconciler.status.store import ShardStatusStore, StatusStore
 
 log = get_logger(component="controller")
@@ -151,6 +153,15 @@ class _Observed:
     inventory: Inventory
     clusters: list[ManagedCluster]
     fingerprint: str
+    raw_hosts: list[dict[str, Any]] = field(default_factory=list)
+    raw_clusters: list[dict[str, Any]] = field(default_factory=list)
+    _snapshot: bytes | None = None
+
+    def snapshot(self) -> bytes:
+        """This observation as the status branch's ``inventory/`` file (rendered once per observation)."""
+        if self._snapshot is None:
+            self._snapshot = render_snapshot(self.raw_hosts, self.raw_clusters)
+        return self._snapshot
 
 
 @dataclass(frozen=True)
@@ -624,9 +635,10 @@ class Controller:
             return last  # nothing moved in Palette: reuse the machines and clusters read last time
         inventory = discover(hosts)
         clusters = managed_clusters(raw_clusters, hosts, inventory.by_uid())
-        # Another shard's clusters are not this instance's: never planned, pruned or recorded here.
+        # Another shard's clusters are not this instance's: never planned, pruned or recorded here. The
+        # raw listing stays whole: the target's inventory snapshot is shared by the shards observing it.
         clusters = [c for c in clusters if self.options.namespaces.owns(c.namespace)]
-        seen = _Observed(inventory, clusters, digest)
+        seen = _Observed(inventory, clusters, digest, hosts, raw_clusters)
         self._observed[target] = seen
         return seen
 
@@ -761,16 +773,26 @@ class Controller:
         self._known_targets = set(keep)
         targets = [(t.url, t.project_uid) for t in keep]
 
+        # The last observed inventory of each target (DESIGN.md section 6), what `plan --from-status`
+        # plans against; a target not read this pass keeps its file.
+        inventory = {target_file(t.url, t.project_uid): o.snapshot() for t, o in seen.observed.items()}
+        for t in keep:
+            path = target_file(t.url, t.project_uid)
+            if path not in inventory and path in before:
+                inventory[path] = before[path]
+
         result = PassResult(PassOutcome.SUCCESS, revision=revision, plan=entries, phases=phases)
         recorded = self._recorded
         changed = (
             files != _resource_files(before)
+            or inventory != {p: d for p, d in before.items() if p.startswith("inventory/")}
             or recorded.branch != self.options.branch
             or set(recorded.targets) != set(targets)
         )
         if not changed:
             return result
-        tree = {**files, RECONCILER_FILE: dump(reconciler_document(self.options.branch, revision, targets))}
+        record = reconciler_document(self.options.branch, revision, targets, palette=self.options.palette_url)
+        tree = {**files, **inventory, RECONCILER_FILE: dump(record)}
         if self.options.dry_run:
             log.info("dry run: status not written", files=len(files))
             return result

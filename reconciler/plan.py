@@ -941,8 +941,10 @@ def plan_targets(
     """
     desired = select_namespaces(desired, namespaces)
     previous = {k: v for k, v in (previous or {}).items() if namespaces.owns(k[0])}
-    everyone = {k for k in routing.all_platforms() if namespaces.owns(k[0])}
-    every_pool = {k for k in routing.all_pools() if namespaces.owns(k[0])}
+    # A platform or pool that is in the desired state but has no target this pass (its namespace lost its
+    # Settings, say) is not gone: its cluster, wherever it is, is never an orphan.
+    everyone = {k for k in routing.all_platforms() | set(routing.unavailable) if namespaces.owns(k[0])}
+    every_pool = {k for k in routing.all_pools() | set(routing.pool_unavailable) if namespaces.owns(k[0])}
     invalid = _invalid_workloads(desired, previous)
     found: dict[Target, _Entries] = {}
     order = sorted(observed, key=lambda t: (t.url, t.project_uid or ""))

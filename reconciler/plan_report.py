@@ -5,6 +5,9 @@ same thing. Markdown puts a summary table first and the details in collapsed sec
 shows host names beside uids, and never exceeds ``limit`` characters (GitHub refuses comments over
 65,536): rows that do not fit are counted in a closing line, never cut mid-table. Text prints one line
 per entry with nothing folded, so uids stay greppable in a CI log.
+
+``plan --changes-only`` filters the JSON itself (:func:`changes_only`), so every format leaves out the
+same entries. Free capacity (not part of the JSON contract) comes in as ``(kind, hosts, GPUs)`` rows.
 """
 
 from __future__ import annotations
@@ -20,6 +23,53 @@ _CHANGES = ("create", "replace", "scale", "delete", "admit", "remove")
 _QUIET = ("suspended", "unchanged", "admitted")
 _ORDER = _PROBLEMS + _CHANGES + _QUIET
 _SECTIONS = (("platforms", "Platforms"), ("pools", "Pools"), ("workloads", "Workloads"))
+# Entries with nothing to do: what ``--changes-only`` leaves out (DESIGN.md section 8).
+UNCHANGED_ACTIONS = frozenset({"unchanged", "admitted"})
+
+FreeRow = tuple[str, int, int]  # (kind: a GPU family, "cpu-worker" or "control-plane", free hosts, free GPUs)
+
+
+def changes_only(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """``plan`` without its unchanged entries (``unchanged``, ``admitted``); every list stays present."""
+    out = dict(plan)
+    for key, _label in _SECTIONS:
+        if isinstance(out.get(key), list):
+            out[key] = [e for e in out[key] if str(e.get("action")) not in UNCHANGED_ACTIONS]
+    return out
+
+
+def basis_note(
+    *,
+    status_branch: str | None = None,
+    status_commit: str | None = None,
+    observed_revision: str | None = None,
+    changes: bool = False,
+) -> str | None:
+    """The line under a plan's heading: what it was planned against, and what was left out."""
+    parts = []
+    if status_branch is not None:
+        where = f"Planned against the inventory last observed on the status branch {status_branch}"
+        if status_commit:
+            where += f" at {status_commit[:12]}"
+        if observed_revision:
+            where += f" (after config revision {observed_revision[:12]})"
+        parts.append(where + ".")
+    if changes:
+        parts.append("Unchanged entries are left out.")
+    return " ".join(parts) or None
+
+
+def _free_text(free: Sequence[FreeRow]) -> str:
+    shown = []
+    for kind, hosts, gpus in free:
+        shown.append(f"{kind}: {hosts} host{'s' if hosts != 1 else ''}" + (f", {gpus} GPUs" if gpus else ""))
+    return "; ".join(shown) or "nothing"
+
+
+def _empty_text(changes: bool) -> str:
+    if changes:
+        return "No changes: nothing would be created, scaled, replaced, admitted or deleted."
+    return "Nothing to plan: the repository has no platforms, pools or workloads."
 
 
 def _md(text: object) -> str:
@@ -77,14 +127,23 @@ def render_markdown(
     *,
     limit: int = MARKDOWN_LIMIT,
     title: str | None = None,
+    note: str | None = None,
+    free: Sequence[FreeRow] = (),
+    changes: bool = False,
 ) -> str:
-    """The pull-request comment of ``plan`` (the JSON contract), at most ``limit`` characters."""
+    """The pull-request comment of ``plan`` (the JSON contract), at most ``limit`` characters.
+
+    ``note`` is a line under the heading (what the plan was made against), ``free`` the capacity left
+    after the plan, ``changes`` says that unchanged entries were left out (``--changes-only``).
+    """
     revision = plan.get("revision")
     head = (
         title
         or f"### Reconciler plan for {'`' + str(revision)[:12] + '`' if revision else 'the working tree'}"
     )
     lines = [head, ""]
+    if note:
+        lines += [_md(note), ""]
     present = [(key, label, plan.get(key) or []) for key, label in _SECTIONS]
     actions = [a for a in _ORDER if any(_counts(e).get(a) for _, _, e in present)]
     if actions:
@@ -95,7 +154,9 @@ def render_markdown(
                 counts = _counts(entries)
                 lines.append(f"| {label} | " + " | ".join(str(counts.get(a, 0)) for a in actions) + " |")
     else:
-        lines.append("Nothing to plan: the repository has no platforms, pools or workloads.")
+        lines.append(_empty_text(changes))
+    if free:
+        lines += ["", f"Free after this plan: {_md(_free_text(free))}."]
     diagnostics = plan.get("diagnostics") or []
     errors = sum(1 for d in diagnostics if d.get("severity") == "error")
     if diagnostics:
@@ -154,10 +215,21 @@ def render_markdown(
     return out
 
 
-def render_text(plan: Mapping[str, Any], names: Mapping[str, str]) -> str:
+def render_text(
+    plan: Mapping[str, Any],
+    names: Mapping[str, str],
+    *,
+    note: str | None = None,
+    free: Sequence[FreeRow] = (),
+    changes: bool = False,
+) -> str:
     """One line per entry (``KIND ACTION NAMESPACE/NAME GPUS HOSTS REASON``), nothing folded or cut."""
     revision = plan.get("revision") or "(working tree)"
     lines = [f"Plan for revision {revision}"]
+    if note:
+        lines.append(note)
+    if not any(plan.get(key) for key, _label in _SECTIONS):
+        lines.append(_empty_text(changes))
     for key, label in _SECTIONS:
         entries = plan.get(key) or []
         if not entries:
@@ -180,4 +252,6 @@ def render_text(plan: Mapping[str, Any], names: Mapping[str, str]) -> str:
         lines.append(
             f"{d.get('file')}:{d.get('line')}:{d.get('column')}: {d.get('severity')}: {d.get('message')}"
         )
+    if free:
+        lines.append(f"Free after this plan: {_free_text(free)}")
     return "\n".join(lines) + "\n"

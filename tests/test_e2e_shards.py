@@ -168,6 +168,7 @@ def test_two_shards_share_one_palette_and_one_status_branch_and_never_prune_each
         after = _status_tree(remote)
         assert {p: d for p, d in after.items() if p.startswith("project-b/")} == files_b
         assert {"shards/a.yaml", "shards/b.yaml"} <= set(after)
+        assert [p for p in after if p.startswith("inventory/")], "the shared target's snapshot is kept"
         clusters_a = _clusters(emulator, "project-a")
         outputs["a"] = _stop(procs["a"], logs["a"])
     finally:

@@ -108,6 +108,22 @@ def test_runtime_speaks_neither_git_nor_palette(path: Path) -> None:
     assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"
 
 
+def test_status_snapshot_format_is_pure() -> None:
+    """``status/snapshot.py`` is the snapshot format, not the branch: no git, no HTTP, no Palette client.
+    Besides pure modules it uses only ``palette.observe`` (the snapshot reader, which reads files but
+    speaks neither HTTP nor git), so the format has one reader."""
+    path = PACKAGE / "status" / "snapshot.py"
+    allowed = PURE_MODULES | {"reconciler.palette.observe"}
+    bad = sorted(
+        n for n in imports(path) if n not in allowed and (starts(n, IO_MODULES) or starts(n, IO_LIBRARIES))
+    )
+    assert bad == []
+    observe = imports(PACKAGE / "palette" / "observe.py")
+    assert not [
+        n for n in observe if starts(n, IO_LIBRARIES) or (starts(n, IO_MODULES) and n not in PURE_MODULES)
+    ]
+
+
 def test_the_emulator_imports_nothing_from_the_client() -> None:
     """The emulator shares Palette's shapes and limits (observe, pacing), never the client's code."""
     client_side = ("reconciler.palette.client", "reconciler.palette.hosts", "reconciler.palette.retry")

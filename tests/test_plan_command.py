@@ -51,19 +51,44 @@ def test_plan_sample_repo_offline_json_places_every_platform_as_documented(
     assert training["workers"] == sorted(UIDS[n] for n in ("gpu-a100-01", "gpu-a100-02"))
 
 
-def test_plan_markdown_has_a_row_per_platform_and_free_capacity(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_markdown_has_a_row_per_platform_with_host_names_and_free_capacity(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert cmd.run(str(SAMPLE), None, INVENTORY, None, 1, "markdown") == 0
     out = capsys.readouterr().out
-    assert "| Platform | Action | GPUs | Hosts | Reason |" in out
-    assert "| `project-a/clearml-prod` | create | 6 x NVIDIA-H100 |" in out
-    assert "**Free capacity after this plan**" in out
-    assert "| NVIDIA-H100 | 3 | 24 |" in out
+    summary = next(line for line in out.splitlines() if line.startswith("| Platforms |"))
+    assert sum(int(cell) for cell in summary.strip("|").split("|")[1:]) == 5
+    assert out.index(summary) < out.index("<details")
+    row = next(line for line in out.splitlines() if "`project-a/clearml-prod`" in line)
+    assert row.startswith("| create | `project-a/clearml-prod` | 6 x NVIDIA-H100 |")
+    assert f"gpu-h100-04 (`{UIDS['gpu-h100-04']}`)" in row
+    assert "NVIDIA-H100: 3 hosts, 24 GPUs" in out
 
 
-def test_plan_text_is_a_table_for_people(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_text_prints_every_uid_unfolded_beside_its_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert cmd.run(str(SAMPLE), None, INVENTORY, None, 1, "text") == 0
     out = capsys.readouterr().out
-    assert "project-b/training" in out and "5 create" in out
+    assert "Platforms: 5 create" in out
+    line = next(line for line in out.splitlines() if " project-b/training " in line)
+    for name in ("gpu-a100-01", "gpu-a100-02"):
+        assert f"{name}={UIDS[name]}" in line
+
+
+def test_plan_formats_say_the_same_as_the_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from reconciler.plan_report import render_markdown, render_text
+
+    assert cmd.run(str(SAMPLE), None, INVENTORY, None, 1, "json") == 0
+    doc = _json(capsys)
+    names = {uid: name for name, uid in UIDS.items()}
+    for fmt, render in (("markdown", render_markdown), ("text", render_text)):
+        assert cmd.run(str(SAMPLE), None, INVENTORY, None, 1, fmt) == 0
+        out = capsys.readouterr().out
+        # The command adds only the free-capacity line to what the renderer makes of the JSON.
+        assert _content(out) == _content(render(doc, names))
+
+
+def _content(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and not line.startswith("Free after this plan")]
 
 
 @pytest.mark.parametrize(("inventory", "palette"), [(None, None), (INVENTORY, "http://127.0.0.1:9")])
@@ -71,7 +96,7 @@ def test_plan_needs_exactly_one_of_inventory_or_palette(
     inventory: Path | None, palette: str | None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cmd.run(str(SAMPLE), None, inventory, palette, 1, "json") == 2
-    assert "exactly one of --inventory FILE or --palette URL" in capsys.readouterr().err
+    assert "exactly one of --inventory FILE, --palette URL or --from-status" in capsys.readouterr().err
 
 
 def test_plan_missing_inventory_file_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.plan_report import MARKDOWN_LIMIT, render_markdown, render_text
+from reconciler.plan_report import MARKDOWN_LIMIT, basis_note, changes_only, render_markdown, render_text
 
 ACTIONS = ["create", "scale", "unchanged", "rejected", "delete", "invalid", "suspended", "replace"]
 
@@ -101,3 +101,60 @@ def test_text_prints_one_unfolded_line_per_entry() -> None:
         for uid in p["workers"]:
             assert uid in line
     assert len([line for line in text.splitlines() if "team-" in line]) == 50
+
+
+WORKLOAD_ACTIONS = ["admit", "admitted", "pending", "remove", "rejected", "invalid", "suspended"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    platforms=st.lists(st.sampled_from(ACTIONS), max_size=20),
+    pools=st.lists(st.sampled_from(ACTIONS), max_size=5),
+    workloads=st.lists(st.sampled_from(WORKLOAD_ACTIONS), max_size=10),
+)
+def test_changes_only_leaves_out_exactly_the_unchanged_entries_and_keeps_every_list(
+    platforms: list[str], pools: list[str], workloads: list[str]
+) -> None:
+    def entries(actions: list[str]) -> list[dict[str, Any]]:
+        return [{"namespace": "ns", "name": f"e{i}", "action": a} for i, a in enumerate(actions)]
+
+    plan: dict[str, Any] = {
+        "revision": None,
+        "platforms": entries(platforms),
+        "pools": entries(pools),
+        "workloads": entries(workloads),
+        "diagnostics": [],
+    }
+    kept = changes_only(plan)
+    assert set(kept) == set(plan) and kept["diagnostics"] == plan["diagnostics"]
+    for key in ("platforms", "pools", "workloads"):
+        assert kept[key] == [e for e in plan[key] if e["action"] not in ("unchanged", "admitted")]
+    assert changes_only(kept) == kept
+    assert len(plan["platforms"]) == len(platforms), "the input is not changed"
+
+
+def test_changes_only_adds_no_list_the_plan_does_not_have() -> None:
+    plan = {"revision": None, "platforms": [{"action": "unchanged"}], "diagnostics": []}
+    assert changes_only(plan) == {"revision": None, "platforms": [], "diagnostics": []}
+
+
+def test_an_empty_changes_only_plan_says_there_are_no_changes() -> None:
+    plan = {"revision": "b" * 40, "platforms": [], "pools": [], "workloads": [], "diagnostics": []}
+    note = basis_note(status_branch="reconciler/status", status_commit="c" * 40, changes=True)
+    assert note is not None and "reconciler/status at cccccccccccc" in note
+    for render in (render_markdown, render_text):
+        text = render(plan, {}, note=note, changes=True)
+        assert "No changes" in text and note in text
+    assert "Nothing to plan" in render_markdown(plan, {})
+
+
+def test_free_capacity_is_one_line_after_the_summary() -> None:
+    plan, names = _plan(3)
+    free = [("NVIDIA-H100", 2, 16), ("cpu-worker", 1, 0)]
+    text = render_markdown(plan, names, free=free)
+    line = next(line for line in text.splitlines() if line.startswith("Free after this plan"))
+    assert line == "Free after this plan: NVIDIA-H100: 2 hosts, 16 GPUs; cpu-worker: 1 host."
+    assert text.index(line) < text.index("<details")
+    assert "Free after this plan: NVIDIA-H100: 2 hosts, 16 GPUs; cpu-worker: 1 host" in render_text(
+        plan, names, free=free
+    )

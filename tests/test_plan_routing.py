@@ -161,6 +161,21 @@ def test_prune_guard_message_counts_every_deletion_of_the_pass() -> None:
     assert not any(p.action is Action.DELETE for plan in plans.values() for p in plan.platforms)
 
 
+def test_a_platform_whose_namespace_lost_its_settings_keeps_its_cluster() -> None:
+    """No Settings (no target) this pass is not "gone from git": its cluster is never an orphan, whatever
+    --max-deletions allows."""
+    east = Target("https://palette", EAST)
+    state = desired(platform("kept", {}), platform("orphaned", {}))
+    routing = route(state, "https://palette")
+    routing.platforms = {east: {("project-a", "kept")}}
+    routing.unavailable = {("project-a", "orphaned"): "namespace project-a has no Settings"}
+    observed = {east: Observed(inventory(cps(2)), [cluster("orphaned", ["cp-1"], [])])}
+    plans = plan_targets(state, routing, observed, max_deletions=5)
+    entries = [p for plan in plans.values() for p in plan.platforms]
+    assert not any(p.action is Action.DELETE for p in entries)
+    assert ("project-a", "orphaned") not in {p.key for p in entries}
+
+
 # --- the property: plan with the snapshot == what run plans through the emulator -------------------
 
 PROJECTS = (EAST, WEST)

@@ -96,24 +96,27 @@ def test_a_shard_reads_its_record_as_reconciler_yaml_and_writes_it_under_shards(
             "team-b/mlplatforms/x.yaml": b"b\n",
             "shards/b.yaml": b"branch: main\n",
             "inventory/palette-p1.json": b"{}\n",
+            "inventory/elsewhere-p2.json": b"{}\n",  # a target only shard b observes
             "reconciler.yaml": b"branch: old\n",  # an unsharded instance's record, from before sharding
         },
         "shard b",
         {},
     )
     shard = ShardStatusStore(str(remote.bare), workdir=tmp_path / "a", shard="a", namespaces=selector)
-    assert shard.read() == {"inventory/palette-p1.json": b"{}\n"}
-    shard.write({"team-a-1/mlplatforms/y.yaml": b"a\n", "reconciler.yaml": b"branch: main\n"}, "shard a", {})
+    assert shard.read() == {}
+    record = b"branch: main\ntargets:\n- {url: https://palette, projectUid: p1}\n"
+    shard.write({"team-a-1/mlplatforms/y.yaml": b"a\n", "reconciler.yaml": record}, "shard a", {})
     assert shard.read() == {
-        "inventory/palette-p1.json": b"{}\n",
+        "inventory/palette-p1.json": b"{}\n",  # shard b's snapshot of a target shard a records
         "team-a-1/mlplatforms/y.yaml": b"a\n",
-        "reconciler.yaml": b"branch: main\n",
+        "reconciler.yaml": record,
     }
     assert tree_at(remote, BRANCH) == {
         "team-b/mlplatforms/x.yaml": "b\n",
         "shards/b.yaml": "branch: main\n",
-        "shards/a.yaml": "branch: main\n",
+        "shards/a.yaml": record.decode(),
         "inventory/palette-p1.json": "{}\n",
+        "inventory/elsewhere-p2.json": "{}\n",
         "reconciler.yaml": "branch: old\n",
         "team-a-1/mlplatforms/y.yaml": "a\n",
     }

@@ -3,14 +3,16 @@
 The desired state comes from ``--repo``: a directory is read as it is on disk (the working tree of a
 pull request, its revision the work tree's HEAD when it is a git work tree); with ``--rev``, or for a
 bare repository or a URL, the revision is read from git objects. The observed state comes from exactly
-one of ``--inventory FILE`` (a snapshot, offline) or ``--palette URL`` (online, API key from
-``PALETTE_API_KEY`` only). Either way every namespace is routed as ``run`` routes it (one routing
-function, :func:`reconciler.resolve.route`): each sees the hosts of its Settings' project only
-(``spec.projectMeta.uid`` = ``defaultProjectID``), and the pass is planned by the same
-:func:`reconciler.plan.plan_targets`, so the plan is what the next pass would do.
-Exit codes: 0 every platform valid and placeable, 1 some platform rejected or
+one of ``--inventory FILE`` (a snapshot, offline), ``--palette URL`` (online, API key from
+``PALETTE_API_KEY`` only) or ``--from-status`` (the inventory of each target last observed by ``run``,
+recorded on the status branch; no Palette, no key). Every way, each namespace is routed as ``run``
+routes it (one routing function, :func:`reconciler.resolve.route`): each sees the hosts of its
+Settings' project only (``spec.projectMeta.uid`` = ``defaultProjectID``), and the pass is planned by
+the same :func:`reconciler.plan.plan_targets`, so the plan is what the next pass would do.
+``--changes-only`` filters the plan's JSON before any format renders it; the exit code is always that of
+the whole plan. Exit codes: 0 every platform valid and placeable, 1 some platform rejected or
 invalid (or some manifest could not be read at all), 2 an error (usage, unreadable repository or
-inventory, Palette unreachable).
+inventory, Palette unreachable, no status branch or no snapshot for a target).
 """
 
 from __future__ import annotations
@@ -18,17 +20,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
+from reconciler import plan_report as report
 from reconciler.inventory import ExcludedHost, Inventory, Machine, discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env
 from reconciler.palette.observe import Snapshot
-from reconciler.plan import Action, Observed, Plan, PlatformPlan, free_capacity, merge, plan_targets
+from reconciler.plan import Observed, Plan, free_capacity, merge, plan_targets
 from reconciler.resolve import Routing, Target, route
 
 EXIT_OK, EXIT_REJECTED, EXIT_ERROR = 0, 1, 2
@@ -164,124 +165,169 @@ def plan_pass(
     return merge(desired.revision, plans, diagnostics)
 
 
-# --- outputs -------------------------------------------------------------------------------------
+# --- from the status branch ----------------------------------------------------------------------
+
+DEFAULT_STATUS_BRANCH = "reconciler/status"
+DEFAULT_CONFIG_BRANCH = "main"
 
 
-def _gpus_text(gpus: dict[str, int]) -> str:
-    return ", ".join(f"{count} x {family}" for family, count in sorted(gpus.items())) or "-"
+@dataclass(frozen=True)
+class StatusBasis:
+    """What a ``--from-status`` plan was made against (for the heading of its report)."""
+
+    branch: str
+    commit: str | None
+    observed_revision: str | None
 
 
-def _reason_text(p: PlatformPlan) -> str:
-    return f"{p.reason}: {p.message}" if p.reason is not None else p.message
+def observe_status(
+    repo: str, rev: str | None, branch: str | None, status_branch: str
+) -> tuple[DesiredState, Routing, dict[Target, Observed], StatusBasis]:
+    """The desired state of ``rev`` (default: the config branch's head) routed as ``run`` routes it,
+    each target observed as the status branch last recorded it (``inventory/*.json``).
 
+    The config branch is ``branch``, else the one ``reconciler.yaml`` records, else ``main``. Targets
+    are those routed plus those ``reconciler.yaml`` lists (``run`` keeps observing a target whose last
+    platform was removed, so its clusters are planned for deletion). A target without a snapshot is
+    an error: the plan could not say what the next pass does there.
+    """
+    from reconciler.source._gitutil import GitError, redact
+    from reconciler.status.reader import StatusBranch
+    from reconciler.status.render import parse_recorded
+    from reconciler.status.snapshot import SnapshotError, read_snapshots, recorded_palette
 
-def render_text(plan: Plan, inventory: Inventory, console: Console) -> None:
-    table = Table(title=f"Plan for revision {plan.revision or '(working tree)'}", title_justify="left")
-    for column in ("platform", "action", "gpus", "control plane", "workers", "reason"):
-        table.add_column(column, overflow="fold")
-    for p in plan.platforms:
-        table.add_row(
-            f"{p.namespace}/{p.name}",
-            str(p.action),
-            _gpus_text(p.gpus),
-            "\n".join(p.control_plane) or "-",
-            "\n".join(p.workers) or "-",
-            _reason_text(p),
+    try:
+        status = StatusBranch(repo, status_branch)
+    except GitError as exc:
+        raise PlanError(f"cannot read the status branch of {redact(repo)}: {exc}") from None
+    try:
+        with status:
+            if status.ref is None:
+                raise PlanError(
+                    f"no status branch {status_branch!r} in {redact(repo)}: the reconciler has not "
+                    "committed a pass yet, or the branch was not fetched "
+                    f"(git fetch origin {status_branch}:{status_branch})"
+                )
+            files = status.files()
+            try:
+                snapshots = read_snapshots(files)
+                recorded = parse_recorded(files)
+                palette = recorded_palette(files)
+            except SnapshotError as exc:
+                raise PlanError(f"status branch {status_branch}: {exc}") from None
+            if rev is None:
+                name = branch or recorded.branch or DEFAULT_CONFIG_BRANCH
+                rev = status.branch_head(name)
+                if rev is None:
+                    raise PlanError(
+                        f"no config branch {name!r} in {redact(repo)}; name the revision with --rev"
+                    )
+            desired = load_desired(status.location, rev)
+            basis = StatusBasis(status_branch, status.tip, recorded.revision)
+    except GitError as exc:
+        raise PlanError(f"cannot read the status branch {status_branch} of {redact(repo)}: {exc}") from None
+    routing = route(desired, palette)
+    recorded_targets = {Target(url, project) for url, project in recorded.targets}
+    missing = sorted(
+        (t for t in routing.targets if (t.url, t.project_uid) not in snapshots),
+        key=lambda t: (t.url, t.project_uid or ""),
+    )
+    if missing:
+        raise PlanError(
+            f"status branch {status_branch} has no observed inventory for {_targets_text(missing)}: "
+            "the reconciler has not observed that target yet"
         )
-    console.print(table)
-    free = Table(title="Free after this plan", title_justify="left")
-    for column in ("kind", "hosts", "gpus"):
-        free.add_column(column)
-    for c in free_capacity(plan, inventory):
-        free.add_row(c.kind, str(c.hosts), str(c.gpus))
-    console.print(free)
-    for d in plan.diagnostics:
-        console.print(
-            f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}", markup=False, highlight=False
+    # A recorded target nothing routes to any more is observed by ``run`` for its clusters to be pruned;
+    # without a snapshot (never observed: unreachable) ``run`` plans nothing there either.
+    unseen = sorted(
+        (t for t in recorded_targets - routing.targets if (t.url, t.project_uid) not in snapshots),
+        key=lambda t: (t.url, t.project_uid or ""),
+    )
+    if unseen:
+        print(
+            f"warning: no observed inventory for {_targets_text(unseen)}: its clusters are not planned",
+            file=sys.stderr,
         )
-    counts: dict[str, int] = {}
-    for p in plan.platforms:
-        counts[str(p.action)] = counts.get(str(p.action), 0) + 1
-    console.print(", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "no platforms")
+    targets = (routing.targets | recorded_targets) - set(unseen)
+    observed = {t: _observation(snapshots[(t.url, t.project_uid)]) for t in targets}
+    return desired, routing, observed, basis
 
 
-def _md(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+def _targets_text(targets: list[Target]) -> str:
+    from reconciler.status.snapshot import target_file
+
+    return ", ".join(
+        f"{t.url} project {t.project_uid or '(tenant)'} ({target_file(t.url, t.project_uid)})"
+        for t in targets
+    )
 
 
-_ICONS = {
-    Action.CREATE: "create",
-    Action.SCALE: "scale",
-    Action.REPLACE: "**replace**",
-    Action.DELETE: "**delete**",
-    Action.UNCHANGED: "unchanged",
-    Action.REJECTED: "**rejected**",
-    Action.INVALID: "**invalid**",
-    Action.SUSPENDED: "suspended",
-}
-
-
-def render_markdown(plan: Plan, inventory: Inventory) -> str:
-    """A pull-request comment: one row per platform, then the free capacity per family."""
-    revision = f"`{plan.revision[:12]}`" if plan.revision else "the working tree"
-    lines = [
-        f"### Reconciler plan for {revision}",
-        "",
-        "| Platform | Action | GPUs | Hosts | Reason |",
-        "|---|---|---|---|---|",
-    ]
-    for p in plan.platforms:
-        hosts = []
-        if p.control_plane:
-            hosts.append("control plane: " + ", ".join(f"`{h}`" for h in p.control_plane))
-        if p.workers:
-            hosts.append("workers: " + ", ".join(f"`{h}`" for h in p.workers))
-        lines.append(
-            f"| `{p.namespace}/{p.name}` | {_ICONS[p.action]} | {_md(_gpus_text(p.gpus))} | "
-            f"{_md('<br>'.join(hosts)) or '-'} | {_md(_reason_text(p))} |"
-        )
-    lines += ["", "**Free capacity after this plan**", "", "| Kind | Hosts | GPUs |", "|---|---:|---:|"]
-    capacity = free_capacity(plan, inventory)
-    lines += [f"| {_md(c.kind)} | {c.hosts} | {c.gpus} |" for c in capacity] or ["| (none) | 0 | 0 |"]
-    if plan.diagnostics:
-        lines += ["", "**Diagnostics**", ""]
-        lines += [
-            f"- `{_md(d.file)}:{d.line}:{d.column}` {d.severity}: {_md(d.message)}" for d in plan.diagnostics
-        ]
-    return "\n".join(lines) + "\n"
+def host_names(inventory: Inventory) -> dict[str, str]:
+    """Host uid -> name for every host the plan may show (offered or excluded)."""
+    names = {h.uid: h.name for h in inventory.excluded}
+    names.update((m.uid, m.name) for m in inventory.machines)
+    return names
 
 
 # --- the command ---------------------------------------------------------------------------------
 
 
 def run(
-    repo: str, rev: str | None, inventory: Path | None, palette: str | None, max_deletions: int, fmt: str
+    repo: str,
+    rev: str | None,
+    inventory: Path | None,
+    palette: str | None,
+    max_deletions: int,
+    fmt: str,
+    *,
+    from_status: bool = False,
+    status_branch: str | None = None,
+    branch: str | None = None,
+    changes_only: bool = False,
 ) -> int:
     """Plan one pass and print it. Exit 0 all placeable, 1 some rejected or invalid, 2 on error."""
-    if (inventory is None) == (palette is None):
-        print("error: give exactly one of --inventory FILE or --palette URL", file=sys.stderr)
+    if (inventory is not None) + (palette is not None) + from_status != 1:
+        print("error: give exactly one of --inventory FILE, --palette URL or --from-status", file=sys.stderr)
         return EXIT_ERROR
+    if not from_status and (status_branch is not None or branch is not None):
+        print("error: --status-branch and --branch only apply with --from-status", file=sys.stderr)
+        return EXIT_ERROR
+    basis: StatusBasis | None = None
     try:
-        desired = load_desired(repo, rev)
-        if inventory is not None:
-            url = snapshot_url(inventory)
-            snapshot = read_snapshot(inventory)
-            routing = route(desired, url)
-            observed = observe_snapshot(snapshot, routing, url)
+        if from_status:
+            desired, routing, observed, basis = observe_status(
+                repo, rev, branch, status_branch or DEFAULT_STATUS_BRANCH
+            )
         else:
-            routing = route(desired, str(palette))
-            observed = observe_palette(str(palette), routing)
+            desired = load_desired(repo, rev)
+            if inventory is not None:
+                url = snapshot_url(inventory)
+                snapshot = read_snapshot(inventory)
+                routing = route(desired, url)
+                observed = observe_snapshot(snapshot, routing, url)
+            else:
+                routing = route(desired, str(palette))
+                observed = observe_palette(str(palette), routing)
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     plan = plan_pass(desired, routing, observed, max_deletions)
-    machines = whole_inventory(observed)
+    document = plan.to_json()
+    if changes_only:
+        document = report.changes_only(document)
     if fmt == "json":
-        sys.stdout.write(json.dumps(plan.to_json(), indent=2) + "\n")
-    elif fmt == "markdown":
-        sys.stdout.write(render_markdown(plan, machines))
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
-        render_text(plan, machines, Console(width=max(Console().width, 140)))
+        machines = whole_inventory(observed)
+        free = [(c.kind, c.hosts, c.gpus) for c in free_capacity(plan, machines)]
+        note = report.basis_note(
+            status_branch=basis.branch if basis else None,
+            status_commit=basis.commit if basis else None,
+            observed_revision=basis.observed_revision if basis else None,
+            changes=changes_only,
+        )
+        render = report.render_markdown if fmt == "markdown" else report.render_text
+        sys.stdout.write(render(document, host_names(machines), note=note, free=free, changes=changes_only))
     # A document that could not even be identified (a YAML syntax error, say) may be a platform: then
     # not every platform is known to be valid, so the plan cannot say "all placeable" (exit 1).
     return EXIT_OK if plan.placeable and desired.complete else EXIT_REJECTED

@@ -58,14 +58,29 @@ class StatusBranch:
         self._repo.git.update_environment(**_gitutil.git_env())
         self.ref = self._find_ref()
 
-    def _find_ref(self) -> str | None:
-        for ref in (f"refs/heads/{self.branch}", f"refs/remotes/origin/{self.branch}"):
+    def _find_ref(self, branch: str | None = None) -> str | None:
+        name = branch or self.branch
+        for ref in (f"refs/heads/{name}", f"refs/remotes/origin/{name}"):
             try:
                 _gitutil.run(self._repo.git, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
                 return ref
             except GitError:
                 continue
         return None
+
+    @property
+    def location(self) -> str:
+        """The local repository read (the temporary bare clone of a URL), for reading config revisions
+        from the same objects without cloning twice."""
+        return str(self._repo.working_tree_dir or self._repo.git_dir)
+
+    def branch_head(self, branch: str) -> str | None:
+        """The commit at the tip of another branch of the repository (the config branch, say), looked up
+        as the status branch is; None when there is no such branch."""
+        ref = self._find_ref(branch)
+        if ref is None:
+            return None
+        return str(_gitutil.run(self._repo.git, "rev-parse", f"{ref}^{{commit}}")).strip()
 
     @property
     def tip(self) -> str | None:

@@ -354,15 +354,25 @@ class Recorded:
 
 
 def reconciler_document(
-    branch: str, revision: str | None, targets: Sequence[tuple[str, str | None]]
+    branch: str,
+    revision: str | None,
+    targets: Sequence[tuple[str, str | None]],
+    *,
+    palette: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    """``reconciler.yaml``: the config branch followed, the revision last reported, the targets managed,
+    and (only when ``run --palette URL`` pointed every namespace at one endpoint) that endpoint, so that
+    ``plan --from-status`` routes as that run did."""
+    doc: dict[str, Any] = {
         "branch": branch,
         "revision": revision,
         "targets": [
             {"url": url, "projectUid": project} for url, project in sorted(set(targets), key=_target_key)
         ],
     }
+    if palette:
+        doc["palette"] = palette.rstrip("/")
+    return doc
 
 
 def _target_key(target: tuple[str, str | None]) -> tuple[str, str]:

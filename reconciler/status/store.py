@@ -47,6 +47,8 @@ from reconciler.logging import get_logger
 from reconciler.resolve import NamespaceSelector
 from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
+from reconciler.status.render import parse_recorded
+from reconciler.status.snapshot import target_file
 
 _TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
 _AUTHOR = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>]*)>\s*$")
@@ -469,8 +471,9 @@ class ShardStatusStore(StatusStore):
     """The status branch as one shard (``run --namespaces --shard``) sees and writes it.
 
     It reads and writes the same tree shape as an unsharded instance, ``reconciler.yaml`` included, so
-    the controller does not know it is a shard: ``read`` shows the shard's own resource files, the
-    shared ``inventory/`` and its record ``shards/<shard>.yaml`` *as* ``reconciler.yaml``; ``write``
+    the controller does not know it is a shard: ``read`` shows the shard's own resource files, its
+    record ``shards/<shard>.yaml`` *as* ``reconciler.yaml`` and the shared ``inventory/`` snapshots of
+    the targets that record names; ``write``
     puts that record back at ``shards/<shard>.yaml`` and writes with ``owned`` = :func:`shard_owns`,
     so other shards' files are kept on every attempt.
     """
@@ -495,13 +498,16 @@ class ShardStatusStore(StatusStore):
 
     def read(self) -> dict[str, bytes]:
         files = super().read()
-        view = {
-            path: data
-            for path, data in files.items()
-            if path != self.record_path and (path.startswith(INVENTORY_DIR + "/") or self.owns(path))
-        }
+        view = {path: data for path, data in files.items() if path != self.record_path and self.owns(path)}
         if self.record_path in files:
-            view[RECORD_FILE] = files[self.record_path]
+            record = files[self.record_path]
+            view[RECORD_FILE] = record
+            # The snapshots of the targets this shard records (whoever wrote them last): the ones it
+            # compares its observations with. Other shards' targets are none of its business.
+            for url, project in parse_recorded({RECORD_FILE: record}).targets:
+                path = target_file(url, project)
+                if path in files:
+                    view[path] = files[path]
         return view
 
     def write(

@@ -1,0 +1,154 @@
+"""The status branch's inventory snapshots (DESIGN.md section 6), pure: no git, no network, no clock.
+
+Each Palette target the reconciler manages has one file, ``inventory/<host>-<projectUid or "tenant">.json``,
+holding the last inventory observed there in the snapshot format of section 5. It keeps only what
+discovery and planning read, so that a field nobody reads (a heartbeat, a modification time, an agent
+version) never changes the bytes and never makes a status commit:
+
+- hosts: exactly the fields :func:`reconciler.edgehost.read_host` reads
+  (:func:`~reconciler.edgehost.host_item` writes them);
+- clusters: the managed clusters only (:func:`reconciler.palette.observe.managed_clusters` decides which),
+  each with exactly what that function reads: uid, name, labels, state, cloud config uid and project;
+- the cluster profile catalogue, when given: ``{uid, name, type}``.
+
+Entries are sorted by uid and written as JSON with sorted keys, one value per line, so a diff of two
+snapshots shows which hosts changed. ``plan --from-status`` reads them back with :func:`read_snapshots`,
+mapping files to targets through the ``targets`` of ``reconciler.yaml``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from reconciler.edgehost import host_item, read_host
+from reconciler.model.observed import ManagedCluster
+from reconciler.palette.observe import Snapshot, managed_clusters, parse_snapshot
+from reconciler.status.render import RECONCILER_FILE, parse_previous, parse_recorded
+
+INVENTORY_DIR = "inventory"
+TENANT = "tenant"
+
+TargetKey = tuple[str, str | None]  # (url, projectUid or None for the whole tenant)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class SnapshotError(ValueError):
+    """No ``reconciler.yaml`` on the status branch, or an unreadable snapshot (the message names the file)."""
+
+
+def _safe(text: str) -> str:
+    return _UNSAFE.sub("_", text).strip("_") or "_"
+
+
+def target_file(url: str, project_uid: str | None) -> str:
+    """The snapshot path of a target: ``inventory/<host>-<projectUid or "tenant">.json``.
+
+    ``<host>`` is the URL's host name in lower case; an explicit port is appended after ``_``
+    (``http://127.0.0.1:8080`` -> ``127.0.0.1_8080``) and so is a path (``/`` becomes ``_``). Any
+    character other than letters, digits, ``.``, ``_`` and ``-`` becomes ``_``. The scheme is not part
+    of the name: the file is found through ``reconciler.yaml``'s targets, never parsed back.
+    """
+    parts = urlsplit(url if "://" in url else "//" + url)
+    name = (parts.hostname or url).lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None:
+        name += f"_{port}"
+    path = parts.path.strip("/")
+    if path:
+        name += "_" + path
+    project = _safe(project_uid) if project_uid else TENANT
+    return f"{INVENTORY_DIR}/{_safe(name)}-{project}.json"
+
+
+def _cluster_item(cluster: ManagedCluster) -> dict[str, Any]:
+    """A cluster as ``GET /v1/spectroclusters/{uid}`` shows it, with only what ``managed_clusters`` reads."""
+    metadata: dict[str, Any] = {"uid": cluster.uid, "name": cluster.name, "labels": dict(cluster.labels)}
+    if cluster.project_uid is not None:
+        metadata["annotations"] = {"projectUid": cluster.project_uid}
+    item: dict[str, Any] = {"metadata": metadata, "status": {"state": cluster.state}}
+    if cluster.cloud_config_uid is not None:
+        item["spec"] = {"cloudConfigRef": {"uid": cluster.cloud_config_uid}}
+    return item
+
+
+def _profile_item(profile: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "uid": str(profile.get("uid") or ""),
+        "name": str(profile.get("name") or ""),
+        "type": str(profile.get("type") or "infra"),
+    }
+
+
+def render_snapshot(
+    edge_hosts: Iterable[Mapping[str, Any]],
+    clusters: Iterable[Mapping[str, Any]],
+    cluster_profiles: Iterable[Mapping[str, Any]] = (),
+) -> bytes:
+    """The bytes of one target's ``inventory/*.json``: hosts as the search returns them, clusters in
+    either shape Palette returns them (search summaries or ``GET``). The same facts give the same bytes.
+
+    A host without a uid is left out (no snapshot can hold it); a uid seen twice (a page boundary that
+    moved during the search) is kept once, as first seen. Without a catalogue, ``clusterProfiles`` is
+    left out (the emulator then accepts any profile uid, as for any snapshot without one).
+    """
+    hosts = list(edge_hosts)
+    items: dict[str, dict[str, Any]] = {}
+    for raw in hosts:
+        facts = read_host(raw)
+        if facts is not None and facts.uid and facts.uid not in items:
+            items[facts.uid] = host_item(facts)
+    managed = {c.uid: _cluster_item(c) for c in managed_clusters(clusters, hosts)}
+    doc: dict[str, Any] = {
+        "edgeHosts": [items[uid] for uid in sorted(items)],
+        "clusters": [managed[uid] for uid in sorted(managed)],
+    }
+    profiles = sorted((_profile_item(p) for p in cluster_profiles), key=lambda p: p["uid"])
+    if profiles:
+        doc["clusterProfiles"] = profiles
+    return (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def recorded_palette(files: Mapping[str, bytes]) -> str | None:
+    """The ``palette`` of ``reconciler.yaml``: the endpoint ``run --palette`` pointed every namespace at.
+
+    ``plan --from-status`` routes with it, so it routes exactly as that ``run`` did (without it a plan
+    would route to the Settings' ``hostUrl``, where ``run`` never went). An extension of DESIGN.md
+    section 6: :func:`reconciler.status.render.reconciler_document` has to write it for it to be used.
+    """
+    data = files.get(RECONCILER_FILE)
+    doc = parse_previous({RECONCILER_FILE: data}).get(RECONCILER_FILE) if data is not None else None
+    value = doc.get("palette") if doc else None
+    return value.rstrip("/") if isinstance(value, str) and value else None
+
+
+def read_snapshots(files: Mapping[str, bytes]) -> dict[TargetKey, Snapshot]:
+    """The last observed inventory of every target ``reconciler.yaml`` lists, by ``(url, projectUid)``.
+
+    A target whose file is absent is absent from the result (the caller says what it needs);
+    ``reconciler.yaml`` missing, or a snapshot that does not parse, is a :class:`SnapshotError` naming
+    the file. ``reconciler.yaml`` is read by :func:`reconciler.status.render.parse_recorded`, the reader
+    the controller uses.
+    """
+    if RECONCILER_FILE not in files:
+        raise SnapshotError(
+            f"{RECONCILER_FILE} is missing from the status branch (has a pass committed yet?)"
+        )
+    found: dict[TargetKey, Snapshot] = {}
+    for url, project in parse_recorded(files).targets:
+        path = target_file(url, project)
+        data = files.get(path)
+        if data is None:
+            continue
+        try:
+            found[(url, project)] = parse_snapshot(data.decode("utf-8"), json_first=True)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SnapshotError(f"{path}: {exc}") from None
+    return found
