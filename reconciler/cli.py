@@ -172,6 +172,18 @@ def run(
     lease_duration: float = typer.Option(
         60.0, "--lease-duration", envvar="RECONCILER_LEASE_DURATION", min=3.0, help="Seconds a lease holds."
     ),
+    namespaces: str | None = typer.Option(
+        None,
+        "--namespaces",
+        envvar="RECONCILER_NAMESPACES",
+        help="Own only these namespaces: comma-separated globs, e.g. 'team-a-*,ml-prod' (needs --shard).",
+    ),
+    shard: str | None = typer.Option(
+        None,
+        "--shard",
+        envvar="RECONCILER_SHARD",
+        help="This shard's name (a DNS-1123 label): its lease and its record shards/NAME.yaml.",
+    ),
 ) -> None:
     """Run the reconcile loop."""
     from reconciler.commands import run as cmd
@@ -194,6 +206,8 @@ def run(
             unhealthy_after=unhealthy_after,
             lease_kind=str(lease),
             lease_duration=lease_duration,
+            namespaces=namespaces,
+            shard=shard,
         )
     )
 

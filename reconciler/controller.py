@@ -24,6 +24,9 @@ Decisions the design leaves open, written down here (docs/operations.md has the 
 - Revision fence: the config head is confirmed with ``ls-remote`` after observing and before the first
   Palette write, and again before the status push; when it moved, the pass starts over at the new head
   (at most three times). The status branch is re-read before each push.
+- A shard (``namespaces`` and ``shard`` set) loads the whole repository but keeps only its namespaces'
+  resources, and only managed clusters labelled with its namespaces; its status store shows and writes
+  only its files, with its record at ``shards/<shard>.yaml`` (status/store.py, ShardStatusStore).
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
-from reconciler.plan import DONE, Action, Plan, PlatformPlan, plan_targets
-from reconciler.resolve import Routing, Target, route
+from reconciler.plan import DONE, Action, Plan, PlatformPlan, plan_targets, select_namespaces
+from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target, route
 from reconciler.runtime.lease import Lease, NoLease
 from reconciler.source import DirectorySource, GitError, GitSource
 from reconciler.status.changes import commit_message, source_trailers
@@ -77,7 +80,7 @@ from reconciler.status.render import (
     unreachable_status,
 )
 from reconciler.status.snapshot import render_snapshot, target_file
-from reconciler.status.store import StatusStore
+from reconciler.status.store import ShardStatusStore, StatusStore
 
 log = get_logger(component="controller")
 
@@ -111,6 +114,9 @@ class ControllerOptions:
     # safety
     max_deletions: int = 1
     dry_run: bool = False  # plan against Palette and log; write nothing to Palette or git
+    # shard: the namespaces this instance owns, and its name (its lease and status record)
+    namespaces: NamespaceSelector = EVERY_NAMESPACE
+    shard: str | None = None
 
     @property
     def unhealthy_bound(self) -> float:
@@ -195,6 +201,8 @@ class Controller:
         client_factory: Callable[[Target, str], PaletteClient] | None = None,
         lease: Lease | None = None,
     ) -> None:
+        if options.namespaces.everything != (options.shard is None):
+            raise ValueError("a shard needs both namespaces and a shard name")
         self.options = options
         # One writer (DESIGN.md section 7): Palette and the status branch are written only while held.
         self.lease: Lease = lease if lease is not None else NoLease()
@@ -207,18 +215,12 @@ class Controller:
             # A local working directory: read as it is on disk; status goes to its repository if it has one.
             self.source = DirectorySource(Path(options.repo), parse=parse_file)
             has_git = (Path(options.repo) / ".git").exists()
-            self.status = (
-                StatusStore(options.repo, options.status_branch, cache / "status" if cache else None)
-                if has_git
-                else None
-            )
+            self.status = self._status_store(cache) if has_git else None
         else:
             self.source = GitSource(
                 options.repo, options.branch, cache / "source" if cache else None, parse=parse_file
             )
-            self.status = StatusStore(
-                options.repo, options.status_branch, cache / "status" if cache else None
-            )
+            self.status = self._status_store(cache)
         self._client_factory = client_factory or self._make_client
         self._clients: dict[Target, PaletteClient] = {}
         self._revision: str | None = None
@@ -242,6 +244,15 @@ class Controller:
         self.last: PassResult | None = None
 
     # -- wiring -------------------------------------------------------------------------------------
+
+    def _status_store(self, cache: Path | None) -> StatusStore:
+        opts = self.options
+        workdir = cache / "status" if cache else None
+        if opts.shard is None:
+            return StatusStore(opts.repo, opts.status_branch, workdir)
+        return ShardStatusStore(
+            opts.repo, opts.status_branch, workdir, shard=opts.shard, namespaces=opts.namespaces
+        )
 
     def _make_client(self, target: Target, key: str) -> PaletteClient:
         return PaletteClient(
@@ -481,7 +492,8 @@ class Controller:
                 loaded.complete = False
             if desired is None and _has_unreadable(loaded):
                 desired = self._last_reported_desired(head)
-            desired = _carry_unreadable(desired, loaded)
+            # A shard validates the whole repository but acts on (and logs) only its namespaces.
+            desired = select_namespaces(_carry_unreadable(desired, loaded), self.options.namespaces)
             self._desired, self._revision = desired, head
             with pass_context(head):
                 for diag in desired.diagnostics:  # once per revision, not on every resync
@@ -622,9 +634,11 @@ class Controller:
         if last is not None and last.fingerprint == digest:
             return last  # nothing moved in Palette: reuse the machines and clusters read last time
         inventory = discover(hosts)
-        seen = _Observed(
-            inventory, managed_clusters(raw_clusters, hosts, inventory.by_uid()), digest, hosts, raw_clusters
-        )
+        clusters = managed_clusters(raw_clusters, hosts, inventory.by_uid())
+        # Another shard's clusters are not this instance's: never planned, pruned or recorded here. The
+        # raw listing stays whole: the target's inventory snapshot is shared by the shards observing it.
+        clusters = [c for c in clusters if self.options.namespaces.owns(c.namespace)]
+        seen = _Observed(inventory, clusters, digest, hosts, raw_clusters)
         self._observed[target] = seen
         return seen
 
@@ -634,7 +648,13 @@ class Controller:
         self, desired: DesiredState, routing: Routing, observed: Mapping[Target, _Observed]
     ) -> dict[Target, Plan]:
         # Each target plans what is routed to it; the prune guard counts the whole pass (plan.py).
-        return plan_targets(desired, routing, observed, max_deletions=self.options.max_deletions)
+        return plan_targets(
+            desired,
+            routing,
+            observed,
+            max_deletions=self.options.max_deletions,
+            namespaces=self.options.namespaces,
+        )
 
     # -- 5. apply -----------------------------------------------------------------------------------
 

@@ -17,6 +17,9 @@ Decisions the design leaves open, written down here:
   reason (a referenced resource was not found), else ``InvalidSpec``.
 - A pass spans several Palette targets (:func:`plan_targets`); the prune guard counts the deletions of
   the whole pass, and its message gives that one count. Pools' clusters count like platforms'.
+- A shard (``run --namespaces``) plans only its namespaces (:func:`select_namespaces`, and the
+  ``namespaces`` argument of :func:`plan_targets`): a managed cluster of a namespace it does not own is
+  not planned, never an orphan, and not counted by its prune guard.
 
 Pools and workloads (DESIGN.md section 9):
 
@@ -86,7 +89,14 @@ from reconciler.placement.admission import (
     gpu_units,
 )
 from reconciler.profiles import cluster_profiles, reject_unbuildable
-from reconciler.resolve import Routing, Target, compute_profile, is_tenant
+from reconciler.resolve import (
+    EVERY_NAMESPACE,
+    NamespaceSelector,
+    Routing,
+    Target,
+    compute_profile,
+    is_tenant,
+)
 
 
 class Action(StrEnum):
@@ -894,6 +904,21 @@ def restrict(
     )
 
 
+def select_namespaces(desired: DesiredState, namespaces: NamespaceSelector) -> DesiredState:
+    """The desired state of the namespaces a shard owns: their resources (valid or invalid) and
+    diagnostics, plus the diagnostics that name no namespace. Completeness is kept: a document no
+    shard could identify might be any shard's, so none prunes."""
+    if namespaces.everything:
+        return desired
+    return DesiredState(
+        revision=desired.revision,
+        resources={k: v for k, v in desired.resources.items() if namespaces.owns(k[1])},
+        invalid={k: v for k, v in desired.invalid.items() if namespaces.owns(k[1])},
+        diagnostics=[d for d in desired.diagnostics if d.namespace is None or namespaces.owns(d.namespace)],
+        complete=desired.complete,
+    )
+
+
 def plan_targets(
     desired: DesiredState,
     routing: Routing,
@@ -902,6 +927,7 @@ def plan_targets(
     max_deletions: int = 1,
     previous: PreviousAdmissions | None = None,
     pool_modes: Mapping[PoolKey, str] | None = None,
+    namespaces: NamespaceSelector = EVERY_NAMESPACE,
 ) -> dict[Target, Plan]:
     """Plan a pass over every observed Palette target, as ``run`` does and ``plan`` shows.
 
@@ -910,22 +936,27 @@ def plan_targets(
     state everywhere is an orphan of the target that holds it. The prune guard counts the deletions of the
     whole pass. Workloads are planned in the target of their pool; the workloads no pool decided (invalid
     ones holding nothing, tenants of an unroutable pool) go to the first target (by url, project).
+    Only ``namespaces`` are planned: resources, clusters and admissions of other namespaces belong to
+    another shard and appear in no entry (nor in the prune guard's count).
     """
+    desired = select_namespaces(desired, namespaces)
+    previous = {k: v for k, v in (previous or {}).items() if namespaces.owns(k[0])}
     # A platform or pool that is in the desired state but has no target this pass (its namespace lost its
     # Settings, say) is not gone: its cluster, wherever it is, is never an orphan.
-    everyone = routing.all_platforms() | set(routing.unavailable)
-    every_pool = routing.all_pools() | set(routing.pool_unavailable)
-    invalid = _invalid_workloads(desired, previous or {})
+    everyone = {k for k in routing.all_platforms() | set(routing.unavailable) if namespaces.owns(k[0])}
+    every_pool = {k for k in routing.all_pools() | set(routing.pool_unavailable) if namespaces.owns(k[0])}
+    invalid = _invalid_workloads(desired, previous)
     found: dict[Target, _Entries] = {}
     order = sorted(observed, key=lambda t: (t.url, t.project_uid or ""))
     for target in order:
         seen = observed[target]
-        mine = routing.platforms.get(target, set())
-        mine_pools = routing.pools.get(target, set())
+        mine = {k for k in routing.platforms.get(target, set()) if namespaces.owns(k[0])}
+        mine_pools = {k for k in routing.pools.get(target, set()) if namespaces.owns(k[0])}
         clusters = [
             c
             for c in seen.clusters
-            if (
+            if namespaces.owns(c.namespace)
+            and (
                 (c.key in mine_pools or c.key not in every_pool)
                 if cluster_kind(c.labels) == POOL_KIND
                 else (c.key in mine or c.key not in everyone)

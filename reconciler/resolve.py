@@ -21,6 +21,8 @@ controller, the applier) asks here, so a rule is written once:
   platform has no cluster and is not routed (its pool is).
   ``plan`` (offline and online) and ``run`` call the same :func:`route`, so they plan the same inputs the
   same way.
+- Shards: which namespaces one ``run --namespaces`` instance owns (:class:`NamespaceSelector`): the one
+  place that says "is this namespace mine", for resources and for managed clusters alike.
 
 The functions take the resources themselves (and a lookup where a reference must be followed), so
 the loader, which works on documents still being validated, and the planner, which works on a
@@ -29,7 +31,9 @@ the loader, which works on documents still being validated, and the planner, whi
 
 from __future__ import annotations
 
+import fnmatch
 import ipaddress
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -394,3 +398,49 @@ def profile_via(
     ns = resource.metadata.namespace
     name = compute_profile_name(resource, projects.get(ns))
     return lookup(ns, name) if name else None
+
+
+# --- shards --------------------------------------------------------------------------------------
+
+_PATTERN = re.compile(r"^[a-z0-9*?\[\]!-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceSelector:
+    """The namespaces one reconciler owns: shell globs (``team-a-*``, ``ml-prod``), case-sensitive.
+
+    No patterns: every namespace (an unsharded instance). A shard plans, applies and reports only the
+    resources of namespaces it owns, and counts as its own only managed clusters whose
+    ``palette.ai/namespace`` label it owns: another shard's clusters are never planned or pruned.
+    """
+
+    patterns: tuple[str, ...] = ()
+
+    @property
+    def everything(self) -> bool:
+        return not self.patterns
+
+    def owns(self, namespace: str) -> bool:
+        return not self.patterns or any(fnmatch.fnmatchcase(namespace, p) for p in self.patterns)
+
+    @classmethod
+    def parse(cls, text: str) -> NamespaceSelector:
+        """``team-a-*,ml-prod``: comma-separated globs; ValueError saying what is wrong otherwise."""
+        patterns = tuple(part.strip() for part in text.split(","))
+        if not any(patterns):
+            raise ValueError("--namespaces needs at least one namespace or glob, e.g. 'team-a-*,ml-prod'")
+        for pattern in patterns:
+            if not pattern:
+                raise ValueError(f"--namespaces {text!r} has an empty entry")
+            if not _PATTERN.match(pattern):
+                raise ValueError(
+                    f"--namespaces entry {pattern!r} is not a namespace or glob: use lowercase letters, "
+                    "digits, '-' and the glob characters * ? [ ] !"
+                )
+        return cls(tuple(dict.fromkeys(patterns)))
+
+    def __str__(self) -> str:
+        return ",".join(self.patterns) if self.patterns else "*"
+
+
+EVERY_NAMESPACE = NamespaceSelector()

@@ -1,7 +1,8 @@
-"""The Kubernetes deployment (DESIGN.md section 12): `deploy/base` built by the real `kubectl kustomize`
-and checked against Kubernetes' published schemas (kubernetes-validate ships them), plus the properties
-the design asks of it. ServiceMonitor is a CRD that no published Kubernetes schema covers: it is checked
-against the Service it scrapes instead. Off CI a missing kubectl skips; on CI it fails."""
+"""The Kubernetes deployment (DESIGN.md section 12): `deploy/base` and the sharded overlay
+`deploy/overlays/sharded` built by the real `kubectl kustomize` and checked against Kubernetes'
+published schemas (kubernetes-validate ships them), plus the properties the design asks of them.
+ServiceMonitor is a CRD that no published Kubernetes schema covers: it is checked against the Service
+it scrapes instead. Off CI a missing kubectl skips; on CI it fails."""
 
 from __future__ import annotations
 
@@ -17,20 +18,30 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "deploy" / "base"
+SHARDED = ROOT / "deploy" / "overlays" / "sharded"
 K8S_VERSION = "1.32.0"
 
 
-@pytest.fixture(scope="module")
-def built() -> list[dict[str, Any]]:
+def _kustomize(path: Path) -> list[dict[str, Any]]:
     if shutil.which("kubectl") is None:
         if os.environ.get("CI"):
             pytest.fail("kubectl is not installed (CI must install it: see .ci/run)")
         pytest.skip("kubectl is not installed")
     done = subprocess.run(
-        ["kubectl", "kustomize", str(BASE)], capture_output=True, text=True, timeout=120, check=False
+        ["kubectl", "kustomize", str(path)], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def built() -> list[dict[str, Any]]:
+    return _kustomize(BASE)
+
+
+@pytest.fixture(scope="module")
+def sharded() -> list[dict[str, Any]]:
+    return _kustomize(SHARDED)
 
 
 def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -113,3 +124,63 @@ def test_service_and_service_monitor_reach_the_pods(built: list[dict[str, Any]])
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= port_names
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+
+
+# --- the sharded overlay -------------------------------------------------------------------------
+
+
+def _env(deployment: dict[str, Any]) -> dict[str, str]:
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+
+
+def test_sharded_overlay_runs_one_deployment_per_shard_with_its_own_lease_and_disjoint_namespaces(
+    sharded: list[dict[str, Any]],
+) -> None:
+    from reconciler.commands.run import shard_options
+
+    deployments = [d for d in sharded if d["kind"] == "Deployment"]
+    assert len(deployments) == 2
+    shards = {}
+    for deployment in deployments:
+        env = _env(deployment)
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["args"][container["args"].index("--lease") + 1] == "kubernetes"
+        # The very check `run` makes: both set, a DNS label, globs that parse.
+        selector, shard = shard_options(env["RECONCILER_NAMESPACES"], env["RECONCILER_SHARD"])
+        assert shard is not None
+        shards[shard] = selector
+    assert len(shards) == 2, "each shard needs its own name (its Lease paletteai-reconciler-<name>)"
+    examples = ["team-a-1", "team-a-ml", "team-b-1", "ml-prod", "ml-dev", "other"]
+    for ns in examples:
+        assert sum(s.owns(ns) for s in shards.values()) <= 1, f"{ns} is owned by two shards"
+    assert any(all(not s.owns(ns) for s in shards.values()) for ns in examples)  # globs do select
+    for doc in sharded:
+        if not doc["apiVersion"].startswith("monitoring.coreos.com"):
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_sharded_overlay_service_of_each_shard_reaches_only_that_shards_pods(
+    sharded: list[dict[str, Any]],
+) -> None:
+    pods = {
+        d["metadata"]["name"]: d["spec"]["template"]["metadata"]["labels"]
+        for d in sharded
+        if d["kind"] == "Deployment"
+    }
+    services = [d for d in sharded if d["kind"] == "Service"]
+    assert len(services) == 2
+    for service in services:
+        reached = [
+            name for name, labels in pods.items() if service["spec"]["selector"].items() <= labels.items()
+        ]
+        assert reached == [service["metadata"]["name"]]  # the webhook of a shard reaches that shard
+    monitor = _one(sharded, "ServiceMonitor")
+    for service in services:
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    account = _one(sharded, "ServiceAccount")["metadata"]["name"]
+    assert all(
+        d["spec"]["template"]["spec"]["serviceAccountName"] == account
+        for d in sharded
+        if d["kind"] == "Deployment"
+    )

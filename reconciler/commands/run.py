@@ -6,6 +6,11 @@ ready). It exits 1 when the pass failed (git or Palette unreachable, a Palette w
 that refused the key), 2 on a usage error or when the status branch follows another config branch
 (without ``--switch-branch``), and 130 when a signal interrupted it.
 
+Shards (DESIGN.md section 12): ``--namespaces PATTERNS --shard NAME`` makes this instance own exactly
+the namespaces matching the globs; it holds its own lease (``reconciler/lease-<NAME>``, or the Lease
+``paletteai-reconciler-<NAME>``) and writes its own status files and record ``shards/<NAME>.yaml``.
+One without the other is a usage error (exit 2).
+
 Graceful stop (DESIGN.md section 7): the first SIGTERM or SIGINT stops new Palette writes at once; the
 requests in flight finish, the status of what was done is committed, and the process exits (0 for the
 loop, 130 for an interrupted ``--once``). A watchdog ends the process (130) 15 s after the signal
@@ -15,6 +20,7 @@ whatever is still running; a second signal ends it (130) at once.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -26,6 +32,7 @@ from typing import Any, Final
 from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.logging import configure_logging, get_logger
 from reconciler.metrics import PassOutcome
+from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector
 from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease, default_identity
 from reconciler.server import Server, ServerError, parse_listen, push_ref, webhook_secret_from_env
 from reconciler.source import GitError, watch_directory
@@ -72,6 +79,28 @@ class _Stopper:
 
 
 LEASE_KINDS = ("git", "kubernetes", "none")
+_SHARD_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def shard_options(namespaces: str | None, shard: str | None) -> tuple[NamespaceSelector, str | None]:
+    """``--namespaces`` and ``--shard``, checked together; ValueError saying what is wrong."""
+    if namespaces is None and shard is None:
+        return EVERY_NAMESPACE, None
+    if namespaces is None or not namespaces.strip():
+        raise ValueError(
+            "--shard needs --namespaces: a shard owns the namespaces its globs match (e.g. 'team-a-*')"
+        )
+    if shard is None or not shard.strip():
+        raise ValueError(
+            "--namespaces needs --shard NAME: each shard holds its own lease and writes its own status "
+            "record (shards/NAME.yaml), so that shards on one Palette never prune each other's clusters"
+        )
+    if not _SHARD_NAME.match(shard):
+        raise ValueError(
+            f"--shard {shard!r} must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return NamespaceSelector.parse(namespaces), shard
 
 
 def make_lease(
@@ -142,9 +171,12 @@ def run(
     unhealthy_after: float | None = None,
     lease_kind: str = "git",
     lease_duration: float = 60.0,
+    namespaces: str | None = None,
+    shard: str | None = None,
 ) -> int:
     try:
         configure_logging(log_level)
+        selector, shard = shard_options(namespaces, shard)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -161,6 +193,8 @@ def run(
         dry_run=dry_run,
         switch_branch=switch_branch,
         unhealthy_after=unhealthy_after,
+        namespaces=selector,
+        shard=shard,
     )
     if watch and not Path(repo).is_dir():
         print(f"error: --watch needs --repo to be a local directory, got {repo}", file=sys.stderr)
@@ -172,6 +206,12 @@ def run(
         return 2
     if dry_run:
         log.info("dry run: plans are logged; nothing is written to Palette or git")
+    if shard is not None:
+        log.info(
+            "shard: only these namespaces are planned, applied and reported",
+            shard=shard,
+            namespaces=str(selector),
+        )
     # One writer (DESIGN.md section 7). A dry run writes nothing, so it takes no lease; --watch reads a
     # local directory that one person edits, so it takes none either.
     kind = "none" if dry_run or watch else lease_kind
@@ -181,6 +221,7 @@ def run(
             repo=repo,
             cache_dir=cache_dir,
             duration=lease_duration,
+            name=shard,
             on_stale_lock=controller.metrics.on_stale_git_lock,
         )
     except Exception as exc:  # a bad kubeconfig, an invalid identity: say so, never a traceback
@@ -247,6 +288,7 @@ def run(
             daemon=True,
         )
         watcher.start()
+
     def on_lease_change(held: bool) -> None:
         controller.metrics.set_lease_held(held)
         controller.request_pass()  # take over (or stand by) now, not at the next interval

@@ -20,6 +20,9 @@ Why this shape:
   git left behind (``refs/heads/reconciler/status.lock`` would otherwise fail every later write).
   A commit that reached the remote is reported as written even if updating the private ref
   afterwards failed: the next read repairs the ref.
+- Shards (``run --namespaces``) share one branch: each writes with ``owned`` (the paths it answers
+  for), and each attempt keeps every file of the tip it does not own, so two shards pushing at the
+  same moment never drop or revert each other's files (:class:`ShardStatusStore`).
 """
 
 from __future__ import annotations
@@ -41,12 +44,18 @@ from gitdb.base import IStream  # type: ignore[import-untyped]
 from gitdb.db.loose import LooseObjectDB  # type: ignore[import-untyped]
 
 from reconciler.logging import get_logger
+from reconciler.resolve import NamespaceSelector
 from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
+from reconciler.status.render import parse_recorded
+from reconciler.status.snapshot import target_file
 
 _TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
 _AUTHOR = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>]*)>\s*$")
 _FILE_MODE = b"100644"
+RECORD_FILE = "reconciler.yaml"  # the root record of an unsharded instance (DESIGN.md section 6)
+SHARDS_DIR = "shards"
+INVENTORY_DIR = "inventory"
 _TREE_MODE = b"40000"
 
 log = get_logger(component="status")
@@ -317,11 +326,22 @@ class StatusStore:
 
     # -- write --------------------------------------------------------------------------------------
 
-    def write(self, files: Mapping[str, bytes], message: str, trailers: Mapping[str, str]) -> str | None:
+    def write(
+        self,
+        files: Mapping[str, bytes],
+        message: str,
+        trailers: Mapping[str, str],
+        *,
+        owned: Callable[[str], bool] | None = None,
+    ) -> str | None:
         """Make the branch hold exactly ``files`` (the complete status tree): commit and push when the
         remote's tip as it is now differs, whatever this process wrote before.
 
-        Returns the new commit's sha, or None when the tip already holds ``files``. Raises StatusError
+        ``owned`` (a shard's writer): the branch holds the tip's files that ``owned`` does not claim,
+        plus ``files`` (which win over the tip's). That tree is built again from the tip of *every*
+        attempt, so a commit another writer pushed meanwhile, with its files, is never reverted.
+
+        Returns the new commit's sha, or None when the tip already holds that tree. Raises StatusError
         when the remote cannot be reached, refuses the push, or keeps moving for ``max_attempts``
         pushes in a row.
         """
@@ -341,6 +361,11 @@ class StatusStore:
                     if self._tip == parent:
                         raise StatusError(f"cannot push {self.branch!r} to {self.url}: {rejected}")
                     self.conflict_count += 1
+                written = files
+                if owned is not None:
+                    written = {**self._others(repo, owned), **files}
+                    objects = {}
+                    tree = _hash_tree(_build_dirs(written), objects).hex()
                 if tree == self._tip_tree:
                     return None
                 parent = self._tip
@@ -348,11 +373,19 @@ class StatusStore:
                 commit = self._commit(repo, tree, parent, full_message)
                 rejected = self._push(repo, commit)
                 if rejected is None:
-                    self._pushed(repo, commit, tree, files)
+                    self._pushed(repo, commit, tree, written)
                     return commit
             raise StatusError(
                 f"{self.branch!r} of {self.url} kept moving: gave up after {self.max_attempts} attempts"
             )
+
+    def _others(self, repo: git.Repo, owned: Callable[[str], bool]) -> dict[str, bytes]:
+        """The files of the tip just refreshed that ``owned`` does not claim (another writer's)."""
+        if self._tip is None:
+            return {}
+        if self._files is None or self._files[0] != self._tip:
+            self._files = (self._tip, self._read_tree(repo, self._tip))
+        return {path: data for path, data in self._files[1].items() if not owned(path)}
 
     def _pushed(self, repo: git.Repo, commit: str, tree: str, files: Mapping[str, bytes]) -> None:
         """Record a commit the remote accepted. It is written whatever happens here: a failure to move
@@ -411,3 +444,84 @@ class StatusStore:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def shard_record_path(shard: str) -> str:
+    """Where a shard's root record (``reconciler.yaml``'s content) lives on the status branch."""
+    return f"{SHARDS_DIR}/{shard}.yaml"
+
+
+def shard_owns(path: str, shard: str, namespaces: NamespaceSelector) -> bool:
+    """The status files one shard answers for (writes, and removes when they are no longer due): its
+    record ``shards/<shard>.yaml`` and the resource files ``<namespace>/...`` of its namespaces.
+
+    Every other root file is not its own: other shards' records, an unsharded instance's
+    ``reconciler.yaml``, and ``inventory/``, which is shared (a snapshot is per target, and several
+    shards may observe one target: whoever writes it last wins, and no shard removes one).
+    """
+    if path == shard_record_path(shard):
+        return True
+    first, sep, _rest = path.partition("/")
+    if not sep or first in (SHARDS_DIR, INVENTORY_DIR):
+        return False
+    return namespaces.owns(first)
+
+
+class ShardStatusStore(StatusStore):
+    """The status branch as one shard (``run --namespaces --shard``) sees and writes it.
+
+    It reads and writes the same tree shape as an unsharded instance, ``reconciler.yaml`` included, so
+    the controller does not know it is a shard: ``read`` shows the shard's own resource files, its
+    record ``shards/<shard>.yaml`` *as* ``reconciler.yaml`` and the shared ``inventory/`` snapshots of
+    the targets that record names; ``write``
+    puts that record back at ``shards/<shard>.yaml`` and writes with ``owned`` = :func:`shard_owns`,
+    so other shards' files are kept on every attempt.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        branch: str = "reconciler/status",
+        workdir: Path | None = None,
+        *,
+        shard: str,
+        namespaces: NamespaceSelector,
+        **options: Any,
+    ) -> None:
+        super().__init__(url, branch, workdir, **options)
+        self.shard = shard
+        self.namespaces = namespaces
+        self.record_path = shard_record_path(shard)
+
+    def owns(self, path: str) -> bool:
+        return shard_owns(path, self.shard, self.namespaces)
+
+    def read(self) -> dict[str, bytes]:
+        files = super().read()
+        view = {path: data for path, data in files.items() if path != self.record_path and self.owns(path)}
+        if self.record_path in files:
+            record = files[self.record_path]
+            view[RECORD_FILE] = record
+            # The snapshots of the targets this shard records (whoever wrote them last): the ones it
+            # compares its observations with. Other shards' targets are none of its business.
+            for url, project in parse_recorded({RECORD_FILE: record}).targets:
+                path = target_file(url, project)
+                if path in files:
+                    view[path] = files[path]
+        return view
+
+    def write(
+        self,
+        files: Mapping[str, bytes],
+        message: str,
+        trailers: Mapping[str, str],
+        *,
+        owned: Callable[[str], bool] | None = None,
+    ) -> str | None:
+        if owned is not None:
+            raise ValueError("a shard's store decides what it owns itself")
+        placed = {(self.record_path if path == RECORD_FILE else path): data for path, data in files.items()}
+        foreign = sorted(p for p in placed if not self.owns(p) and not p.startswith(INVENTORY_DIR + "/"))
+        if foreign:
+            raise ValueError(f"shard {self.shard} may not write {', '.join(foreign[:3])}: not its namespaces")
+        return super().write(placed, message, trailers, owned=self.owns)

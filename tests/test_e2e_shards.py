@@ -1,0 +1,214 @@
+"""Shards with real processes and real git (DESIGN.md section 12): two `reconciler run --namespaces`
+on one config repository and one Palette (the emulator). Each holds its own lease, creates only its
+namespace's clusters and writes only its status files; a shard never prunes another's clusters, even
+when they are removed from git while their shard is down; the status branch keeps both shards' files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.emulator.server import EmulatorServer
+from tests._contract_support import free_port
+from tests._e2e_support import API_KEY
+from tests._git_support import RemoteRepo, git
+from tests._loop_support import run_args, run_once, wait_for
+
+STATUS = "reconciler/status"
+
+
+def _shard(
+    remote: RemoteRepo, emulator: EmulatorServer, cache: Path, name: str, port: int
+) -> subprocess.Popen[bytes]:
+    """A shard's loop; its log goes to ``<cache>.log`` (a pipe nobody reads could fill and block it)."""
+    args = ("--palette", emulator.url, "--interval", "1", "--lease-duration", "6")
+    shard = ("--namespaces", f"project-{name}", "--shard", name)
+    with open(f"{cache}.log", "wb") as log:
+        return subprocess.Popen(
+            run_args(remote, cache, *args, *shard, "--listen", f"127.0.0.1:{port}"),
+            env={**os.environ, "PALETTE_API_KEY": API_KEY},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _passes(port: int) -> float:
+    """Passes the process has finished (any outcome), from its /metrics."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return 0.0
+    return sum(
+        float(line.split()[-1]) for line in text.splitlines() if line.startswith("reconciler_passes_total{")
+    )
+
+
+def _has(remote: RemoteRepo, ref: str) -> bool:
+    done = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", ref], cwd=remote.bare, capture_output=True, check=False
+    )
+    return done.returncode == 0
+
+
+def _status_tree(remote: RemoteRepo) -> dict[str, str]:
+    if not _has(remote, STATUS):
+        return {}
+    names = git("ls-tree", "-r", "--name-only", STATUS, cwd=remote.bare).split()
+    return {name: git("show", f"{STATUS}:{name}", cwd=remote.bare) for name in names}
+
+
+def _record(remote: RemoteRepo, shard: str) -> dict[str, Any]:
+    text = _status_tree(remote).get(f"shards/{shard}.yaml")
+    return yaml.safe_load(text) if text else {}
+
+
+def _clusters(emulator: EmulatorServer, namespace: str) -> dict[str, str]:
+    """uid -> name of the clusters of ``namespace`` that are not on their way out."""
+    emulator.state.sweep()
+    return {
+        c.uid: c.name
+        for c in list(emulator.state.clusters.values())
+        if c.labels.get("palette.ai/namespace") == namespace and c.deleting_since is None
+    }
+
+
+def _events(output: bytes, event: str) -> set[str]:
+    """The namespaces of the log lines ``event`` (JSON lines) of one process."""
+    found = set()
+    for line in output.decode(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("event") == event:
+            found.add(str(record.get("namespace")))
+    return found
+
+
+def _passed_at(log: Path, revision: str) -> bool:
+    """True once the process logged a finished pass at ``revision`` that did not fail."""
+    for line in log.read_bytes().decode(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(record, dict)
+            and record.get("event") == "pass finished"
+            and record.get("revision") == revision
+            and record.get("outcome") in ("success", "skipped", "invalid")
+        ):
+            return True
+    return False
+
+
+def _stop(proc: subprocess.Popen[bytes], log: Path) -> bytes:
+    """SIGTERM, then the process's log; killed if it outlives the stop deadline (a test failure)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+        raise
+    return log.read_bytes()
+
+
+def test_two_shards_share_one_palette_and_one_status_branch_and_never_prune_each_other(
+    remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    platforms_b = sorted(p.name for p in (remote.work / "project-b" / "platforms").glob("*.yaml"))
+    assert platforms_b, "the sample repository has project-b platforms"
+    ports = {"a": free_port(), "b": free_port()}
+    logs = {name: tmp_path / f"cache-{name}.log" for name in ports}
+    procs = {name: _shard(remote, emulator, tmp_path / f"cache-{name}", name, ports[name]) for name in ports}
+    outputs: dict[str, bytes] = {}
+    try:
+        head = remote.head()
+        wait_for(
+            lambda: all(_record(remote, s).get("revision") == head for s in ("a", "b")),
+            90,
+            "both shards report the head",
+        )
+        wait_for(
+            lambda: _clusters(emulator, "project-a") and _clusters(emulator, "project-b"),
+            60,
+            "clusters of both namespaces",
+        )
+        # Each holds its own lease; nobody took the unsharded one.
+        assert _has(remote, "refs/heads/reconciler/lease-a") and _has(remote, "refs/heads/reconciler/lease-b")
+        assert not _has(remote, "refs/heads/reconciler/lease")
+        tree = _status_tree(remote)
+        assert "reconciler.yaml" not in tree
+        assert any(p.startswith("project-a/mlplatforms/") for p in tree)
+        assert any(p.startswith("project-b/mlplatforms/") for p in tree)
+
+        # Shard b stops; project-b's platforms leave git. Shard a, alone, must not touch their clusters.
+        outputs["b"] = _stop(procs["b"], logs["b"])
+        clusters_b = _clusters(emulator, "project-b")
+        files_b = {p: d for p, d in _status_tree(remote).items() if p.startswith("project-b/")}
+        removed = remote.commit(
+            {f"project-b/platforms/{name}": None for name in platforms_b}, "remove every project-b platform"
+        )
+        # Shard a's own status does not change (no commit is due): it has seen the removal once a pass
+        # at that revision finished.
+        wait_for(lambda: _passed_at(logs["a"], removed), 60, "a pass of shard a at the removal")
+        passes = _passes(ports["a"])
+        wait_for(lambda: _passes(ports["a"]) >= passes + 3, 30, "three more passes of shard a")
+        assert _clusters(emulator, "project-b") == clusters_b, "shard a deleted a cluster of project-b"
+        after = _status_tree(remote)
+        assert {p: d for p, d in after.items() if p.startswith("project-b/")} == files_b
+        assert {"shards/a.yaml", "shards/b.yaml"} <= set(after)
+        assert [p for p in after if p.startswith("inventory/")], "the shared target's snapshot is kept"
+        clusters_a = _clusters(emulator, "project-a")
+        outputs["a"] = _stop(procs["a"], logs["a"])
+    finally:
+        for name, proc in procs.items():
+            if name not in outputs:
+                outputs[name] = _stop(proc, logs[name])
+
+    assert _events(outputs["a"], "cluster created") == {"project-a"}
+    assert _events(outputs["b"], "cluster created") == {"project-b"}
+    assert not _events(outputs["a"], "cluster deleted")
+    assert "project-b" not in outputs["a"].decode(errors="replace")  # not even a blocked prune
+
+    # Shard b comes back: it prunes its own orphans (under its own --max-deletions), nothing of a's.
+    done = run_once(
+        remote,
+        tmp_path / "cache-b",
+        "--palette",
+        emulator.url,
+        "--namespaces",
+        "project-b",
+        "--shard",
+        "b",
+        "--max-deletions",
+        str(len(platforms_b)),
+    )
+    assert done.returncode == 0, done.stderr
+    assert _events(done.stderr.encode() + done.stdout.encode(), "cluster deleted") == {"project-b"}
+    assert not _clusters(emulator, "project-b")
+    assert _clusters(emulator, "project-a") == clusters_a
+    assert {"shards/a.yaml", "shards/b.yaml"} <= set(_status_tree(remote))
+
+
+def test_namespaces_without_a_shard_name_is_a_usage_error_that_says_why(
+    remote: RemoteRepo, tmp_path: Path
+) -> None:
+    done = run_once(remote, tmp_path / "cache", "--namespaces", "project-a")
+    assert done.returncode == 2
+    assert "--namespaces needs --shard NAME" in done.stderr and "own lease" in done.stderr
+    bad = run_once(remote, tmp_path / "cache", "--namespaces", "project-a", "--shard", "Shard_A")
+    assert bad.returncode == 2 and "DNS-1123 label" in bad.stderr
+    alone = run_once(remote, tmp_path / "cache", env={"RECONCILER_SHARD": "a"})
+    assert alone.returncode == 2 and "--shard needs --namespaces" in alone.stderr
+    assert not _has(remote, "refs/heads/reconciler/status")  # nothing was written
