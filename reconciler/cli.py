@@ -80,13 +80,21 @@ def plan(
     rev: str | None = typer.Option(None, "--rev", help="Revision to plan (default: the working tree/HEAD)."),
     inventory: Path | None = typer.Option(None, "--inventory", help="Inventory snapshot file (offline)."),
     palette: str | None = typer.Option(None, "--palette", help="Palette API URL (online)."),
+    prometheus: str | None = typer.Option(
+        None,
+        "--prometheus",
+        help="Prometheus URL for every namespace (instead of its Settings' prometheus.url): pools with a "
+        "scaling policy show this pass's scaling decision.",
+    ),
     max_deletions: int = typer.Option(1, "--max-deletions", min=0, help="Most platforms' clusters to prune."),
     format: PlanFormat = typer.Option(PlanFormat.text, "--format", help="Output format."),
 ) -> None:
     """Show what a pass would do. Exit 0 all placeable, 1 rejected/invalid, 2 error."""
     from reconciler.commands import plan as cmd
 
-    raise typer.Exit(cmd.run(repo, rev, inventory, palette, max_deletions, str(format)))
+    raise typer.Exit(
+        cmd.run(repo, rev, inventory, palette, max_deletions, str(format), prometheus=prometheus)
+    )
 
 
 @app.command()
@@ -95,6 +103,12 @@ def run(
     branch: str = typer.Option("main", "--branch", envvar="RECONCILER_BRANCH"),
     palette: str | None = typer.Option(
         None, "--palette", envvar="RECONCILER_PALETTE", help="Palette API URL."
+    ),
+    prometheus: str | None = typer.Option(
+        None,
+        "--prometheus",
+        envvar="RECONCILER_PROMETHEUS",
+        help="Prometheus URL of every namespace's scaling policies (replaces its Settings' prometheus.url).",
     ),
     status_branch: str = typer.Option(
         "reconciler/status", "--status-branch", envvar="RECONCILER_STATUS_BRANCH"
@@ -151,6 +165,7 @@ def run(
             repo=repo,
             branch=branch,
             palette=palette,
+            prometheus=prometheus,
             status_branch=status_branch,
             interval=interval,
             max_deletions=max_deletions,

@@ -142,6 +142,7 @@ def run(
     unhealthy_after: float | None = None,
     lease_kind: str = "git",
     lease_duration: float = 60.0,
+    prometheus: str | None = None,
 ) -> int:
     try:
         configure_logging(log_level)
@@ -153,6 +154,7 @@ def run(
         repo=repo,
         branch=branch,
         palette_url=palette,
+        prometheus_url=prometheus,
         status_branch=status_branch,
         interval=interval,
         max_deletions=max_deletions,

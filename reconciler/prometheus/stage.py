@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
-from reconciler.model.pools import PoolKey
-from reconciler.plan import ScalingPlan
+from reconciler.model.pools import PoolKey, WorkloadKey
+from reconciler.plan import Plan, ScalingPlan
 from reconciler.prometheus.client import PrometheusClient, PrometheusError, bearer_token
 from reconciler.prometheus.observe import observe_pool
 from reconciler.scaling.decide import Decision, Samples, commit_message, decide
-from reconciler.scaling.pools import ScalingSubject, scaling_entry
+from reconciler.scaling.pools import ScalingSubject, scaling_entry, scaling_subjects
 from reconciler.scaling.queries import range_queries
 from reconciler.scaling.record import ScalingStatus, after_decision, not_written, resized
 from reconciler.scaling.series import Metric
@@ -166,3 +167,20 @@ def _failed(subject: ScalingSubject, now: float, why: str) -> Samples:
     """Samples that say why there are none (no query is sent)."""
     answers = {q.metric: q.answer(error=why) for q in range_queries(subject.policy, subject.cluster, now)}
     return Samples(gpu=answers.get(Metric.GPU), cpu=answers.get(Metric.CPU))
+
+
+def evaluate(
+    stage: ScalingStage,
+    desired: DesiredState,
+    plans: Iterable[Plan],
+    now: float,
+    recorded: Mapping[PoolKey, ScalingStatus | None] | None = None,
+    pending_since: Mapping[WorkloadKey, float] | None = None,
+) -> dict[PoolKey, ScalingOutcome]:
+    """The scaling stage over a pass's plans (one per Palette target, as ``plan_targets`` returns them):
+    subjects from each plan, one decision per pool with a policy whose cluster is Running."""
+    outcomes: dict[PoolKey, ScalingOutcome] = {}
+    for plan in plans:
+        subjects = scaling_subjects(desired, plan, recorded or {}, now, pending_since)
+        outcomes.update(stage.run(subjects, now))
+    return dict(sorted(outcomes.items()))

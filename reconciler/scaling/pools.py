@@ -264,4 +264,3 @@ def scaling_entry(policy: str | None, decision: Decision | None, message: str | 
 
 def scaling_entries(outcomes: Iterable[tuple[PoolKey, str, Decision]]) -> dict[PoolKey, ScalingPlan]:
     return {key: scaling_entry(policy, decision) for key, policy, decision in outcomes}
-

@@ -553,4 +553,3 @@ class _Reader:
         if moment.tzinfo is None:
             raise self.error(path, "must carry a time zone (Z)")
         return moment.timestamp()
-
