@@ -546,7 +546,7 @@ def _orphan_entry(
     return _kept(key, Action.DELETE, Reason.DELETING, msg, cluster, machines)
 
 
-def with_pool_sizes(desired: DesiredState, sizes: Mapping[PoolKey, Mapping[str, int]] | None) -> DesiredState:
+def with_pool_sizes(desired: DesiredState, sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None) -> DesiredState:
     """The desired state with each sized pool requesting its current size (GPUs per family) instead of
     its ``spec.gpus``: a pool with a scaling policy (DESIGN.md sections 9 and 11, the size computed by
     :func:`reconciler.scaling.current_size`). Pools not in ``sizes`` keep their ``spec.gpus``."""
@@ -845,7 +845,7 @@ def make_plan(
     max_deletions: int = 1,
     previous: PreviousAdmissions | None = None,
     pool_modes: Mapping[PoolKey, str] | None = None,
-    sizes: Mapping[PoolKey, Mapping[str, int]] | None = None,
+    sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
     scaling: Mapping[PoolKey, ScalingPlan] | None = None,
 ) -> Plan:
     """Plan one pass against one inventory: every platform, pool and workload and every managed cluster
@@ -924,7 +924,7 @@ def plan_targets(
     max_deletions: int = 1,
     previous: PreviousAdmissions | None = None,
     pool_modes: Mapping[PoolKey, str] | None = None,
-    sizes: Mapping[PoolKey, Mapping[str, int]] | None = None,
+    sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
     scaling: Mapping[PoolKey, ScalingPlan] | None = None,
 ) -> dict[Target, Plan]:
     """Plan a pass over every observed Palette target, as ``run`` does and ``plan`` shows.
