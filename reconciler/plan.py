@@ -546,7 +546,9 @@ def _orphan_entry(
     return _kept(key, Action.DELETE, Reason.DELETING, msg, cluster, machines)
 
 
-def with_pool_sizes(desired: DesiredState, sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None) -> DesiredState:
+def with_pool_sizes(
+    desired: DesiredState, sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None
+) -> DesiredState:
     """The desired state with each sized pool requesting its current size (GPUs per family) instead of
     its ``spec.gpus``: a pool with a scaling policy (DESIGN.md sections 9 and 11, the size computed by
     :func:`reconciler.scaling.current_size`). Pools not in ``sizes`` keep their ``spec.gpus``."""
