@@ -3,6 +3,8 @@ comes from the stage's decision (``scaling=``), and the plan gives the decision 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from reconciler.inventory import HostState
@@ -164,3 +166,33 @@ def test_pool_being_created_or_without_policy_has_no_subject() -> None:
     state = desired(pool("shared", {H100: 8}, scaling_policy="gpu-autoscale"), policy())
     plan = make_plan(state, inventory(machines), [])
     assert plan.get_pool(*KEY) is not None and scaling_subjects(state, plan, {}, NOW) == []
+
+
+def test_plan_with_prometheus_shows_this_moments_decision() -> None:
+    from reconciler.commands.plan import plan_pass
+    from tests._prometheus_support import FakePrometheus
+
+    machines, clusters = running_pool()
+    state = desired(pool("shared", {H100: 8}, scaling_policy="gpu-autoscale"), policy())
+    routing = route(state, "http://palette")
+    observed = {t: Observed(inventory(machines), clusters) for t in routing.targets}
+    assert plan_pass(state, routing, observed, 1).to_json()["pools"][0]["scaling"]["reason"] == "NotEvaluated"
+    with FakePrometheus() as prometheus:
+        prometheus.answers.values = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 97.0}
+        block = plan_pass(state, routing, observed, 1, prometheus.url).to_json()["pools"][0]["scaling"]
+        assert len(prometheus.answers.requests) == 1  # one pool, one metric
+    assert (block["policy"], block["decision"], block["reason"]) == ("gpu-autoscale", "up", "ScaledUp")
+    assert "GPU utilisation 97% > 80%" in block["message"]
+
+
+def test_plan_command_accepts_prometheus(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from reconciler.cli import app
+    from tests._prometheus_support import free_port
+
+    sample = Path(__file__).resolve().parent.parent / "sample-repo"
+    args = ["plan", "--repo", str(sample), "--inventory", str(sample / "inventory.json"), "--format", "json"]
+    result = CliRunner().invoke(app, [*args, "--prometheus", f"http://127.0.0.1:{free_port()}"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["pools"] == json.loads(CliRunner().invoke(app, args).stdout)["pools"]
