@@ -14,7 +14,7 @@ unreadable token, an unreachable server: the series carry the error, so the deci
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from reconciler.model.desired import DesiredState
@@ -176,11 +176,13 @@ def evaluate(
     now: float,
     recorded: Mapping[PoolKey, ScalingStatus | None] | None = None,
     pending_since: Mapping[WorkloadKey, float] | None = None,
+    skip: Collection[PoolKey] = (),
 ) -> dict[PoolKey, ScalingOutcome]:
     """The scaling stage over a pass's plans (one per Palette target, as ``plan_targets`` returns them):
-    subjects from each plan, one decision per pool with a policy whose cluster is Running."""
+    subjects from each plan, one decision per pool with a policy whose cluster is Running. ``skip``:
+    pools not to decide this pass (their recorded block could not be read, say)."""
     outcomes: dict[PoolKey, ScalingOutcome] = {}
     for plan in plans:
         subjects = scaling_subjects(desired, plan, recorded or {}, now, pending_since)
-        outcomes.update(stage.run(subjects, now))
+        outcomes.update(stage.run((s for s in subjects if s.key not in skip), now))
     return dict(sorted(outcomes.items()))
