@@ -61,9 +61,28 @@ def test_size_is_clamped_to_the_policys_bounds() -> None:
     assert current_size({A100: 16, H100: 4}, POLICY, None) == {A100: 16, H100: 4}
 
 
-def test_cpu_action_does_not_change_the_gpu_size() -> None:
+def test_cpu_action_changes_the_gpu_size_only_by_its_hosts_gpus() -> None:
     cpu = RecordedAction(Direction.UP, "cpu", ("cpu-1",), 0, at=NOW - 60, cpus=64)
     assert current_size({A100: 16}, POLICY, ScalingStatus("p", last_action=cpu)) == {A100: 16}
+    gpu_host_for_cpu = RecordedAction(Direction.UP, "cpu", ("a-4",), 4, at=NOW - 60, cpus=64, gpu_family=A100)
+    status = ScalingStatus("p", last_action=gpu_host_for_cpu)
+    assert current_size({A100: 16}, POLICY, status) == {A100: 20}
+    assert parse(yaml.safe_load(yaml.safe_dump(render(status)))) == status
+
+
+def test_cpu_scale_up_onto_a_gpu_host_is_recorded_with_its_gpu_family() -> None:
+    cpu_policy = spec(
+        gpu=[],
+        gpuResourceBounds=[],
+        cpu={"scaleUpThreshold": 80, "scaleDownThreshold": 20},
+        cpuResourceBounds={"minCPUCount": 0, "maxCPUCount": 1024},
+    )
+    pool = PoolView("p", "c", (gpu_host("a1", 8),), (gpu_host("a4", 4),))
+    d = decide(cpu_policy, Samples(cpu=series(Metric.CPU, 95.0)), pool, None, [], NOW)
+    assert d.direction is Direction.UP and d.resource == "cpu"
+    last = after_decision(None, "p", d, {A100: 8}, NOW).last_action
+    assert last is not None and (last.family, last.gpu_family, last.gpus) == ("cpu", A100, 4)
+    assert last.delta() == {A100: 4}
 
 
 def hot_pool() -> tuple[PoolView, Samples]:

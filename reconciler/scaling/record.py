@@ -15,7 +15,8 @@ The block (camelCase, as every status file)::
       prometheusAvailable: {status: "True", reason: MetricsAvailable, message: "metrics available"}
       lastAction:
         direction: up                    # up | down
-        family: NVIDIA-A100              # a canonical GPU family, or cpu
+        family: NVIDIA-A100              # what scaled: a canonical GPU family, or cpu
+        gpuFamily: NVIDIA-A100           # (a cpu action on a GPU host only) the family of its GPUs
         hosts: [a100-3]
         gpus: 8                          # GPUs of those hosts (what the action changed the size by)
         cpus: 64
@@ -97,7 +98,7 @@ class RecordedAction:
     """One scaling action as the status file keeps it."""
 
     direction: Direction  # UP or DOWN
-    family: str  # a canonical GPU family, or "cpu"
+    family: str  # what scaled: a canonical GPU family, or "cpu"
     hosts: tuple[str, ...]
     gpus: int
     at: float  # when its Palette write succeeded
@@ -108,6 +109,7 @@ class RecordedAction:
     failed_at: float | None = None
     failed_message: str = ""
     inputs: ActionInputs | None = None
+    gpu_family: GpuFamily | None = None  # a cpu action on a GPU host: the family of its GPUs
 
     @property
     def failed(self) -> bool:
@@ -115,9 +117,9 @@ class RecordedAction:
 
     def delta(self) -> dict[GpuFamily, int]:
         """What it changed the size by (nothing once failed, nothing for a GPU-less host)."""
-        if self.failed or self.family == CPU or self.gpus == 0:
+        family = self.gpu_family or (None if self.family == CPU else canonical_family(self.family))
+        if self.failed or family is None or self.gpus == 0:
             return {}
-        family = canonical_family(self.family)
         return {family: self.gpus if self.direction is Direction.UP else -self.gpus}
 
     def last_action(self) -> LastAction:
@@ -289,7 +291,8 @@ def _action(decision: Decision, now: float) -> RecordedAction:
         direction=decision.direction,
         family=decision.resource or (host.family or CPU),
         hosts=(host.name,),
-        gpus=host.gpus if decision.resource != CPU or host.family is not None else 0,
+        gpus=host.gpus if host.family is not None else 0,
+        gpu_family=host.family if decision.resource == CPU and host.gpus else None,
         cpus=host.cpus,
         at=now,
         trigger=str(decision.trigger) if decision.trigger is not None else None,
@@ -355,6 +358,7 @@ def _render_action(a: RecordedAction) -> dict[str, Any]:
     out: dict[str, Any] = {
         "direction": str(a.direction),
         "family": a.family,
+        **({"gpuFamily": a.gpu_family} if a.gpu_family is not None else {}),
         "hosts": list(a.hosts),
         "gpus": a.gpus,
         "cpus": a.cpus,
@@ -432,6 +436,12 @@ def _parse_action(r: _Reader, data: Any) -> RecordedAction:
             family = canonical_family(family)
         except ValueError:
             raise r.error(f"{p}.family", "must be a GPU family or cpu") from None
+    gpu_family: GpuFamily | None = None
+    if m.get("gpuFamily") is not None:
+        try:
+            gpu_family = canonical_family(r.text(m.get("gpuFamily"), f"{p}.gpuFamily"))
+        except ValueError:
+            raise r.error(f"{p}.gpuFamily", "must be a GPU family") from None
     hosts = m.get("hosts")
     if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h for h in hosts):
         raise r.error(f"{p}.hosts", "must be a non-empty list of host names")
@@ -461,6 +471,7 @@ def _parse_action(r: _Reader, data: Any) -> RecordedAction:
         failed_at=failed_at,
         failed_message=failed_message,
         inputs=None if inputs is None else _parse_inputs(r, inputs),
+        gpu_family=gpu_family,
     )
 
 
