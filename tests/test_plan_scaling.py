@@ -196,3 +196,49 @@ def test_plan_command_accepts_prometheus(tmp_path: Any) -> None:
     result = CliRunner().invoke(app, [*args, "--prometheus", f"http://127.0.0.1:{free_port()}"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["pools"] == json.loads(CliRunner().invoke(app, args).stdout)["pools"]
+
+
+def shrink_outcome(held_on: str) -> tuple[Any, Any, Any]:
+    """An idle pool of a, b, c (8 GPUs each) whose one workload holds 8 GPUs of ``held_on``: the stage
+    decides a scale-down, the plan for the smaller size is made, and the outcome is confirmed against it."""
+    from reconciler.placement.admission import GpuRef, PreviousAdmission
+    from reconciler.prometheus.stage import ScalingStage, evaluate
+    from tests._prometheus_support import FakePrometheus
+
+    machines = [*cps(1, state=USED), *(machine(n, 8, state=USED) for n in "abc")]
+    clusters = [pool_cluster("shared", ["cp-0"], ["a", "b", "c"])]
+    state = desired(
+        pool("shared", {H100: 24}, scaling_policy="gpu-autoscale"),
+        policy(scaleDownDuration="5m"),
+        ai_workload("w", "shared", {H100: 8}),
+    )
+    previous = {KEY: [PreviousAdmission((NS, "w"), tuple(GpuRef(held_on, i) for i in range(8)))]}
+    before = make_plan(state, inventory(machines), clusters, previous=previous)
+    with FakePrometheus() as prometheus, ScalingStage(prometheus.url) as stage:
+        prometheus.answers.values = {"DCGM": 5.0}
+        (outcome,) = evaluate(stage, state, [before], NOW).values()
+    assert outcome.decision.direction is Direction.DOWN
+    after = make_plan(state, inventory(machines), clusters, previous=previous, sizes={KEY: outcome.target})
+    return outcome, outcome.confirm(before, after), after
+
+
+def test_confirmed_scale_down_records_the_host_the_plan_removes() -> None:
+    outcome, confirmed, after = shrink_outcome("a")
+    entry = after.get_pool(*KEY)
+    assert entry is not None and entry.cluster.remove_workers == ("c",)
+    assert outcome.decision.host is not None and outcome.decision.host.name == "b"  # the decision's choice
+    assert confirmed.acts and confirmed.status.last_action is not None
+    assert confirmed.status.last_action.hosts == ("c",)  # the equal, unbound host the plan removes
+
+
+def test_scale_down_that_would_remove_bound_gpus_is_withdrawn() -> None:
+    outcome, confirmed, after = shrink_outcome("c")
+    entry = after.get_pool(*KEY)
+    assert entry is not None and entry.cluster.remove_workers == ("c",)  # c holds w's GPUs
+    assert outcome.acts and outcome.decision.host is not None and outcome.decision.host.name == "a"
+    assert not confirmed.acts and confirmed.withdrawn and confirmed.commit is None
+    assert confirmed.target == confirmed.size == {H100: 24}
+    assert confirmed.status.last_action is None and confirmed.status.reason == "ScalingWithdrawn"
+    assert "holds admitted workloads' GPUs: c" in confirmed.status.message
+    block = confirmed.entry.to_json()
+    assert (block["decision"], block["reason"]) == ("hold", "ScalingWithdrawn")

@@ -20,15 +20,16 @@ from dataclasses import dataclass, replace
 from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import PoolKey, WorkloadKey
-from reconciler.plan import Plan, ScalingPlan
+from reconciler.plan import Plan, ScalingDecision, ScalingPlan
 from reconciler.prometheus.client import PrometheusClient, PrometheusError, bearer_token
 from reconciler.prometheus.observe import observe_pool
 from reconciler.scaling.decide import Decision, Samples, commit_message, decide
-from reconciler.scaling.pools import ScalingSubject, scaling_entry, scaling_subjects
+from reconciler.scaling.pools import ScalingSubject, carried_out, scaling_entry, scaling_subjects
 from reconciler.scaling.queries import range_queries
 from reconciler.scaling.record import ScalingStatus, after_decision, not_written, resized
 from reconciler.scaling.series import Metric
 
+WITHDRAWN = "ScalingWithdrawn"
 NO_PROMETHEUS = (
     "no Prometheus configured: set spec.prometheus of the pool's Settings or run with --prometheus"
 )
@@ -54,15 +55,18 @@ class ScalingOutcome:
     previous: ScalingStatus | None
     commit: str | None
     prometheus_url: str | None
+    withdrawn: bool = False  # the plan for the new size would not carry the action out safely
 
     @property
     def entry(self) -> ScalingPlan:
         """The plan JSON's ``scaling`` block of the pool."""
+        if self.withdrawn:
+            return ScalingPlan(self.status.policy, ScalingDecision.HOLD, WITHDRAWN, self.status.message)
         return scaling_entry(self.status.policy, self.decision, self.status.message)
 
     @property
     def acts(self) -> bool:
-        return self.decision.acts
+        return self.decision.acts and not self.withdrawn
 
     def written(self, at: float) -> ScalingStatus:
         """The block once the action's Palette write succeeded at ``at`` (the cooldown runs from it)."""
@@ -70,6 +74,22 @@ class ScalingOutcome:
         if not self.acts or last is None:
             return self.status
         return replace(self.status, last_action=replace(last, at=at))
+
+    def confirm(self, before: Plan, plan: Plan) -> ScalingOutcome:
+        """This outcome checked against ``plan``, the plan made with :attr:`target` (``before``: the plan
+        the decision was made on). When the plan carries the action out safely, the record names the
+        hosts the plan adds or removes; otherwise the action is withdrawn: the outcome holds
+        (``ScalingWithdrawn``, why in the message), :attr:`target` is :attr:`size` again and the record
+        is the previous one (plan the pool with ``size``)."""
+        if not self.acts:
+            return self
+        hosts, problem = carried_out(self.decision, before, plan, self.key)
+        last = self.status.last_action
+        if problem is None and last is not None:
+            return replace(self, status=replace(self.status, last_action=replace(last, hosts=hosts)))
+        kept = not_written(self.previous, self.status)
+        kept = replace(kept, reason=WITHDRAWN, message=f"{self.decision.message}: withdrawn, {problem}")
+        return replace(self, target=dict(self.size), status=kept, commit=None, withdrawn=True)
 
     def unwritten(self) -> ScalingStatus:
         """The block when the action's Palette write failed: nothing is recorded as done."""

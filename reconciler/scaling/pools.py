@@ -28,7 +28,7 @@ from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import Action, Plan, PoolPlan, ScalingDecision, ScalingPlan
 from reconciler.resolve import compute_profile, is_tenant, platform_settings_name, pool_min_workers
 from reconciler.resolve import workload_profile as workload_profile_of
-from reconciler.scaling.decide import Decision, PendingDemand, PoolView
+from reconciler.scaling.decide import Decision, Direction, PendingDemand, PoolView
 from reconciler.scaling.hosts import ScalingHost
 from reconciler.scaling.record import ScalingStatus, current_size, plan_decision, settle, spec_size
 
@@ -264,3 +264,38 @@ def scaling_entry(policy: str | None, decision: Decision | None, message: str | 
 
 def scaling_entries(outcomes: Iterable[tuple[PoolKey, str, Decision]]) -> dict[PoolKey, ScalingPlan]:
     return {key: scaling_entry(policy, decision) for key, policy, decision in outcomes}
+
+
+def carried_out(
+    decision: Decision, before: Plan, plan: Plan, key: PoolKey
+) -> tuple[tuple[str, ...], str | None]:
+    """How ``plan``, made with the action's size (``ScalingOutcome.target``), carries the action out: the
+    names of the hosts it adds (up) or removes (down), or why it does not carry it out safely.
+    ``before``: the plan the decision was made on (its bindings say which hosts hold admitted work).
+
+    Section 4's sticky placement chooses the hosts for a size; it may pick another host than the
+    decision's (an equal one). That is accepted when the plan only adds hosts (up), or only removes hosts
+    that hold none of the admitted workloads' GPUs or MIG instances (down): autoscaling never removes
+    capacity that admitted workloads hold (DESIGN.md section 7)."""
+    entry = plan.get_pool(*key)
+    if entry is None:
+        return (), "the pool is not in the plan"
+    names = {uid: m.name for uid, m in plan.machines.items()}
+    cluster = entry.cluster
+    added = tuple(names.get(u, u) for u in cluster.add_workers)
+    removed = tuple(names.get(u, u) for u in cluster.remove_workers)
+    if cluster.add_control_plane or cluster.remove_control_plane or cluster.action is not Action.SCALE:
+        return (), f"the plan for the new size is {cluster.action} ({cluster.message}), not a worker change"
+    if decision.direction is Direction.UP:
+        if removed or not added:
+            return (), f"the plan for the new size adds {list(added)} and removes {list(removed)}"
+        return added, None
+    earlier = before.get_pool(*key)
+    if earlier is None:
+        return (), "the pool is not in the plan the decision was made on"
+    fits = fits_without(before, earlier)
+    held = [h for h in removed if not fits(h)]
+    if added or not removed or held:
+        why = f"holds admitted workloads' GPUs: {', '.join(held)}" if held else f"adds {list(added)}"
+        return (), f"the plan for the new size removes {list(removed)} and {why}"
+    return removed, None
