@@ -242,3 +242,23 @@ def test_scale_down_that_would_remove_bound_gpus_is_withdrawn() -> None:
     assert "holds admitted workloads' GPUs: c" in confirmed.status.message
     block = confirmed.entry.to_json()
     assert (block["decision"], block["reason"]) == ("hold", "ScalingWithdrawn")
+
+
+def test_confirm_over_plan_targets_records_host_names_per_target() -> None:
+    from reconciler.prometheus.stage import ScalingStage, confirm, evaluate
+    from tests._prometheus_support import FakePrometheus
+
+    machines, clusters = running_pool()
+    state = desired(pool("shared", {H100: 8}, scaling_policy="gpu-autoscale"), policy(min_gpus=0))
+    routing = route(state, "http://palette")
+    observed = {t: Observed(inventory(machines), clusters) for t in routing.targets}
+    first = plan_targets(state, routing, observed)
+    with FakePrometheus() as prometheus, ScalingStage(prometheus.url) as stage:
+        prometheus.answers.values = {"DCGM": 99.0}
+        outcomes = evaluate(stage, state, first.values(), NOW)
+    acting = {k: dict(o.target) for k, o in outcomes.items() if o.acts}
+    assert acting == {KEY: {H100: 12}}  # the smallest free host: c (4 GPUs)
+    second = plan_targets(state, routing, observed, sizes=acting)
+    (confirmed,) = confirm(outcomes, first, second).values()
+    assert confirmed.acts and confirmed.status.last_action is not None
+    assert confirmed.status.last_action.hosts == ("c",)

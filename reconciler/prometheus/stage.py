@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
@@ -206,3 +207,24 @@ def evaluate(
         subjects = scaling_subjects(desired, plan, recorded or {}, now, pending_since)
         outcomes.update(stage.run((s for s in subjects if s.key not in skip), now))
     return dict(sorted(outcomes.items()))
+
+
+def confirm(
+    outcomes: Mapping[PoolKey, ScalingOutcome], before: Mapping[Any, Plan], after: Mapping[Any, Plan]
+) -> dict[PoolKey, ScalingOutcome]:
+    """:meth:`ScalingOutcome.confirm` for every outcome, against the plans of its pool's Palette target
+    (``before``: the plans the decisions were made on, ``after``: the plans made with the targets; both
+    keyed by target as ``plan_targets`` returns them). An acting outcome whose pool is in no plan pair
+    is withdrawn."""
+    out: dict[PoolKey, ScalingOutcome] = {}
+    for key, outcome in outcomes.items():
+        pair = next(
+            ((before[t], after[t]) for t in before if t in after and before[t].get_pool(*key) is not None),
+            None,
+        )
+        if pair is None:
+            empty = Plan(None, [], [])
+            out[key] = outcome.confirm(empty, empty)
+        else:
+            out[key] = outcome.confirm(*pair)
+    return out
