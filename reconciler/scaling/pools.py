@@ -13,7 +13,7 @@ The controller calls, in this order (docs/scaling.md, "What the controller calls
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.inventory import Machine, Role
@@ -260,10 +260,6 @@ def scaling_entry(policy: str | None, decision: Decision | None, message: str | 
         str(decision.reason),
         message if message is not None else decision.message,
     )
-
-
-def scaling_entries(outcomes: Iterable[tuple[PoolKey, str, Decision]]) -> dict[PoolKey, ScalingPlan]:
-    return {key: scaling_entry(policy, decision) for key, policy, decision in outcomes}
 
 
 def carried_out(
