@@ -94,6 +94,12 @@ def plan(
         help="Config branch planned by --from-status without --rev (default: the one the status records, "
         "else main).",
     ),
+    prometheus: str | None = typer.Option(
+        None,
+        "--prometheus",
+        help="Prometheus URL for every namespace (instead of its Settings' prometheus.url): pools with a "
+        "scaling policy show this pass's scaling decision.",
+    ),
     max_deletions: int = typer.Option(1, "--max-deletions", min=0, help="Most platforms' clusters to prune."),
     format: PlanFormat = typer.Option(PlanFormat.text, "--format", help="Output format."),
     changes_only: bool = typer.Option(
@@ -115,6 +121,7 @@ def plan(
             status_branch=status_branch,
             branch=branch,
             changes_only=changes_only,
+            prometheus=prometheus,
         )
     )
 
@@ -125,6 +132,12 @@ def run(
     branch: str = typer.Option("main", "--branch", envvar="RECONCILER_BRANCH"),
     palette: str | None = typer.Option(
         None, "--palette", envvar="RECONCILER_PALETTE", help="Palette API URL."
+    ),
+    prometheus: str | None = typer.Option(
+        None,
+        "--prometheus",
+        envvar="RECONCILER_PROMETHEUS",
+        help="Prometheus URL of every namespace's scaling policies (replaces its Settings' prometheus.url).",
     ),
     status_branch: str = typer.Option(
         "reconciler/status", "--status-branch", envvar="RECONCILER_STATUS_BRANCH"
@@ -193,6 +206,7 @@ def run(
             repo=repo,
             branch=branch,
             palette=palette,
+            prometheus=prometheus,
             status_branch=status_branch,
             interval=interval,
             max_deletions=max_deletions,

@@ -102,6 +102,7 @@ class ControllerOptions:
     palette_url: str | None = None
     apply_concurrency: int = 4
     palette_rate_limits: RateLimits = field(default_factory=RateLimits.palette)  # off(): fast tests
+    prometheus_url: str | None = None  # --prometheus: replaces every Settings' prometheus.url (scaling)
     # report
     status_branch: str = "reconciler/status"
     switch_branch: bool = False  # let the status branch move to this config branch

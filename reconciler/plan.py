@@ -73,6 +73,7 @@ from reconciler.model.resources import (
     AIWorkload,
     ClusterProfileRef,
     ComputePool,
+    GpuRequest,
     MLPlatform,
     WorkloadProfile,
 )
@@ -344,15 +345,22 @@ class Plan:
     pools: list[PoolPlan] = field(default_factory=list)
     workloads: list[WorkloadPlan] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        """Exactly the ``plan --format json`` object of DESIGN.md section 8."""
+    def to_json(self, scaling: Mapping[PoolKey, ScalingPlan] | None = None) -> dict[str, Any]:
+        """Exactly the ``plan --format json`` object of DESIGN.md section 8; ``scaling``: the scaling
+        entries of pools to show instead of the plan's own (see :meth:`with_scaling`)."""
+        plan = self.with_scaling(scaling) if scaling else self
         return {
-            "revision": self.revision,
-            "platforms": [p.to_json() for p in sorted(self.platforms, key=lambda p: p.key)],
-            "pools": [p.to_json() for p in sorted(self.pools, key=lambda p: p.key)],
-            "workloads": [w.to_json() for w in sorted(self.workloads, key=lambda w: w.sort_key)],
-            "diagnostics": [d.to_json() for d in self.diagnostics],
+            "revision": plan.revision,
+            "platforms": [p.to_json() for p in sorted(plan.platforms, key=lambda p: p.key)],
+            "pools": [p.to_json() for p in sorted(plan.pools, key=lambda p: p.key)],
+            "workloads": [w.to_json() for w in sorted(plan.workloads, key=lambda w: w.sort_key)],
+            "diagnostics": [d.to_json() for d in plan.diagnostics],
         }
+
+    def with_scaling(self, scaling: Mapping[PoolKey, ScalingPlan]) -> Plan:
+        """The plan with these pools' scaling entries (the scaling stage's decisions); others keep theirs."""
+        pools = [replace(p, scaling=scaling[p.key]) if p.key in scaling else p for p in self.pools]
+        return replace(self, pools=pools)
 
     @property
     def placeable(self) -> bool:
@@ -557,6 +565,27 @@ def _orphan_entry(
         return _kept(key, Action.UNCHANGED, Reason.DELETING, msg, cluster, machines)
     msg = f"{what} removed from the repository; delete cluster {cluster.name}"
     return _kept(key, Action.DELETE, Reason.DELETING, msg, cluster, machines)
+
+
+def with_pool_sizes(
+    desired: DesiredState, sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None
+) -> DesiredState:
+    """The desired state with each sized pool requesting its current size (GPUs per family) instead of
+    its ``spec.gpus``: a pool with a scaling policy (DESIGN.md sections 9 and 11, the size computed by
+    :func:`reconciler.scaling.current_size`). Pools not in ``sizes`` keep their ``spec.gpus``."""
+    if not sizes:
+        return desired
+    resources = dict(desired.resources)
+    for key, size in sizes.items():
+        identity = (POOL_KIND, *key)
+        loaded = resources.get(identity)
+        pool = loaded.resource if loaded is not None else None
+        if loaded is None or not isinstance(pool, ComputePool):
+            continue
+        gpus = [GpuRequest(family=f, count=n) for f, n in sorted(size.items()) if n > 0]
+        resized = pool.model_copy(update={"spec": pool.spec.model_copy(update={"gpus": gpus})})
+        resources[identity] = replace(loaded, resource=resized)
+    return replace(desired, resources=resources)
 
 
 def _entries(
@@ -839,10 +868,15 @@ def make_plan(
     max_deletions: int = 1,
     previous: PreviousAdmissions | None = None,
     pool_modes: Mapping[PoolKey, str] | None = None,
+    sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
+    scaling: Mapping[PoolKey, ScalingPlan] | None = None,
 ) -> Plan:
     """Plan one pass against one inventory: every platform, pool and workload and every managed cluster
     gets an entry. ``previous``: the admissions the status branch recorded, per pool; ``pool_modes``: the
-    mode the status branch last reported per pool (used when a pool's cluster lacks its mode label)."""
+    mode the status branch last reported per pool (used when a pool's cluster lacks its mode label);
+    ``sizes``: pools' current sizes (GPUs per family) instead of their ``spec.gpus``; ``scaling``: pools'
+    scaling entries (the scaling stage's decisions) instead of ``NotEvaluated``."""
+    desired = with_pool_sizes(desired, sizes)
     invalid = _invalid_workloads(desired, previous or {})
     found = _entries(desired, inventory, clusters, pool_modes, invalid)
     blocked = _prune_guard(found.all(), desired.complete, max_deletions)
@@ -850,7 +884,7 @@ def make_plan(
     pools, workloads = _admit(found, pool_entries, previous or {}, invalid)
     workloads += _strays(desired, {w.key for w in workloads}, invalid, {})
     families = {m.gpu_family for m in inventory.machines if m.gpu_family}
-    return Plan(
+    plan = Plan(
         revision=desired.revision,
         platforms=[_blocked(found.platforms[k], blocked) for k in sorted(found.platforms)],
         diagnostics=plan_diagnostics(desired, families),
@@ -858,6 +892,7 @@ def make_plan(
         pools=pools,
         workloads=sorted(workloads, key=lambda w: w.sort_key),
     )
+    return plan.with_scaling(scaling) if scaling else plan
 
 
 class Observation(Protocol):
@@ -928,6 +963,8 @@ def plan_targets(
     previous: PreviousAdmissions | None = None,
     pool_modes: Mapping[PoolKey, str] | None = None,
     namespaces: NamespaceSelector = EVERY_NAMESPACE,
+    sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
+    scaling: Mapping[PoolKey, ScalingPlan] | None = None,
 ) -> dict[Target, Plan]:
     """Plan a pass over every observed Palette target, as ``run`` does and ``plan`` shows.
 
@@ -937,9 +974,11 @@ def plan_targets(
     whole pass. Workloads are planned in the target of their pool; the workloads no pool decided (invalid
     ones holding nothing, tenants of an unroutable pool) go to the first target (by url, project).
     Only ``namespaces`` are planned: resources, clusters and admissions of other namespaces belong to
-    another shard and appear in no entry (nor in the prune guard's count).
+    another shard and appear in no entry (nor in the prune guard's count). ``sizes`` and ``scaling`` are
+    as for :func:`make_plan` (a pool with a scaling policy requests its current size; its scaling entry is
+    the stage's decision).
     """
-    desired = select_namespaces(desired, namespaces)
+    desired = with_pool_sizes(select_namespaces(desired, namespaces), sizes)
     previous = {k: v for k, v in (previous or {}).items() if namespaces.owns(k[0])}
     # A platform or pool that is in the desired state but has no target this pass (its namespace lost its
     # Settings, say) is not gone: its cluster, wherever it is, is never an orphan.
@@ -983,7 +1022,7 @@ def plan_targets(
             machines=observed[target].inventory.by_uid(),
             pools=pools,
             workloads=workloads,
-        )
+        ).with_scaling(scaling or {})
     if order:
         strays = _strays(desired, planned, invalid, routing.pool_unavailable)
         first = plans[order[0]]

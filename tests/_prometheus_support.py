@@ -1,4 +1,5 @@
-"""A real Prometheus server for tests: generated config, storage in a temp dir, loopback, stopped after.
+"""A real Prometheus server for tests: generated config, storage in a temp dir, loopback, stopped after;
+and an in-process HTTP server answering Prometheus's range API with set values (for the stage's own rules).
 
 Debian's ``prometheus`` package provides the binary (CI installs it); tests that need it are skipped,
 with that reason, only when it is absent.
@@ -6,13 +7,18 @@ with that reason, only when it is absent.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
+import threading
 import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
+from urllib.parse import parse_qs
 
 import httpx
 import pytest
@@ -99,3 +105,63 @@ class PrometheusServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+@dataclass
+class Answers:
+    """What the server answers: a value per query text (matched by substring), or an HTTP status."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    status: int = 200
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+
+class FakePrometheus:
+    """An HTTP server on loopback that answers ``POST /api/v1/query_range`` as Prometheus does."""
+
+    def __init__(self) -> None:
+        self.answers = Answers()
+        answers = self.answers
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+                answers.requests.append(
+                    {"path": self.path, "auth": self.headers.get("Authorization"), **form}
+                )
+                if answers.status != 200:
+                    self._send(answers.status, {"status": "error", "error": "unavailable"})
+                    return
+                start, end, step = float(form["start"]), float(form["end"]), float(form["step"])
+                value = next((v for q, v in answers.values.items() if q in form["query"]), None)
+                result = []
+                if value is not None:
+                    count = round((end - start) / step)
+                    points = [[start + k * step, str(value)] for k in range(count + 1)]
+                    result = [{"metric": {}, "values": points}]
+                self._send(200, {"status": "success", "data": {"resultType": "matrix", "result": result}})
+
+            def _send(self, code: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakePrometheus:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)

@@ -157,12 +157,27 @@ def whole_inventory(observed: Mapping[Target, Observed]) -> Inventory:
 
 
 def plan_pass(
-    desired: DesiredState, routing: Routing, observed: Mapping[Target, Observed], max_deletions: int
+    desired: DesiredState,
+    routing: Routing,
+    observed: Mapping[Target, Observed],
+    max_deletions: int,
+    prometheus: str | None = None,
 ) -> Plan:
-    """The plan of one pass over every target, as ``run`` would carry it out."""
+    """The plan of one pass over every target, as ``run`` would carry it out. With ``prometheus`` (a URL),
+    pools with a scaling policy show the scaling decision of this moment (without the status branch: no
+    recorded action, so no cooldown)."""
     plans = plan_targets(desired, routing, observed, max_deletions=max_deletions)
     diagnostics = next(iter(plans.values())).diagnostics if plans else desired.diagnostics
-    return merge(desired.revision, plans, diagnostics)
+    merged = merge(desired.revision, plans, diagnostics)
+    if prometheus is None:
+        return merged
+    import time
+
+    from reconciler.prometheus.stage import ScalingStage, evaluate
+
+    with ScalingStage(prometheus) as stage:
+        outcomes = evaluate(stage, desired, plans.values(), time.time())
+    return merged.with_scaling({key: o.entry for key, o in outcomes.items()})
 
 
 # --- from the status branch ----------------------------------------------------------------------
@@ -284,6 +299,7 @@ def run(
     status_branch: str | None = None,
     branch: str | None = None,
     changes_only: bool = False,
+    prometheus: str | None = None,
 ) -> int:
     """Plan one pass and print it. Exit 0 all placeable, 1 some rejected or invalid, 2 on error."""
     if (inventory is not None) + (palette is not None) + from_status != 1:
@@ -311,7 +327,7 @@ def run(
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    plan = plan_pass(desired, routing, observed, max_deletions)
+    plan = plan_pass(desired, routing, observed, max_deletions, prometheus)
     document = plan.to_json()
     if changes_only:
         document = report.changes_only(document)

@@ -173,6 +173,7 @@ def run(
     lease_duration: float = 60.0,
     namespaces: str | None = None,
     shard: str | None = None,
+    prometheus: str | None = None,
 ) -> int:
     try:
         configure_logging(log_level)
@@ -185,6 +186,7 @@ def run(
         repo=repo,
         branch=branch,
         palette_url=palette,
+        prometheus_url=prometheus,
         status_branch=status_branch,
         interval=interval,
         max_deletions=max_deletions,

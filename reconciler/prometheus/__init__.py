@@ -13,6 +13,7 @@ from reconciler.prometheus.client import (
     bearer_token,
 )
 from reconciler.prometheus.observe import observe_pool
+from reconciler.prometheus.stage import ScalingOutcome, ScalingStage
 
 __all__ = [
     "PrometheusClient",
@@ -21,6 +22,8 @@ __all__ = [
     "PrometheusUnavailable",
     "RangeResult",
     "RangeSeries",
+    "ScalingOutcome",
+    "ScalingStage",
     "bearer_token",
     "observe_pool",
 ]

@@ -2,6 +2,8 @@
 
 The shell fetches utilisation (``reconciler.prometheus.observe``), describes the pool, and calls
 :func:`decide`; everything the decision used is recorded in it, so :func:`replay` repeats it.
+``record`` is the pool status's ``scaling`` block and the size it implies; ``pools`` (imported on its
+own: it reads plans) turns a pass's plan into the decision's inputs.
 """
 
 from reconciler.scaling.decide import (
@@ -27,6 +29,14 @@ from reconciler.scaling.hosts import (
     gpu_host_to_add,
     gpu_host_to_remove,
 )
+from reconciler.scaling.record import (
+    RecordedAction,
+    ScalingStatus,
+    ScalingStatusError,
+    current_size,
+    parse,
+    render,
+)
 from reconciler.scaling.series import Availability, Metric, Series, Window, grid, held
 
 __all__ = [
@@ -39,20 +49,26 @@ __all__ = [
     "Metric",
     "PendingDemand",
     "PoolView",
+    "RecordedAction",
     "Samples",
     "ScalingHost",
     "ScalingReason",
+    "ScalingStatus",
+    "ScalingStatusError",
     "Series",
     "Trigger",
     "Window",
     "commit_message",
     "cpu_host_to_add",
     "cpu_host_to_remove",
+    "current_size",
     "decide",
     "gpu_host_to_add",
     "gpu_host_to_remove",
     "grid",
     "held",
+    "parse",
+    "render",
     "replay",
     "sentence",
 ]

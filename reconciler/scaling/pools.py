@@ -1,0 +1,297 @@
+"""From a pass's plan to the scaling decision's inputs, and back to the plan (pure).
+
+The controller calls, in this order (docs/scaling.md, "What the controller calls"):
+
+1. :func:`pool_sizes` before planning: the current size of every pool with a policy, from ``spec.gpus``
+   and its recorded ``status.scaling`` (``plan_targets(..., sizes=...)``).
+2. :func:`scaling_subjects` after planning: per pool with a policy, what the decision needs (its hosts,
+   the free hosts that may join, pending demand, admission's answer to "would they still fit without
+   this host", the recorded state, where Prometheus is).
+3. ``ScalingStage.run(subjects, now)`` (``reconciler.prometheus.stage``): queries and decisions.
+4. :func:`scaling_entry` per outcome into ``plan_targets(..., scaling=...)`` / ``Plan.with_scaling``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from reconciler.inventory import Machine, Role
+from reconciler.model.conditions import Reason
+from reconciler.model.desired import DesiredState
+from reconciler.model.gpu import GpuFamily
+from reconciler.model.observed import ClusterState, cluster_name
+from reconciler.model.pools import PoolKey, WorkloadKey, pool_ref_of, workload_request
+from reconciler.model.resources import AIWorkload, ComputePool, MLPlatform, PrometheusSettings, Settings
+from reconciler.model.scaling import ScalingPolicy, ScalingPolicySpec
+from reconciler.placement.admission import WorkloadAction
+from reconciler.plan import Action, Plan, PoolPlan, ScalingDecision, ScalingPlan
+from reconciler.resolve import compute_profile, is_tenant, platform_settings_name, pool_min_workers
+from reconciler.resolve import workload_profile as workload_profile_of
+from reconciler.scaling.decide import Decision, Direction, PendingDemand, PoolView
+from reconciler.scaling.hosts import ScalingHost
+from reconciler.scaling.record import ScalingStatus, current_size, plan_decision, settle, spec_size
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingSubject:
+    """One pool with a scaling policy, as one pass's scaling stage needs it.
+
+    Host names (not uids) identify hosts here and in the record, as in the decision's messages;
+    ``uids`` maps them back. ``prometheus``: the pool's Settings' ``spec.prometheus`` (``--prometheus``
+    overrides its URL in the stage). ``fits_without(host name)``: admission's answer (see
+    :func:`fits_without`)."""
+
+    key: PoolKey
+    cluster: str
+    policy_name: str
+    policy: ScalingPolicySpec
+    spec_gpus: Mapping[GpuFamily, int]
+    view: PoolView
+    pending: tuple[PendingDemand, ...] = ()
+    previous: ScalingStatus | None = None
+    fits_without: Callable[[str], bool] | None = None
+    prometheus: PrometheusSettings | None = None
+    uids: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.key[0]}/{self.key[1]}"
+
+    def size(self) -> dict[GpuFamily, int]:
+        return current_size(self.spec_gpus, self.policy, self.previous)
+
+
+def policy_of(desired: DesiredState, pool: ComputePool) -> ScalingPolicy | None:
+    ref = pool.spec.scaling_policy_ref
+    if ref is None:
+        return None
+    loaded = desired.resources.get(("ScalingPolicy", pool.metadata.namespace, ref.name))
+    found = loaded.resource if loaded is not None else None
+    return found if isinstance(found, ScalingPolicy) else None
+
+
+def pool_sizes(
+    desired: DesiredState, recorded: Mapping[PoolKey, ScalingStatus | None]
+) -> dict[PoolKey, dict[GpuFamily, int]]:
+    """The current size of every valid pool with a (valid) scaling policy: ``spec.gpus`` adjusted by
+    its recorded actions, clamped to the policy's bounds. ``recorded``: each pool's ``status.scaling``
+    as read from its status file (``reconciler.scaling.record.parse``); a pool without one starts at
+    ``spec.gpus`` (clamped)."""
+    out: dict[PoolKey, dict[GpuFamily, int]] = {}
+    for pool in desired.of_kind(ComputePool):
+        policy = policy_of(desired, pool)
+        if policy is None:
+            continue
+        key = (pool.metadata.namespace, pool.metadata.name)
+        out[key] = current_size(spec_size(pool.spec.gpus), policy.spec, recorded.get(key))
+    return out
+
+
+def scaling_subjects(
+    desired: DesiredState,
+    plan: Plan,
+    recorded: Mapping[PoolKey, ScalingStatus | None],
+    now: float,
+    pending_since: Mapping[WorkloadKey, float] | None = None,
+) -> list[ScalingSubject]:
+    """Every pool of ``plan`` (one target's, or the merged plan) with a policy whose cluster is Running
+    and kept, ready for the stage. A pool that is being created, replaced, deleted, suspended or rejected
+    does not scale this pass.
+
+    ``pending_since``: when each workload started pending (from its status file); a workload missing
+    there counts from ``now`` (so demand triggers only after it has been pending ``scaleUpDuration``).
+    """
+    since = pending_since or {}
+    out: list[ScalingSubject] = []
+    for entry in plan.pools:
+        pool = desired.get(ComputePool, *entry.key)
+        if pool is None or pool.spec.suspend:
+            continue
+        policy = policy_of(desired, pool)
+        cluster = entry.cluster.existing
+        if policy is None or cluster is None or cluster.known_state is not ClusterState.RUNNING:
+            continue
+        if entry.action not in (Action.UNCHANGED, Action.SCALE) or entry.reason is Reason.DELETING:
+            continue
+        machines = plan.machines
+        workers = [machines[u] for u in sorted(entry.cluster.workers) if u in machines]
+        bound = bound_units(plan, entry)
+        view = PoolView(
+            name=entry.name,
+            cluster=cluster.name or cluster_name(*entry.key),
+            workers=tuple(_host(m, bound.get(m.uid, 0)) for m in workers),
+            free=tuple(_host(m) for m in free_hosts(desired, plan, entry, pool)),
+            admitted={GpuFamily(f): c.admitted for f, c in sorted(entry.capacity.items())},
+            min_workers=_min_workers(desired, pool),
+        )
+        previous = settle(recorded.get(entry.key), (m.name for m in workers), True, now)
+        out.append(
+            ScalingSubject(
+                key=entry.key,
+                cluster=view.cluster,
+                policy_name=policy.metadata.name,
+                policy=policy.spec,
+                spec_gpus=spec_size(pool.spec.gpus),
+                view=view,
+                pending=pending_demand(desired, plan, entry, since, now),
+                previous=previous,
+                fits_without=fits_without(plan, entry),
+                prometheus=_prometheus_settings(desired, pool),
+                uids={m.name: m.uid for m in [*workers, *machines.values()]},
+            )
+        )
+    return out
+
+
+def _host(m: Machine, bound: int = 0) -> ScalingHost:
+    return ScalingHost(m.name, m.gpu_family, m.gpu_count, m.cpus, m.worker_tagged, bound)
+
+
+def bound_units(plan: Plan, pool: PoolPlan) -> dict[str, int]:
+    """Per host uid: GPUs and MIG instances bound to the pool's workloads after this plan (a workload
+    leaving the pool releases its own)."""
+    out: dict[str, int] = {}
+    for w in plan.workloads:
+        if w.pool != pool.name or w.namespace != pool.namespace or w.action is WorkloadAction.REMOVE:
+            continue
+        for unit in w.gpus:
+            out[unit.host_uid] = out.get(unit.host_uid, 0) + 1
+        for inst in w.mig:
+            out[inst.host_uid] = out.get(inst.host_uid, 0) + 1
+    return out
+
+
+def fits_without(plan: Plan, pool: PoolPlan) -> Callable[[str], bool]:
+    """Admission's answer to "do the admitted workloads still fit without this host?" (by host name).
+
+    Admission binds every admitted workload's GPUs and MIG instances and never moves what is bound
+    (DESIGN.md section 9 step 3): the admitted workloads keep fitting exactly when the host holds none
+    of their units. So the answer is read from the plan's bindings, the same binding as admission's."""
+    holding = set(bound_units(plan, pool))
+    names = {uid: m.name for uid, m in plan.machines.items()}
+    held_names = {names.get(uid, uid) for uid in holding}
+    return lambda host: host not in held_names
+
+
+def free_hosts(desired: DesiredState, plan: Plan, entry: PoolPlan, pool: ComputePool) -> list[Machine]:
+    """Hosts that may join the pool: available, in no cluster and no entry of the plan, of the pool's
+    architecture, carrying its resource groups, and not control-plane only."""
+    used: set[str] = set()
+    for p in [*plan.platforms, *(q.cluster for q in plan.pools)]:
+        used.update(p.control_plane, p.workers)
+        if p.existing is not None:
+            used.update(p.existing.hosts)
+    arch = entry.cluster.arch
+    groups = pool.spec.resource_groups
+    return [
+        m
+        for m in sorted(plan.machines.values(), key=lambda m: (m.name, m.uid))
+        if m.available
+        and m.uid not in used
+        and m.cluster_uid is None
+        and (arch is None or m.arch == arch)
+        and m.in_groups(groups)
+        and m.role is Role.WORKER
+    ]
+
+
+def pending_demand(
+    desired: DesiredState,
+    plan: Plan,
+    entry: PoolPlan,
+    since: Mapping[WorkloadKey, float],
+    now: float,
+) -> tuple[PendingDemand, ...]:
+    """Workloads of the pool pending with PoolCapacityExceeded, one per short family: GPUs short =
+    its whole GPUs of the family - the pool's free GPUs of the family."""
+    out: list[PendingDemand] = []
+    for w in plan.workloads:
+        if (w.namespace, w.pool) != entry.key or w.action is not WorkloadAction.PENDING:
+            continue
+        if w.reason is not Reason.POOL_CAPACITY_EXCEEDED:
+            continue
+        resource = _tenant(desired, w.key)
+        if resource is None:
+            continue
+        request = workload_request(resource)
+        for family, need in sorted(request.whole.items()):
+            capacity = entry.capacity.get(family)
+            short = need - (capacity.free if capacity is not None else 0)
+            if short > 0:
+                out.append(PendingDemand(f"{w.namespace}/{w.name}", family, short, since.get(w.key, now)))
+    return tuple(out)
+
+
+def _tenant(desired: DesiredState, key: WorkloadKey) -> AIWorkload | MLPlatform | None:
+    found = desired.get(AIWorkload, *key)
+    if found is not None:
+        return found
+    platform = desired.get(MLPlatform, *key)
+    return platform if platform is not None and is_tenant(platform) and pool_ref_of(platform) else None
+
+
+def _min_workers(desired: DesiredState, pool: ComputePool) -> int:
+    profile = compute_profile(desired, pool)
+    if profile is None:
+        return 0
+    found = pool_min_workers(pool, profile, workload_profile_of(desired, pool))
+    return found if isinstance(found, int) else 0
+
+
+def _prometheus_settings(desired: DesiredState, pool: ComputePool) -> PrometheusSettings | None:
+    ns = pool.metadata.namespace
+    name = platform_settings_name(compute_profile(desired, pool), desired.project(ns))
+    settings = desired.get(Settings, ns, name) if name else None
+    return settings.spec.prometheus if settings is not None else None
+
+
+def scaling_entry(policy: str | None, decision: Decision | None, message: str | None = None) -> ScalingPlan:
+    """The plan's ``scaling`` block of a pool (DESIGN.md section 8): ``up``/``down`` when the decision
+    acts, ``hold`` when it does not, ``none`` without a policy or decision."""
+    if policy is None:
+        return ScalingPlan(None)
+    if decision is None:
+        why = message or f"ScalingPolicy {policy} was not evaluated in this pass"
+        return ScalingPlan(policy, reason="NotEvaluated", message=why)
+    return ScalingPlan(
+        policy,
+        ScalingDecision(plan_decision(decision)),
+        str(decision.reason),
+        message if message is not None else decision.message,
+    )
+
+
+def carried_out(
+    decision: Decision, before: Plan, plan: Plan, key: PoolKey
+) -> tuple[tuple[str, ...], str | None]:
+    """How ``plan``, made with the action's size (``ScalingOutcome.target``), carries the action out: the
+    names of the hosts it adds (up) or removes (down), or why it does not carry it out safely.
+    ``before``: the plan the decision was made on (its bindings say which hosts hold admitted work).
+
+    Section 4's sticky placement chooses the hosts for a size; it may pick another host than the
+    decision's (an equal one). That is accepted when the plan only adds hosts (up), or only removes hosts
+    that hold none of the admitted workloads' GPUs or MIG instances (down): autoscaling never removes
+    capacity that admitted workloads hold (DESIGN.md section 7)."""
+    entry = plan.get_pool(*key)
+    if entry is None:
+        return (), "the pool is not in the plan"
+    names = {uid: m.name for uid, m in plan.machines.items()}
+    cluster = entry.cluster
+    added = tuple(names.get(u, u) for u in cluster.add_workers)
+    removed = tuple(names.get(u, u) for u in cluster.remove_workers)
+    if cluster.add_control_plane or cluster.remove_control_plane or cluster.action is not Action.SCALE:
+        return (), f"the plan for the new size is {cluster.action} ({cluster.message}), not a worker change"
+    if decision.direction is Direction.UP:
+        if removed or not added:
+            return (), f"the plan for the new size adds {list(added)} and removes {list(removed)}"
+        return added, None
+    earlier = before.get_pool(*key)
+    if earlier is None:
+        return (), "the pool is not in the plan the decision was made on"
+    fits = fits_without(before, earlier)
+    held = [h for h in removed if not fits(h)]
+    if added or not removed or held:
+        why = f"holds admitted workloads' GPUs: {', '.join(held)}" if held else f"adds {list(added)}"
+        return (), f"the plan for the new size removes {list(removed)} and {why}"
+    return removed, None
