@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler.commands import inventory as inventory_command
 from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
 from reconciler.model.pools import KIND_LABEL, POOL_KIND
@@ -231,3 +232,20 @@ def test_a_mig_pool_renders_layouts_config_machine_pools_and_the_workloads_insta
     by_name = {p.name: p for p in cluster.pools}
     assert by_name[config].hosts == [mig_host]
     assert by_name[config].config["additionalLabels"]["nvidia.com/mig.config"] == config
+
+
+def test_inventory_show_names_the_pool_or_platform_that_holds_each_host(
+    emulator: EmulatorServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    remote = repo_with(tmp_path, three_workloads())
+    ctl = controller(remote, emulator, tmp_path)
+    ctl.reconcile_once()
+    ctl.close()
+    assert inventory_command.show(emulator.url, None, None, "json") == 0
+    held = {h["name"]: h for h in json.loads(capsys.readouterr().out)["inUseMachines"]}
+    pool_hosts = {n for n, h in held.items() if h.get("heldBy", {}).get("kind") == POOL_KIND}
+    assert pool_hosts == {"gpu-a100-03", "cp-12"}
+    assert {held[n]["heldBy"]["name"] for n in pool_hosts} == {"shared-a100"}
+    assert {held[n]["cluster"] for n in pool_hosts} == {"project-b-shared-a100"}
+    inference = held["gpu-l40s-01"]["heldBy"]
+    assert inference == {"kind": "MLPlatform", "namespace": "project-b", "name": "inference"}
