@@ -59,7 +59,7 @@ from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
 from reconciler.placement.admission import WorkloadAction
-from reconciler.plan import Action, Plan, PlatformPlan, WorkloadPlan, plan_targets
+from reconciler.plan import Action, Plan, PlatformPlan, PoolPlan, WorkloadPlan, plan_targets
 from reconciler.resolve import Routing, Target, route
 from reconciler.runtime.lease import Lease, NoLease
 from reconciler.source import DirectorySource, GitError, GitSource
@@ -854,6 +854,10 @@ class Controller:
             cut_off.update(dict.fromkeys(routing.pools.get(target, ()), (Reason.PALETTE_UNAUTHORIZED, why)))
         stopped = self.stopping.is_set() and not self.options.dry_run
         workloads: dict[WorkloadKey, list[WorkloadPlan]] = {}
+        if work.plans:
+            self.metrics.set_pool_mig(
+                {p.key: _mig_figures(p) for plan in work.plans.values() for p in plan.pools}
+            )
         for plan in work.plans.values():
             for pool in plan.pools:
                 path = status_path("ComputePool", pool.namespace, pool.name)
@@ -1111,6 +1115,18 @@ def _summary(entries: list[PlatformPlan]) -> dict[str, int]:
         elif p.action in label:
             counts[label[p.action]] += 1
     return counts
+
+
+def _mig_figures(pool: PoolPlan) -> tuple[int, int]:
+    """A pool's stranded MIG slices and MIG instances bound to a workload, for /metrics."""
+    in_use = sum(
+        1
+        for gpus in pool.mig.values()
+        for gpu in gpus
+        for instance in gpu.get("instances") or []
+        if instance.get("workload") is not None
+    )
+    return (pool.mig_usage.stranded if pool.mig_usage is not None else 0), in_use
 
 
 def _target_order(target: Target) -> tuple[str, str]:

@@ -202,6 +202,7 @@ def test_a_mig_pool_renders_layouts_config_machine_pools_and_the_workloads_insta
     ctl = controller(remote, mig_emulator, tmp_path)
     until_pool_running(ctl, remote)
     ctl.close()
+    metrics = ctl.metrics.render().decode()
 
     files = status_files(remote)
     status = files["project-b/computepools/shared-a100.yaml"]["status"]
@@ -219,6 +220,11 @@ def test_a_mig_pool_renders_layouts_config_machine_pools_and_the_workloads_insta
     ]
     assert status["migSlices"]["used"] == 6 and status["migSlices"]["stranded"] >= 0
     assert status["capacity"]["NVIDIA-A100"]["admitted"] == 3  # 2 whole + 1 in MIG mode
+    labels = 'namespace="project-b",pool="shared-a100"'
+    assert f"reconciler_pool_mig_instances_in_use{{{labels}}} 3.0" in metrics
+    assert (
+        f"reconciler_pool_mig_stranded_slices{{{labels}}} {float(status['migSlices']['stranded'])}" in metrics
+    )
 
     first = files["project-b/aiworkloads/a-first.yaml"]["status"]
     assert first["allocation"]["gpus"] == {"NVIDIA-A100": 2}
