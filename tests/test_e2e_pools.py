@@ -15,12 +15,13 @@ import yaml
 from reconciler.commands import inventory as inventory_command
 from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
+from reconciler.emulator.faults import FaultRule
 from reconciler.model.pools import KIND_LABEL, POOL_KIND
 from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
 from tests._e2e_support import API_KEY, SAMPLE, controller, sample_files
 from tests._git_support import RemoteRepo
-from tests._loop_support import status_files
+from tests._loop_support import fast_controller, status_files
 
 TRAINING = {"66f1a2b3c4d5e6f7a8b9c0d1", "66f1a2b3c4d5e6f7a8b9c0d2"}  # pytorch-training-profile
 TRITON = {"66f1a2b3c4d5e6f7a8b9c0e1"}  # triton-inference-profile
@@ -255,3 +256,26 @@ def test_inventory_show_names_the_pool_or_platform_that_holds_each_host(
     assert {held[n]["cluster"] for n in pool_hosts} == {"project-b-shared-a100"}
     inference = held["gpu-l40s-01"]["heldBy"]
     assert inference == {"kind": "MLPlatform", "namespace": "project-b", "name": "inference"}
+
+
+def test_an_outage_keeps_the_last_facts_of_pools_and_workloads_with_palette_unreachable(
+    emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    remote = repo_with(tmp_path, three_workloads())
+    ctl = fast_controller(remote, emulator.url, tmp_path / "cache", palette_rate_limits=RateLimits.off())
+    until_pool_running(ctl, remote)
+    before = status_files(remote)
+    emulator.faults.add([FaultRule(path=r"^/v1/", error_rate=1.0, error_status=503)])
+    ctl.reconcile_once()
+    ctl.close()
+    after = status_files(remote)
+    for path in ("project-b/computepools/shared-a100.yaml", "project-b/aiworkloads/a-first.yaml"):
+        kept, was = after[path]["status"], before[path]["status"]
+        conditions = {c["type"]: c for c in kept["conditions"]}
+        assert conditions["PaletteReachable"]["status"] == "False", path
+        assert conditions["PaletteReachable"]["reason"] == "PaletteUnavailable"
+        assert conditions["Ready"]["status"] == "Unknown"
+        assert kept["phase"] == was["phase"] == "Running"
+        for key in ("allocation", "cluster", "capacity", "admitted", "attachedProfiles", "pool"):
+            assert kept.get(key) == was.get(key), (path, key)
+    assert "project-b/aiworkloads/c-third.yaml" in after  # the pending one keeps its file too
