@@ -38,7 +38,7 @@ from reconciler.palette.observe import load_snapshot
 from reconciler.plan import Action, PlatformPlan
 from reconciler.server import Server
 from reconciler.status.reader import StatusBranch
-from reconciler.status.view import ResourceRow, rows
+from reconciler.status.view import ResourceRow, load_yaml, rows
 
 DEMO_TIMEOUT_SECONDS = 180.0
 GIT_INTERVAL_SECONDS = 5.0
@@ -320,7 +320,7 @@ def run(keep: bool, heartbeat: float = 30.0) -> int:
             ok, latest = _converge(console, passes, stop.event)
             pools_ok, pool_rows = _converge_pools(passes, stop.event, remote, latest) if ok else (False, [])
             _summary(console, ok, latest, remote, workspace)
-            _pool_summary(console, pools_ok, pool_rows)
+            _pool_summary(console, pools_ok, pool_rows, _pool_modes(remote) if pool_rows else {})
             if keep and not stop.event.is_set():
                 _instructions(console, remote, workspace, key_file, emulator.url, server.url, heartbeat)
                 view = PassView(_commit_subject(remote), heartbeat, time.monotonic())
@@ -375,6 +375,18 @@ def _pool_rows(remote: Path) -> list[ResourceRow]:
     return [r for r in rows(files) if r.kind in _POOL_KINDS or (r.kind == "MLPlatform" and r.path in shared)]
 
 
+def _pool_modes(remote: Path) -> dict[str, str]:
+    """Pool status path -> its mode (shared | dedicated)."""
+    out: dict[str, str] = {}
+    for path, data in StatusBranch(str(remote)).files().items():
+        if "/computepools/" in path:
+            doc = load_yaml(data)
+            status = doc.get("status") if isinstance(doc, dict) else None
+            if isinstance(status, dict) and status.get("mode"):
+                out[path] = str(status["mode"])
+    return out
+
+
 def _pools_settled(found: list[ResourceRow]) -> bool:
     """Every pool Running; every workload Running, or waiting for a reason other than its pool."""
     pools = [r for r in found if r.kind == "ComputePool"]
@@ -404,7 +416,7 @@ def _converge_pools(
     return _pools_settled(found), found
 
 
-def _pool_summary(console: Console, ok: bool, found: list[ResourceRow]) -> None:
+def _pool_summary(console: Console, ok: bool, found: list[ResourceRow], modes: Mapping[str, str]) -> None:
     if not found:
         return
     table = Table(title="pools and workloads")
@@ -415,7 +427,8 @@ def _pool_summary(console: Console, ok: bool, found: list[ResourceRow]) -> None:
         reason = r.reason or ""
         if r.phase == "Pending" and r.message:
             reason = f"{reason}: {r.message}"
-        table.add_row(r.key, r.kind, r.phase or "-", r.cluster or "-", gpus, reason)
+        kind = f"{r.kind} ({modes[r.path]})" if r.path in modes else r.kind
+        table.add_row(r.key, kind, r.phase or "-", r.cluster or "-", gpus, reason)
     console.print(table)
     pools = sum(1 for r in found if r.kind == "ComputePool")
     running = sum(1 for r in found if r.kind != "ComputePool" and r.phase == "Running")
