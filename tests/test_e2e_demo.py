@@ -32,10 +32,8 @@ def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
         assert re.search(rf"{name}\s.*Running", proc.stdout), name
     # The sample pools: both Running; shared-a100 admits three, sweep waits with its shortfall.
     assert "all 2 pools Running, 4 workloads Running, 1 pending" in proc.stdout
-    for name in ("finetune-l40s", "shared-a100"):
-        assert re.search(
-            rf"project-b/{name}\s.*ComputePool \((dedicated|shared)\)\s.*Running", proc.stdout
-        ), name
+    for name, mode in (("finetune-l40s", "dedicated"), ("shared-a100", "shared")):
+        assert re.search(rf"project-b/{name}\s.*ComputePool \({mode}\)\s.*Running", proc.stdout), name
     assert re.search(r"project-b/sweep\s.*Pending\s.*PoolCapacityExceeded: needs 4 NVIDIA-A100", proc.stdout)
     workspace = re.search(r"workspace (\S+)", proc.stdout)
     assert workspace is not None
