@@ -239,6 +239,17 @@ def test_a_mig_pool_renders_layouts_config_machine_pools_and_the_workloads_insta
     by_name = {p.name: p for p in cluster.pools}
     assert by_name[config].hosts == [mig_host]
     assert by_name[config].config["additionalLabels"]["nvidia.com/mig.config"] == config
+    assert "worker-pool" not in by_name or mig_host not in by_name["worker-pool"].hosts
+
+    # A restart reads the layout and the instances back: nothing moves, nothing is written.
+    writes = mig_emulator.stats.writes()
+    fresh = controller(remote, mig_emulator, tmp_path / "restart")
+    fresh.reconcile_once()
+    fresh.close()
+    again = status_files(remote)
+    assert again["project-b/computepools/shared-a100.yaml"]["status"]["mig"] == status["mig"]
+    assert again["project-b/aiworkloads/b-second.yaml"]["status"]["allocation"] == second["allocation"]
+    assert mig_emulator.stats.writes() == writes
 
 
 def test_inventory_show_names_the_pool_or_platform_that_holds_each_host(
@@ -279,3 +290,42 @@ def test_an_outage_keeps_the_last_facts_of_pools_and_workloads_with_palette_unre
         for key in ("allocation", "cluster", "capacity", "admitted", "attachedProfiles", "pool"):
             assert kept.get(key) == was.get(key), (path, key)
     assert "project-b/aiworkloads/c-third.yaml" in after  # the pending one keeps its file too
+
+
+def test_a_host_that_switches_to_mig_moves_from_worker_pool_to_its_config_machine_pool(
+    mig_emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    pool = yaml.safe_load((SAMPLE / POOL_FILE).read_text())
+    pool["spec"]["mig"] = {"strategy": "mixed"}
+    remote = repo_with(tmp_path, {POOL_FILE: yaml.safe_dump(pool)})
+    ctl = controller(remote, mig_emulator, tmp_path)
+    for _ in range(20):
+        ctl.reconcile_once()
+        if (
+            pool_cluster(mig_emulator).labels
+            and status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]["phase"]
+            == "Running"
+        ):
+            break
+        time.sleep(0.3)
+    cluster = pool_cluster(mig_emulator)
+    (host,) = [h for p in cluster.pools if p.name == "worker-pool" for h in p.hosts]  # all GPUs whole
+
+    remote.commit(
+        {
+            "project-b/workloads/a-first.yaml": workload(
+                "a-first", [{"family": "NVIDIA-A100", "mig": "1g.10gb", "count": 1}]
+            )
+        },
+        "a MIG workload",
+    )
+    ctl.reconcile_once()
+    ctl.close()
+    status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]
+    (machine_pool,) = status["machinePools"]
+    assert machine_pool["hosts"] == [host]
+    pools = {p.name: p.hosts for p in pool_cluster(mig_emulator).pools}
+    assert pools[machine_pool["name"]] == [host] and pools["worker-pool"] == []
+    assert pool_cluster(mig_emulator).uid == cluster.uid  # the same cluster: hosts moved, nothing replaced
+    first = status_files(remote)["project-b/aiworkloads/a-first.yaml"]["status"]
+    assert first["phase"] == "Running" and [m["profile"] for m in first["allocation"]["mig"]] == ["1g.10gb"]
