@@ -301,11 +301,8 @@ def test_a_host_that_switches_to_mig_moves_from_worker_pool_to_its_config_machin
     ctl = controller(remote, mig_emulator, tmp_path)
     for _ in range(20):
         ctl.reconcile_once()
-        if (
-            pool_cluster(mig_emulator).labels
-            and status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]["phase"]
-            == "Running"
-        ):
+        pool_status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]
+        if pool_status["phase"] == "Running":
             break
         time.sleep(0.3)
     cluster = pool_cluster(mig_emulator)
