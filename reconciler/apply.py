@@ -9,28 +9,33 @@ cluster. A reconciler killed after a create finds that cluster by its labels on 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from reconciler import resolve
 from reconciler.inventory import Machine
 from reconciler.logging import get_logger, with_log_context
+from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import cluster_name, managed_labels
-from reconciler.model.resources import ComputeProfile, MLPlatform
+from reconciler.model.pools import PoolKey, WorkloadKey
+from reconciler.model.resources import ClusterProfileRef, ComputePool, ComputeProfile, MLPlatform
 from reconciler.palette.entities import (
     CONTROL_PLANE_POOL,
     WORKER_POOL,
     cluster_create_entity,
+    cluster_profile_entities,
     machine_pool_entity,
     pool_hosts,
     static_ip,
     static_ip_wanted,
 )
 from reconciler.palette.errors import PaletteError, UnauthorizedError
-from reconciler.plan import Action, Plan, PlatformPlan
+from reconciler.placement.admission import WorkloadAction
+from reconciler.plan import Action, Plan, PlatformPlan, PoolPlan, WorkloadPlan
 from reconciler.profiles import NO_CLUSTER_PROFILE, platform_cluster_profiles
+from reconciler.status.pools import WorkloadOutcome
 from reconciler.status.render import Outcome
 
 log = get_logger(component="apply")
@@ -45,6 +50,9 @@ class ClusterAPI(Protocol):
     def get_cloud_config(self, config_uid: str) -> dict[str, Any]: ...
     def update_machine_pool(self, config_uid: str, pool_name: str, entity: Mapping[str, Any]) -> None: ...
     def create_machine_pool(self, config_uid: str, entity: Mapping[str, Any]) -> None: ...
+    def get_cluster_profiles(self, uid: str) -> list[dict[str, Any]]: ...
+    def attach_profiles(self, uid: str, profiles: Sequence[Mapping[str, Any]]) -> None: ...
+    def detach_profiles(self, uid: str, profile_uids: Iterable[str]) -> None: ...
 
 
 class ApplyError(Exception):
@@ -61,7 +69,7 @@ def _platform(desired: DesiredState, p: PlatformPlan) -> tuple[MLPlatform, Compu
     return platform, profile
 
 
-def _vip(platform: MLPlatform, profile: ComputeProfile) -> str | None:
+def _vip(platform: MLPlatform | ComputePool, profile: ComputeProfile) -> str | None:
     found = resolve.vip(platform, profile)
     return found.address if found is not None else None
 
@@ -205,3 +213,291 @@ def apply_plan(
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="apply") as pool:
         results = list(pool.map(with_log_context(one), todo))
     return {p.key: r for p, r in zip(todo, results, strict=True) if r is not None}
+
+
+# --- compute pools (DESIGN.md sections 9 and 10) -----------------------------------------------------
+
+
+def _pool(desired: DesiredState, p: PlatformPlan) -> tuple[ComputePool, ComputeProfile]:
+    pool = desired.get(ComputePool, p.namespace, p.name)
+    if pool is None:
+        raise ApplyError(f"pool {p.namespace}/{p.name} is not in the desired state")
+    profile = resolve.compute_profile(desired, pool)
+    if profile is None:
+        raise ApplyError(f"pool {p.namespace}/{p.name} has no compute profile")
+    return pool, profile
+
+
+def _pool_layout(pool: PoolPlan) -> dict[str, tuple[bool, list[str], dict[str, str]]]:
+    """The machine pools a pool's cluster should have: name -> (control plane, hosts, extra labels).
+    Hosts with a MIG layout go to one worker pool per layout, labelled ``nvidia.com/mig.config``;
+    the other workers stay in ``worker-pool``."""
+    p = pool.cluster
+    on_mig = {h for mp in pool.machine_pools for h in mp.hosts}
+    out: dict[str, tuple[bool, list[str], dict[str, str]]] = {
+        CONTROL_PLANE_POOL: (True, sorted(p.control_plane), {}),
+        WORKER_POOL: (False, sorted(h for h in p.workers if h not in on_mig), {}),
+    }
+    for mp in pool.machine_pools:
+        out[mp.config] = (False, sorted(h for h in mp.hosts if h in p.workers), mp.labels)
+    return out
+
+
+def _pool_entity(
+    name: str,
+    is_cp: bool,
+    hosts: Sequence[str],
+    extra: Mapping[str, str],
+    profile: ComputeProfile,
+    arch: str,
+    machines: Mapping[str, Machine],
+    names: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    entity = machine_pool_entity(name, is_cp, pool_hosts(hosts, machines, names or {}), profile, arch)
+    entity["poolConfig"]["additionalLabels"].update(extra)
+    return entity
+
+
+def _create_pool(
+    client: ClusterAPI, desired: DesiredState, pool: PoolPlan, machines: Mapping[str, Machine]
+) -> Outcome:
+    p = pool.cluster
+    resource, profile = _pool(desired, p)
+    refs = platform_cluster_profiles(desired, resource)
+    if not refs:
+        raise ApplyError(f"pool {p.namespace}/{p.name}: {NO_CLUSTER_PROFILE}")
+    arch = p.arch or "amd64"
+    layout = _pool_layout(pool)
+    entity = cluster_create_entity(
+        name=cluster_name(p.namespace, p.name),
+        labels=pool.labels,
+        profile=profile,
+        cluster_profiles=refs,
+        vip=_vip(resource, profile),
+        arch=arch,
+        control_plane=pool_hosts(p.control_plane, machines),
+        workers=pool_hosts(layout[WORKER_POOL][1], machines),
+    )
+    for name, (is_cp, hosts, extra) in layout.items():
+        if name not in (CONTROL_PLANE_POOL, WORKER_POOL) and hosts:
+            entity["spec"]["machinepoolconfig"].append(
+                _pool_entity(name, is_cp, hosts, extra, profile, arch, machines)
+            )
+    uid = client.create_edge_native_cluster(entity)
+    log.info("pool cluster created", namespace=p.namespace, name=p.name, cluster_uid=uid)
+    return Outcome(ok=True, cluster_uid=uid)
+
+
+def _sync_pool_machine_pools(
+    client: ClusterAPI, desired: DesiredState, pool: PoolPlan, machines: Mapping[str, Machine]
+) -> Outcome:
+    """Scale a pool's cluster and move hosts between ``worker-pool`` and its MIG machine pools. Hosts
+    leave the pools they no longer belong to first, so that a host moving between two pools is free
+    when it is added (Palette refuses a host that is part of a cluster)."""
+    p = pool.cluster
+    _resource, profile = _pool(desired, p)
+    cluster = p.existing
+    if cluster is None:
+        raise ApplyError(f"scale of pool {p.namespace}/{p.name} without a cluster")
+    config_uid = cluster.cloud_config_uid
+    if config_uid is None:
+        full = client.get_cluster(cluster.uid) or {}
+        config_uid = ((full.get("spec") or {}).get("cloudConfigRef") or {}).get("uid")
+    if not config_uid:
+        raise ApplyError(f"cluster {cluster.name} has no cloud config")
+    current, names = _pool_hosts(client.get_cloud_config(config_uid))
+    wanted = _pool_layout(pool)
+    arch = p.arch or cluster.arch or "amd64"
+    changed = False
+    for name, hosts in sorted(current.items()):
+        is_cp, target, extra = wanted.get(name, (False, [], {}))
+        keep = [h for h in hosts if h in target]
+        if len(keep) != len(hosts):
+            entity = _pool_entity(name, is_cp, keep, extra, profile, arch, machines, names)
+            client.update_machine_pool(config_uid, name, entity)
+            current[name], changed = keep, True
+    for name, (is_cp, target, extra) in wanted.items():
+        if sorted(current.get(name, [])) == target or (name not in current and not target):
+            continue
+        entity = _pool_entity(name, is_cp, target, extra, profile, arch, machines, names)
+        if name in current:
+            client.update_machine_pool(config_uid, name, entity)
+        else:
+            client.create_machine_pool(config_uid, entity)
+        changed = True
+    if changed:
+        log.info(
+            "pool cluster scaled",
+            namespace=p.namespace,
+            name=p.name,
+            cluster_uid=cluster.uid,
+            machine_pools=sorted(n for n, (_, h, _) in wanted.items() if h),
+        )
+    return Outcome(ok=True, cluster_uid=cluster.uid)
+
+
+def _needs_pool_sync(pool: PoolPlan) -> bool:
+    """A pool whose hosts stay may still move hosts between machine pools (its MIG layouts changed)."""
+    existing = pool.cluster.existing
+    return (
+        pool.action is Action.UNCHANGED
+        and pool.mig_usage is not None
+        and existing is not None
+        and existing.state not in ("Deleting", "Deleted")
+        and pool.reason is not Reason.PRUNE_BLOCKED
+    )
+
+
+def apply_pools(
+    client: ClusterAPI,
+    desired: DesiredState,
+    plan: Plan,
+    *,
+    stop: Callable[[], bool] | None = None,
+) -> dict[PoolKey, Outcome]:
+    """Create, scale (and move hosts between MIG machine pools) and delete the pools' clusters, as for
+    platforms; a Palette failure becomes a failed Outcome."""
+    out: dict[PoolKey, Outcome] = {}
+    for pool in plan.pools:
+        p = pool.cluster
+        if not (p.mutating or _needs_pool_sync(pool)):
+            continue
+        if stop is not None and stop():
+            break
+        try:
+            match p.action:
+                case Action.CREATE:
+                    out[p.key] = _create_pool(client, desired, pool, plan.machines)
+                case Action.REPLACE | Action.DELETE:
+                    out[p.key] = _delete(client, p)
+                case _:
+                    outcome = _sync_pool_machine_pools(client, desired, pool, plan.machines)
+                    if p.mutating:
+                        out[p.key] = outcome
+        except (PaletteError, ApplyError) as exc:
+            log.warning(
+                "apply failed", namespace=p.namespace, name=p.name, action=str(p.action), error=str(exc)
+            )
+            out[p.key] = Outcome(ok=False, error=str(exc), unauthorized=isinstance(exc, UnauthorizedError))
+    return out
+
+
+def _holds(w: WorkloadPlan) -> bool:
+    return w.action is not WorkloadAction.REMOVE and (
+        w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) or bool(w.gpus or w.mig)
+    )
+
+
+def _attached_uids(listing: Sequence[Mapping[str, Any]]) -> set[str]:
+    out: set[str] = set()
+    for item in listing:
+        meta = item.get("metadata") if isinstance(item.get("metadata"), Mapping) else None
+        uid = (meta or {}).get("uid") or item.get("uid")
+        if isinstance(uid, str):
+            out.add(uid)
+    return out
+
+
+def apply_workload_profiles(
+    client: ClusterAPI,
+    desired: DesiredState,
+    plan: Plan,
+    recorded: Mapping[WorkloadKey, tuple[str, tuple[str, ...]]],
+) -> dict[WorkloadKey, WorkloadOutcome]:
+    """Attach each admitted workload's cluster profiles to its pool's Running cluster and detach those
+    of workloads that left, never the pool's own profiles nor another workload's.
+
+    ``recorded``: per workload, the pool and the profile uids the status branch says are attached for
+    it. The cluster's attached profiles are read before any change (idempotent across restarts: a
+    profile attached by a pass that died before recording it is not attached twice). The result has an
+    entry for every workload of a pool this plan decided, and for every recorded one of those pools.
+    """
+    out: dict[WorkloadKey, WorkloadOutcome] = {}
+    for pool in plan.pools:
+        ns, name = pool.key
+        mine = [w for w in plan.workloads if w.namespace == ns and w.pool == name]
+        holding = {w.key: w for w in mine if _holds(w)}
+        leaving = {k: uids for k, (pname, uids) in recorded.items() if k[0] == ns and pname == name}
+        leaving = {k: uids for k, uids in leaving.items() if k not in holding}
+        existing = pool.cluster.existing
+        cluster_gone = (
+            existing is None
+            or existing.state in ("Deleting", "Deleted")
+            or pool.action
+            in (
+                Action.DELETE,
+                Action.REPLACE,
+            )
+        )
+        running = any(w.pool_running for w in mine) or (
+            existing is not None and existing.state == "Running" and not cluster_gone
+        )
+        wanted: dict[WorkloadKey, tuple[ClusterProfileRef, ...] | tuple[str, ...]] = {}
+        for key, w in holding.items():
+            before = recorded.get(key, (name, ()))[1]
+            if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) and w.pool_running:
+                wanted[key] = w.cluster_profiles
+            else:
+                wanted[key] = before  # waiting (pool not ready, or keeping an earlier admission)
+        if cluster_gone or not running or existing is None:
+            for key in holding:
+                out[key] = WorkloadOutcome(() if cluster_gone else recorded.get(key, (name, ()))[1])
+            for key, uids in leaving.items():
+                out[key] = WorkloadOutcome(() if cluster_gone else uids)
+            continue
+        resource = desired.get(ComputePool, ns, name)
+        own = {r.uid for r in platform_cluster_profiles(desired, resource)} if resource is not None else set()
+        refs: dict[str, ClusterProfileRef] = {}
+        keep: set[str] = set(own)
+        for value in wanted.values():
+            for item in value:
+                if isinstance(item, ClusterProfileRef):
+                    refs.setdefault(item.uid, item)
+                    keep.add(item.uid)
+                else:
+                    keep.add(item)
+        drop = {u for key, uids in recorded.items() if key[0] == ns and uids[0] == name for u in uids[1]}
+        drop -= keep
+        results = {key: WorkloadOutcome(_uids(wanted[key])) for key in holding}
+        results |= {key: WorkloadOutcome(()) for key in leaving}
+        todo_attach = {
+            u
+            for key, value in wanted.items()
+            for u in _uids(value)
+            if u not in set(recorded.get(key, (name, ()))[1]) and u in refs
+        }
+        if todo_attach or drop:
+            try:
+                attached = _attached_uids(client.get_cluster_profiles(existing.uid))
+                missing = [refs[u] for u in sorted(todo_attach) if u not in attached]
+                if missing:
+                    client.attach_profiles(existing.uid, cluster_profile_entities(missing))
+                    log.info(
+                        "workload profiles attached",
+                        namespace=ns,
+                        pool=name,
+                        cluster_uid=existing.uid,
+                        profiles=[r.uid for r in missing],
+                    )
+                gone = sorted(drop & attached)
+                if gone:
+                    client.detach_profiles(existing.uid, gone)
+                    log.info(
+                        "workload profiles detached",
+                        namespace=ns,
+                        pool=name,
+                        cluster_uid=existing.uid,
+                        profiles=gone,
+                    )
+            except PaletteError as exc:
+                log.warning("workload profiles not applied", namespace=ns, pool=name, error=str(exc))
+                results = {
+                    key: WorkloadOutcome(recorded.get(key, (name, ()))[1], ok=False, error=str(exc))
+                    for key in [*holding, *leaving]
+                }
+        out.update(results)
+    return out
+
+
+def _uids(value: Sequence[ClusterProfileRef] | Sequence[str]) -> tuple[str, ...]:
+    return tuple(sorted({v.uid if isinstance(v, ClusterProfileRef) else v for v in value}))

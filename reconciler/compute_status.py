@@ -28,10 +28,12 @@ Ordering, so that the same inventory always renders the same bytes:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.inventory import HostState, Inventory, Machine, Role, display_family
+from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAME_LABEL, NAMESPACE_LABEL
+from reconciler.model.pools import cluster_kind
 
 _GroupKey = tuple[str, tuple[tuple[str, str], ...], int, str, int]
 
@@ -98,3 +100,39 @@ def summary(inventory: Inventory) -> Mapping[str, int]:
     for machine in inventory.machines:
         counts[machine.state.value] += 1
     return {**counts, "excluded": len(inventory.excluded)}
+
+
+def holders(clusters: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Cluster uid -> ``{cluster: <name>, heldBy: {kind, namespace, name}}``; ``heldBy`` only for the
+    clusters the reconciler manages (by their labels; ``kind`` is MLPlatform or ComputePool)."""
+    out: dict[str, dict[str, Any]] = {}
+    for cluster in clusters:
+        meta: Mapping[str, Any] = cluster.get("metadata") or {}
+        uid, name = meta.get("uid"), meta.get("name")
+        if not isinstance(uid, str):
+            continue
+        labels: Mapping[str, str] = meta.get("labels") or {}
+        entry: dict[str, Any] = {"cluster": str(name or uid)}
+        if labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE and labels.get(NAMESPACE_LABEL):
+            entry["heldBy"] = {
+                "kind": cluster_kind(labels),
+                "namespace": str(labels[NAMESPACE_LABEL]),
+                "name": str(labels.get(NAME_LABEL, "")),
+            }
+        out[uid] = entry
+    return out
+
+
+def in_use_machines(inventory: Inventory, held_by: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Hosts in a cluster (``name``, ``uid``, ``cluster``), each with the platform or pool that holds it
+    (``heldBy``) when the reconciler manages the cluster; in inventory order."""
+    out: list[dict[str, Any]] = []
+    for m in inventory.machines:
+        if m.state is not HostState.IN_USE:
+            continue
+        found = held_by.get(m.cluster_uid or "", {})
+        entry: dict[str, Any] = {"name": m.name, "uid": m.uid, "cluster": found.get("cluster", m.cluster_uid)}
+        if "heldBy" in found:
+            entry["heldBy"] = dict(found["heldBy"])
+        out.append(entry)
+    return out

@@ -43,9 +43,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reconciler.apply import apply_plan
+from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
 from reconciler.compute_status import compute_status
-from reconciler.inventory import HostState, Inventory, discover
+from reconciler.inventory import HostState, Inventory, Machine, discover
 from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import ParsedFile, build_desired, parse_file
 from reconciler.metrics import Metrics, PassOutcome
@@ -53,6 +53,7 @@ from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
+from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.model.resources import Compute, Settings
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
@@ -60,11 +61,29 @@ from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
-from reconciler.plan import DONE, Action, Plan, PlatformPlan, plan_targets, select_namespaces
+from reconciler.placement.admission import WorkloadAction
+from reconciler.plan import (
+    DONE,
+    Action,
+    Plan,
+    PlatformPlan,
+    PoolPlan,
+    WorkloadPlan,
+    plan_targets,
+    select_namespaces,
+)
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target, route
 from reconciler.runtime.lease import Lease, NoLease
 from reconciler.source import DirectorySource, GitError, GitSource
 from reconciler.status.changes import commit_message, source_trailers
+from reconciler.status.pools import (
+    PoolRecords,
+    WorkloadOutcome,
+    pool_document,
+    read_pool_records,
+    unreachable_document,
+    workload_document,
+)
 from reconciler.status.render import (
     RECONCILER_FILE,
     Outcome,
@@ -182,6 +201,16 @@ class _Observation:
     stalled: dict[Target, str] = field(default_factory=dict)  # refused key: PaletteUnauthorized
 
 
+@dataclass
+class _PoolPass:
+    """What one pass did about pools and workloads, for the report stage."""
+
+    records: PoolRecords = field(default_factory=PoolRecords)
+    plans: dict[Target, Plan] = field(default_factory=dict)
+    pools: dict[PoolKey, Outcome] = field(default_factory=dict)
+    workloads: dict[WorkloadKey, WorkloadOutcome] = field(default_factory=dict)
+
+
 class _HeadMoved(Exception):
     """The config branch moved while a pass held an older revision: the pass starts over."""
 
@@ -243,6 +272,7 @@ class Controller:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.last: PassResult | None = None
+        self._pool_pass = _PoolPass()
 
     # -- wiring -------------------------------------------------------------------------------------
 
@@ -432,6 +462,7 @@ class Controller:
 
             # 5. apply (after confirming that the revision held is still the head)
             outcomes = self._apply(desired, revision, plans)
+            outcomes.update(self._apply_pools(desired, revision, plans))
             for target, plan in plans.items():
                 denied = [o for p in plan.platforms if (o := outcomes.get(p.key)) and o.unauthorized]
                 if denied:
@@ -649,13 +680,25 @@ class Controller:
         self, desired: DesiredState, routing: Routing, observed: Mapping[Target, _Observed]
     ) -> dict[Target, Plan]:
         # Each target plans what is routed to it; the prune guard counts the whole pass (plan.py).
+        records = self._pool_records()
+        self._pool_pass = _PoolPass(records=records)
         return plan_targets(
             desired,
             routing,
             observed,
             max_deletions=self.options.max_deletions,
             namespaces=self.options.namespaces,
+            previous=records.previous,
+            pool_modes=records.modes,
+            previous_layouts=records.layouts,
         )
+
+    def _pool_records(self) -> PoolRecords:
+        """Admissions, MIG layouts, pool modes and attached profiles as the status branch recorded them."""
+        records = read_pool_records(parse_previous(self._read_status()))
+        for problem in records.problems:
+            log.warning("unreadable pool status: its MIG layout is planned afresh", error=problem)
+        return records
 
     # -- 5. apply -----------------------------------------------------------------------------------
 
@@ -693,6 +736,36 @@ class Controller:
                 )
             )
         return outcomes
+
+    def _apply_pools(
+        self, desired: DesiredState, revision: str | None, plans: Mapping[Target, Plan]
+    ) -> dict[PlatformKey, Outcome]:
+        """Pool clusters (created, scaled, MIG machine pools, deleted) and workload profiles (attached,
+        detached). Returns the pool clusters' outcomes, and a failed outcome per workload whose profiles
+        could not be changed (both count as Palette writes of the pass)."""
+        work = self._pool_pass
+        work.plans = dict(plans)
+        recorded = work.records.attached
+        if not any(plan.pools for plan in plans.values()):
+            return {}
+        if self.options.dry_run or self.stopping.is_set():
+            for plan in plans.values():
+                for pool in plan.pools:
+                    if pool.mutating and self.options.dry_run:
+                        log.info(f"dry run: would {pool.action}", namespace=pool.namespace, name=pool.name)
+            work.workloads = {k: WorkloadOutcome(uids) for k, (_pool, uids) in recorded.items()}
+            return {}
+        self._confirm_head(revision)
+        failed: dict[PlatformKey, Outcome] = {}
+        for target, plan in plans.items():
+            if not plan.pools:
+                continue
+            client = self._client(target)
+            work.pools.update(apply_pools(client, desired, plan, stop=lambda: not self._writes_allowed()))
+            done = apply_workload_profiles(client, desired, plan, recorded)
+            work.workloads.update(done)
+            failed.update({k: Outcome(ok=False, error=o.error) for k, o in done.items() if not o.ok})
+        return {**work.pools, **failed}
 
     # -- 6. report ----------------------------------------------------------------------------------
 
@@ -766,6 +839,7 @@ class Controller:
                 files[path] = dump(doc)
             elif path in before:
                 files[path] = before[path]
+        files.update(self._pool_files(desired, before, previous, revision, now, machines, seen, routing))
         self._warn_once(entries)
 
         # A target leaves reconciler.yaml only when it holds no managed cluster any more.
@@ -811,6 +885,106 @@ class Controller:
         if self._mismatch is not None:
             result.not_ready = self._mismatch
         return result
+
+    def _pool_files(
+        self,
+        desired: DesiredState,
+        before: Mapping[str, bytes],
+        previous: Mapping[str, dict[str, Any]],
+        revision: str | None,
+        now: str,
+        machines: Mapping[str, Machine],
+        seen: _Observation,
+        routing: Routing,
+    ) -> dict[str, bytes]:
+        """Status files of pools and workloads (DESIGN.md sections 6 and 9). A pool or workload whose
+        Palette could not be read keeps its last facts with ``PaletteReachable=False``."""
+        work = self._pool_pass
+        files: dict[str, bytes] = {}
+        cut_off: dict[PoolKey, tuple[Reason, str]] = {
+            key: (Reason.PALETTE_UNAVAILABLE, why) for key, why in routing.pool_unavailable.items()
+        }
+        for target, why in seen.failed.items():
+            cut_off.update(dict.fromkeys(routing.pools.get(target, ()), (Reason.PALETTE_UNAVAILABLE, why)))
+        for target, why in seen.stalled.items():
+            cut_off.update(dict.fromkeys(routing.pools.get(target, ()), (Reason.PALETTE_UNAUTHORIZED, why)))
+        stopped = self.stopping.is_set() and not self.options.dry_run
+        workloads: dict[WorkloadKey, list[WorkloadPlan]] = {}
+        if work.plans:
+            self.metrics.set_pool_mig(
+                {p.key: _mig_figures(p) for plan in work.plans.values() for p in plan.pools}
+            )
+        for plan in work.plans.values():
+            for pool in plan.pools:
+                path = status_path("ComputePool", pool.namespace, pool.name)
+                if stopped and pool.mutating and pool.key not in work.pools:
+                    if path in before:
+                        files[path] = before[path]
+                    continue
+                hosts = pool.cluster.existing.hosts if pool.cluster.existing is not None else ()
+                unhealthy = tuple(
+                    h for h in hosts if h in machines and machines[h].state is HostState.UNAVAILABLE
+                )
+                _phase, doc = pool_document(
+                    pool,
+                    revision=revision,
+                    inputs=resource_inputs(desired, "ComputePool", pool.namespace, pool.name),
+                    outcome=work.pools.get(pool.key),
+                    previous=previous.get(path),
+                    now=now,
+                    unhealthy=unhealthy,
+                )
+                files[path] = dump(doc)
+            for w in plan.workloads:
+                workloads.setdefault(w.key, []).append(w)
+        for key, (reason, message) in sorted(cut_off.items()):
+            path = status_path("ComputePool", *key)
+            if path not in files and path in previous:
+                _phase, doc = unreachable_document(
+                    "ComputePool", *key, previous=previous.get(path), reason=reason, message=message, now=now
+                )
+                files[path] = dump(doc)
+        for key, entries in sorted(workloads.items()):
+            w = next((e for e in entries if e.action is not WorkloadAction.REMOVE), entries[0])
+            path = status_path(w.kind, *key)
+            outcome = work.workloads.get(key)
+            attached = (
+                outcome.attached if outcome is not None else work.records.attached.get(key, ("", ()))[1]
+            )
+            lost = cut_off.get((key[0], w.pool)) if w.pool is not None else None
+            if lost is not None and path in previous:
+                _phase, doc = unreachable_document(
+                    w.kind, *key, previous=previous.get(path), reason=lost[0], message=lost[1], now=now
+                )
+            elif w.action is WorkloadAction.REMOVE and not attached:
+                continue  # it left its pool and nothing of it is attached any more: no file
+            else:
+                _phase, doc = workload_document(
+                    w,
+                    revision=revision,
+                    inputs=resource_inputs(desired, w.kind, *key),
+                    outcome=outcome,
+                    attached=attached,
+                    previous=previous.get(path),
+                    now=now,
+                )
+            files[path] = dump(doc)
+        # Workloads whose pool could not be read are not planned: they keep their last facts.
+        for path, doc in previous.items():
+            parts = path.split("/")
+            status = doc.get("status") if isinstance(doc, dict) else None
+            if path in files or len(parts) != 3 or parts[1] not in ("aiworkloads", "mlplatforms"):
+                continue
+            held_in = status.get("pool") if isinstance(status, dict) else None
+            cut = cut_off.get((parts[0], str(held_in))) if held_in else None
+            if cut is not None:
+                kind = "AIWorkload" if parts[1] == "aiworkloads" else "MLPlatform"
+                name = parts[2].removesuffix(".yaml")
+                _phase, doc = unreachable_document(
+                    kind, parts[0], name, previous=doc, reason=cut[0], message=cut[1], now=now
+                )
+                files[path] = dump(doc)
+        return files
 
     def _write_status(self, tree: dict[str, bytes], revision: str | None) -> str | None:
         """Push the status tree for ``revision``, but only while it is the head (the fence) and the
@@ -995,6 +1169,18 @@ def _summary(entries: list[PlatformPlan]) -> dict[str, int]:
         elif p.action in counted:
             counts[DONE[p.action]] += 1
     return counts
+
+
+def _mig_figures(pool: PoolPlan) -> tuple[int, int]:
+    """A pool's stranded MIG slices and MIG instances bound to a workload, for /metrics."""
+    in_use = sum(
+        1
+        for gpus in pool.mig.values()
+        for gpu in gpus
+        for instance in gpu.get("instances") or []
+        if instance.get("workload") is not None
+    )
+    return (pool.mig_usage.stranded if pool.mig_usage is not None else 0), in_use
 
 
 def _target_order(target: Target) -> tuple[str, str]:

@@ -116,6 +116,18 @@ class Metrics:
             "Unix time at which the last successful pass ended (0: none yet).",
             registry=self.registry,
         )
+        self.pool_mig_stranded = Gauge(
+            "reconciler_pool_mig_stranded_slices",
+            "Memory slices of a pool's GPUs in MIG mode that no instance covers, after the last pass.",
+            ["namespace", "pool"],
+            registry=self.registry,
+        )
+        self.pool_mig_in_use = Gauge(
+            "reconciler_pool_mig_instances_in_use",
+            "MIG instances of a pool bound to a workload, after the last pass.",
+            ["namespace", "pool"],
+            registry=self.registry,
+        )
         # Zero-valued series exist from the start, so that rate() and absent() alerts work before the
         # first pass of each kind.
         for outcome in PassOutcome:
@@ -146,6 +158,15 @@ class Metrics:
             self.platforms.labels(phase=phase.value).set(given.pop(phase.value, 0))
         for phase_name, count in given.items():
             self.platforms.labels(phase=phase_name).set(count)
+
+    def set_pool_mig(self, pools: Mapping[tuple[str, str], tuple[int, int]]) -> None:
+        """Replace the per-pool MIG gauges: ``(namespace, pool) -> (stranded slices, instances in use)``.
+        A pool that is gone loses its series."""
+        self.pool_mig_stranded.clear()
+        self.pool_mig_in_use.clear()
+        for (namespace, pool), (stranded, in_use) in sorted(pools.items()):
+            self.pool_mig_stranded.labels(namespace=namespace, pool=pool).set(stranded)
+            self.pool_mig_in_use.labels(namespace=namespace, pool=pool).set(in_use)
 
     def on_palette_request(self, method: str, path_template: str, status: int) -> None:
         """Hook for the Palette client: one call per HTTP request sent, retries included.

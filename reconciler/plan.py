@@ -89,6 +89,8 @@ from reconciler.placement.admission import (
     admit_pool,
     gpu_units,
 )
+from reconciler.placement.mig import MigUsage
+from reconciler.placement.mig_admission import GpuLayout, MigMachinePool, PoolMigPlanner
 from reconciler.profiles import cluster_profiles, reject_unbuildable
 from reconciler.resolve import (
     EVERY_NAMESPACE,
@@ -98,6 +100,9 @@ from reconciler.resolve import (
     compute_profile,
     is_tenant,
 )
+
+PreviousLayouts = Mapping[PoolKey, Sequence[GpuLayout]]
+"""Per pool, the GPUs in MIG mode its status file recorded (``mig_admission.parse_mig_layouts``)."""
 
 
 class Action(StrEnum):
@@ -216,11 +221,16 @@ class PoolPlan:
     cluster: PlatformPlan
     mode: str | None  # shared | dedicated; None when the pool is gone or invalid and its cluster says none
     capacity: Mapping[str, FamilyCapacity] = field(default_factory=dict)
-    # host uid -> GPUs in MIG mode with their instances (DESIGN.md section 8); empty until MIG is wired
+    # host uid -> GPUs in MIG mode with their instances (DESIGN.md section 8); empty without MIG
     mig: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     mig_config: Mapping[str, Any] | None = None
     scaling: ScalingPlan = field(default_factory=lambda: ScalingPlan(None))
     admitted: tuple[WorkloadKey, ...] = ()  # workloads holding GPUs of the pool after this pass
+    # Hosts by MIG layout: one worker machine pool each, labelled nvidia.com/mig.config (section 10);
+    # hosts not listed stay in worker-pool. ``mig_usage``: memory slices used/free/stranded.
+    machine_pools: tuple[MigMachinePool, ...] = ()
+    mig_usage: MigUsage | None = None
+    mig_notes: tuple[str, ...] = ()  # recorded layouts that were dropped, and why
 
     @property
     def namespace(self) -> str:
@@ -784,9 +794,11 @@ def _admit(
     pool_entries: Mapping[PoolKey, PlatformPlan],
     previous: PreviousAdmissions,
     invalid: Mapping[WorkloadKey, _Invalid],
+    layouts: PreviousLayouts,
 ) -> tuple[list[PoolPlan], list[WorkloadPlan]]:
     """Admission into every pool of one target, on the hosts as planned (after the prune guard).
-    ``invalid``: the invalid workloads of the whole desired state (not only of this target)."""
+    ``invalid``: the invalid workloads of the whole desired state (not only of this target);
+    ``layouts``: the MIG layouts each pool's status recorded (``parse_mig_layouts``)."""
     desired = found.desired
     tenants = {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)}
     by_pool = tenants_by_pool(tenants.values())
@@ -811,7 +823,13 @@ def _admit(
             mig_strategy=pool.spec.mig.strategy if pool is not None and pool.spec.mig is not None else "none",
             not_ready=_not_ready(key, pool, entry, desired),
         )
-        result = admit_pool(state, requests, held)
+        planner = (
+            PoolMigPlanner(state, layouts.get(key, ()), held, requests)
+            if state.mig_strategy == "mixed"
+            else None
+        )
+        result = admit_pool(state, requests, held, planner)
+        outcome = planner.finish(result) if planner is not None else None
         running = _pool_running(entry)
         kinds = {a.key: a.kind for a in held} | {r.key: r.kind for r in requests}
         for wkey, decision in result.workloads.items():
@@ -825,7 +843,18 @@ def _admit(
             for k, d in result.workloads.items()
             if (d.gpus or d.mig) and d.action is not WorkloadAction.REMOVE
         )
-        pools.append(PoolPlan(entry, mode, result.capacity, scaling=_scaling(pool), admitted=admitted))
+        mig_fields: dict[str, Any] = {}
+        if outcome is not None:
+            mig_fields = {
+                "mig": outcome.mig,
+                "mig_config": outcome.mig_config,
+                "machine_pools": outcome.machine_pools,
+                "mig_usage": outcome.usage,
+                "mig_notes": outcome.notes,
+            }
+        pools.append(
+            PoolPlan(entry, mode, result.capacity, scaling=_scaling(pool), admitted=admitted, **mig_fields)
+        )
     return pools, workloads
 
 
@@ -870,6 +899,7 @@ def make_plan(
     pool_modes: Mapping[PoolKey, str] | None = None,
     sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
     scaling: Mapping[PoolKey, ScalingPlan] | None = None,
+    previous_layouts: PreviousLayouts | None = None,
 ) -> Plan:
     """Plan one pass against one inventory: every platform, pool and workload and every managed cluster
     gets an entry. ``previous``: the admissions the status branch recorded, per pool; ``pool_modes``: the
@@ -881,7 +911,7 @@ def make_plan(
     found = _entries(desired, inventory, clusters, pool_modes, invalid)
     blocked = _prune_guard(found.all(), desired.complete, max_deletions)
     pool_entries = {k: _blocked(e, blocked) for k, e in found.pools.items()}
-    pools, workloads = _admit(found, pool_entries, previous or {}, invalid)
+    pools, workloads = _admit(found, pool_entries, previous or {}, invalid, previous_layouts or {})
     workloads += _strays(desired, {w.key for w in workloads}, invalid, {})
     families = {m.gpu_family for m in inventory.machines if m.gpu_family}
     plan = Plan(
@@ -965,6 +995,7 @@ def plan_targets(
     namespaces: NamespaceSelector = EVERY_NAMESPACE,
     sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
     scaling: Mapping[PoolKey, ScalingPlan] | None = None,
+    previous_layouts: PreviousLayouts | None = None,
 ) -> dict[Target, Plan]:
     """Plan a pass over every observed Palette target, as ``run`` does and ``plan`` shows.
 
@@ -1013,7 +1044,7 @@ def plan_targets(
     for target in order:
         f = found[target]
         pool_entries = {k: _blocked(e, blocked) for k, e in f.pools.items()}
-        pools, workloads = _admit(f, pool_entries, previous or {}, invalid)
+        pools, workloads = _admit(f, pool_entries, previous or {}, invalid, previous_layouts or {})
         planned |= {w.key for w in workloads}
         plans[target] = Plan(
             desired.revision,

@@ -56,6 +56,14 @@ SAMPLE_PLATFORMS = [
     ("project-b", "inference"),
     ("project-b", "training"),
 ]
+SAMPLE_POOLS = [("project-b", "finetune-l40s"), ("project-b", "shared-a100")]
+SAMPLE_WORKLOADS = [
+    ("project-b", "batch-train"),
+    ("project-b", "finetune"),
+    ("project-b", "llm-serving"),
+    ("project-b", "notebook"),
+    ("project-b", "sweep"),
+]
 SAMPLE_COMPUTES = [("project-a", "edge-compute"), ("project-b", "edge-compute")]
 
 _GIT_ENV = {

@@ -11,6 +11,7 @@ import yaml
 
 from reconciler.controller import Controller, ControllerOptions
 from reconciler.emulator import EmulatorServer
+from reconciler.model.pools import KIND_LABEL, POOL_KIND
 from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
 from tests._git_support import RemoteRepo, git
@@ -80,3 +81,10 @@ def clusters_by_name(emulator: EmulatorServer) -> dict[str, list[str]]:
 def copy_sample(dest: Path) -> Path:
     shutil.copytree(SAMPLE, dest)
     return dest
+
+
+def platform_clusters(emulator: EmulatorServer) -> dict[str, list[str]]:
+    """``clusters_by_name`` without the pools' clusters (``palette.ai/kind: ComputePool``)."""
+    emulator.state.sweep()
+    pools = {c.name for c in list(emulator.state.clusters.values()) if c.labels.get(KIND_LABEL) == POOL_KIND}
+    return {name: uids for name, uids in clusters_by_name(emulator).items() if name not in pools}

@@ -25,6 +25,7 @@ from tests._contract_support import (
     SAMPLE_COMPUTES,
     SAMPLE_INVENTORY,
     SAMPLE_PLATFORMS,
+    SAMPLE_POOLS,
     SAMPLE_REPO,
     ConfigRepo,
     Emulator,
@@ -161,7 +162,7 @@ def test_status_branch_is_an_orphan(loop: Loop) -> None:
 def test_managed_clusters_are_named_and_labelled(loop: Loop) -> None:
     snapshot = loop.emulator.export(loop.tmp / "after-first-pass.yaml")
     clusters = {c["metadata"]["name"]: c for c in snapshot["clusters"]}
-    assert sorted(clusters) == sorted(f"{ns}-{n}" for ns, n in SAMPLE_PLATFORMS)
+    assert sorted(clusters) == sorted(f"{ns}-{n}" for ns, n in SAMPLE_PLATFORMS + SAMPLE_POOLS)
     for namespace, name in SAMPLE_PLATFORMS:
         labels = clusters[f"{namespace}-{name}"]["metadata"]["labels"]
         assert labels["palette.ai/managed-by"] == "reconciler"
@@ -367,7 +368,7 @@ def test_without_palette_flag_each_namespace_uses_its_settings(tmp_path: Path) -
         )
         assert result.returncode == 0, result.stderr[-2000:]
         clusters = {c["metadata"]["name"] for c in emulator.export(tmp_path / "snapshot.yaml")["clusters"]}
-        assert clusters == {f"{ns}-{n}" for ns, n in SAMPLE_PLATFORMS}
+        assert clusters == {f"{ns}-{n}" for ns, n in SAMPLE_PLATFORMS + SAMPLE_POOLS}
 
 
 def test_a_file_that_stops_parsing_reports_invalid_after_a_restart(loop: Loop) -> None:

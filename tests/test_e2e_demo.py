@@ -30,6 +30,11 @@ def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
     assert "all 5 platforms Running" in proc.stdout
     for name in ("clearml-prod", "cpu-sandbox", "notebooks", "inference", "training"):
         assert re.search(rf"{name}\s.*Running", proc.stdout), name
+    # The sample pools: both Running; shared-a100 admits three, sweep waits with its shortfall.
+    assert "all 2 pools Running, 4 workloads Running, 1 pending" in proc.stdout
+    for name, mode in (("finetune-l40s", "dedicated"), ("shared-a100", "shared")):
+        assert re.search(rf"project-b/{name}\s.*ComputePool \({mode}\)\s.*Running", proc.stdout), name
+    assert re.search(r"project-b/sweep\s.*Pending\s.*PoolCapacityExceeded: needs 4 NVIDIA-A100", proc.stdout)
     workspace = re.search(r"workspace (\S+)", proc.stdout)
     assert workspace is not None
     remote = Path(workspace.group(1)) / "config-remote.git"
@@ -116,7 +121,8 @@ def test_demo_keep_shows_the_pass_that_applies_a_pushed_change_and_stops_cleanly
         deleted = r"deleted +project-a/cpu-sandbox: cluster project-a-cpu-sandbox, hosts \S"
         assert re.search(deleted, text), text
         assert re.search(r"phase +project-a/notebooks: Running -> Suspended", text), text
-        commit = re.search(r"status commit ([0-9a-f]{12}) \"status: " + head[:12] + r": 1 deleted\"", text)
+        deleting = r"project-a/cpu-sandbox: Running -> Deleting"
+        commit = re.search(r"status commit ([0-9a-f]{12}) \".*" + deleting + r".*\"", text)
         assert commit is not None, text
         subject = subprocess.run(
             ["git", "--git-dir", str(remote), "log", "-1", "--format=%h %s", "reconciler/status"],

@@ -13,7 +13,7 @@ from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.metrics import PassOutcome
 from reconciler.palette.client import Page, PaletteClient
 from reconciler.plan import Action
-from tests._e2e_support import API_KEY, clusters_by_name, status_doc, status_tip
+from tests._e2e_support import API_KEY, platform_clusters, status_doc, status_tip
 from tests._git_support import RemoteRepo
 from tests._palette_support import fast_retry
 
@@ -50,7 +50,7 @@ def test_palette_unreachable_changes_nothing_and_reports_palette_unavailable(
 
     assert result.outcome is PassOutcome.ERROR
     assert emulator.stats.writes() == writes  # no create, no delete: nothing was observed
-    assert len(clusters_by_name(emulator)) == 5
+    assert len(platform_clusters(emulator)) == 5
     status = status_doc(remote, "project-a/mlplatforms/notebooks.yaml")["status"]
     assert isinstance(status, dict)
     assert status["conditions"][0]["reason"] == "PaletteUnavailable"
@@ -79,7 +79,7 @@ def test_git_unreachable_changes_nothing(
     assert result.outcome is PassOutcome.ERROR
     assert result.error is not None and "cannot" in result.error
     assert emulator.stats.writes() == writes
-    assert len(clusters_by_name(emulator)) == 5
+    assert len(platform_clusters(emulator)) == 5
     shutil.move(moved, remote.bare)
     assert status_tip(remote) == tip
 
@@ -107,4 +107,4 @@ def test_an_unexpected_error_fails_the_pass_not_the_loop(
 
     assert first.outcome is PassOutcome.ERROR and first.error == "RuntimeError: surprise"
     assert second.outcome is PassOutcome.SUCCESS
-    assert len(clusters_by_name(emulator)) == 5
+    assert len(platform_clusters(emulator)) == 5

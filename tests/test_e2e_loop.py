@@ -11,7 +11,14 @@ from reconciler.controller import Controller, ControllerOptions
 from reconciler.emulator import EmulatorServer
 from reconciler.metrics import PassOutcome
 from reconciler.plan import Action
-from tests._e2e_support import clusters_by_name, controller, copy_sample, status_doc, status_tip
+from tests._e2e_support import (
+    clusters_by_name,
+    controller,
+    copy_sample,
+    platform_clusters,
+    status_doc,
+    status_tip,
+)
 from tests._git_support import RemoteRepo, git
 
 NOTEBOOKS = "project-a/platforms/notebooks.yaml"
@@ -71,6 +78,9 @@ def test_merging_a_platform_creates_its_cluster_and_a_status_commit(
 def test_raising_gpu_count_scales_the_cluster_in_place(
     remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
 ) -> None:
+    # The sample's dedicated L40S pool holds the other L40S hosts: without it they are free to grow into.
+    no_pool = {"project-b/pools/finetune-l40s.yaml": None, "project-b/workloads/finetune.yaml": None}
+    remote.commit(no_pool, "no L40S pool")
     ctl = controller(remote, emulator, tmp_path)
     settle(ctl)
     before = clusters_by_name(emulator)["project-b-inference"]
@@ -106,7 +116,7 @@ def test_deleting_a_platform_file_deletes_its_cluster(
     ctl.close()
 
     assert "project-b-inference" not in clusters_by_name(emulator)
-    assert len(clusters_by_name(emulator)) == 4
+    assert len(platform_clusters(emulator)) == 4
     files = git("ls-tree", "-r", "--name-only", "reconciler/status", cwd=remote.bare).split()
     assert "project-b/mlplatforms/inference.yaml" not in files  # gone with its cluster
     assert "project-a/mlplatforms/notebooks.yaml" in files
@@ -123,7 +133,7 @@ def test_deleting_every_platform_deletes_nothing_and_reports_prune_blocked(
     ctl.close()
 
     assert emulator.stats.writes() == writes
-    assert len(clusters_by_name(emulator)) == 5
+    assert len(platform_clusters(emulator)) == 5
     assert {p.reason for p in result.plan} == {"PruneBlocked"}
     status = status_doc(remote, "project-a/mlplatforms/clearml-prod.yaml")["status"]
     assert isinstance(status, dict)
@@ -198,10 +208,12 @@ def test_a_local_directory_is_a_source_read_as_it_is_on_disk(
     emulator: EmulatorServer, tmp_path: Path
 ) -> None:
     directory = copy_sample(tmp_path / "config")  # not a git repository: no status branch
+    (directory / "project-b/pools/finetune-l40s.yaml").unlink()  # its L40S hosts are for inference here
+    (directory / "project-b/workloads/finetune.yaml").unlink()
     ctl = Controller(ControllerOptions(repo=str(directory), palette_url=emulator.url, watch=True))
     first = ctl.reconcile_once()
     assert first.revision is not None and first.revision.startswith("content-")
-    assert len(clusters_by_name(emulator)) == 5
+    assert len(platform_clusters(emulator)) == 5
 
     path = directory / INFERENCE
     doc = yaml.safe_load(path.read_text())

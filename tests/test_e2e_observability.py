@@ -115,6 +115,8 @@ def test_dry_run_logs_what_it_would_do_and_writes_nothing(
         "notebooks",
         "inference",
         "training",
+        "finetune-l40s",  # the sample's pools
+        "shared-a100",
     }
 
 

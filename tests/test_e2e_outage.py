@@ -14,7 +14,7 @@ import pytest
 from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.metrics import PassOutcome
 from reconciler.palette.observe import load_snapshot
-from tests._e2e_support import API_KEY, SAMPLE, clusters_by_name
+from tests._e2e_support import API_KEY, SAMPLE, platform_clusters
 from tests._git_support import RemoteRepo, free_port, git
 from tests._loop_support import fast_controller, status_files, until_running
 
@@ -146,7 +146,7 @@ def test_refused_key_stalls_the_target_keeps_status_and_retries_only_when_the_ke
     after = status_files(remote)
     for path in PLATFORMS:
         assert after[path] == before[path]
-    assert len(clusters_by_name(palette)) == 5
+    assert len(platform_clusters(palette)) == 5
 
 
 def test_a_failed_ls_remote_counts_as_a_failed_git_fetch(

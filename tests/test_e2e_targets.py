@@ -27,8 +27,13 @@ def second_palette(emulator: EmulatorServer) -> Iterator[EmulatorServer]:
         yield server
 
 
+def platform_files() -> dict[str, bytes]:
+    """The sample without its pools and workloads: these tests are about platforms and endpoints."""
+    return {p: d for p, d in sample_files().items() if "/pools/" not in p and "/workloads/" not in p}
+
+
 def two_endpoints(tmp_path: Path, a: EmulatorServer, b: EmulatorServer) -> RemoteRepo:
-    files = sample_files()
+    files = platform_files()
     for namespace, palette in (("project-a", a), ("project-b", b)):
         path = f"{namespace}/settings.yaml"
         text = files[path].decode().replace("https://api.spectrocloud.com", palette.url)
@@ -49,7 +54,7 @@ def test_an_endpoint_whose_platforms_were_removed_while_down_is_pruned_under_the
     assert set(clusters_by_name(second_palette)) == {"project-b-inference", "project-b-training"}
 
     # While no reconciler runs, project-b (the only user of the second endpoint) is removed.
-    repo.commit({p: None for p in sample_files() if p.startswith("project-b/")}, "retire project-b")
+    repo.commit({p: None for p in platform_files() if p.startswith("project-b/")}, "retire project-b")
     requests = second_palette.stats.count()
 
     blocked = run_once(repo, tmp_path / "fresh-1")
@@ -90,7 +95,7 @@ def test_an_unreachable_endpoint_no_platform_uses_keeps_its_status_without_faili
     repo = two_endpoints(tmp_path, emulator, second_palette)
     assert run_once(repo, tmp_path / "cache").returncode == 0
     before = status_files(repo)
-    repo.commit({p: None for p in sample_files() if p.startswith("project-b/")}, "retire project-b")
+    repo.commit({p: None for p in platform_files() if p.startswith("project-b/")}, "retire project-b")
     second_palette.stop()
 
     result = run_once(repo, tmp_path / "cache")

@@ -27,11 +27,21 @@ SEED = Path(__file__).parent / "data" / "inventory" / "seed-compute.yaml"
 API_KEY = "sekrit-key-0123456789"
 
 
-def seed_status() -> dict[str, Any]:
-    """The Compute status of the seed, plus the unavailable hosts ``show`` also lists."""
+def seed_status(cluster: str | None = None) -> dict[str, Any]:
+    """The Compute status of the seed, plus the unavailable hosts and the hosts in use ``show`` also
+    lists (the seed's one host in use belongs to a cluster the snapshot does not describe)."""
     hosts = yaml.load(SEED.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)["edgeHosts"]
     found = discover(hosts)
-    return {**compute_status(found), "unavailableMachines": unavailable_machines(found)}
+    in_use = [
+        {"name": m.name, "uid": m.uid, "cluster": cluster or m.cluster_uid}
+        for m in found.machines
+        if m.state.value == "in-use"
+    ]
+    return {
+        **compute_status(found),
+        "unavailableMachines": unavailable_machines(found),
+        "inUseMachines": in_use,
+    }
 
 
 # --- offline ------------------------------------------------------------------------------------
@@ -176,7 +186,14 @@ def test_show_online_reads_every_page_and_prints_the_compute_status(
     fake_palette: FakePalette, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cmd.show("https://palette.example", None, "project-1", "json") == 0
-    assert json.loads(capsys.readouterr().out) == seed_status()
+    shown = json.loads(capsys.readouterr().out)
+    expected = seed_status()
+    # Online, the cluster search names the cluster that holds the host in use (it is not a managed one).
+    assert [(h["cluster"], "heldBy" in h) for h in shown.pop("inUseMachines")] == [
+        ("project-a-clearml-prod", False)
+    ]
+    expected.pop("inUseMachines")
+    assert shown == expected
     searches = [r for r in fake_palette.requests if r.url.path == "/v1/dashboard/edgehosts/search"]
     assert len(searches) == 8  # 16 hosts, pages of 2
     assert all(r.headers["ProjectUid"] == "project-1" for r in searches)
@@ -192,7 +209,7 @@ def test_export_writes_a_snapshot_that_show_reads_back(
     assert written["edgeHosts"] == fake_palette.hosts
     assert written["clusters"] == fake_palette.clusters
     assert cmd.show(None, out, None, "json") == 0
-    assert json.loads(capsys.readouterr().out) == seed_status()
+    assert json.loads(capsys.readouterr().out) == seed_status("project-a-clearml-prod")
 
 
 def test_export_writes_json_for_a_json_path_and_yaml_to_stdout(

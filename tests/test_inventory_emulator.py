@@ -28,9 +28,19 @@ RUNNING_CLUSTER = {
 
 
 def seed_status() -> dict[str, Any]:
-    """What ``inventory show`` prints: the Compute status plus the unavailable hosts and why."""
+    """What ``inventory show`` prints: the Compute status plus the unavailable hosts and why, and the
+    hosts in use with their cluster (an unmanaged one here: no ``heldBy``)."""
     found = discover(load_snapshot(SEED).edge_hosts)
-    return {**compute_status(found), "unavailableMachines": unavailable_machines(found)}
+    in_use = [
+        {"name": m.name, "uid": m.uid, "cluster": "project-a-clearml-prod"}
+        for m in found.machines
+        if m.state.value == "in-use"
+    ]
+    return {
+        **compute_status(found),
+        "unavailableMachines": unavailable_machines(found),
+        "inUseMachines": in_use,
+    }
 
 
 @pytest.fixture

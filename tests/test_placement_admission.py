@@ -234,3 +234,28 @@ def test_a_dedicated_pool_stays_with_a_workload_whose_change_was_refused() -> No
     assert actions(second) == {"owner": "rejected", "newcomer": "rejected"}
     assert second.workloads[("project-a", "newcomer")].reason is Reason.POOL_DEDICATED
     assert len(second.workloads[("project-a", "owner")].gpus) == 2
+
+
+def test_a_grown_request_is_admitted_when_a_later_one_shrinks_in_the_same_pass() -> None:
+    # 11 GPUs: i holds 1, d holds 10. i asks for 2 and d for 1: i is re-bound first (name order) and
+    # finds nothing free until d shrinks; the retry at the end of the pass admits it.
+    pool = shared(hosts(11))
+    first = admit_pool(pool, [want("i", 1), want("d", 10)])
+    second = admit_pool(pool, [want("i", 2), want("d", 1)], previous_of(first))
+    assert actions(second) == {"d": "admit", "i": "admit"}
+    assert len(second.workloads[("project-a", "i")].gpus) == 2
+    assert set(bound(first, "i")) <= set(bound(second, "i"))
+    assert second.capacity[A100].free == 8
+
+
+def test_a_broken_admission_retried_does_not_claim_gpus_it_released() -> None:
+    # b held 4 across two hosts; host-0 leaves. b goes pending (releasing what remains) and a, which
+    # grows, takes b's remainder; the retry of b finds nothing and b stays pending holding nothing.
+    pool = shared(hosts(2, 3))
+    first = admit_pool(pool, [want("b", 4), want("a", 1)])
+    smaller = shared(hosts(0, 3))
+    second = admit_pool(smaller, [want("b", 4), want("a", 3)], previous_of(first))
+    held = [ref for d in second.workloads.values() for ref in d.gpus]
+    assert len(held) == len(set(held))
+    assert actions(second)["b"] == "pending"
+    assert second.workloads[("project-a", "b")].gpus == ()

@@ -18,6 +18,8 @@ import yaml
 
 from tests._contract_support import (
     SAMPLE_PLATFORMS,
+    SAMPLE_POOLS,
+    SAMPLE_WORKLOADS,
     ConfigRepo,
     Emulator,
     assert_no_secret,
@@ -81,7 +83,9 @@ def test_json_has_the_documented_shape(deployed: Deployed) -> None:
     assert doc["revision"] == deployed.repo.head()
     keys = {"kind", "namespace", "name", "phase", "reason", "message", "cluster", "gpus", "hosts", "since"}
     assert doc["resources"] and all(set(r) == keys for r in doc["resources"])
-    assert [(r["namespace"], r["name"]) for r in doc["resources"]] == sorted(SAMPLE_PLATFORMS)
+    assert [(r["namespace"], r["name"]) for r in doc["resources"]] == sorted(
+        SAMPLE_PLATFORMS + SAMPLE_POOLS + SAMPLE_WORKLOADS
+    )
     running = [r for r in doc["resources"] if r["phase"] == "Running"]
     assert running and all(r["hosts"] and r["cluster"] and r["since"] for r in running)
 

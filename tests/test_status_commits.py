@@ -74,7 +74,8 @@ def test_a_merge_touches_only_the_files_of_what_it_changed(
     try:
         created = ctl.reconcile_once()
         assert created.commit is not None
-        assert message(remote).splitlines()[0] == "5 created, 2 Compute updated"
+        # 5 platforms, 2 pools, 5 workloads
+        assert message(remote).splitlines()[0] == "12 created, 2 Compute updated"
         settle(ctl)
         before = {path: history(remote, path) for path in A_FILES}
         assert all(before.values())

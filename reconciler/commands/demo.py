@@ -37,6 +37,8 @@ from reconciler.model.desired import PlatformKey
 from reconciler.palette.observe import load_snapshot
 from reconciler.plan import DONE, Action, PlatformPlan
 from reconciler.server import Server
+from reconciler.status.reader import StatusBranch
+from reconciler.status.view import ResourceRow, load_yaml, rows
 
 DEMO_TIMEOUT_SECONDS = 180.0
 GIT_INTERVAL_SECONDS = 5.0
@@ -308,7 +310,9 @@ def run(keep: bool, heartbeat: float = 30.0) -> int:
         loop.start()
         try:
             ok, latest = _converge(console, passes, stop.event)
+            pools_ok, pool_rows = _converge_pools(passes, stop.event, remote, latest) if ok else (False, [])
             _summary(console, ok, latest, remote, workspace)
+            _pool_summary(console, pools_ok, pool_rows, _pool_modes(remote) if pool_rows else {})
             if keep and not stop.event.is_set():
                 _instructions(console, remote, workspace, key_file, emulator.url, server.url, heartbeat)
                 view = PassView(_commit_subject(remote), heartbeat, time.monotonic())
@@ -347,6 +351,86 @@ def _converge(
                 live.update(_table(plans, last.phases, "summary"))
                 return True, latest
     return False, latest
+
+
+# -- pools and workloads ---------------------------------------------------------------------------
+
+_POOL_KINDS = ("ComputePool", "AIWorkload")
+_SETTLED = {"Running", "Pending", "Rejected", "Invalid", "Suspended"}
+
+
+def _pool_rows(remote: Path) -> list[ResourceRow]:
+    """The pools and workloads (AIWorkloads, shared MLPlatforms) the status branch reports."""
+    branch = StatusBranch(str(remote))
+    files = branch.files()
+    shared = {p for p, d in files.items() if "/mlplatforms/" in p and b"\n  pool: " in d}
+    return [r for r in rows(files) if r.kind in _POOL_KINDS or (r.kind == "MLPlatform" and r.path in shared)]
+
+
+def _pool_modes(remote: Path) -> dict[str, str]:
+    """Pool status path -> its mode (shared | dedicated)."""
+    out: dict[str, str] = {}
+    for path, data in StatusBranch(str(remote)).files().items():
+        if "/computepools/" in path:
+            doc = load_yaml(data)
+            status = doc.get("status") if isinstance(doc, dict) else None
+            if isinstance(status, dict) and status.get("mode"):
+                out[path] = str(status["mode"])
+    return out
+
+
+def _pools_settled(found: list[ResourceRow]) -> bool:
+    """Every pool Running; every workload Running, or waiting for a reason other than its pool."""
+    pools = [r for r in found if r.kind == "ComputePool"]
+    workloads = [r for r in found if r.kind != "ComputePool"]
+    return (
+        bool(pools)
+        and all(r.phase == "Running" for r in pools)
+        and all(r.phase in _SETTLED and r.reason != "PoolNotReady" for r in workloads)
+    )
+
+
+def _converge_pools(
+    passes: queue.Queue[PassResult], stop: threading.Event, remote: Path, latest: list[PassResult]
+) -> tuple[bool, list[ResourceRow]]:
+    """After the platforms: wait until the pools are Running and their workloads settled (their
+    profiles are attached once the pool cluster runs, which may take another pass)."""
+    found = _pool_rows(remote)
+    started = time.monotonic()
+    while not stop.is_set() and time.monotonic() - started < DEMO_TIMEOUT_SECONDS:
+        if _pools_settled(found):
+            return True, found
+        try:
+            latest.append(passes.get(timeout=0.5))
+        except queue.Empty:
+            continue
+        found = _pool_rows(remote)
+    return _pools_settled(found), found
+
+
+def _pool_summary(console: Console, ok: bool, found: list[ResourceRow], modes: Mapping[str, str]) -> None:
+    if not found:
+        return
+    table = Table(title="pools and workloads")
+    for column in ("resource", "kind", "phase", "cluster", "GPUs", "reason"):
+        table.add_column(column)
+    for r in sorted(found, key=lambda r: (r.kind != "ComputePool", r.namespace, r.name)):
+        gpus = ", ".join(f"{family} x{n}" for family, n in sorted(r.gpus.items())) or "-"
+        reason = r.reason or ""
+        if r.phase == "Pending" and r.message:
+            reason = f"{reason}: {r.message}"
+        kind = f"{r.kind} ({modes[r.path]})" if r.path in modes else r.kind
+        table.add_row(r.key, kind, r.phase or "-", r.cluster or "-", gpus, reason)
+    console.print(table)
+    pools = sum(1 for r in found if r.kind == "ComputePool")
+    running = sum(1 for r in found if r.kind != "ComputePool" and r.phase == "Running")
+    pending = sum(1 for r in found if r.kind != "ComputePool" and r.phase == "Pending")
+    if ok:
+        console.print(
+            f"[green]all {pools} pools Running[/green], {running} workloads Running, {pending} pending"
+        )
+    else:
+        console.print("[red]not every pool reached Running[/red]")
 
 
 def _summary(console: Console, ok: bool, latest: list[PassResult], remote: Path, workspace: Path) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,13 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from reconciler.compute_status import compute_status, summary, unavailable_machines
+from reconciler.compute_status import (
+    compute_status,
+    holders,
+    in_use_machines,
+    summary,
+    unavailable_machines,
+)
 from reconciler.inventory import Inventory, discover
 from reconciler.palette import PaletteClient, PaletteError
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env
@@ -72,6 +78,8 @@ def _read_palette(url: str, project_uid: str | None, *, with_clusters: bool) -> 
                 cluster = client.get_cluster(str(uid)) if uid else None
                 if cluster is not None:
                     clusters.append(cluster)
+        else:  # the search's summaries carry the labels that say which platform or pool holds a host
+            clusters = client.search_clusters()
     return Snapshot(edge_hosts=hosts, clusters=clusters)
 
 
@@ -119,6 +127,15 @@ def _render_table(inventory: Inventory, status: Mapping[str, Any], console: Cons
         for host in status["excludedMachines"]:
             excluded.add_row(host["name"], host["uid"], host["reason"])
         console.print(excluded)
+    if status["inUseMachines"]:
+        held = Table(title="Hosts in use (the platform or pool that holds them)", title_justify="left")
+        for column in ("name", "uid", "held by", "cluster"):
+            held.add_column(column)
+        for host in status["inUseMachines"]:
+            by = host.get("heldBy")
+            owner = f"{by['kind']} {by['namespace']}/{by['name']}" if by else "-"
+            held.add_row(host["name"], host["uid"], owner, host["cluster"])
+        console.print(held)
     noted = [m for m in inventory.machines if m.notes]
     for machine in noted:
         console.print(f"note: {machine.name} ({machine.uid}): {'; '.join(machine.notes)}")
@@ -129,13 +146,18 @@ def _render_table(inventory: Inventory, status: Mapping[str, Any], console: Cons
     )
 
 
-def _render(inventory: Inventory, fmt: str) -> str | None:
+def _render(inventory: Inventory, fmt: str, clusters: Sequence[Mapping[str, Any]] = ()) -> str | None:
     """YAML/JSON text, or None after printing the table (rich writes to the console itself).
 
     Besides the Compute status shape, ``unavailableMachines`` lists the hosts that are counted but
-    cannot be placed, each with why (the Compute status itself lists available compute only).
+    cannot be placed, each with why (the Compute status itself lists available compute only), and
+    ``inUseMachines`` the hosts in a cluster with the platform or pool that holds them.
     """
-    status = {**compute_status(inventory), "unavailableMachines": unavailable_machines(inventory)}
+    status = {
+        **compute_status(inventory),
+        "unavailableMachines": unavailable_machines(inventory),
+        "inUseMachines": in_use_machines(inventory, holders(clusters)),
+    }
     if fmt == "json":
         return json.dumps(status, indent=2) + "\n"
     if fmt == "yaml":
@@ -161,7 +183,7 @@ def show(palette: str | None, inventory: Path | None, project_uid: str | None, f
         return _fail(str(exc))
     except PaletteError as exc:
         return _fail(f"Palette: {exc}")
-    text = _render(discover(snapshot.edge_hosts), fmt)
+    text = _render(discover(snapshot.edge_hosts), fmt, snapshot.clusters)
     if text is not None:
         sys.stdout.write(text)
     return EXIT_OK

@@ -30,7 +30,7 @@ waits.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
 
@@ -547,6 +547,7 @@ class _Pass:
         new = [r for r in eligible if r.key not in held]
         for request in again + new:
             self._admit_one(request, held.get(request.key))
+        self._retry_pending()
         self._explain_pending()
         return PoolAdmission(pool.key, dict(sorted(self.decisions.items())), self._capacity())
 
@@ -656,6 +657,24 @@ class _Pass:
             units,
             instances,
         )
+
+    def _retry_pending(self) -> None:
+        """Workloads are bound in order, so one that grows may go pending before a later one shrinks (or
+        leaves a half-gone host) and frees its GPUs. Pending workloads are tried again, in the same order,
+        until a round admits nothing more: every round either admits one or ends the loop, and each try
+        starts from the state the failed try left (all or nothing), so the result stays deterministic."""
+        while True:
+            waiting = [(r, s, why) for r, s, why in self.pending if why is not Reason.POOL_NOT_READY]
+            if not waiting:
+                return
+            self.pending = [p for p in self.pending if p[2] is Reason.POOL_NOT_READY]
+            before = len(self.decisions)
+            for request, state, _ in waiting:
+                # A broken earlier admission gave its GPUs back when it went pending: it owns none now.
+                retry = state if state is None or state.intact else replace(state, units=[])
+                self._admit_one(request, retry)
+            if len(self.decisions) == before:
+                return
 
     def _restore(self, request: WorkloadRequest, state: _Held | None) -> None:
         if state is not None and state.intact and self.planner is not None and state.previous.mig:

@@ -74,6 +74,9 @@ def _hosts(status: Mapping[str, Any]) -> list[str]:
     if isinstance(allocation, Mapping):
         for role in ("controlPlane", "workers"):
             hosts.update(str(h) for h in allocation.get(role) or [])
+        for binding in [*(allocation.get("bound") or []), *(allocation.get("mig") or [])]:  # a workload's
+            if isinstance(binding, Mapping) and binding.get("host"):
+                hosts.add(str(binding["host"]))
     for binding in status.get("bindings") or status.get("mig") or []:
         if isinstance(binding, Mapping) and binding.get("host"):
             hosts.add(str(binding["host"]))

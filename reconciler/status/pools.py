@@ -1,0 +1,269 @@
+"""Status documents of pools and workloads, and what the next pass reads back from them (DESIGN.md 6, 9).
+
+Pure (the clock comes in as ``now``). A pool's file is a platform's (phase, conditions, cluster,
+allocation) plus ``mode``, ``capacity`` per family, the ``admitted`` workloads, the MIG layout per host
+and GPU (``mig``, the shape of ``plan --format json``'s ``pools[].mig``), ``migConfig``, ``migSlices``
+(memory slices used, free in instances, stranded), the MIG ``machinePools`` and ``scaling``. A workload's
+file (``aiworkloads/``, or ``mlplatforms/`` for a shared MLPlatform) has ``phase``, its ``pool``, the
+GPUs and MIG instances bound to it (``allocation``) and ``attachedProfiles``: the cluster profile uids
+attached to the pool cluster for it, so that they can be detached once it is gone (the repository no
+longer says which they were).
+
+Read back (:func:`read_pool_records`): the previous admissions (``plan_targets``' ``previous``, including
+workloads that are gone), the recorded MIG layouts, each pool's ``mode``, and the attached profiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model.conditions import Phase, Reason
+from reconciler.model.pools import PoolKey, WorkloadKey
+from reconciler.placement.admission import GpuRef, MigInstance, PreviousAdmission, WorkloadAction
+from reconciler.placement.mig_admission import GpuLayout, MigLayoutError, parse_mig_layouts
+from reconciler.plan import PoolPlan, WorkloadPlan
+from reconciler.status.render import (
+    Outcome,
+    _previous_transition,
+    _ready_of,
+    observed_fields,
+    platform_status,
+    status_path,
+    unreachable_status,
+)
+
+API_VERSION = "palette.ai/v1alpha1"
+WORKLOAD_KINDS = ("AIWorkload", "MLPlatform")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadOutcome:
+    """What applying one workload's profiles did: the profile uids attached for it after the pass."""
+
+    attached: tuple[str, ...] = ()
+    ok: bool = True
+    error: str | None = None
+
+
+@dataclass
+class PoolRecords:
+    """What the status branch says about pools and workloads after the last pass."""
+
+    previous: dict[PoolKey, list[PreviousAdmission]] = field(default_factory=dict)
+    layouts: dict[PoolKey, tuple[GpuLayout, ...]] = field(default_factory=dict)
+    modes: dict[PoolKey, str] = field(default_factory=dict)
+    # workload -> (pool name, profile uids attached to the pool cluster for it)
+    attached: dict[WorkloadKey, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # recorded values that could not be read
+
+
+def workload_path(kind: str, namespace: str, name: str) -> str:
+    return status_path(kind, namespace, name)
+
+
+def _split(path: str) -> tuple[str, str, str] | None:
+    parts = path.split("/")
+    if len(parts) != 3 or not parts[2].endswith(".yaml"):
+        return None
+    return parts[0], parts[1], parts[2][: -len(".yaml")]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _admission(key: WorkloadKey, kind: str, allocation: Mapping[str, Any]) -> PreviousAdmission:
+    gpus: set[GpuRef] = set()
+    for item in allocation.get("bound") or []:
+        if not isinstance(item, Mapping):
+            continue
+        host, index = item.get("host"), _int(item.get("gpu"))
+        if isinstance(host, str) and index is not None:
+            gpus.add(GpuRef(host, index))
+    mig: set[MigInstance] = set()
+    for item in allocation.get("mig") or []:
+        if not isinstance(item, Mapping):
+            continue
+        host, gpu, profile, start = (
+            item.get("host"),
+            _int(item.get("gpu")),
+            item.get("profile"),
+            _int(item.get("start")),
+        )
+        if isinstance(host, str) and isinstance(profile, str) and gpu is not None and start is not None:
+            mig.add(MigInstance(host, gpu, profile, start))
+    ordered = tuple(sorted(gpus, key=lambda r: (r.host_uid, r.index)))
+    return PreviousAdmission(key, ordered, tuple(sorted(mig)), kind)
+
+
+def read_pool_records(docs: Mapping[str, Mapping[str, Any]]) -> PoolRecords:
+    """Pool and workload records of a parsed status tree (``render.parse_previous``)."""
+    out = PoolRecords()
+    for path, doc in sorted(docs.items()):
+        where = _split(path)
+        status = doc.get("status") if isinstance(doc, Mapping) else None
+        if where is None or not isinstance(status, Mapping):
+            continue
+        ns, plural, name = where
+        if plural == "computepools":
+            mode = status.get("mode")
+            if isinstance(mode, str):
+                out.modes[(ns, name)] = mode
+            try:
+                layouts = parse_mig_layouts(status.get("mig") or None, where=f"{path}: status.mig")
+            except MigLayoutError as exc:
+                out.problems.append(str(exc))
+                continue
+            if layouts:
+                out.layouts[(ns, name)] = layouts
+        elif plural in ("aiworkloads", "mlplatforms"):
+            pool = status.get("pool")
+            if not isinstance(pool, str) or not pool:
+                continue  # a dedicated MLPlatform's file, or a workload that holds nothing
+            kind = "AIWorkload" if plural == "aiworkloads" else "MLPlatform"
+            allocation = status.get("allocation")
+            if isinstance(allocation, Mapping):
+                held = _admission((ns, name), kind, allocation)
+                if held.gpus or held.mig:
+                    out.previous.setdefault((ns, pool), []).append(held)
+            uids = tuple(str(u) for u in status.get("attachedProfiles") or [] if isinstance(u, str))
+            if uids:
+                out.attached[(ns, name)] = (pool, uids)
+    return out
+
+
+def pool_document(
+    pool: PoolPlan,
+    *,
+    revision: str | None,
+    inputs: str,
+    outcome: Outcome | None,
+    previous: Mapping[str, Any] | None,
+    now: str,
+    unhealthy: tuple[str, ...] = (),
+) -> tuple[Phase, dict[str, Any]]:
+    """The status of one ComputePool: its cluster as a platform's, plus admission and MIG. ``inputs``:
+    the pool's ``resource_inputs`` (its ``observedRevision`` moves only when they change)."""
+    phase, doc = platform_status(
+        pool.cluster,
+        revision=revision,
+        inputs=inputs,
+        outcome=outcome,
+        previous=previous,
+        now=now,
+        unhealthy=unhealthy,
+    )
+    doc["kind"] = "ComputePool"
+    status = doc["status"]
+    status["mode"] = pool.mode
+    status["capacity"] = {
+        family: {"total": c.total, "admitted": c.admitted, "free": c.free}
+        for family, c in sorted(pool.capacity.items())
+    }
+    status["admitted"] = [f"{ns}/{name}" for ns, name in sorted(pool.admitted)]
+    status["mig"] = {host: [dict(g) for g in gpus] for host, gpus in sorted(pool.mig.items())}
+    status["migConfig"] = dict(pool.mig_config) if pool.mig_config is not None else None
+    if pool.mig_usage is not None:
+        usage = pool.mig_usage
+        status["migSlices"] = {"used": usage.used, "free": usage.free, "stranded": usage.stranded}
+    if pool.machine_pools:
+        status["machinePools"] = [
+            {"name": mp.config, "labels": mp.labels, "hosts": list(mp.hosts)} for mp in pool.machine_pools
+        ]
+    status["scaling"] = pool.scaling.to_json()
+    return phase, doc
+
+
+_PHASES = {
+    WorkloadAction.PENDING: Phase.PENDING,
+    WorkloadAction.REJECTED: Phase.REJECTED,
+    WorkloadAction.INVALID: Phase.INVALID,
+    WorkloadAction.SUSPENDED: Phase.SUSPENDED,
+    WorkloadAction.REMOVE: Phase.DELETING,
+}
+
+
+def _workload_phase(w: WorkloadPlan, outcome: WorkloadOutcome | None) -> tuple[Phase, Reason | None, str]:
+    if outcome is not None and not outcome.ok:
+        why = outcome.error or "the Palette request failed"
+        if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED):
+            return Phase.PENDING, Reason.PALETTE_UNAVAILABLE, f"{w.message}; profiles not attached: {why}"
+        return Phase.DELETING, Reason.PALETTE_UNAVAILABLE, f"{w.message}; profiles not detached: {why}"
+    if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED):
+        if not w.pool_running:
+            pool = w.pool or "?"
+            return Phase.PENDING, Reason.POOL_NOT_READY, f"{w.message}; waits for the cluster of pool {pool}"
+        return Phase.RUNNING, w.reason or Reason.ADMITTED, w.message
+    return _PHASES[w.action], w.reason, w.message
+
+
+def workload_document(
+    w: WorkloadPlan,
+    *,
+    revision: str | None,
+    inputs: str,
+    outcome: WorkloadOutcome | None,
+    attached: tuple[str, ...],
+    previous: Mapping[str, Any] | None,
+    now: str,
+) -> tuple[Phase, dict[str, Any]]:
+    """The status of one workload (an AIWorkload, or a shared MLPlatform) in its pool. ``attached``: the
+    profile uids attached for it after this pass."""
+    phase, reason, message = _workload_phase(w, outcome)
+    ready = _ready_of(phase)
+    status: dict[str, Any] = {
+        **observed_fields(revision, inputs, previous),
+        "phase": str(phase),
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": ready,
+                "reason": str(reason) if reason is not None else str(phase),
+                "message": message,
+                "lastTransitionTime": _previous_transition(previous, ready) or now,
+            }
+        ],
+        "pool": w.pool,
+    }
+    if w.gpus or w.mig:
+        status["allocation"] = {
+            "gpus": w.gpu_counts(),
+            "bound": [{"host": u.host_uid, "hostName": u.host_name, "gpu": u.index} for u in w.gpus],
+            "mig": [
+                {"host": m.host_uid, "gpu": m.gpu, "profile": m.profile, "start": m.start}
+                for m in sorted(w.mig)
+            ],
+        }
+    if attached:
+        status["attachedProfiles"] = sorted(attached)
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": w.kind,
+        "metadata": {"namespace": w.namespace, "name": w.name},
+        "status": status,
+    }
+    return phase, doc
+
+
+def unreachable_document(
+    kind: str,
+    namespace: str,
+    name: str,
+    *,
+    previous: Mapping[str, Any] | None,
+    reason: Reason,
+    message: str,
+    now: str,
+) -> tuple[Phase, dict[str, Any]]:
+    """A pool or workload whose Palette could not be read: every fact last reported is kept (admission,
+    MIG layout, attached profiles), Ready is ``Unknown`` and ``PaletteReachable=False`` says why."""
+    phase, doc = unreachable_status(
+        namespace, name, previous=previous, reason=reason, message=message, now=now
+    )
+    doc["kind"] = kind
+    before = (previous or {}).get("status") or {}
+    for key, value in before.items():
+        doc["status"].setdefault(key, value)
+    return phase, doc

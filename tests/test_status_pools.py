@@ -1,0 +1,127 @@
+"""Status documents of pools and workloads, and reading them back for the next pass (pure)."""
+
+from __future__ import annotations
+
+import yaml
+
+from reconciler.model.conditions import Reason
+from reconciler.model.gpu import GpuFamily
+from reconciler.placement.admission import GpuRef, GpuUnit, MigInstance, PreviousAdmission, WorkloadAction
+from reconciler.plan import WorkloadPlan
+from reconciler.status.pools import (
+    WorkloadOutcome,
+    read_pool_records,
+    unreachable_document,
+    workload_document,
+)
+from reconciler.status.render import dump, parse_previous
+
+A100 = GpuFamily("NVIDIA-A100")
+NOW = "2026-12-01T12:00:00Z"
+
+
+def plan(
+    action: WorkloadAction = WorkloadAction.ADMITTED, *, running: bool = True, **kw: object
+) -> WorkloadPlan:
+    defaults: dict[str, object] = {
+        "gpus": (GpuUnit("uid-h1", "h1", 0, A100), GpuUnit("uid-h1", "h1", 3, A100)),
+        "mig": (MigInstance("uid-h2", 1, "3g.40gb", 4),),
+        "pool_running": running,
+    }
+    defaults.update(kw)
+    return WorkloadPlan(
+        "project-a",
+        "llm",
+        "AIWorkload",
+        "shared-a100",
+        action,
+        Reason.ADMITTED,
+        "admitted",
+        **defaults,  # type: ignore[arg-type]
+    )
+
+
+def render(
+    w: WorkloadPlan, attached: tuple[str, ...] = ("p1",), outcome: WorkloadOutcome | None = None
+) -> dict:  # type: ignore[type-arg]
+    _phase, doc = workload_document(
+        w, revision="abc", inputs="i1", outcome=outcome, attached=attached, previous=None, now=NOW
+    )
+    return doc
+
+
+def test_a_workload_status_reads_back_as_its_previous_admission_and_attached_profiles() -> None:
+    doc = render(plan())
+    files = {"project-a/aiworkloads/llm.yaml": dump(doc)}
+    records = read_pool_records(parse_previous(files))
+    assert records.previous == {
+        ("project-a", "shared-a100"): [
+            PreviousAdmission(
+                ("project-a", "llm"),
+                (GpuRef("uid-h1", 0), GpuRef("uid-h1", 3)),
+                (MigInstance("uid-h2", 1, "3g.40gb", 4),),
+                "AIWorkload",
+            )
+        ]
+    }
+    assert records.attached == {("project-a", "llm"): ("shared-a100", ("p1",))}
+
+
+def test_an_admitted_workload_is_running_only_on_a_running_pool_cluster() -> None:
+    running = render(plan())["status"]
+    assert (running["phase"], running["conditions"][0]["status"]) == ("Running", "True")
+    waiting = render(plan(WorkloadAction.ADMIT, running=False), attached=())["status"]
+    assert waiting["phase"] == "Pending"
+    assert waiting["conditions"][0]["reason"] == "PoolNotReady"
+    assert waiting["allocation"]["gpus"] == {"NVIDIA-A100": 2}  # admitted: its GPUs are bound already
+
+
+def test_a_failed_attach_leaves_the_workload_pending_and_a_failed_detach_deleting() -> None:
+    failed = WorkloadOutcome((), ok=False, error="503")
+    attach = render(plan(WorkloadAction.ADMIT), attached=(), outcome=failed)["status"]
+    assert (attach["phase"], attach["conditions"][0]["reason"]) == ("Pending", "PaletteUnavailable")
+    gone = plan(WorkloadAction.REMOVE, gpus=(), mig=())
+    detach = render(gone, attached=("p1",), outcome=WorkloadOutcome(("p1",), ok=False, error="503"))["status"]
+    assert detach["phase"] == "Deleting" and detach["attachedProfiles"] == ["p1"]
+
+
+def test_pool_mode_and_mig_layouts_are_read_back_and_a_bad_layout_is_a_problem_not_a_crash() -> None:
+    pool = {
+        "status": {
+            "mode": "shared",
+            "mig": {
+                "uid-h2": [{"gpu": 1, "instances": [{"profile": "3g.40gb", "start": 4, "workload": None}]}]
+            },
+        }
+    }
+    bad = {"status": {"mode": "dedicated", "mig": {"uid-h3": "not a list"}}}
+    files = {
+        "ns/computepools/a.yaml": yaml.safe_dump(pool).encode(),
+        "ns/computepools/b.yaml": yaml.safe_dump(bad).encode(),
+    }
+    records = read_pool_records(parse_previous(files))
+    assert records.modes == {("ns", "a"): "shared", ("ns", "b"): "dedicated"}
+    assert [layout.host_uid for layout in records.layouts[("ns", "a")]] == ["uid-h2"]
+    assert ("ns", "b") not in records.layouts
+    assert len(records.problems) == 1 and "ns/computepools/b.yaml" in records.problems[0]
+
+
+def test_an_unreachable_workload_keeps_its_admission_and_attached_profiles() -> None:
+    before = render(plan())
+    _phase, doc = unreachable_document(
+        "AIWorkload",
+        "project-a",
+        "llm",
+        previous=before,
+        reason=Reason.PALETTE_UNAVAILABLE,
+        message="down",
+        now=NOW,
+    )
+    status = doc["status"]
+    assert doc["kind"] == "AIWorkload"
+    assert status["phase"] == "Running"
+    assert status["allocation"] == before["status"]["allocation"]
+    assert status["attachedProfiles"] == ["p1"] and status["pool"] == "shared-a100"
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Ready"]["status"] == "Unknown"
+    assert conditions["PaletteReachable"]["status"] == "False"
