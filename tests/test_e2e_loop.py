@@ -244,6 +244,7 @@ def test_an_unhealthy_host_degrades_its_platform_and_moves_nothing(
     assert isinstance(status, dict)
     assert status["phase"] == "Degraded"
     assert sick in status["conditions"][0]["message"]
+    assert status["conditions"][0]["reason"] == "InsufficientCompute", "not Provisioned: it is degraded"
 
     emulator.state.patch_host(sick, {"healthState": "healthy"})
     healed = ctl.reconcile_once()

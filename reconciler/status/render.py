@@ -195,7 +195,13 @@ def _phase_and_reason(
                 return Phase.DEGRADED, Reason.PROVISIONING, f"{p.message}: Palette reports the cluster Failed"
             if state == "Running" and unhealthy:
                 hosts = ", ".join(sorted(unhealthy))
-                return Phase.DEGRADED, Reason.PROVISIONED, f"{p.message}; unhealthy hosts: {hosts}"
+                # Running, but not all of its compute is: the reason says so (not "Provisioned").
+                return (
+                    Phase.DEGRADED,
+                    Reason.INSUFFICIENT_COMPUTE,
+                    f"the cluster runs, but its hosts {hosts} are unhealthy (kept: nothing is moved); "
+                    f"{p.message}",
+                )
             if state == "Running":
                 return Phase.RUNNING, Reason.PROVISIONED, p.message
             if state in ("Deleting", "Deleted"):
