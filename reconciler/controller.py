@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
-from reconciler.compute_status import compute_status
+from reconciler.compute_status import compute_status, holders, in_use_machines
 from reconciler.inventory import HostState, Inventory, Machine, discover
 from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import ParsedFile, build_desired, parse_file
@@ -828,10 +828,14 @@ class Controller:
             target = routing.computes.get((ns, name))
             path = status_path("Compute", ns, name)
             if target is not None and target in seen.observed:
+                observation = seen.observed[target]
+                # PaletteAI's shape (available compute, excluded hosts), plus which platform or pool
+                # holds each host in use.
+                held = in_use_machines(observation.inventory, holders(observation.raw_clusters))
                 doc = compute_document(
                     ns,
                     name,
-                    compute_status(seen.observed[target].inventory),
+                    {**compute_status(observation.inventory), "inUseMachines": held},
                     revision=revision,
                     inputs=resource_inputs(desired, "Compute", ns, name),
                     previous=previous.get(path),
