@@ -93,7 +93,9 @@ def test_sigkill_right_after_a_create_then_restart_adopts_one_cluster_per_platfo
         "project-a-clearml-prod",
         "project-a-cpu-sandbox",
         "project-a-notebooks",
+        "project-b-finetune-l40s",  # the sample's compute pools
         "project-b-inference",
+        "project-b-shared-a100",
         "project-b-training",
     ]
     assert all(len(uids) == 1 for uids in names.values())  # adopted, never created twice

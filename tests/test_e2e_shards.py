@@ -179,7 +179,11 @@ def test_two_shards_share_one_palette_and_one_status_branch_and_never_prune_each
     assert _events(outputs["a"], "cluster created") == {"project-a"}
     assert _events(outputs["b"], "cluster created") == {"project-b"}
     assert not _events(outputs["a"], "cluster deleted")
-    assert "project-b" not in outputs["a"].decode(errors="replace")  # not even a blocked prune
+    # Not even a blocked prune, a rejection or a status line of project-b's resources in shard a. (Its own
+    # creates may race shard b's for a free host on the shared Palette project; Palette refuses one and its
+    # message may name the other's cluster: that is not shard a acting on project-b.)
+    for event in ("prune blocked", "platform rejected", "cluster deleted", "pool cluster deleted"):
+        assert "project-b" not in _events(outputs["a"], event), event
 
     # Shard b comes back: it prunes its own orphans (under its own --max-deletions), nothing of a's.
     done = run_once(
