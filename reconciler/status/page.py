@@ -29,6 +29,12 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _idle(machine: Machine) -> str:
+    if machine.state is HostState.UNAVAILABLE:
+        return f"unavailable: {machine.unavailable_reason or 'not ready'}"
+    return "in use by another cluster" if machine.state is HostState.IN_USE else "free"
+
+
 def _mig_strip(gpus: Sequence[Mapping[str, Any]]) -> str:
     """A host's MIG GPUs: 8 memory slices each, instances drawn at their start."""
     out = []
@@ -59,10 +65,16 @@ def render(
 ) -> str:
     """The page: ``rows`` say who holds which host; ``machines`` are the discovered hosts; ``mig`` maps
     a host uid to its MIG GPUs (``pools[].mig`` shape of DESIGN.md section 8)."""
+    # A host's holder is the platform or pool whose cluster it is in; the workloads bound to it inside a
+    # pool are named on the tile as well.
     holder: dict[str, str] = {}
-    for row in rows:
+    tenants: dict[str, list[str]] = defaultdict(list)
+    for row in sorted(rows, key=lambda r: r.kind == "AIWorkload" or not r.cluster):
         for host in row.hosts:
-            holder.setdefault(host, row.key)
+            if row.kind == "AIWorkload" or (row.kind == "MLPlatform" and host in holder):
+                tenants[host].append(row.key)
+            else:
+                holder.setdefault(host, row.key)
     mig = mig or {}
     groups: dict[tuple[str, str, str], list[Machine]] = defaultdict(list)
     free: dict[str, int] = defaultdict(int)
@@ -96,13 +108,14 @@ def render(
         for m in sorted(members, key=lambda m: m.name):
             who = holder.get(m.uid)
             colour = _colour(who) if who else _FREE
-            classes = "host" + (" unavailable" if m.state is not HostState.AVAILABLE else "")
+            classes = "host" + (" unavailable" if m.state is HostState.UNAVAILABLE else "")
             gpus = f"{m.gpu_count} GPU" if m.gpu_count else f"{m.cpus} CPU"
             tiles.append(
                 f'<div class="{classes}" data-host="{_e(m.uid)}" data-holder="{_e(who or "")}" '
                 f'style="background:{colour}" title="{_e(m.uid)}">'
-                f"<b>{_e(m.name)}</b><small>{_e(gpus)}</small><small>{_e(who or 'free')}</small>"
-                f"{_mig_strip(mig.get(m.uid, ()))}</div>"
+                f"<b>{_e(m.name)}</b><small>{_e(gpus)}</small><small>{_e(who or _idle(m))}</small>"
+                + "".join(f'<small class="tenant">{_e(t)}</small>' for t in sorted(tenants.get(m.uid, ())))
+                + f"{_mig_strip(mig.get(m.uid, ()))}</div>"
             )
         sections.append(
             f'<section class="group"><h3>{_e(role)} · {_e(family)} · {_e(rg)} '
@@ -126,7 +139,7 @@ h1{{font-size:20px;margin:0 0 4px}} h3{{font-size:14px;margin:16px 0 6px}}
 .host{{width:150px;min-height:64px;border-radius:6px;padding:6px;box-sizing:border-box;
 display:flex;flex-direction:column;gap:2px;border:2px solid transparent}}
 .host b{{font-size:12px;overflow-wrap:anywhere}}
-.host small{{font-size:11px;opacity:.85}} .host.unavailable{{border-color:#dc2626;opacity:.7}}
+.host small{{font-size:11px;opacity:.85}} .host small.tenant{{font-style:italic}} .host.unavailable{{border-color:#dc2626;opacity:.7}}
 .gpu{{display:grid;grid-template-columns:repeat(8,1fr);gap:1px;margin-top:2px;background:#9ca3af}}
 .mig{{font-size:8px;text-align:center;overflow:hidden;white-space:nowrap}}
 .legend{{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:12px}}
