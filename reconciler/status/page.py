@@ -139,7 +139,8 @@ h1{{font-size:20px;margin:0 0 4px}} h3{{font-size:14px;margin:16px 0 6px}}
 .host{{width:150px;min-height:64px;border-radius:6px;padding:6px;box-sizing:border-box;
 display:flex;flex-direction:column;gap:2px;border:2px solid transparent}}
 .host b{{font-size:12px;overflow-wrap:anywhere}}
-.host small{{font-size:11px;opacity:.85}} .host small.tenant{{font-style:italic}} .host.unavailable{{border-color:#dc2626;opacity:.7}}
+.host small{{font-size:11px;opacity:.85}} .host small.tenant{{font-style:italic}}
+.host.unavailable{{border-color:#dc2626;opacity:.7}}
 .gpu{{display:grid;grid-template-columns:repeat(8,1fr);gap:1px;margin-top:2px;background:#9ca3af}}
 .mig{{font-size:8px;text-align:center;overflow:hidden;white-space:nowrap}}
 .legend{{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:12px}}
