@@ -18,7 +18,7 @@ from reconciler.inventory import Machine
 from reconciler.logging import get_logger, with_log_context
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
-from reconciler.model.observed import cluster_name, managed_labels
+from reconciler.model.observed import ManagedCluster, cluster_name, managed_labels
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.model.resources import ClusterProfileRef, ComputePool, ComputeProfile, MLPlatform
 from reconciler.palette.entities import (
@@ -32,6 +32,7 @@ from reconciler.palette.entities import (
     static_ip_wanted,
 )
 from reconciler.palette.errors import PaletteError, UnauthorizedError
+from reconciler.palette.observe import cluster_config_uid
 from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import Action, Plan, PlatformPlan, PoolPlan, WorkloadPlan
 from reconciler.profiles import NO_CLUSTER_PROFILE, platform_cluster_profiles
@@ -117,6 +118,14 @@ def _pool_hosts(config: Mapping[str, Any]) -> tuple[dict[str, list[str]], dict[s
     return out, names
 
 
+def _config_uid(client: ClusterAPI, cluster: ManagedCluster) -> str:
+    """The cluster's cloud config uid: from the search summary, else from the full cluster object."""
+    config_uid = cluster.cloud_config_uid or cluster_config_uid(client.get_cluster(cluster.uid) or {})
+    if not config_uid:
+        raise ApplyError(f"cluster {cluster.name} has no cloud config")
+    return config_uid
+
+
 def _scale(
     client: ClusterAPI, desired: DesiredState, p: PlatformPlan, machines: Mapping[str, Machine]
 ) -> Outcome:
@@ -124,12 +133,7 @@ def _scale(
     cluster = p.existing
     if cluster is None:
         raise ApplyError(f"scale of {p.namespace}/{p.name} without a cluster")
-    config_uid = cluster.cloud_config_uid
-    if config_uid is None:
-        full = client.get_cluster(cluster.uid) or {}
-        config_uid = ((full.get("spec") or {}).get("cloudConfigRef") or {}).get("uid")
-    if not config_uid:
-        raise ApplyError(f"cluster {cluster.name} has no cloud config")
+    config_uid = _config_uid(client, cluster)
     pools, names = _pool_hosts(client.get_cloud_config(config_uid))
     arch = p.arch or cluster.arch or "amd64"
     for pool, is_cp, target in (
@@ -299,12 +303,7 @@ def _sync_pool_machine_pools(
     cluster = p.existing
     if cluster is None:
         raise ApplyError(f"scale of pool {p.namespace}/{p.name} without a cluster")
-    config_uid = cluster.cloud_config_uid
-    if config_uid is None:
-        full = client.get_cluster(cluster.uid) or {}
-        config_uid = ((full.get("spec") or {}).get("cloudConfigRef") or {}).get("uid")
-    if not config_uid:
-        raise ApplyError(f"cluster {cluster.name} has no cloud config")
+    config_uid = _config_uid(client, cluster)
     current, names = _pool_hosts(client.get_cloud_config(config_uid))
     wanted = _pool_layout(pool)
     arch = p.arch or cluster.arch or "amd64"
