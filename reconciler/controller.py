@@ -1082,8 +1082,9 @@ class Controller:
         if o is None:
             before = (previous or {}).get("status") or {}
             kept = before.get("scaling") if isinstance(before, Mapping) else None
-            recorded = isinstance(kept, Mapping) and isinstance(kept.get("decision"), Mapping)
-            return dict(kept) if recorded and pool.scaling.policy is not None else None
+            if not isinstance(kept, Mapping) or not isinstance(kept.get("decision"), Mapping):
+                return None
+            return dict(kept) if pool.scaling.policy is not None else None
         status = o.status
         if o.acts:
             written = work.pools.get(pool.key)
