@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from structlog.testing import capture_logs
 
 from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
@@ -28,16 +29,14 @@ from reconciler.palette.pacing import RateLimits
 from tests._e2e_support import SAMPLE, sample_files
 from tests._git_support import RemoteRepo, git
 from tests._loop_support import fast_controller, status_files
-from tests._prometheus_support import BINARY, PrometheusServer
+from tests._prometheus_support import BINARY, FakePrometheus, PrometheusServer
 
 # CI installs Prometheus (.ci/run): there a missing binary is a failure, not a skip.
-pytestmark = [
-    pytest.mark.skipif(
-        BINARY is None and not os.environ.get("CI"),
-        reason="the prometheus binary is not installed (apt-get install prometheus)",
-    ),
-    pytest.mark.e2e,
-]
+needs_prometheus = pytest.mark.skipif(
+    BINARY is None and not os.environ.get("CI"),
+    reason="the prometheus binary is not installed (apt-get install prometheus)",
+)
+pytestmark = pytest.mark.e2e
 
 POOL = "project-b/computepools/shared-a100.yaml"
 COOLDOWN = 10.0
@@ -65,10 +64,11 @@ POLICY = {
 }
 
 
-def pool_manifest() -> str:
+def pool_manifest(policy: bool = True) -> str:
     pool = yaml.safe_load((SAMPLE / "project-b/pools/shared-a100.yaml").read_text())
     pool["spec"]["resourceGroups"] = {"network-pool": "3"}  # gpu-a100-01..03 may all join
-    pool["spec"]["scalingPolicyRef"] = {"name": "gpu-autoscale"}
+    if policy:
+        pool["spec"]["scalingPolicyRef"] = {"name": "gpu-autoscale"}
     return yaml.safe_dump(pool)
 
 
@@ -86,21 +86,25 @@ def workload() -> str:
     )
 
 
-@pytest.fixture
-def remote(tmp_path: Path) -> RemoteRepo:
-    """Project b's settings and profiles, no platforms, the pool with its policy and one workload."""
+def repo(tmp_path: Path, policy: bool = True) -> RemoteRepo:
+    """Project b's settings and profiles, no platforms, the pool (with its policy) and one workload."""
     files: dict[str, bytes | str | None] = {
         p: d
         for p, d in sample_files().items()
         if p.startswith("project-b/") and not any(s in p for s in ("/pools/", "/workloads/", "/platforms/"))
     }
-    files["project-b/pools/shared-a100.yaml"] = pool_manifest()
+    files["project-b/pools/shared-a100.yaml"] = pool_manifest(policy)
     files["project-b/scalingpolicy.yaml"] = yaml.safe_dump(POLICY)
     files["project-b/workloads/holder.yaml"] = workload()
     (tmp_path / "git").mkdir()
-    repo = RemoteRepo(tmp_path / "git")
-    repo.commit(files, "a pool with a scaling policy")
-    return repo
+    remote = RemoteRepo(tmp_path / "git")
+    remote.commit(files, "a pool with a scaling policy")
+    return remote
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> RemoteRepo:
+    return repo(tmp_path)
 
 
 @pytest.fixture
@@ -112,15 +116,15 @@ def prometheus(emulator: EmulatorServer, tmp_path: Path) -> Iterator[PrometheusS
 
 
 def start(
-    remote: RemoteRepo, emulator: EmulatorServer, prometheus: PrometheusServer, cache: Path
+    remote: RemoteRepo, emulator: EmulatorServer, prometheus: str, cache: Path, **options: Any
 ) -> Controller:
     return fast_controller(
         remote,
         emulator.url,
         cache,
-        prometheus_url=prometheus.url,
+        prometheus_url=prometheus,
         palette_rate_limits=RateLimits.off(),
-        interval=0.2,
+        **options,
     )
 
 
@@ -173,14 +177,26 @@ def last_action(status: dict[str, Any]) -> dict[str, Any] | None:
     return action if isinstance(action, dict) else None
 
 
+def hand_commit(remote: RemoteRepo, files: dict[str, bytes]) -> None:
+    """Someone edits the status branch with plain git."""
+    git("fetch", "--quiet", "origin", "reconciler/status", cwd=remote.work)
+    git("checkout", "--quiet", "-B", "hand", "FETCH_HEAD", cwd=remote.work)
+    for path, data in files.items():
+        (remote.work / path).write_bytes(data)
+        git("add", path, cwd=remote.work)
+    git("commit", "--quiet", "-m", "hand edit", cwd=remote.work)
+    git("push", "--quiet", "origin", "HEAD:refs/heads/reconciler/status", cwd=remote.work)
+
+
 def status_log(remote: RemoteRepo) -> str:
     return git("log", "--format=%B%x00", "reconciler/status", cwd=remote.bare)
 
 
+@needs_prometheus
 def test_pool_scales_up_on_high_utilisation_keeps_its_cooldown_and_scales_down_a_free_host(
     emulator: EmulatorServer, remote: RemoteRepo, prometheus: PrometheusServer, tmp_path: Path
 ) -> None:
-    ctl = start(remote, emulator, prometheus, tmp_path / "cache")
+    ctl = start(remote, emulator, prometheus.url, tmp_path / "cache")
     try:
         passes_until(ctl, remote, lambda s: s["phase"] == "Running", 30, "the pool Running")
         first = gpu_hosts(emulator)
@@ -215,7 +231,7 @@ def test_pool_scales_up_on_high_utilisation_keeps_its_cooldown_and_scales_down_a
         ctl.close()
 
     # A restart (a fresh controller, the same status branch) keeps the cooldown.
-    ctl = start(remote, emulator, prometheus, tmp_path / "cache-2")
+    ctl = start(remote, emulator, prometheus.url, tmp_path / "cache-2")
     try:
         ctl.reconcile_once()
         status = pool_status(remote)
@@ -266,3 +282,75 @@ def test_pool_scales_up_on_high_utilisation_keeps_its_cooldown_and_scales_down_a
         assert "scaled down shared-a100 by 1 NVIDIA-A100 host (8 GPUs)" in status_log(remote)
     finally:
         ctl.close()
+
+
+# --- the wiring's other rules, against an in-process server answering Prometheus's range API ----------
+
+
+def running(ctl: Controller, remote: RemoteRepo) -> None:
+    passes_until(ctl, remote, lambda s: s["phase"] == "Running", 30, "the pool Running")
+
+
+def test_a_pool_without_a_policy_sends_no_query(emulator: EmulatorServer, tmp_path: Path) -> None:
+    remote = repo(tmp_path, policy=False)
+    with FakePrometheus() as fake:
+        fake.answers.values = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 95}
+        ctl = start(remote, emulator, fake.url, tmp_path / "cache")
+        try:
+            running(ctl, remote)
+            ctl.reconcile_once()
+        finally:
+            ctl.close()
+        assert fake.answers.requests == []
+    scaling = pool_status(remote)["scaling"]
+    assert (scaling["policy"], scaling["decision"], scaling["reason"]) == (None, "none", "NoPolicy")
+    assert len(gpu_hosts(emulator)) == 1
+
+
+def test_an_unreadable_scaling_record_keeps_the_pools_size_and_decides_nothing(
+    emulator: EmulatorServer, remote: RemoteRepo, tmp_path: Path
+) -> None:
+    with FakePrometheus() as fake:  # no data at first: nothing to decide on
+        ctl = start(remote, emulator, fake.url, tmp_path / "cache")
+        try:
+            running(ctl, remote)
+            hosts = gpu_hosts(emulator)
+            doc = status_files(remote)[POOL]
+            assert doc["status"]["scaling"]["prometheusAvailable"]["reason"] == "PrometheusUnavailable"
+            doc["status"]["scaling"]["size"] = {"NVIDIA-A100": "many"}
+            hand_commit(remote, {POOL: yaml.safe_dump(doc).encode()})
+            fake.answers.values = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 95}
+            sent = len(fake.answers.requests)
+            with capture_logs() as logs:
+                for _ in range(3):
+                    ctl.reconcile_once()
+        finally:
+            ctl.close()
+        assert len(fake.answers.requests) == sent  # not decided: no query
+    warned = [e["error"] for e in logs if e["log_level"] == "warning" and "scaling status" in e["event"]]
+    assert warned and warned[0].startswith(f"{POOL}: status.scaling.size")
+    assert gpu_hosts(emulator) == hosts
+    assert pool_status(remote)["scaling"]["size"] == {"NVIDIA-A100": "many"}  # kept as it was
+
+
+def test_dry_run_logs_the_decision_and_records_nothing(
+    emulator: EmulatorServer, remote: RemoteRepo, tmp_path: Path
+) -> None:
+    with FakePrometheus() as fake:
+        ctl = start(remote, emulator, fake.url, tmp_path / "cache")
+        try:
+            running(ctl, remote)
+        finally:
+            ctl.close()
+        hosts, tip = gpu_hosts(emulator), git("rev-parse", "reconciler/status", cwd=remote.bare)
+        fake.answers.values = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 95}
+        ctl = start(remote, emulator, fake.url, tmp_path / "dry", dry_run=True)
+        try:
+            with capture_logs() as logs:
+                ctl.reconcile_once()
+        finally:
+            ctl.close()
+    decided = [e["message"] for e in logs if e["event"] == "dry run: scaling decision"]
+    assert decided and decided[0].startswith("scaled up shared-a100 by 1 NVIDIA-A100 host (8 GPUs)")
+    assert gpu_hosts(emulator) == hosts
+    assert git("rev-parse", "reconciler/status", cwd=remote.bare) == tip
