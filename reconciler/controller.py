@@ -69,7 +69,6 @@ from reconciler.plan import (
     Plan,
     PlatformPlan,
     PoolPlan,
-    ScalingPlan,
     WorkloadPlan,
     gpus_of,
     plan_targets,
@@ -701,10 +700,7 @@ class Controller:
         records = self._pool_records()
         self._pool_pass = _PoolPass(records=records)
 
-        def plan(
-            sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
-            scaling: Mapping[PoolKey, ScalingPlan] | None = None,
-        ) -> dict[Target, Plan]:
+        def plan(sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None) -> dict[Target, Plan]:
             return plan_targets(
                 desired,
                 routing,
@@ -715,7 +711,6 @@ class Controller:
                 pool_modes=records.modes,
                 previous_layouts=records.layouts,
                 sizes=sizes,
-                scaling=scaling,
             )
 
         return self._scaling_pass(desired, observed, plan)
@@ -724,12 +719,13 @@ class Controller:
         self,
         desired: DesiredState,
         observed: Mapping[Target, _Observed],
-        plan: Callable[..., dict[Target, Plan]],
+        plan: Callable[[Mapping[PoolKey, Mapping[GpuFamily, int]] | None], dict[Target, Plan]],
     ) -> dict[Target, Plan]:
         """Plan with the scaling stage (docs/scaling.md, "How the controller runs it"): pools with a
         policy request their current size (``spec.gpus`` and the recorded actions); the stage decides
         on the plan; an action is planned with its target size and confirmed against that plan; the
-        final plan carries each pool's decision. Pools without a policy: one plan, no query."""
+        pass's plan (made with the final sizes) carries each pool's decision. Pools without a policy: one
+        plan, no query."""
         docs = parse_previous(self._read_status())
         recorded: dict[PoolKey, ScalingStatus | None] = {}
         unreadable: set[PoolKey] = set()
@@ -741,7 +737,7 @@ class Controller:
                 unreadable.add(key)
         sizes = pool_sizes(desired, recorded)
         if not sizes:
-            return plan()
+            return plan(None)
         machines = {uid: m for o in observed.values() for uid, m in o.inventory.by_uid().items()}
         for key in unreadable & set(sizes):
             cluster = next(
@@ -762,18 +758,29 @@ class Controller:
         )
         if not outcomes:
             return first
+        plans = first
         if any(o.acts for o in outcomes.values()):  # plan again with the actions' sizes
             acting = {k: dict(o.target) for k, o in outcomes.items() if o.acts}
-            outcomes = confirm(outcomes, first, plan(sizes | acting))
-            sizes |= {k: dict(o.target) for k, o in outcomes.items()}
+            plans = plan(sizes | acting)
+            outcomes = confirm(outcomes, first, plans)
+            if any(o.withdrawn for o in outcomes.values()):  # back to its size: plan once more
+                sizes |= {k: dict(o.target) for k, o in outcomes.items()}
+                plans = plan(sizes)
         self._pool_pass.scaling = outcomes
-        for (ns, name), o in outcomes.items():
-            d = o.decision
+        entries = {k: o.entry for k, o in outcomes.items()}
+        for (ns, name), entry in entries.items():
             if self.options.dry_run:
-                log.info("dry run: scaling decision", namespace=ns, name=name, message=d.message)
-            elif o.acts:
-                log.info("scaling", namespace=ns, name=name, message=d.message)
-        return plan(sizes, {k: o.entry for k, o in outcomes.items()})
+                log.info(
+                    "dry run: scaling decision",
+                    namespace=ns,
+                    name=name,
+                    decision=str(entry.decision),
+                    reason=entry.reason,
+                    message=entry.message,
+                )
+            elif outcomes[(ns, name)].acts:
+                log.info("scaling", namespace=ns, name=name, message=entry.message)
+        return {target: p.with_scaling(entries) for target, p in plans.items()}
 
     def _pool_records(self) -> PoolRecords:
         """Admissions, MIG layouts, pool modes and attached profiles as the status branch recorded them."""

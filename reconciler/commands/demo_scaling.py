@@ -6,8 +6,9 @@ own corner of the demo's workspace (so the sample's platforms keep their hosts):
 and profiles, the sample pool with ``resourceGroups: {network-pool: "3"}`` (so the free A100 hosts of
 network pool 3 may join) and a ScalingPolicy of short windows (3 s at a 1 s step), a fresh emulator,
 Prometheus on loopback scraping the emulator every second, and the controller in process with
-``--prometheus``. Once the pool is Running its utilisation is set to 95% through the emulator's admin
-endpoint; the pass that scales it up is shown with its status commit.
+``--prometheus``. Once the pool is Running its utilisation is set to 95% on the emulator (what its
+``PATCH /__emulator/clusters/{uid}/utilization`` does); the pass that scales it up is shown with its
+status commit.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
 from reconciler.controller import Controller, ControllerOptions
@@ -77,7 +77,7 @@ def scene(
     root = workspace / "scaling"
     try:
         return _scene(binary, sample, root, api_key, say, make_remote)
-    except (OSError, RuntimeError, httpx.HTTPError, subprocess.SubprocessError) as exc:
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
         say(f"scaling: the scene did not run: {exc}")
         return False
 
@@ -131,13 +131,10 @@ def _scene(
                 controller.reconcile_once()
                 time.sleep(0.3)
             cluster = _pool_cluster(emulator)
-            response = httpx.patch(
-                f"{emulator.url}/__emulator/clusters/{cluster.uid}/utilization", json={"gpu": 0.95}, timeout=5
-            )
-            response.raise_for_status()
+            emulator.app.utilization.set(cluster.uid, {"gpu": 0.95})
             say(
-                f"scaling: GPU utilisation of cluster {cluster.name} set to 95% "
-                f"(PATCH /__emulator/clusters/{cluster.uid}/utilization), {_hosts(emulator)}"
+                f"scaling: GPU utilisation of cluster {cluster.name} set to 95% on the emulator "
+                f"(as PATCH /__emulator/clusters/{cluster.uid}/utilization does), {_hosts(emulator)}"
             )
             passes = 0
             while True:
@@ -241,9 +238,9 @@ def _prometheus(binary: str, root: Path, target: str) -> Iterator[str]:
             if process.poll() is not None:
                 raise RuntimeError(f"prometheus exited (see {root / 'prometheus.log'})")
             try:
-                if httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
+                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+                break  # listening: the controller's passes tolerate the first empty answers
+            except OSError:
                 pass
             if time.monotonic() > deadline:
                 raise RuntimeError("prometheus did not become ready in 30 s")
