@@ -72,15 +72,15 @@ def pool_manifest(policy: bool = True) -> str:
     return yaml.safe_dump(pool)
 
 
-def workload() -> str:
+def workload(name: str = "holder", gpus: int = 4) -> str:
     return yaml.safe_dump(
         {
             "apiVersion": "spectrocloud.com/v1alpha1",
             "kind": "AIWorkload",
-            "metadata": {"name": "holder", "namespace": "project-b"},
+            "metadata": {"name": name, "namespace": "project-b"},
             "spec": {
                 "computePoolRef": {"name": "shared-a100"},
-                "gpus": [{"family": "NVIDIA-A100", "count": 4}],
+                "gpus": [{"family": "NVIDIA-A100", "count": gpus}],
             },
         }
     )
@@ -354,3 +354,42 @@ def test_dry_run_logs_the_decision_and_records_nothing(
     assert decided and decided[0].startswith("scaled up shared-a100 by 1 NVIDIA-A100 host (8 GPUs)")
     assert gpu_hosts(emulator) == hosts
     assert git("rev-parse", "reconciler/status", cwd=remote.bare) == tip
+
+
+def test_a_workload_pending_for_capacity_scales_the_pool_up_without_metrics(
+    emulator: EmulatorServer, remote: RemoteRepo, tmp_path: Path
+) -> None:
+    with FakePrometheus() as fake:  # answers no data: utilisation is unavailable, demand still counts
+        ctl = start(remote, emulator, fake.url, tmp_path / "cache")
+        try:
+            running(ctl, remote)
+            first = gpu_hosts(emulator)
+            remote.commit(
+                {"project-b/workloads/big.yaml": workload("big", 8)}, "a workload that does not fit"
+            )
+            ctl.reconcile_once()
+            big = status_files(remote)["project-b/aiworkloads/big.yaml"]["status"]
+            assert (big["phase"], big["conditions"][0]["reason"]) == ("Pending", "PoolCapacityExceeded")
+            since = time.time()
+            up = passes_until(ctl, remote, lambda s: last_action(s) is not None, 30, "a demand scale-up")
+            waited = time.time() - since
+            action = last_action(up)
+            assert action is not None and action["trigger"] == "PendingDemand"
+            assert action["inputs"]["pending"]["workload"] == "project-b/big"
+            assert action["inputs"]["pending"]["gpus"] == 4  # 8 needed, 4 free
+            assert waited >= WINDOW - 1  # it waited the family's scaleUpDuration (status times are whole s)
+            assert up["scaling"]["prometheusAvailable"]["status"] == "False"
+            assert len(gpu_hosts(emulator) - first) == 1
+            admitted = passes_until(
+                ctl,
+                remote,
+                lambda _s: (
+                    status_files(remote)["project-b/aiworkloads/big.yaml"]["status"]["phase"] == "Running"
+                ),
+                30,
+                "the pending workload admitted",
+            )
+            assert admitted["scaling"]["size"] == {"NVIDIA-A100": 16}
+        finally:
+            ctl.close()
+    assert "project-b/big pending for" in status_log(remote)
