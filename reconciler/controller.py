@@ -697,7 +697,8 @@ class Controller:
         self, desired: DesiredState, routing: Routing, observed: Mapping[Target, _Observed]
     ) -> dict[Target, Plan]:
         # Each target plans what is routed to it; the prune guard counts the whole pass (plan.py).
-        records = self._pool_records()
+        docs = parse_previous(self._read_status())
+        records = self._pool_records(docs)
         self._pool_pass = _PoolPass(records=records)
 
         def plan(sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None) -> dict[Target, Plan]:
@@ -713,12 +714,13 @@ class Controller:
                 sizes=sizes,
             )
 
-        return self._scaling_pass(desired, observed, plan)
+        return self._scaling_pass(desired, observed, docs, plan)
 
     def _scaling_pass(
         self,
         desired: DesiredState,
         observed: Mapping[Target, _Observed],
+        docs: Mapping[str, dict[str, Any]],
         plan: Callable[[Mapping[PoolKey, Mapping[GpuFamily, int]] | None], dict[Target, Plan]],
     ) -> dict[Target, Plan]:
         """Plan with the scaling stage (docs/scaling.md, "How the controller runs it"): pools with a
@@ -726,7 +728,6 @@ class Controller:
         on the plan; an action is planned with its target size and confirmed against that plan; the
         pass's plan (made with the final sizes) carries each pool's decision. Pools without a policy: one
         plan, no query."""
-        docs = parse_previous(self._read_status())
         recorded: dict[PoolKey, ScalingStatus | None] = {}
         unreadable: set[PoolKey] = set()
         for key, (path, block) in scaling_blocks(docs).items():
@@ -782,9 +783,9 @@ class Controller:
                 log.info("scaling", namespace=ns, name=name, message=entry.message)
         return {target: p.with_scaling(entries) for target, p in plans.items()}
 
-    def _pool_records(self) -> PoolRecords:
+    def _pool_records(self, docs: Mapping[str, dict[str, Any]]) -> PoolRecords:
         """Admissions, MIG layouts, pool modes and attached profiles as the status branch recorded them."""
-        records = read_pool_records(parse_previous(self._read_status()))
+        records = read_pool_records(docs)
         for problem in records.problems:
             log.warning("unreadable pool status: its MIG layout is planned afresh", error=problem)
         return records
