@@ -222,6 +222,7 @@ class _PoolPass:
     scaling: dict[PoolKey, ScalingOutcome] = field(default_factory=dict)  # the scaling stage's outcomes
     applied_at: float | None = None  # when the pool writes finished (an action's cooldown runs from it)
     commits: list[str] = field(default_factory=list)  # scaling records for the status commit's body
+    unreadable: set[PoolKey] = field(default_factory=set)  # pools whose status.scaling did not parse
 
 
 class _HeadMoved(Exception):
@@ -736,6 +737,7 @@ class Controller:
             except ScalingStatusError as exc:
                 log.warning("unreadable scaling status: the pool keeps its size, not scaled", error=str(exc))
                 unreadable.add(key)
+        self._pool_pass.unreadable = unreadable
         sizes = pool_sizes(desired, recorded)
         if not sizes:
             return plan(None)
@@ -1080,19 +1082,22 @@ class Controller:
                 files[path] = dump(doc)
         return files
 
-    def _scaling_record(self, pool: PoolPlan, previous: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    def _scaling_record(self, pool: PoolPlan, previous: Mapping[str, Any] | None) -> Any:
         """``status.scaling`` of a pool with a policy after apply (None: the plan's entry stands). An
         action is recorded once its Palette write succeeded (its commit text goes in the status
         commit's body); a failed write records nothing done. A pool the stage did not decide keeps its
-        recorded block."""
+        recorded block (an unreadable one as it is)."""
         work = self._pool_pass
         o = work.scaling.get(pool.key)
         if o is None:
             before = (previous or {}).get("status") or {}
             kept = before.get("scaling") if isinstance(before, Mapping) else None
-            if not isinstance(kept, Mapping) or not isinstance(kept.get("decision"), Mapping):
+            if pool.scaling.policy is None or kept is None:
                 return None
-            return dict(kept) if pool.scaling.policy is not None else None
+            if pool.key in work.unreadable:
+                return kept  # as it is, until someone fixes it
+            recorded = isinstance(kept, Mapping) and isinstance(kept.get("decision"), Mapping)
+            return dict(kept) if recorded else None
         status = o.status
         if o.acts:
             written = work.pools.get(pool.key)
