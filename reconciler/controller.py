@@ -52,9 +52,10 @@ from reconciler.metrics import Metrics, PassOutcome
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.model.gpu import GpuFamily
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
-from reconciler.model.pools import PoolKey, WorkloadKey
-from reconciler.model.resources import Compute, Settings
+from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey, cluster_kind
+from reconciler.model.resources import Compute, ComputePool, Settings
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
@@ -69,18 +70,27 @@ from reconciler.plan import (
     PlatformPlan,
     PoolPlan,
     WorkloadPlan,
+    gpus_of,
     plan_targets,
     select_namespaces,
 )
+from reconciler.prometheus.stage import ScalingOutcome, ScalingStage, confirm, evaluate
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target, route
 from reconciler.runtime.lease import Lease, NoLease
+from reconciler.scaling import ScalingStatusError
+from reconciler.scaling import parse as parse_scaling
+from reconciler.scaling import render as render_scaling
+from reconciler.scaling.pools import pool_sizes
+from reconciler.scaling.record import ScalingStatus
 from reconciler.source import DirectorySource, GitError, GitSource
 from reconciler.status.changes import commit_message, source_trailers
 from reconciler.status.pools import (
     PoolRecords,
     WorkloadOutcome,
+    pending_since,
     pool_document,
     read_pool_records,
+    scaling_blocks,
     unreachable_document,
     workload_document,
 )
@@ -209,6 +219,10 @@ class _PoolPass:
     plans: dict[Target, Plan] = field(default_factory=dict)
     pools: dict[PoolKey, Outcome] = field(default_factory=dict)
     workloads: dict[WorkloadKey, WorkloadOutcome] = field(default_factory=dict)
+    scaling: dict[PoolKey, ScalingOutcome] = field(default_factory=dict)  # the scaling stage's outcomes
+    applied_at: float | None = None  # when the pool writes finished (an action's cooldown runs from it)
+    commits: list[str] = field(default_factory=list)  # scaling records for the status commit's body
+    unreadable: set[PoolKey] = field(default_factory=set)  # pools whose status.scaling did not parse
 
 
 class _HeadMoved(Exception):
@@ -273,6 +287,7 @@ class Controller:
         self.stopping = threading.Event()
         self.last: PassResult | None = None
         self._pool_pass = _PoolPass()
+        self._scaling = ScalingStage(options.prometheus_url, environ=self._environ)
 
     # -- wiring -------------------------------------------------------------------------------------
 
@@ -323,6 +338,7 @@ class Controller:
             self.source.close()
         if self.status is not None:
             self.status.close()
+        self._scaling.close()
 
     # -- health and readiness (read by the HTTP server's thread) -------------------------------------
 
@@ -453,6 +469,8 @@ class Controller:
             ).hexdigest()
             routed_failed = any(t in routing.targets for t in seen.failed)
             calm = not routed_failed and not seen.stalled and not routing.unavailable
+            # Utilisation is no input of the fingerprint: a pass with a scaling policy is never skipped.
+            calm = calm and not any(p.spec.scaling_policy_ref for p in desired.of_kind(ComputePool))
             if calm and fingerprint == self._clean_fingerprint:
                 log.debug("nothing changed since the last pass")
                 return PassResult(PassOutcome.SKIPPED, revision=revision, phases=self._last_phases())
@@ -680,22 +698,96 @@ class Controller:
         self, desired: DesiredState, routing: Routing, observed: Mapping[Target, _Observed]
     ) -> dict[Target, Plan]:
         # Each target plans what is routed to it; the prune guard counts the whole pass (plan.py).
-        records = self._pool_records()
+        docs = parse_previous(self._read_status())
+        records = self._pool_records(docs)
         self._pool_pass = _PoolPass(records=records)
-        return plan_targets(
-            desired,
-            routing,
-            observed,
-            max_deletions=self.options.max_deletions,
-            namespaces=self.options.namespaces,
-            previous=records.previous,
-            pool_modes=records.modes,
-            previous_layouts=records.layouts,
-        )
 
-    def _pool_records(self) -> PoolRecords:
+        def plan(sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None) -> dict[Target, Plan]:
+            return plan_targets(
+                desired,
+                routing,
+                observed,
+                max_deletions=self.options.max_deletions,
+                namespaces=self.options.namespaces,
+                previous=records.previous,
+                pool_modes=records.modes,
+                previous_layouts=records.layouts,
+                sizes=sizes,
+            )
+
+        return self._scaling_pass(desired, observed, docs, plan)
+
+    def _scaling_pass(
+        self,
+        desired: DesiredState,
+        observed: Mapping[Target, _Observed],
+        docs: Mapping[str, dict[str, Any]],
+        plan: Callable[[Mapping[PoolKey, Mapping[GpuFamily, int]] | None], dict[Target, Plan]],
+    ) -> dict[Target, Plan]:
+        """Plan with the scaling stage (docs/scaling.md, "How the controller runs it"): pools with a
+        policy request their current size (``spec.gpus`` and the recorded actions); the stage decides
+        on the plan; an action is planned with its target size and confirmed against that plan; the
+        pass's plan (made with the final sizes) carries each pool's decision. Pools without a policy: one
+        plan, no query."""
+        recorded: dict[PoolKey, ScalingStatus | None] = {}
+        unreadable: set[PoolKey] = set()
+        for key, (path, block) in scaling_blocks(docs).items():
+            try:
+                recorded[key] = parse_scaling(block, f"{path}: status.scaling")
+            except ScalingStatusError as exc:
+                log.warning("unreadable scaling status: the pool keeps its size, not scaled", error=str(exc))
+                unreadable.add(key)
+        self._pool_pass.unreadable = unreadable
+        sizes = pool_sizes(desired, recorded)
+        if not sizes:
+            return plan(None)
+        machines = {uid: m for o in observed.values() for uid, m in o.inventory.by_uid().items()}
+        for key in unreadable & set(sizes):
+            cluster = next(
+                (
+                    c
+                    for o in observed.values()
+                    for c in o.clusters
+                    if cluster_kind(c.labels) == POOL_KIND and c.key == key
+                ),
+                None,
+            )
+            if cluster is not None:  # keep what it has, decide nothing this pass
+                sizes[key] = {GpuFamily(f): n for f, n in gpus_of(cluster.workers, machines).items()}
+        first = plan(sizes)
+        now = time.time()
+        outcomes = evaluate(
+            self._scaling, desired, first.values(), now, recorded, pending_since(docs), skip=unreadable
+        )
+        if not outcomes:
+            return first
+        plans = first
+        if any(o.acts for o in outcomes.values()):  # plan again with the actions' sizes
+            acting = {k: dict(o.target) for k, o in outcomes.items() if o.acts}
+            plans = plan(sizes | acting)
+            outcomes = confirm(outcomes, first, plans)
+            if any(o.withdrawn for o in outcomes.values()):  # back to its size: plan once more
+                sizes |= {k: dict(o.target) for k, o in outcomes.items()}
+                plans = plan(sizes)
+        self._pool_pass.scaling = outcomes
+        entries = {k: o.entry for k, o in outcomes.items()}
+        for (ns, name), entry in entries.items():
+            if self.options.dry_run:
+                log.info(
+                    "dry run: scaling decision",
+                    namespace=ns,
+                    name=name,
+                    decision=str(entry.decision),
+                    reason=entry.reason,
+                    message=entry.message,
+                )
+            elif outcomes[(ns, name)].acts:
+                log.info("scaling", namespace=ns, name=name, message=entry.message)
+        return {target: p.with_scaling(entries) for target, p in plans.items()}
+
+    def _pool_records(self, docs: Mapping[str, dict[str, Any]]) -> PoolRecords:
         """Admissions, MIG layouts, pool modes and attached profiles as the status branch recorded them."""
-        records = read_pool_records(parse_previous(self._read_status()))
+        records = read_pool_records(docs)
         for problem in records.problems:
             log.warning("unreadable pool status: its MIG layout is planned afresh", error=problem)
         return records
@@ -765,6 +857,7 @@ class Controller:
             done = apply_workload_profiles(client, desired, plan, recorded)
             work.workloads.update(done)
             failed.update({k: Outcome(ok=False, error=o.error) for k, o in done.items() if not o.ok})
+        work.applied_at = time.time()
         return {**work.pools, **failed}
 
     # -- 6. report ----------------------------------------------------------------------------------
@@ -938,6 +1031,9 @@ class Controller:
                     now=now,
                     unhealthy=unhealthy,
                 )
+                block = self._scaling_record(pool, previous.get(path))
+                if block is not None:
+                    doc["status"]["scaling"] = block
                 files[path] = dump(doc)
             for w in plan.workloads:
                 workloads.setdefault(w.key, []).append(w)
@@ -990,6 +1086,33 @@ class Controller:
                 files[path] = dump(doc)
         return files
 
+    def _scaling_record(self, pool: PoolPlan, previous: Mapping[str, Any] | None) -> Any:
+        """``status.scaling`` of a pool with a policy after apply (None: the plan's entry stands). An
+        action is recorded once its Palette write succeeded (its commit text goes in the status
+        commit's body); a failed write records nothing done. A pool the stage did not decide keeps its
+        recorded block (an unreadable one as it is)."""
+        work = self._pool_pass
+        o = work.scaling.get(pool.key)
+        if o is None:
+            before = (previous or {}).get("status") or {}
+            kept = before.get("scaling") if isinstance(before, Mapping) else None
+            if pool.scaling.policy is None or kept is None:
+                return None
+            if pool.key in work.unreadable:
+                return kept  # as it is, until someone fixes it
+            recorded = isinstance(kept, Mapping) and isinstance(kept.get("decision"), Mapping)
+            return dict(kept) if recorded else None
+        status = o.status
+        if o.acts:
+            written = work.pools.get(pool.key)
+            if written is not None and written.ok and work.applied_at is not None:
+                status = o.written(work.applied_at)
+            else:
+                return render_scaling(o.unwritten())
+        if o.commit is not None:
+            work.commits.append(o.commit)
+        return render_scaling(status)
+
     def _write_status(self, tree: dict[str, bytes], revision: str | None) -> str | None:
         """Push the status tree for ``revision``, but only while it is the head (the fence) and the
         status branch still follows this config branch; a rollback of the branch is said so. The
@@ -1023,7 +1146,9 @@ class Controller:
         if revision and isinstance(self.source, GitSource):
             summary = self.source.commit_summary(revision)
         commit = self.status.write(
-            tree, commit_message(current, tree, notes), source_trailers(revision, summary)
+            tree,
+            commit_message(current, tree, notes, scaling=self._pool_pass.commits),
+            source_trailers(revision, summary),
         )
         self._previous = tree
         if commit is not None:

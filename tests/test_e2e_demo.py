@@ -35,6 +35,14 @@ def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
     for name, mode in (("finetune-l40s", "dedicated"), ("shared-a100", "shared")):
         assert re.search(rf"project-b/{name}\s.*ComputePool \({mode}\)\s.*Running", proc.stdout), name
     assert re.search(r"project-b/sweep\s.*Pending\s.*PoolCapacityExceeded: needs 4 NVIDIA-A100", proc.stdout)
+    # The scaling scene: a scale-up with its status commit when Prometheus is installed, else one hint.
+    if shutil.which("prometheus"):
+        assert (
+            "scaled up shared-a100 by 1 NVIDIA-A100 host (8 GPUs): GPU utilisation 95% > 80%" in proc.stdout
+        )
+        assert "policy: project-b/demo-autoscale" in proc.stdout
+    else:
+        assert "scaling: install Prometheus (apt-get install prometheus)" in proc.stdout
     workspace = re.search(r"workspace (\S+)", proc.stdout)
     assert workspace is not None
     remote = Path(workspace.group(1)) / "config-remote.git"

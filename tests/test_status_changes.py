@@ -252,3 +252,13 @@ def test_a_compute_line_counts_its_available_hosts() -> None:
     [change] = status_changes({where: compute("h1", "h2")}, {where: compute("h2", "h3", "h4")})
     assert body_line(change) == "Compute ns/edge: available hosts +2 -1"
     assert subject([change]) == "ns/edge (Compute): hosts +2 -1"
+
+
+def test_scaling_records_are_body_paragraphs_before_the_changes() -> None:
+    before = {path("n", "a"): platform_file("Provisioning", "Provisioning")}
+    after = {path("n", "a"): platform_file("Running", "Provisioned", hosts=("h1",), ready="True")}
+    record = "scaled up a by 1 NVIDIA-A100 host (8 GPUs): GPU utilisation 91% > 80%\n\npolicy: n/p\n"
+    message = commit_message(before, after, scaling=[record])
+    plain = commit_message(before, after)
+    head, _, rest = plain.partition("\n\n")
+    assert message == f"{head}\n\n{record.strip()}\n\n{rest}"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+
 import yaml
 
 from reconciler.model.conditions import Reason
@@ -10,7 +13,9 @@ from reconciler.placement.admission import GpuRef, GpuUnit, MigInstance, Previou
 from reconciler.plan import WorkloadPlan
 from reconciler.status.pools import (
     WorkloadOutcome,
+    pending_since,
     read_pool_records,
+    scaling_blocks,
     unreachable_document,
     workload_document,
 )
@@ -125,3 +130,33 @@ def test_an_unreachable_workload_keeps_its_admission_and_attached_profiles() -> 
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Ready"]["status"] == "Unknown"
     assert conditions["PaletteReachable"]["status"] == "False"
+
+
+def test_pending_since_is_the_ready_transition_of_workloads_waiting_for_capacity() -> None:
+    short = render(
+        replace(plan(WorkloadAction.PENDING, gpus=(), mig=()), reason=Reason.POOL_CAPACITY_EXCEEDED)
+    )
+    waiting = render(plan(WorkloadAction.PENDING, running=False, gpus=(), mig=()))
+    admitted = render(plan())
+    docs = {
+        "project-a/aiworkloads/short.yaml": short,
+        "project-a/aiworkloads/waiting.yaml": waiting,
+        "project-a/aiworkloads/llm.yaml": admitted,
+    }
+    assert pending_since(docs) == {("project-a", "short"): datetime(2026, 12, 1, 12, tzinfo=UTC).timestamp()}
+
+
+def test_scaling_blocks_are_the_recorded_ones_not_the_plans_entry() -> None:
+    entry = {"policy": "p", "decision": "none", "reason": "NotEvaluated", "message": "m"}
+    record = {"policy": "p", "size": {"NVIDIA-A100": 8}, "decision": {"decision": "hold"}}
+    docs = {
+        "ns/computepools/planned.yaml": {"status": {"scaling": entry}},
+        "ns/computepools/scaled.yaml": {"status": {"scaling": record}},
+        "ns/computepools/broken.yaml": {"status": {"scaling": "x"}},
+        "ns/computepools/none.yaml": {"status": {}},
+        "ns/aiworkloads/w.yaml": {"status": {"scaling": record}},
+    }
+    assert scaling_blocks(docs) == {
+        ("ns", "scaled"): ("ns/computepools/scaled.yaml", record),
+        ("ns", "broken"): ("ns/computepools/broken.yaml", "x"),
+    }

@@ -2,7 +2,8 @@
 
 In a temporary workspace it makes a bare "remote" from ``sample-repo/``, starts the Palette emulator with
 the sample inventory, and runs the reconcile loop against both until every sample platform is Running,
-with a live view of the passes. Then it prints a summary and how to read the audit trail. With
+with a live view of the passes. Then it prints a summary and how to read the audit trail, and (with a
+``prometheus`` binary on the PATH) shows one pool scaling up from utilisation (``demo_scaling``). With
 ``--keep`` the loop goes on: each pass that did something is printed as a block, idle passes as a
 heartbeat line, until Ctrl-C or SIGTERM (docs/demo.md).
 """
@@ -28,6 +29,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from reconciler.commands import demo_scaling
 from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.emulator import EmulatorServer
 from reconciler.logging import configure_logging
@@ -313,6 +315,10 @@ def run(keep: bool, heartbeat: float = 30.0) -> int:
             pools_ok, pool_rows = _converge_pools(passes, stop.event, remote, latest) if ok else (False, [])
             _summary(console, ok, latest, remote, workspace)
             _pool_summary(console, pools_ok, pool_rows, _pool_modes(remote) if pool_rows else {})
+            if ok and not stop.event.is_set():
+                demo_scaling.scene(
+                    sample, workspace, api_key, lambda line: _print(console, line), make_remote
+                )
             if keep and not stop.event.is_set():
                 _instructions(console, remote, workspace, key_file, emulator.url, server.url, heartbeat)
                 view = PassView(_commit_subject(remote), heartbeat, time.monotonic())

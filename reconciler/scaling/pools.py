@@ -1,6 +1,6 @@
 """From a pass's plan to the scaling decision's inputs, and back to the plan (pure).
 
-The controller calls, in this order (docs/scaling.md, "What the controller calls"):
+The controller calls, in this order (docs/scaling.md, "How the controller runs it"):
 
 1. :func:`pool_sizes` before planning: the current size of every pool with a policy, from ``spec.gpus``
    and its recorded ``status.scaling`` (``plan_targets(..., sizes=...)``).

@@ -301,12 +301,20 @@ def subject(changes: Sequence[Change], root: Sequence[str] = ()) -> str:
     return _counted(changes)
 
 
-def commit_message(before: Mapping[str, bytes], after: Mapping[str, bytes], notes: Sequence[str] = ()) -> str:
-    """The message of the status commit that turns the tree ``before`` into ``after`` (no trailers)."""
+def commit_message(
+    before: Mapping[str, bytes],
+    after: Mapping[str, bytes],
+    notes: Sequence[str] = (),
+    scaling: Sequence[str] = (),
+) -> str:
+    """The message of the status commit that turns the tree ``before`` into ``after`` (no trailers).
+    ``scaling``: the pass's scaling records (``ScalingOutcome.commit``: the sentence, then the policy,
+    query, window and values), each a paragraph of the body before the list of changes."""
     changes = status_changes(before, after)
     paragraphs = [subject(changes, root_changes(before, after) if not changes else ())]
     if notes:
         paragraphs.append("\n".join(notes))
+    paragraphs.extend(text.strip() for text in scaling if text.strip())
     if changes:
         paragraphs.append("\n".join(body_line(c) for c in changes))
     return "\n\n".join(paragraphs)

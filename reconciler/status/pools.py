@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from reconciler.model.conditions import Phase, Reason
@@ -131,6 +132,49 @@ def read_pool_records(docs: Mapping[str, Mapping[str, Any]]) -> PoolRecords:
             uids = tuple(str(u) for u in status.get("attachedProfiles") or [] if isinstance(u, str))
             if uids:
                 out.attached[(ns, name)] = (pool, uids)
+    return out
+
+
+def scaling_blocks(docs: Mapping[str, Mapping[str, Any]]) -> dict[PoolKey, tuple[str, Any]]:
+    """``status.scaling`` of each pool file that holds a recorded block (``reconciler.scaling.record``'s
+    shape), as ``(path, block)``: parsing (and warning about) it is the caller's. The plan's entry
+    (``decision`` a plain string: no policy, or not evaluated yet) is no record and is left out."""
+    out: dict[PoolKey, tuple[str, Any]] = {}
+    for path, doc in sorted(docs.items()):
+        where = _split(path)
+        status = doc.get("status") if isinstance(doc, Mapping) else None
+        if where is None or where[1] != "computepools" or not isinstance(status, Mapping):
+            continue
+        block = status.get("scaling")
+        entry = isinstance(block, Mapping) and isinstance(block.get("decision"), str) and "size" not in block
+        if block is None or entry:
+            continue
+        out[(where[0], where[2])] = (path, block)
+    return out
+
+
+def pending_since(docs: Mapping[str, Mapping[str, Any]]) -> dict[WorkloadKey, float]:
+    """When each workload started waiting for capacity: its Ready condition's ``lastTransitionTime``
+    while it is Pending with ``PoolCapacityExceeded`` (unix seconds). Others are left out."""
+    out: dict[WorkloadKey, float] = {}
+    for path, doc in docs.items():
+        where = _split(path)
+        status = doc.get("status") if isinstance(doc, Mapping) else None
+        if where is None or where[1] not in ("aiworkloads", "mlplatforms") or not isinstance(status, Mapping):
+            continue
+        if status.get("phase") != str(Phase.PENDING):
+            continue
+        for condition in status.get("conditions") or []:
+            if not isinstance(condition, Mapping) or condition.get("type") != "Ready":
+                continue
+            if condition.get("reason") != str(Reason.POOL_CAPACITY_EXCEEDED):
+                continue
+            try:
+                since = datetime.fromisoformat(str(condition.get("lastTransitionTime")))
+            except ValueError:
+                continue
+            if since.tzinfo is not None:
+                out[(where[0], where[2])] = since.timestamp()
     return out
 
 
