@@ -185,8 +185,9 @@ class ScalingDecision(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ScalingPlan:
-    """A pool's scaling entry. The plan does not read utilisation: until ``run`` wires scaling in, the
-    decision is ``none`` and the reason says why (``NoPolicy`` or ``NotEvaluated``)."""
+    """A pool's scaling entry. The plan itself reads no utilisation: the scaling stage's decision is put
+    in with :meth:`Plan.with_scaling`; without one the decision is ``none`` and the reason says why
+    (``NoPolicy`` or ``NotEvaluated``)."""
 
     policy: str | None
     decision: ScalingDecision = ScalingDecision.NONE
