@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -207,6 +208,26 @@ def test_two_shards_share_one_palette_and_one_status_branch_and_never_prune_each
     }
     assert _clusters(emulator, "project-a") == clusters_a
     assert {"shards/a.yaml", "shards/b.yaml"} <= set(_status_tree(remote))
+
+    # Readers of the whole branch see the shards' records as one: `status` names the revision, and
+    # `plan --from-status` plans against both shards' targets without Palette or a key.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PALETTE_")}
+    shown = subprocess.run(
+        [sys.executable, "-m", "reconciler.cli", "status", "--repo", str(remote.bare), "--format", "json"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["revision"] == remote.head()
+    planned = subprocess.run(
+        [sys.executable, "-m", "reconciler.cli", "plan", "--repo", str(remote.bare), "--from-status",
+         "--format", "json"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert planned.returncode in (0, 1), planned.stderr
+    entries = json.loads(planned.stdout)["platforms"]
+    assert {p["name"] for p in entries if p["namespace"] == "project-a"} >= {"clearml-prod", "notebooks"}
+    # project-b's platforms left git: what the snapshot still shows of their clusters is on its way out.
+    assert all(p["action"] in ("delete", "unchanged") for p in entries if p["namespace"] == "project-b")
 
 
 def test_namespaces_without_a_shard_name_is_a_usage_error_that_says_why(

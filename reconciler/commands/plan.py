@@ -208,7 +208,7 @@ def observe_status(
     """
     from reconciler.source._gitutil import GitError, redact
     from reconciler.status.reader import StatusBranch
-    from reconciler.status.render import parse_recorded
+    from reconciler.status.render import parse_recorded, whole_record
     from reconciler.status.snapshot import SnapshotError, read_snapshots, recorded_palette
 
     try:
@@ -223,7 +223,7 @@ def observe_status(
                     "committed a pass yet, or the branch was not fetched "
                     f"(git fetch origin {status_branch}:{status_branch})"
                 )
-            files = status.files()
+            files = whole_record(status.files())
             try:
                 snapshots = read_snapshots(files)
                 recorded = parse_recorded(files)

@@ -385,6 +385,37 @@ def _target_key(target: tuple[str, str | None]) -> tuple[str, str]:
     return (target[0], target[1] or "")
 
 
+SHARDS_DIR = "shards/"
+
+
+def whole_record(files: Mapping[str, bytes]) -> Mapping[str, bytes]:
+    """The status tree as a reader of the whole branch needs it: a sharded branch has no
+    ``reconciler.yaml`` but one ``shards/<name>.yaml`` per shard (same shape); they are combined into one
+    ``reconciler.yaml`` (every shard's targets; the branch, revision and ``palette`` of the first shard
+    by name that records them). An unsharded tree is returned as it is."""
+    if RECONCILER_FILE in files:
+        return files
+    docs = [
+        doc
+        for path, doc in sorted(parse_previous(files).items())
+        if path.startswith(SHARDS_DIR) and path.endswith(".yaml")
+    ]
+    if not docs:
+        return files
+    combined: dict[str, Any] = {"branch": None, "revision": None, "targets": []}
+    targets: set[tuple[str, str | None]] = set()
+    for doc in docs:
+        for key in ("branch", "revision", "palette"):
+            if combined.get(key) is None and doc.get(key):
+                combined[key] = doc[key]
+        for item in doc.get("targets") or []:
+            if isinstance(item, dict) and isinstance(item.get("url"), str):
+                project = item.get("projectUid")
+                targets.add((item["url"], project if isinstance(project, str) else None))
+    combined["targets"] = [{"url": u, "projectUid": p} for u, p in sorted(targets, key=_target_key)]
+    return {**files, RECONCILER_FILE: dump({k: v for k, v in combined.items() if v is not None})}
+
+
 def parse_recorded(files: Mapping[str, bytes]) -> Recorded:
     """``reconciler.yaml`` of a status tree; an absent or unreadable file records nothing."""
     data = files.get(RECONCILER_FILE)
