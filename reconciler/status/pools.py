@@ -27,10 +27,10 @@ from reconciler.placement.mig_admission import GpuLayout, MigLayoutError, parse_
 from reconciler.plan import PoolPlan, WorkloadPlan
 from reconciler.status.render import (
     Outcome,
-    _previous_transition,
-    _ready_of,
     observed_fields,
     platform_status,
+    previous_transition,
+    ready_of,
     status_path,
     unreachable_status,
 )
@@ -256,7 +256,7 @@ def workload_document(
     """The status of one workload (an AIWorkload, or a shared MLPlatform) in its pool. ``attached``: the
     profile uids attached for it after this pass."""
     phase, reason, message = _workload_phase(w, outcome)
-    ready = _ready_of(phase)
+    ready = ready_of(phase)
     status: dict[str, Any] = {
         **observed_fields(revision, inputs, previous),
         "phase": str(phase),
@@ -266,7 +266,7 @@ def workload_document(
                 "status": ready,
                 "reason": str(reason) if reason is not None else str(phase),
                 "message": message,
-                "lastTransitionTime": _previous_transition(previous, ready) or now,
+                "lastTransitionTime": previous_transition(previous, ready) or now,
             }
         ],
         "pool": w.pool,

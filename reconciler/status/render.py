@@ -209,11 +209,11 @@ def _phase_and_reason(
             return Phase.PROVISIONING, Reason.PROVISIONING, p.message
 
 
-def _ready_of(phase: object) -> str:
+def ready_of(phase: object) -> str:
     return "True" if phase in _READY_PHASES else "False"
 
 
-def _previous_transition(previous: Mapping[str, Any] | None, status: str) -> str | None:
+def previous_transition(previous: Mapping[str, Any] | None, status: str) -> str | None:
     """When the Ready condition last took ``status``. An ``Unknown`` Ready (Palette was unreachable)
     is transparent: it kept the phase and the time of the condition before the outage, so a platform
     whose Palette comes back renders exactly as it did before."""
@@ -225,7 +225,7 @@ def _previous_transition(previous: Mapping[str, Any] | None, status: str) -> str
             continue
         held = cond.get("status")
         if held == "Unknown":
-            held = _ready_of(body.get("phase"))
+            held = ready_of(body.get("phase"))
         if held == status:
             value = cond.get("lastTransitionTime")
             return str(value) if value is not None else None
@@ -250,7 +250,7 @@ def platform_status(
     ``Degraded`` (its hosts are kept; nothing is moved).
     """
     phase, reason, message = _phase_and_reason(p, outcome, unavailable, unhealthy)
-    ready = _ready_of(phase)
+    ready = ready_of(phase)
     status: dict[str, Any] = {
         **observed_fields(revision, inputs, previous),
         "phase": str(phase),
@@ -260,7 +260,7 @@ def platform_status(
                 "status": ready,
                 "reason": str(reason),
                 "message": message,
-                "lastTransitionTime": _previous_transition(previous, ready) or now,
+                "lastTransitionTime": previous_transition(previous, ready) or now,
             }
         ],
     }
@@ -301,7 +301,7 @@ def unreachable_status(
 
     It never loses facts: the last reported phase, cluster, allocation, observed revision and inputs
     fingerprint are kept (the inputs count as observed only once Palette could be read again);
-    Ready becomes ``Unknown`` (keeping its last transition time, see :func:`_previous_transition`) and
+    Ready becomes ``Unknown`` (keeping its last transition time, see :func:`previous_transition`) and
     ``PaletteReachable=False`` says why. Without a previous status the phase is ``Pending``.
     """
     before = dict((previous or {}).get("status") or {})
@@ -309,7 +309,7 @@ def unreachable_status(
         phase = Phase(str(before.get("phase")))
     except ValueError:
         phase = Phase.PENDING
-    since = _previous_transition(previous, _ready_of(phase)) or now
+    since = previous_transition(previous, ready_of(phase)) or now
     unreachable_since = now
     for cond in before.get("conditions") or []:
         if isinstance(cond, dict) and cond.get("type") == PALETTE_REACHABLE and cond.get("status") == "False":
