@@ -274,6 +274,7 @@ class Controller:
         self._recorded = Recorded()
         self._mismatch: str | None = None
         self._clean_fingerprint: str | None = None
+        self._clean_status_tip: str | None = None  # the status branch's tip when that pass ended
         self._known_targets: set[Target] = set()
         self._key_refs: dict[Target, KeyRef] = {}
         self._observed: dict[Target, _Observed] = {}
@@ -471,7 +472,7 @@ class Controller:
             calm = not routed_failed and not seen.stalled and not routing.unavailable
             # Utilisation is no input of the fingerprint: a pass with a scaling policy is never skipped.
             calm = calm and not any(p.spec.scaling_policy_ref for p in desired.of_kind(ComputePool))
-            if calm and fingerprint == self._clean_fingerprint:
+            if calm and fingerprint == self._clean_fingerprint and not self._status_moved():
                 log.debug("nothing changed since the last pass")
                 return PassResult(PassOutcome.SKIPPED, revision=revision, phases=self._last_phases())
 
@@ -525,6 +526,7 @@ class Controller:
         # Only a pass that changed nothing may be skipped next time with the same inputs.
         clean = result.outcome in (PassOutcome.SUCCESS, PassOutcome.INVALID) and not outcomes and calm
         self._clean_fingerprint = fingerprint if clean else None
+        self._clean_status_tip = self._status_tip
         return result
 
     # -- 1. fetch and 2. load -----------------------------------------------------------------------
@@ -583,6 +585,14 @@ class Controller:
             raise
         if head != revision:
             raise _HeadMoved(revision, head)
+
+    def _status_moved(self) -> bool:
+        """Whether someone else (a hand edit, another writer) moved the status branch since this process
+        last read or wrote it: then an idle pass is not skipped, so the branch is repaired now (one
+        ``ls-remote``; DESIGN.md section 6: the branch is read, not assumed)."""
+        if self.status is None or self.options.dry_run:
+            return False
+        return self.status.tip() != self._clean_status_tip
 
     def _read_status(self) -> dict[str, bytes]:
         """The status branch's files, read again only when its tip moved (another writer, a hand edit)."""

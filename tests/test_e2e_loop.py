@@ -186,6 +186,32 @@ def test_passes_without_changes_make_no_commit_and_no_palette_write(
     assert emulator.stats.writes() == writes
 
 
+def test_a_hand_edit_of_the_status_branch_is_repaired_by_the_next_idle_pass(
+    remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    """The branch is read, not assumed: with nothing changed in git or Palette, the next pass still
+    notices that someone edited (or deleted) a status file and writes it back."""
+    ctl = controller(remote, emulator, tmp_path)
+    settle(ctl)
+    ctl.reconcile_once()
+    path = "project-a/mlplatforms/notebooks.yaml"
+    good = status_doc(remote, path)
+
+    editor = tmp_path / "editor"
+    git("clone", "-q", "--branch", "reconciler/status", str(remote.bare), str(editor), cwd=tmp_path)
+    (editor / path).write_text("status: {phase: Running, note: edited by hand}\n")
+    (editor / "project-a" / "mlplatforms" / "cpu-sandbox.yaml").unlink()
+    git("commit", "-qam", "hand edit", cwd=editor)
+    git("push", "-q", "origin", "reconciler/status", cwd=editor)
+
+    repaired = ctl.reconcile_once()
+    ctl.close()
+    assert repaired.outcome is not PassOutcome.SKIPPED
+    assert repaired.commit is not None
+    assert status_doc(remote, path) == good
+    assert status_doc(remote, "project-a/mlplatforms/cpu-sandbox.yaml")["kind"] == "MLPlatform"
+
+
 def test_a_restarted_controller_adopts_clusters_and_rewrites_nothing(
     remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
 ) -> None:
