@@ -13,6 +13,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,6 +23,9 @@ from urllib.parse import parse_qs
 
 import httpx
 import pytest
+
+from reconciler.emulator import EmulatorServer, EmulatorState
+from reconciler.emulator.utilization import METRICS_PATH
 
 BINARY = shutil.which("prometheus")
 needs_prometheus = pytest.mark.skipif(
@@ -165,3 +169,30 @@ class FakePrometheus:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
+
+
+@pytest.fixture(scope="module", name="emulator")
+def hot_and_cold_emulator() -> Iterator[EmulatorServer]:
+    """An emulator whose cluster ``pool-hot`` runs at 91% GPU / 90% CPU and ``pool-cold`` at 10% / 5%."""
+    from tests._scaling_support import two_cluster_snapshot
+
+    state = EmulatorState(two_cluster_snapshot(), provision_seconds=0.0)
+    with EmulatorServer(state, "e2e-key") as server:
+        for name, ratios in (
+            ("pool-hot", {"gpu": 0.91, "cpu": 0.9}),
+            ("pool-cold", {"gpu": 0.1, "cpu": 0.05}),
+        ):
+            uid = next(c.uid for c in state.clusters.values() if c.name == name)
+            response = httpx.patch(f"{server.url}/__emulator/clusters/{uid}/utilization", json=ratios)
+            assert response.status_code == 200
+        yield server
+
+
+@pytest.fixture(scope="module", name="prometheus")
+def prometheus_of_emulator(
+    emulator: EmulatorServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusServer]:
+    """A real Prometheus scraping the module's ``emulator`` fixture."""
+    target = emulator.url.removeprefix("http://")
+    with PrometheusServer(tmp_path_factory.mktemp("prometheus"), target, METRICS_PATH) as server:
+        yield server

@@ -8,13 +8,11 @@ takes about ten seconds.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from reconciler.emulator import EmulatorServer, EmulatorState
+from reconciler.emulator import EmulatorServer
 from reconciler.emulator.utilization import METRICS_PATH
 from reconciler.model.scaling import DEFAULT_CPU_QUERY, ScalingPolicySpec
 from reconciler.prometheus import PrometheusClient, PrometheusQueryError, observe_pool
@@ -29,7 +27,9 @@ from reconciler.scaling import (
     replay,
 )
 from tests._prometheus_support import PrometheusServer, needs_prometheus
-from tests._scaling_support import A100, gpu_host, spec, two_cluster_snapshot
+from tests._prometheus_support import hot_and_cold_emulator as emulator  # noqa: F401 (fixture)
+from tests._prometheus_support import prometheus_of_emulator as prometheus  # noqa: F401 (fixture)
+from tests._scaling_support import A100, gpu_host, spec
 
 pytestmark = [needs_prometheus, pytest.mark.e2e]
 
@@ -55,27 +55,6 @@ HOT = PoolView(
 COLD = PoolView("pool-cold", "pool-cold", (gpu_host("cold-1", 4, cpus=32),), (), {})
 
 
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorServer]:
-    state = EmulatorState(two_cluster_snapshot(), provision_seconds=0.0)
-    with EmulatorServer(state, "e2e-key") as server:
-        for name, ratios in (
-            ("pool-hot", {"gpu": 0.91, "cpu": 0.9}),
-            ("pool-cold", {"gpu": 0.1, "cpu": 0.05}),
-        ):
-            uid = next(c.uid for c in state.clusters.values() if c.name == name)
-            response = httpx.patch(f"{server.url}/__emulator/clusters/{uid}/utilization", json=ratios)
-            assert response.status_code == 200
-        yield server
-
-
-@pytest.fixture(scope="module")
-def prometheus(
-    emulator: EmulatorServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PrometheusServer]:
-    target = emulator.url.removeprefix("http://")
-    with PrometheusServer(tmp_path_factory.mktemp("prometheus"), target, METRICS_PATH) as server:
-        yield server
 
 
 def settled(client: PrometheusClient, pool: PoolView, timeout: float = 40.0) -> tuple[Samples, float]:

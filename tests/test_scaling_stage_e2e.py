@@ -8,14 +8,12 @@ scraping ``/metrics/clusters`` every second; windows are 5 s at a 1 s step.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
-from reconciler.emulator import EmulatorServer, EmulatorState
+from reconciler.emulator import EmulatorServer
 from reconciler.emulator.utilization import METRICS_PATH
 from reconciler.model.resources import PrometheusSettings
 from reconciler.model.scaling import DEFAULT_CPU_QUERY, ScalingPolicySpec
@@ -24,7 +22,9 @@ from reconciler.scaling import Direction, PoolView, ScalingReason, Trigger, pars
 from reconciler.scaling.pools import ScalingSubject
 from reconciler.scaling.record import settle
 from tests._prometheus_support import PrometheusServer, needs_prometheus
-from tests._scaling_support import A100, gpu_host, spec, two_cluster_snapshot
+from tests._prometheus_support import hot_and_cold_emulator as emulator  # noqa: F401 (fixture)
+from tests._prometheus_support import prometheus_of_emulator as prometheus  # noqa: F401 (fixture)
+from tests._scaling_support import A100, gpu_host, spec
 
 pytestmark = [needs_prometheus, pytest.mark.e2e]
 
@@ -66,27 +66,6 @@ def subject(view: PoolView, url: str, previous_yaml: str | None = None) -> Scali
     )
 
 
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorServer]:
-    state = EmulatorState(two_cluster_snapshot(), provision_seconds=0.0)
-    with EmulatorServer(state, "e2e-key") as server:
-        for name, ratios in (
-            ("pool-hot", {"gpu": 0.91, "cpu": 0.9}),
-            ("pool-cold", {"gpu": 0.1, "cpu": 0.05}),
-        ):
-            uid = next(c.uid for c in state.clusters.values() if c.name == name)
-            response = httpx.patch(f"{server.url}/__emulator/clusters/{uid}/utilization", json=ratios)
-            assert response.status_code == 200
-        yield server
-
-
-@pytest.fixture(scope="module")
-def prometheus(
-    emulator: EmulatorServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PrometheusServer]:
-    target = emulator.url.removeprefix("http://")
-    with PrometheusServer(tmp_path_factory.mktemp("prometheus"), target, METRICS_PATH) as server:
-        yield server
 
 
 def settled(stage: ScalingStage, view: PoolView, url: str, timeout: float = 40.0) -> ScalingOutcome:
