@@ -39,7 +39,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +51,8 @@ from reconciler.metrics import Metrics, PassOutcome
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.model.gpu import GpuFamily
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
-from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey, cluster_kind
+from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.model.resources import Compute, ComputePool, Settings
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
@@ -70,30 +68,24 @@ from reconciler.plan import (
     PlatformPlan,
     PoolPlan,
     WorkloadPlan,
-    gpus_of,
-    plan_targets,
     select_namespaces,
 )
-from reconciler.prometheus.stage import ScalingOutcome, ScalingStage, confirm, evaluate
+from reconciler.prometheus.stage import ScalingOutcome, ScalingStage
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target, route
+from reconciler.runtime.clock import SYSTEM_CLOCK, Clock, utc_stamp
 from reconciler.runtime.lease import Lease, NoLease
-from reconciler.scaling import ScalingStatusError
-from reconciler.scaling import parse as parse_scaling
+from reconciler.runtime.stages.plan import plan_pass
 from reconciler.scaling import render as render_scaling
-from reconciler.scaling.pools import pool_sizes
-from reconciler.scaling.record import ScalingStatus
 from reconciler.source import DirectorySource, GitError, GitSource
 from reconciler.status.changes import commit_message, source_trailers
 from reconciler.status.pools import (
     PoolRecords,
     WorkloadOutcome,
-    pending_since,
     pool_document,
-    read_pool_records,
-    scaling_blocks,
     unreachable_document,
     workload_document,
 )
+from reconciler.status.records import Records, read_records
 from reconciler.status.render import (
     RECONCILER_FILE,
     Outcome,
@@ -176,6 +168,7 @@ class PassResult:
         None  # why this instance must not act (e.g. the status branch follows another branch)
     )
     interrupted: bool = False  # a stop request cut the pass short: entries not started were not applied
+    plans: dict[Target, Plan] = field(default_factory=dict)  # the plan stage's plans (pools, workloads too)
 
 
 @dataclass
@@ -244,10 +237,12 @@ class Controller:
         environ: Mapping[str, str] | None = None,
         client_factory: Callable[[Target, str], PaletteClient] | None = None,
         lease: Lease | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if options.namespaces.everything != (options.shard is None):
             raise ValueError("a shard needs both namespaces and a shard name")
         self.options = options
+        self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         # One writer (DESIGN.md section 7): Palette and the status branch are written only while held.
         self.lease: Lease = lease if lease is not None else NoLease()
         self.metrics = metrics or Metrics()
@@ -288,6 +283,7 @@ class Controller:
         self.stopping = threading.Event()
         self.last: PassResult | None = None
         self._pool_pass = _PoolPass()
+        self._records: Records | None = None
         self._scaling = ScalingStage(options.prometheus_url, environ=self._environ)
 
     # -- wiring -------------------------------------------------------------------------------------
@@ -347,8 +343,9 @@ class Controller:
         """None when healthy; else why: passes have failed continuously for longer than the bound."""
         since = self._failing_since
         bound = self.options.unhealthy_bound
-        if since is not None and time.monotonic() - since > bound:
-            return f"every pass has failed for {time.monotonic() - since:.0f} s (bound {bound:.0f} s)"
+        now = self.clock.monotonic()
+        if since is not None and now - since > bound:
+            return f"every pass has failed for {now - since:.0f} s (bound {bound:.0f} s)"
         return None
 
     def readiness(self) -> str | None:
@@ -419,7 +416,7 @@ class Controller:
             self.metrics.set_platform_phases(counts)
         if result.outcome is PassOutcome.ERROR:
             if self._failing_since is None:
-                self._failing_since = time.monotonic()
+                self._failing_since = self.clock.monotonic()
         else:
             self._failing_since = None
         if result.not_ready is not None:
@@ -523,6 +520,7 @@ class Controller:
         else:
             result.outcome = PassOutcome.SUCCESS
         result.writes = len(outcomes)
+        result.plans = plans
         # Only a pass that changed nothing may be skipped next time with the same inputs.
         clean = result.outcome in (PassOutcome.SUCCESS, PassOutcome.INVALID) and not outcomes and calm
         self._clean_fingerprint = fingerprint if clean else None
@@ -604,9 +602,18 @@ class Controller:
             self._status_tip = tip
         return self._previous
 
+    def _read_records(self) -> Records:
+        """The status branch's records, parsed once per tree read (run and ``plan`` plan with them)."""
+        tree = self._read_status()
+        if self._records is None or self._records.files is not tree:
+            self._records = read_records(tree)
+            for problem in self._records.problems:
+                log.warning(problem.meaning, error=problem.error)
+        return self._records
+
     def _read_recorded(self) -> Recorded:
         """``reconciler.yaml``: the targets to observe besides the routed ones, and the branch check."""
-        recorded = parse_recorded(self._read_status())
+        recorded = self._read_records().recorded
         self._recorded = recorded
         self._known_targets |= {Target(url, project) for url, project in recorded.targets}
         self._mismatch = self._branch_mismatch(recorded)
@@ -707,81 +714,23 @@ class Controller:
     def _plan(
         self, desired: DesiredState, routing: Routing, observed: Mapping[Target, _Observed]
     ) -> dict[Target, Plan]:
-        # Each target plans what is routed to it; the prune guard counts the whole pass (plan.py).
-        docs = parse_previous(self._read_status())
-        records = self._pool_records(docs)
-        self._pool_pass = _PoolPass(records=records)
-
-        def plan(sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None) -> dict[Target, Plan]:
-            return plan_targets(
-                desired,
-                routing,
-                observed,
-                max_deletions=self.options.max_deletions,
-                namespaces=self.options.namespaces,
-                previous=records.previous,
-                pool_modes=records.modes,
-                previous_layouts=records.layouts,
-                sizes=sizes,
-            )
-
-        return self._scaling_pass(desired, observed, docs, plan)
-
-    def _scaling_pass(
-        self,
-        desired: DesiredState,
-        observed: Mapping[Target, _Observed],
-        docs: Mapping[str, dict[str, Any]],
-        plan: Callable[[Mapping[PoolKey, Mapping[GpuFamily, int]] | None], dict[Target, Plan]],
-    ) -> dict[Target, Plan]:
-        """Plan with the scaling stage (docs/scaling.md, "How the controller runs it"): pools with a
-        policy request their current size (``spec.gpus`` and the recorded actions); the stage decides
-        on the plan; an action is planned with its target size and confirmed against that plan; the
-        pass's plan (made with the final sizes) carries each pool's decision. Pools without a policy: one
-        plan, no query."""
-        recorded: dict[PoolKey, ScalingStatus | None] = {}
-        unreadable: set[PoolKey] = set()
-        for key, (path, block) in scaling_blocks(docs).items():
-            try:
-                recorded[key] = parse_scaling(block, f"{path}: status.scaling")
-            except ScalingStatusError as exc:
-                log.warning("unreadable scaling status: the pool keeps its size, not scaled", error=str(exc))
-                unreadable.add(key)
-        self._pool_pass.unreadable = unreadable
-        sizes = pool_sizes(desired, recorded)
-        if not sizes:
-            return plan(None)
-        machines = {uid: m for o in observed.values() for uid, m in o.inventory.by_uid().items()}
-        for key in unreadable & set(sizes):
-            cluster = next(
-                (
-                    c
-                    for o in observed.values()
-                    for c in o.clusters
-                    if cluster_kind(c.labels) == POOL_KIND and c.key == key
-                ),
-                None,
-            )
-            if cluster is not None:  # keep what it has, decide nothing this pass
-                sizes[key] = {GpuFamily(f): n for f, n in gpus_of(cluster.workers, machines).items()}
-        first = plan(sizes)
-        now = time.time()
-        outcomes = evaluate(
-            self._scaling, desired, first.values(), now, recorded, pending_since(docs), skip=unreadable
+        """The plan stage ``plan`` shares (runtime/stages/plan.py), with the status branch's records."""
+        records = self._read_records()
+        planned = plan_pass(
+            desired,
+            routing,
+            observed,
+            records,
+            samples=self._scaling,
+            now=self.clock.time(),
+            max_deletions=self.options.max_deletions,
+            namespaces=self.options.namespaces,
         )
-        if not outcomes:
-            return first
-        plans = first
-        if any(o.acts for o in outcomes.values()):  # plan again with the actions' sizes
-            acting = {k: dict(o.target) for k, o in outcomes.items() if o.acts}
-            plans = plan(sizes | acting)
-            outcomes = confirm(outcomes, first, plans)
-            if any(o.withdrawn for o in outcomes.values()):  # back to its size: plan once more
-                sizes |= {k: dict(o.target) for k, o in outcomes.items()}
-                plans = plan(sizes)
-        self._pool_pass.scaling = outcomes
-        entries = {k: o.entry for k, o in outcomes.items()}
-        for (ns, name), entry in entries.items():
+        self._pool_pass = _PoolPass(
+            records=records.pools, scaling=dict(planned.scaling), unreadable=set(records.unreadable)
+        )
+        for (ns, name), o in planned.scaling.items():
+            entry = o.entry
             if self.options.dry_run:
                 log.info(
                     "dry run: scaling decision",
@@ -791,16 +740,9 @@ class Controller:
                     reason=entry.reason,
                     message=entry.message,
                 )
-            elif outcomes[(ns, name)].acts:
+            elif o.acts:
                 log.info("scaling", namespace=ns, name=name, message=entry.message)
-        return {target: p.with_scaling(entries) for target, p in plans.items()}
-
-    def _pool_records(self, docs: Mapping[str, dict[str, Any]]) -> PoolRecords:
-        """Admissions, MIG layouts, pool modes and attached profiles as the status branch recorded them."""
-        records = read_pool_records(docs)
-        for problem in records.problems:
-            log.warning("unreadable pool status: its MIG layout is planned afresh", error=problem)
-        return records
+        return dict(planned.plans)
 
     # -- 5. apply -----------------------------------------------------------------------------------
 
@@ -867,7 +809,7 @@ class Controller:
             done = apply_workload_profiles(client, desired, plan, recorded)
             work.workloads.update(done)
             failed.update({k: Outcome(ok=False, error=o.error) for k, o in done.items() if not o.ok})
-        work.applied_at = time.time()
+        work.applied_at = self.clock.time()
         return {**work.pools, **failed}
 
     # -- 6. report ----------------------------------------------------------------------------------
@@ -882,8 +824,9 @@ class Controller:
         routing: Routing,
     ) -> PassResult:
         before = self._previous if self._previous is not None else self._read_status()
-        previous = parse_previous(before)
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        records = self._records
+        previous = records.docs if records is not None and records.files is before else parse_previous(before)
+        now = utc_stamp(self.clock.time())
         files: dict[str, bytes] = {}
         phases: dict[PlatformKey, Phase] = {}
         stopped = self.stopping.is_set() and not self.options.dry_run
@@ -997,7 +940,7 @@ class Controller:
         self,
         desired: DesiredState,
         before: Mapping[str, bytes],
-        previous: Mapping[str, dict[str, Any]],
+        previous: Mapping[str, Mapping[str, Any]],
         revision: str | None,
         now: str,
         machines: Mapping[str, Machine],
@@ -1080,9 +1023,9 @@ class Controller:
                 )
             files[path] = dump(doc)
         # Workloads whose pool could not be read are not planned: they keep their last facts.
-        for path, doc in previous.items():
+        for path, held in previous.items():
             parts = path.split("/")
-            status = doc.get("status") if isinstance(doc, dict) else None
+            status = held.get("status")
             if path in files or len(parts) != 3 or parts[1] not in ("aiworkloads", "mlplatforms"):
                 continue
             held_in = status.get("pool") if isinstance(status, dict) else None
@@ -1091,7 +1034,7 @@ class Controller:
                 kind = "AIWorkload" if parts[1] == "aiworkloads" else "MLPlatform"
                 name = parts[2].removesuffix(".yaml")
                 _phase, doc = unreachable_document(
-                    kind, parts[0], name, previous=doc, reason=cut[0], message=cut[1], now=now
+                    kind, parts[0], name, previous=held, reason=cut[0], message=cut[1], now=now
                 )
                 files[path] = dump(doc)
         return files

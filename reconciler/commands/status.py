@@ -21,7 +21,6 @@ from reconciler.palette.observe import parse_snapshot
 from reconciler.source._gitutil import GitError
 from reconciler.status.page import render
 from reconciler.status.reader import StatusBranch
-from reconciler.status.render import whole_record
 from reconciler.status.view import ResourceRow, load_yaml, recorded_revision, row_of, rows, table
 
 EXIT_OK = 0
@@ -116,7 +115,7 @@ def _mig(files: Mapping[str, bytes]) -> dict[str, list[Mapping[str, Any]]]:
 def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, html_out: Path | None) -> int:
     if branch.ref is None:
         raise _CommandError(f"no status branch {branch.branch!r} in the repository (has a pass run yet?)")
-    files = whole_record(branch.files())  # a sharded branch's shards/*.yaml read as one record
+    files = branch.record()  # a sharded branch's shards/*.yaml read as one record
     found = rows(files)
     revision = recorded_revision(files)
     if revision is None:

@@ -1,0 +1,98 @@
+"""The plan stage: desired state, observation and the status branch's records -> the pass's plans.
+
+``run`` and every mode of ``reconciler plan`` call :func:`plan_pass` with the same inputs (the records
+of the status branch, or none when nothing deployed is known), so a pull request's plan is what the
+merge's pass does (docs/reconciling.md). Scaling is this stage's inner loop (docs/scaling.md, "How the
+controller runs it"): pools with a policy request their current size (``spec.gpus`` and the recorded
+actions); the decisions are made on that plan with the utilisation the :class:`SampleSource` gives; an
+action is planned with its target size and confirmed against that plan; the pass's plan (made with the
+final sizes) carries each pool's decision. Pools without a policy: one plan, no query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from reconciler.model.desired import DesiredState
+from reconciler.model.gpu import GpuFamily
+from reconciler.model.pools import POOL_KIND, PoolKey, cluster_kind
+from reconciler.plan import Observation, Plan, gpus_of, plan_targets
+from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
+from reconciler.scaling.pools import pool_sizes
+from reconciler.scaling.stage import SampleSource, ScalingOutcome, confirm, evaluate
+from reconciler.status.records import Records
+
+Sizes = Mapping[PoolKey, Mapping[GpuFamily, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """The plan stage's result: one plan per Palette target, and each scaled pool's outcome."""
+
+    plans: Mapping[Target, Plan]
+    scaling: Mapping[PoolKey, ScalingOutcome] = field(default_factory=dict)
+
+
+def plan_pass(
+    desired: DesiredState,
+    routing: Routing,
+    observed: Mapping[Target, Observation],
+    records: Records,
+    *,
+    samples: SampleSource,
+    now: float,
+    max_deletions: int = 1,
+    namespaces: NamespaceSelector = EVERY_NAMESPACE,
+) -> Planned:
+    """The plans of one pass over every observed target (the prune guard counts the whole pass)."""
+
+    def plan(sizes: Sizes | None) -> dict[Target, Plan]:
+        return plan_targets(
+            desired,
+            routing,
+            observed,
+            max_deletions=max_deletions,
+            namespaces=namespaces,
+            previous=records.pools.previous,
+            pool_modes=records.pools.modes,
+            previous_layouts=records.pools.layouts,
+            sizes=sizes,
+        )
+
+    sizes = _current_sizes(desired, observed, records)
+    if not sizes:
+        return Planned(plan(None))
+    first = plan(sizes)
+    outcomes = evaluate(
+        samples, desired, first.values(), now, records.scaling, records.pending_since, skip=records.unreadable
+    )
+    if not outcomes:
+        return Planned(first)
+    plans = first
+    if any(o.acts for o in outcomes.values()):  # plan again with the actions' sizes
+        acting = {k: dict(o.target) for k, o in outcomes.items() if o.acts}
+        plans = plan({**sizes, **acting})
+        outcomes = confirm(outcomes, first, plans)
+        if any(o.withdrawn for o in outcomes.values()):  # back to its size: plan once more
+            plans = plan({**sizes, **{k: dict(o.target) for k, o in outcomes.items()}})
+    entries = {k: o.entry for k, o in outcomes.items()}
+    return Planned({t: p.with_scaling(entries) for t, p in plans.items()}, outcomes)
+
+
+def _current_sizes(
+    desired: DesiredState, observed: Mapping[Target, Observation], records: Records
+) -> dict[PoolKey, Mapping[GpuFamily, int]]:
+    """Each pool with a policy at the size its record implies; a pool whose record could not be read
+    keeps the GPUs its cluster has (it is not decided this pass)."""
+    sizes: dict[PoolKey, Mapping[GpuFamily, int]] = dict(pool_sizes(desired, records.scaling))
+    kept = set(records.unreadable & set(sizes))
+    if not kept:
+        return sizes
+    machines = {uid: m for o in observed.values() for uid, m in o.inventory.by_uid().items()}
+    for o in observed.values():
+        for cluster in o.clusters:
+            if cluster_kind(cluster.labels) == POOL_KIND and cluster.key in kept:
+                kept.discard(cluster.key)  # the first target that holds it, as observed
+                sizes[cluster.key] = {GpuFamily(f): n for f, n in gpus_of(cluster.workers, machines).items()}
+    return sizes
