@@ -37,14 +37,13 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
-from reconciler.compute_status import compute_status, holders, in_use_machines
-from reconciler.inventory import HostState, Inventory, Machine, discover
+from reconciler.inventory import Inventory, discover
 from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import ParsedFile, build_desired, parse_file
 from reconciler.metrics import Metrics, PassOutcome
@@ -53,21 +52,19 @@ from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
 from reconciler.model.pools import PoolKey, WorkloadKey
-from reconciler.model.resources import Compute, ComputePool, Settings
+from reconciler.model.resources import ComputePool, Settings
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
-from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import (
     DONE,
     Action,
     Plan,
     PlatformPlan,
     PoolPlan,
-    WorkloadPlan,
     select_namespaces,
 )
 from reconciler.prometheus.stage import ScalingOutcome, ScalingStage
@@ -75,32 +72,21 @@ from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Targ
 from reconciler.runtime.clock import SYSTEM_CLOCK, Clock, utc_stamp
 from reconciler.runtime.lease import Lease, NoLease
 from reconciler.runtime.stages.plan import plan_pass
-from reconciler.scaling import render as render_scaling
 from reconciler.source import DirectorySource, GitError, GitSource
 from reconciler.status.changes import commit_message, source_trailers
 from reconciler.status.pools import (
     PoolRecords,
     WorkloadOutcome,
-    pool_document,
-    unreachable_document,
-    workload_document,
 )
 from reconciler.status.records import Records, read_records
 from reconciler.status.render import (
-    RECONCILER_FILE,
     Outcome,
     Recorded,
-    compute_document,
-    dump,
     parse_previous,
     parse_recorded,
-    platform_status,
-    reconciler_document,
-    resource_inputs,
-    status_path,
-    unreachable_status,
 )
-from reconciler.status.snapshot import render_snapshot, target_file
+from reconciler.status.report import ReportFacts, status_tree
+from reconciler.status.snapshot import render_snapshot
 from reconciler.status.store import ShardStatusStore, StatusStore
 
 log = get_logger(component="controller")
@@ -214,7 +200,6 @@ class _PoolPass:
     workloads: dict[WorkloadKey, WorkloadOutcome] = field(default_factory=dict)
     scaling: dict[PoolKey, ScalingOutcome] = field(default_factory=dict)  # the scaling stage's outcomes
     applied_at: float | None = None  # when the pool writes finished (an action's cooldown runs from it)
-    commits: list[str] = field(default_factory=list)  # scaling records for the status commit's body
     unreadable: set[PoolKey] = field(default_factory=set)  # pools whose status.scaling did not parse
 
 
@@ -486,8 +471,7 @@ class Controller:
                     seen.stalled[target] = self._stall(target, desired, why)
 
             # 6. report
-            entries = [p for plan in plans.values() for p in plan.platforms]
-            result = self._report(desired, revision, entries, outcomes, seen, routing)
+            result = self._report(desired, revision, plans, outcomes, seen, routing)
 
         report_error = result.error
         # A recorded target that nothing routes to any more (an old endpoint) is retried every pass and
@@ -818,117 +802,54 @@ class Controller:
         self,
         desired: DesiredState,
         revision: str | None,
-        entries: list[PlatformPlan],
+        plans: Mapping[Target, Plan],
         outcomes: Mapping[PlatformKey, Outcome],
         seen: _Observation,
         routing: Routing,
     ) -> PassResult:
-        before = self._previous if self._previous is not None else self._read_status()
-        records = self._records
-        previous = records.docs if records is not None and records.files is before else parse_previous(before)
-        now = utc_stamp(self.clock.time())
-        files: dict[str, bytes] = {}
-        phases: dict[PlatformKey, Phase] = {}
-        stopped = self.stopping.is_set() and not self.options.dry_run
-        machines = {uid: m for o in seen.observed.values() for uid, m in o.inventory.by_uid().items()}
-        unreachable = _unreachable(routing, seen)
-        for p in entries:
-            path = status_path("MLPlatform", p.namespace, p.name)
-            if p.key in unreachable:
-                continue  # its target refused the key while applying: reported as unreachable below
-            if stopped and p.mutating and p.key not in outcomes:
-                # Not started because of a stop request: its status stays as last reported.
-                if path in before:
-                    files[path] = before[path]
-                continue
-            hosts = p.existing.hosts if p.existing is not None else ()
-            unhealthy = [h for h in hosts if h in machines and machines[h].state is HostState.UNAVAILABLE]
-            phase, doc = platform_status(
-                p,
-                revision=revision,
-                inputs=resource_inputs(desired, "MLPlatform", p.namespace, p.name),
-                outcome=outcomes.get(p.key),
-                previous=previous.get(path),
-                now=now,
-                unhealthy=unhealthy,
-            )
-            phases[p.key] = phase
-            files[path] = dump(doc)
-        # Platforms whose Palette could not be read keep what was last reported (DESIGN.md section 6).
-        for key, (reason, message) in sorted(unreachable.items()):
-            path = status_path("MLPlatform", *key)
-            if path in files:
-                continue
-            phase, doc = unreachable_status(
-                key[0], key[1], previous=previous.get(path), reason=reason, message=message, now=now
-            )
-            phases[key] = phase
-            files[path] = dump(doc)
-        if seen.failed or seen.stalled:
-            # A platform removed from git whose target cannot be read may still have its cluster.
-            for path, data in before.items():
-                if path not in files and _is_platform_file(path):
-                    files[path] = data
-        for compute in desired.of_kind(Compute):
-            ns, name = compute.metadata.namespace, compute.metadata.name
-            target = routing.computes.get((ns, name))
-            path = status_path("Compute", ns, name)
-            if target is not None and target in seen.observed:
-                observation = seen.observed[target]
-                # PaletteAI's shape (available compute, excluded hosts), plus which platform or pool
-                # holds each host in use.
-                held = in_use_machines(observation.inventory, holders(observation.raw_clusters))
-                doc = compute_document(
-                    ns,
-                    name,
-                    {**compute_status(observation.inventory), "inUseMachines": held},
-                    revision=revision,
-                    inputs=resource_inputs(desired, "Compute", ns, name),
-                    previous=previous.get(path),
-                )
-                files[path] = dump(doc)
-            elif path in before:
-                files[path] = before[path]
-        files.update(self._pool_files(desired, before, previous, revision, now, machines, seen, routing))
-        self._warn_once(entries)
-
-        # A target leaves reconciler.yaml only when it holds no managed cluster any more.
-        keep = routing.targets | set(seen.failed) | set(seen.stalled)
-        keep |= {t for t, o in seen.observed.items() if o.clusters}
-        self._known_targets = set(keep)
-        targets = [(t.url, t.project_uid) for t in keep]
-
-        # The last observed inventory of each target (DESIGN.md section 6), what `plan --from-status`
-        # plans against; a target not read this pass keeps its file.
-        inventory = {target_file(t.url, t.project_uid): o.snapshot() for t, o in seen.observed.items()}
-        for t in keep:
-            path = target_file(t.url, t.project_uid)
-            if path not in inventory and path in before:
-                inventory[path] = before[path]
-
-        result = PassResult(PassOutcome.SUCCESS, revision=revision, plan=entries, phases=phases)
-        recorded = self._recorded
-        changed = (
-            files != _resource_files(before)
-            or inventory != {p: d for p, d in before.items() if p.startswith("inventory/")}
-            or recorded.branch != self.options.branch
-            or set(recorded.targets) != set(targets)
+        """The status branch after this pass (assembled by status/report.py), written when it changed."""
+        records = self._records if self._records is not None else self._read_records()
+        work = self._pool_pass
+        if plans:
+            self.metrics.set_pool_mig({p.key: _mig_figures(p) for plan in plans.values() for p in plan.pools})
+        facts = ReportFacts(
+            desired=desired,
+            revision=revision,
+            branch=self.options.branch,
+            routing=routing,
+            plans=plans,
+            observed=seen.observed,
+            now=utc_stamp(self.clock.time()),
+            failed=seen.failed,
+            stalled=seen.stalled,
+            outcomes=outcomes,
+            pools=work.pools,
+            workloads=work.workloads,
+            scaling=work.scaling,
+            applied_at=work.applied_at,
+            stopped=self.stopping.is_set() and not self.options.dry_run,
+            palette=self.options.palette_url,
         )
-        if not changed:
+        status = status_tree(facts, records)
+        self._warn_once(facts.platforms)
+        self._known_targets = set(status.keep)
+        result = PassResult(
+            PassOutcome.SUCCESS, revision=revision, plan=facts.platforms, phases=status.phases
+        )
+        if not status.changed(records, self.options.branch):
             return result
-        record = reconciler_document(self.options.branch, revision, targets, palette=self.options.palette_url)
-        tree = {**files, **inventory, RECONCILER_FILE: dump(record)}
+        tree = status.tree
         if self.options.dry_run:
-            log.info("dry run: status not written", files=len(files))
+            log.info("dry run: status not written", files=len(status.files))
             return result
         if self.status is None:
-            log.info("status not written: the directory is not a git repository", files=len(files))
+            log.info("status not written: the directory is not a git repository", files=len(status.files))
             self._previous = tree
             return result
         try:
-            result.commit = self._write_status(tree, revision)
+            result.commit = self._write_status(tree, revision, status.commits)
             if result.commit:
-                log.info("status committed", commit=result.commit, files=len(files))
+                log.info("status committed", commit=result.commit, files=len(status.files))
         except GitError as exc:
             result.error = f"status branch not written: {exc}"
             log.warning("status branch not written", error=str(exc))
@@ -936,137 +857,9 @@ class Controller:
             result.not_ready = self._mismatch
         return result
 
-    def _pool_files(
-        self,
-        desired: DesiredState,
-        before: Mapping[str, bytes],
-        previous: Mapping[str, Mapping[str, Any]],
-        revision: str | None,
-        now: str,
-        machines: Mapping[str, Machine],
-        seen: _Observation,
-        routing: Routing,
-    ) -> dict[str, bytes]:
-        """Status files of pools and workloads (DESIGN.md sections 6 and 9). A pool or workload whose
-        Palette could not be read keeps its last facts with ``PaletteReachable=False``."""
-        work = self._pool_pass
-        files: dict[str, bytes] = {}
-        cut_off: dict[PoolKey, tuple[Reason, str]] = {
-            key: (Reason.PALETTE_UNAVAILABLE, why) for key, why in routing.pool_unavailable.items()
-        }
-        for target, why in seen.failed.items():
-            cut_off.update(dict.fromkeys(routing.pools.get(target, ()), (Reason.PALETTE_UNAVAILABLE, why)))
-        for target, why in seen.stalled.items():
-            cut_off.update(dict.fromkeys(routing.pools.get(target, ()), (Reason.PALETTE_UNAUTHORIZED, why)))
-        stopped = self.stopping.is_set() and not self.options.dry_run
-        workloads: dict[WorkloadKey, list[WorkloadPlan]] = {}
-        if work.plans:
-            self.metrics.set_pool_mig(
-                {p.key: _mig_figures(p) for plan in work.plans.values() for p in plan.pools}
-            )
-        for plan in work.plans.values():
-            for pool in plan.pools:
-                path = status_path("ComputePool", pool.namespace, pool.name)
-                if stopped and pool.mutating and pool.key not in work.pools:
-                    if path in before:
-                        files[path] = before[path]
-                    continue
-                hosts = pool.cluster.existing.hosts if pool.cluster.existing is not None else ()
-                unhealthy = tuple(
-                    h for h in hosts if h in machines and machines[h].state is HostState.UNAVAILABLE
-                )
-                _phase, doc = pool_document(
-                    pool,
-                    revision=revision,
-                    inputs=resource_inputs(desired, "ComputePool", pool.namespace, pool.name),
-                    outcome=work.pools.get(pool.key),
-                    previous=previous.get(path),
-                    now=now,
-                    unhealthy=unhealthy,
-                )
-                block = self._scaling_record(pool, previous.get(path))
-                if block is not None:
-                    doc["status"]["scaling"] = block
-                files[path] = dump(doc)
-            for w in plan.workloads:
-                workloads.setdefault(w.key, []).append(w)
-        for key, (reason, message) in sorted(cut_off.items()):
-            path = status_path("ComputePool", *key)
-            if path not in files and path in previous:
-                _phase, doc = unreachable_document(
-                    "ComputePool", *key, previous=previous.get(path), reason=reason, message=message, now=now
-                )
-                files[path] = dump(doc)
-        for key, entries in sorted(workloads.items()):
-            w = next((e for e in entries if e.action is not WorkloadAction.REMOVE), entries[0])
-            path = status_path(w.kind, *key)
-            outcome = work.workloads.get(key)
-            attached = (
-                outcome.attached if outcome is not None else work.records.attached.get(key, ("", ()))[1]
-            )
-            lost = cut_off.get((key[0], w.pool)) if w.pool is not None else None
-            if lost is not None and path in previous:
-                _phase, doc = unreachable_document(
-                    w.kind, *key, previous=previous.get(path), reason=lost[0], message=lost[1], now=now
-                )
-            elif w.action is WorkloadAction.REMOVE and not attached:
-                continue  # it left its pool and nothing of it is attached any more: no file
-            else:
-                _phase, doc = workload_document(
-                    w,
-                    revision=revision,
-                    inputs=resource_inputs(desired, w.kind, *key),
-                    outcome=outcome,
-                    attached=attached,
-                    previous=previous.get(path),
-                    now=now,
-                )
-            files[path] = dump(doc)
-        # Workloads whose pool could not be read are not planned: they keep their last facts.
-        for path, held in previous.items():
-            parts = path.split("/")
-            status = held.get("status")
-            if path in files or len(parts) != 3 or parts[1] not in ("aiworkloads", "mlplatforms"):
-                continue
-            held_in = status.get("pool") if isinstance(status, dict) else None
-            cut = cut_off.get((parts[0], str(held_in))) if held_in else None
-            if cut is not None:
-                kind = "AIWorkload" if parts[1] == "aiworkloads" else "MLPlatform"
-                name = parts[2].removesuffix(".yaml")
-                _phase, doc = unreachable_document(
-                    kind, parts[0], name, previous=held, reason=cut[0], message=cut[1], now=now
-                )
-                files[path] = dump(doc)
-        return files
-
-    def _scaling_record(self, pool: PoolPlan, previous: Mapping[str, Any] | None) -> Any:
-        """``status.scaling`` of a pool with a policy after apply (None: the plan's entry stands). An
-        action is recorded once its Palette write succeeded (its commit text goes in the status
-        commit's body); a failed write records nothing done. A pool the stage did not decide keeps its
-        recorded block (an unreadable one as it is)."""
-        work = self._pool_pass
-        o = work.scaling.get(pool.key)
-        if o is None:
-            before = (previous or {}).get("status") or {}
-            kept = before.get("scaling") if isinstance(before, Mapping) else None
-            if pool.scaling.policy is None or kept is None:
-                return None
-            if pool.key in work.unreadable:
-                return kept  # as it is, until someone fixes it
-            recorded = isinstance(kept, Mapping) and isinstance(kept.get("decision"), Mapping)
-            return dict(kept) if recorded else None
-        status = o.status
-        if o.acts:
-            written = work.pools.get(pool.key)
-            if written is not None and written.ok and work.applied_at is not None:
-                status = o.written(work.applied_at)
-            else:
-                return render_scaling(o.unwritten())
-        if o.commit is not None:
-            work.commits.append(o.commit)
-        return render_scaling(status)
-
-    def _write_status(self, tree: dict[str, bytes], revision: str | None) -> str | None:
+    def _write_status(
+        self, tree: dict[str, bytes], revision: str | None, scaling: Sequence[str]
+    ) -> str | None:
         """Push the status tree for ``revision``, but only while it is the head (the fence) and the
         status branch still follows this config branch; a rollback of the branch is said so. The
         message names what changed against the branch as it is now; the trailers name the config
@@ -1100,7 +893,7 @@ class Controller:
             summary = self.source.commit_summary(revision)
         commit = self.status.write(
             tree,
-            commit_message(current, tree, notes, scaling=self._pool_pass.commits),
+            commit_message(current, tree, notes, scaling=list(scaling)),
             source_trailers(revision, summary),
         )
         self._previous = tree
@@ -1229,18 +1022,6 @@ def _carry_unreadable(previous: DesiredState | None, current: DesiredState) -> D
     return current
 
 
-def _unreachable(routing: Routing, seen: _Observation) -> dict[PlatformKey, tuple[Reason, str]]:
-    """Platforms whose Palette could not be read this pass, with the reason their status gives."""
-    out: dict[PlatformKey, tuple[Reason, str]] = {
-        key: (Reason.PALETTE_UNAVAILABLE, why) for key, why in routing.unavailable.items()
-    }
-    for target, why in seen.failed.items():
-        out.update(dict.fromkeys(routing.platforms.get(target, ()), (Reason.PALETTE_UNAVAILABLE, why)))
-    for target, why in seen.stalled.items():
-        out.update(dict.fromkeys(routing.platforms.get(target, ()), (Reason.PALETTE_UNAUTHORIZED, why)))
-    return out
-
-
 def _summary(entries: list[PlatformPlan]) -> dict[str, int]:
     """Counts for the pass summary line."""
     counted = (Action.CREATE, Action.SCALE, Action.REPLACE, Action.DELETE, Action.REJECTED)
@@ -1267,12 +1048,3 @@ def _mig_figures(pool: PoolPlan) -> tuple[int, int]:
 
 def _target_order(target: Target) -> tuple[str, str]:
     return (target.url, target.project_uid or "")
-
-
-def _is_platform_file(path: str) -> bool:
-    return path.count("/") == 2 and path.split("/")[1] == "mlplatforms"
-
-
-def _resource_files(files: Mapping[str, bytes]) -> dict[str, bytes]:
-    """A status tree without its root files (``reconciler.yaml``, ``inventory/``)."""
-    return {p: d for p, d in files.items() if p != RECONCILER_FILE and not p.startswith("inventory/")}
