@@ -133,3 +133,26 @@ def test_the_inventory_snapshot_of_a_target_not_read_this_pass_is_kept() -> None
     (target,) = route(state, URL).targets
     unread = status_tree(facts(state, None, failed={target: "503"}), after(first))
     assert unread.inventory == first.inventory and path in unread.tree
+
+
+def test_a_merge_that_does_what_its_pull_request_planned_says_nothing_and_one_that_does_not_says_why() -> (
+    None
+):
+    from reconciler.inventory import HostState
+    from reconciler.plan import merge
+    from reconciler.status.drift import drift_note, plan_drift
+
+    state = desired(platform("p", {"NVIDIA-H100": 4}))
+    routing = route(state, URL)
+    (target,) = routing.targets
+    recorded = inventory([*cps(2), machine("a", 4), machine("b", 8)])
+    live = inventory([*cps(2), machine("a", 4, state=HostState.UNAVAILABLE), machine("b", 8)])
+
+    def planned(machines: Inventory) -> Any:
+        return merge("abc123", plan_targets(state, routing, {target: Seen(machines, [])}), [])
+
+    assert plan_drift(planned(recorded), planned(recorded)) == [] and drift_note([]) is None
+    (line,) = plan_drift(planned(recorded), planned(live))
+    assert line.startswith(f"{NS}/p: the pull request's plan said create") and "on b" in line.split("does")[1]
+    note = drift_note([line])
+    assert note is not None and note.splitlines()[1] == f"- {line}"

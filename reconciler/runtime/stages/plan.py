@@ -11,27 +11,23 @@ final sizes) carries each pool's decision. Pools without a policy: one plan, no 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 
+from reconciler.inventory import discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import POOL_KIND, PoolKey, cluster_kind
-from reconciler.plan import Observation, Plan, gpus_of, plan_targets
+from reconciler.palette.observe import managed_clusters
+from reconciler.plan import Observation, Observed, Plan, gpus_of, merge, plan_targets
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
+from reconciler.runtime.facts import Planned
 from reconciler.scaling.pools import pool_sizes
-from reconciler.scaling.stage import SampleSource, ScalingOutcome, confirm, evaluate
+from reconciler.scaling.stage import NoSamples, SampleSource, confirm, evaluate
+from reconciler.status.drift import plan_drift
 from reconciler.status.records import Records
+from reconciler.status.snapshot import SnapshotError, read_snapshots
 
 Sizes = Mapping[PoolKey, Mapping[GpuFamily, int]]
-
-
-@dataclass(frozen=True, slots=True)
-class Planned:
-    """The plan stage's result: one plan per Palette target, and each scaled pool's outcome."""
-
-    plans: Mapping[Target, Plan]
-    scaling: Mapping[PoolKey, ScalingOutcome] = field(default_factory=dict)
 
 
 def plan_pass(
@@ -96,3 +92,50 @@ def _current_sizes(
                 kept.discard(cluster.key)  # the first target that holds it, as observed
                 sizes[cluster.key] = {GpuFamily(f): n for f, n in gpus_of(cluster.workers, machines).items()}
     return sizes
+
+
+def recorded_observation(
+    records: Records, targets: Iterable[Target], namespaces: NamespaceSelector = EVERY_NAMESPACE
+) -> dict[Target, Observed] | None:
+    """Each target as the status branch recorded it (what ``plan --from-status`` plans against); None
+    when some target has no readable snapshot (then no pull request could have been planned either)."""
+    try:
+        snapshots = read_snapshots(records.files)
+    except SnapshotError:
+        return None
+    out: dict[Target, Observed] = {}
+    for target in targets:
+        snapshot = snapshots.get((target.url, target.project_uid))
+        if snapshot is None:
+            return None
+        inventory = discover(snapshot.edge_hosts)
+        clusters = managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid())
+        out[target] = Observed(inventory, [c for c in clusters if namespaces.owns(c.namespace)])
+    return out
+
+
+def drift(
+    desired: DesiredState,
+    routing: Routing,
+    planned: Planned,
+    records: Records,
+    *,
+    max_deletions: int,
+    namespaces: NamespaceSelector,
+) -> list[str]:
+    """What this pass does differently from the plan a pull request of this revision was shown (made
+    against the recorded inventory, with no Prometheus); empty when they agree or it cannot be told."""
+    recorded = recorded_observation(records, planned.plans.keys(), namespaces)
+    if recorded is None:
+        return []
+    expected = plan_pass(
+        desired,
+        routing,
+        recorded,
+        records,
+        samples=NoSamples(),
+        now=0.0,
+        max_deletions=max_deletions,
+        namespaces=namespaces,
+    )
+    return plan_drift(merge(desired.revision, expected.plans, []), merge(desired.revision, planned.plans, []))

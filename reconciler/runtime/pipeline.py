@@ -1,0 +1,343 @@
+"""One reconcile pass as a short list of stages: fetch -> load -> observe -> plan -> apply -> report.
+
+Each stage is a function (``runtime/stages/``) that takes what the previous ones made; this module only
+composes them, keeps what survives between passes (the revision loaded, the last clean pass's inputs,
+the warnings already given) and turns every exit into metrics, health, readiness and one summary line
+(:meth:`Pipeline._finish`). Errors are sorted as in Flux (``runtime/outcome.classify``): transient ones
+back off and retry; a target that refuses its key is stalled; invalid input waits for a change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from reconciler.logging import get_logger, pass_context
+from reconciler.metrics import Metrics, PassOutcome
+from reconciler.model.desired import DesiredState
+from reconciler.model.resources import ComputePool
+from reconciler.plan import Plan
+from reconciler.resolve import Routing, Target
+from reconciler.runtime import loop
+from reconciler.runtime.branch import BranchReader, StatusBranch, branch_mismatch
+from reconciler.runtime.clock import Clock, utc_stamp
+from reconciler.runtime.facts import Applied, Observation, Planned
+from reconciler.runtime.lease import Lease
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify
+from reconciler.runtime.ports import History, Source
+from reconciler.runtime.stages import apply, fetch, load, observe, plan, report
+from reconciler.runtime.warnings import Health, Warnings, mig_figures
+from reconciler.scaling.stage import SampleSource
+from reconciler.source import GitError
+from reconciler.status.drift import drift_note
+from reconciler.status.report import ReportFacts
+
+log = get_logger(component="controller")
+
+
+@dataclass
+class Parts:
+    """What a pipeline is made of (``runtime/wiring.py`` builds them)."""
+
+    options: ControllerOptions
+    source: Source
+    history: History | None  # None: a directory read as it is on disk
+    status: StatusBranch
+    observer: observe.Observer
+    samples: SampleSource
+    metrics: Metrics
+    lease: Lease
+    clock: Clock
+    close: Callable[[], None]  # releases what the parts hold (git caches, clients)
+
+
+class Pipeline:
+    """Reconciles one config repository branch against Palette, pass after pass."""
+
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
+        self.options = parts.options
+        self.metrics = parts.metrics
+        self.lease = parts.lease  # One writer: Palette and the status branch are written only while held.
+        self.clock = parts.clock
+        self.branch = BranchReader(parts.status)
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.last: PassResult | None = None
+        self._revision: str | None = None
+        self._desired: DesiredState | None = None
+        self._mismatch: str | None = None
+        self._clean: tuple[str, str | None] | None = None  # fingerprint and status tip of a clean pass
+        self._warnings = Warnings()
+        self._drift: list[str] = []  # how this pass differs from its pull request's plan
+        self._health = Health(parts.metrics, parts.clock, parts.options.unhealthy_bound)
+
+    def close(self) -> None:
+        self.parts.close()
+
+    def health(self) -> str | None:
+        """None when healthy; else why: passes have failed continuously for longer than the bound."""
+        return self._health.health()
+
+    def readiness(self) -> str | None:
+        """None when ready; else why not (no pass yet, or the status branch follows another branch)."""
+        return self._health.not_ready
+
+    def request_pass(self) -> None:
+        """Start a pass (with a source check) as soon as possible: the webhook calls this."""
+        self.wake.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wake.set()
+
+    def run_forever(self, on_pass: Callable[[PassResult], None] | None = None) -> None:
+        loop.run_forever(self, self.options, on_pass)
+
+    def dashboard_requests(self) -> int:
+        """The most ``/v1/dashboard`` requests one target's last observation took (paces the loop)."""
+        return max(self.parts.observer.dashboard_requests.values(), default=0)
+
+    # -- the pass -----------------------------------------------------------------------------------
+
+    def reconcile_once(self, *, check_source: bool = True) -> PassResult:
+        """One pass: fetch, load, observe, plan, apply, report; then :meth:`_finish`."""
+        started = time.perf_counter()
+        held = self.options.dry_run or self.lease.holds()
+        self.metrics.set_lease_held(held and not self.options.dry_run)
+        if not held:
+            # A standby reads nothing and writes nothing: the holder spends the Palette budget.
+            holder = self.lease.holder()
+            why = f"standing by: the writer lease is held by {holder or 'another instance'}"
+            log.info("standing by", holder=holder)
+            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision, not_ready=why), 0.0)
+        try:
+            result = self._attempt(check_source)
+        except GitError as exc:
+            log.warning("git unavailable; nothing applied", error=str(exc))
+            result = PassResult(PassOutcome.ERROR, revision=self._revision, error=str(exc))
+        except Exception as exc:  # a bug or an unforeseen failure must not end the loop: back off, retry
+            log.exception("pass failed", revision=self._revision)
+            result = PassResult(
+                PassOutcome.ERROR, revision=self._revision, error=f"{type(exc).__name__}: {exc}"
+            )
+        return self._finish(result, time.perf_counter() - started)
+
+    def _attempt(self, check_source: bool) -> PassResult:
+        """The pass, started over at the new head when the config branch moves under it (the fence)."""
+        for attempt in range(MAX_RESTARTS):
+            try:
+                return self._pass(check_source or attempt > 0)
+            except fetch.HeadMoved as moved:
+                log.info(
+                    "config branch moved during the pass; planning again at its head",
+                    held=moved.held,
+                    head=moved.head,
+                )
+                if self.stopping.is_set():
+                    error = f"stopped: {moved}"
+                    return PassResult(
+                        PassOutcome.ERROR, revision=self._revision, interrupted=True, error=error
+                    )
+        error = f"the config branch kept moving: gave up after {MAX_RESTARTS} attempts"
+        return PassResult(PassOutcome.ERROR, revision=self._revision, error=error)
+
+    def _finish(self, result: PassResult, duration: float) -> PassResult:
+        """The one place a pass's result becomes metrics, health, readiness and its summary line."""
+        result.duration = duration
+        result.interrupted = result.interrupted or self.stopping.is_set()
+        self._health.finish(result)
+        self.last = result
+        return result
+
+    def _pass(self, check_source: bool) -> PassResult:
+        desired = self._fetch_and_load(check_source)  # 1. fetch and 2. load
+        revision = self._revision
+        with pass_context(revision):
+            if self._mismatch is not None:
+                log.warning(
+                    "status branch follows another config branch; writing nothing", reason=self._mismatch
+                )
+                return PassResult(
+                    PassOutcome.STALLED, revision=revision, not_ready=self._mismatch, error=self._mismatch
+                )
+            observer = self.parts.observer  # 3. observe
+            routing = observer.route(desired)
+            seen = observer.observe(desired, routing)
+            fingerprint, calm = self._idle_inputs(desired, routing, seen)
+            if (
+                calm
+                and self._clean is not None
+                and fingerprint == self._clean[0]
+                and not self._status_moved()
+            ):
+                log.debug("nothing changed since the last pass")
+                phases = dict(self.last.phases) if self.last is not None else {}
+                return PassResult(PassOutcome.SKIPPED, revision=revision, phases=phases)
+            planned = self._plan(desired, routing, seen)  # 4. plan
+            plans = planned.plans
+            applied = self._apply(desired, plans)  # 5. apply
+            seen = self.parts.observer.refused(desired, plans, seen, applied.writes)
+            result = self._report(desired, routing, planned, seen, applied)  # 6. report
+        writes = applied.writes
+        result.outcome, result.error = classify(
+            routing=routing,
+            failed=seen.failed,
+            stalled=seen.stalled,
+            outcomes=writes,
+            invalid=desired.has_errors,
+            report_error=result.error,
+        )
+        result.writes, result.plans = len(writes), dict(plans)
+        # Only a pass that changed nothing may be skipped next time with the same inputs.
+        clean = result.outcome in (PassOutcome.SUCCESS, PassOutcome.INVALID) and not writes and calm
+        self._clean = (fingerprint, self.branch.tip) if clean else None
+        return result
+
+    def _fetch_and_load(self, check_source: bool) -> DesiredState:
+        desired = self._desired
+        if not check_source and desired is not None:
+            return desired  # a resync pass: Palette only (the fence confirms the head before writing)
+        head = fetch.sync(self.parts.source, self.metrics)
+        records = self.branch.records()
+        recorded = records.recorded
+        self.parts.observer.known_targets |= {Target(url, project) for url, project in recorded.targets}
+        opts = self.options
+        self._mismatch = branch_mismatch(recorded.branch, opts.branch, opts.status_branch, opts.switch_branch)
+        if head != self._revision or desired is None:
+            desired = load.load(
+                self.parts.source,
+                head,
+                previous=desired,
+                records=records,
+                history=self.parts.history is not None,
+                namespaces=opts.namespaces,
+            )
+            self._desired, self._revision = desired, head
+        return desired
+
+    def _idle_inputs(self, desired: DesiredState, routing: Routing, seen: Observation) -> tuple[str, bool]:
+        """The fingerprint of this pass's inputs, and whether a pass over the same inputs may be skipped."""
+        observed = sorted((t.url, t.project_uid or "", o.fingerprint) for t, o in seen.observed.items())
+        fingerprint = hashlib.sha256(json.dumps([self._revision, observed]).encode()).hexdigest()
+        routed_failed = any(t in routing.targets for t in seen.failed)
+        calm = not routed_failed and not seen.stalled and not routing.unavailable
+        # Utilisation is no input of the fingerprint: a pass with a scaling policy is never skipped.
+        return fingerprint, calm and not any(p.spec.scaling_policy_ref for p in desired.of_kind(ComputePool))
+
+    def _status_moved(self) -> bool:
+        """Whether someone else (a hand edit, another writer) moved the status branch since this process
+        last read or wrote it: then an idle pass is not skipped, so the branch is repaired now."""
+        if self.options.dry_run or self._clean is None:
+            return False
+        return self.parts.status.tip() != self._clean[1]
+
+    def _plan(self, desired: DesiredState, routing: Routing, seen: Observation) -> Planned:
+        """The plan stage ``reconciler plan`` shares, with the status branch's records."""
+        planned = plan.plan_pass(
+            desired,
+            routing,
+            seen.observed,
+            self.branch.records(),
+            samples=self.parts.samples,
+            now=self.clock.time(),
+            max_deletions=self.options.max_deletions,
+            namespaces=self.options.namespaces,
+        )
+        self._warnings.scaling(planned.scaling, dry_run=self.options.dry_run)
+        self._drift = []
+        records = self.branch.records()
+        if records.recorded.revision not in (None, self._revision):  # a merge: as its pull request said?
+            opts = self.options
+            self._drift = plan.drift(
+                desired,
+                routing,
+                planned,
+                records,
+                max_deletions=opts.max_deletions,
+                namespaces=opts.namespaces,
+            )
+            for line in self._drift:
+                log.warning("the pass differs from the plan against the recorded inventory", difference=line)
+        return planned
+
+    def _confirm(self) -> None:
+        fetch.confirm_head(self.parts.history, self.metrics, self._revision)
+
+    def _writes_allowed(self) -> bool:
+        return not self.stopping.is_set() and self.lease.holds()
+
+    def _apply(self, desired: DesiredState, plans: Mapping[Target, Plan]) -> Applied:
+        return apply.apply_pass(
+            desired,
+            plans,
+            self.branch.records().pools.attached,
+            client=self.parts.observer.client,
+            confirm=self._confirm,
+            stopped=self.stopping.is_set,
+            writes_allowed=self._writes_allowed,
+            now=self.clock.time,
+            dry_run=self.options.dry_run,
+            concurrency=self.options.apply_concurrency,
+        )
+
+    def _report(
+        self,
+        desired: DesiredState,
+        routing: Routing,
+        planned: Planned,
+        seen: Observation,
+        applied: Applied,
+    ) -> PassResult:
+        """The status branch after this pass (assembled by status/report.py), written when it changed."""
+        records, plans = self.branch.records(), planned.plans
+        if plans:
+            self.metrics.set_pool_mig({p.key: mig_figures(p) for pl in plans.values() for p in pl.pools})
+        facts = ReportFacts(
+            desired=desired,
+            revision=self._revision,
+            branch=self.options.branch,
+            routing=routing,
+            plans=plans,
+            observed=seen.observed,
+            now=utc_stamp(self.clock.time()),
+            failed=seen.failed,
+            stalled=seen.stalled,
+            outcomes=applied.writes,
+            pools=applied.pools,
+            workloads=applied.workloads,
+            scaling=planned.scaling,
+            applied_at=applied.at,
+            stopped=self.stopping.is_set() and not self.options.dry_run,
+            palette=self.options.palette_url,
+        )
+        opts = self.options
+        reported = report.report_pass(
+            facts,
+            records,
+            self.branch,
+            branches=report.Branches(opts.branch, opts.status_branch, opts.switch_branch),
+            history=self.parts.history,
+            holds_lease=self.lease.holds,
+            confirm=self._confirm,
+            dry_run=opts.dry_run,
+            notes=[note] if (note := drift_note(self._drift)) else [],
+        )
+        self._warnings.platforms(facts.platforms)
+        self.parts.observer.remember(reported.status.keep)
+        result = PassResult(
+            PassOutcome.SUCCESS,
+            revision=self._revision,
+            plan=facts.platforms,
+            phases=reported.status.phases,
+            commit=reported.written.commit,
+            error=reported.error,
+        )
+        if reported.written.mismatch is not None:
+            self._mismatch = result.not_ready = reported.written.mismatch
+        return result
