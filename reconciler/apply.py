@@ -402,6 +402,8 @@ def apply_workload_profiles(
     desired: DesiredState,
     plan: Plan,
     recorded: Mapping[WorkloadKey, tuple[str, tuple[str, ...]]],
+    *,
+    stop: Callable[[], bool] | None = None,
 ) -> dict[WorkloadKey, WorkloadOutcome]:
     """Attach each admitted workload's cluster profiles to its pool's Running cluster and detach those
     of workloads that left, never the pool's own profiles nor another workload's.
@@ -410,6 +412,9 @@ def apply_workload_profiles(
     it. The cluster's attached profiles are read before any change (idempotent across restarts: a
     profile attached by a pass that died before recording it is not attached twice). The result has an
     entry for every workload of a pool this plan decided, and for every recorded one of those pools.
+
+    ``stop`` is asked before each pool's changes are sent (a graceful stop, a lost lease): once it
+    answers True, the workloads of the pools not reached keep what the status branch recorded.
     """
     out: dict[WorkloadKey, WorkloadOutcome] = {}
     for pool in plan.pools:
@@ -465,7 +470,9 @@ def apply_workload_profiles(
             for u in _uids(value)
             if u not in set(recorded.get(key, (name, ()))[1]) and u in refs
         }
-        if todo_attach or drop:
+        if (todo_attach or drop) and stop is not None and stop():
+            results = {k: WorkloadOutcome(recorded.get(k, (name, ()))[1]) for k in [*holding, *leaving]}
+        elif todo_attach or drop:
             try:
                 attached = _attached_uids(client.get_cluster_profiles(existing.uid))
                 missing = [refs[u] for u in sorted(todo_attach) if u not in attached]

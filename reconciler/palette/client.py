@@ -11,7 +11,10 @@ Why it looks the way it does:
   After a timeout or a dropped connection the caller re-observes by labels instead of re-sending;
 - errors are typed (:mod:`reconciler.palette.errors`) and never contain the API key;
 - ``on_request(method, path_template, status)`` reports every attempt (status 0 when no response came)
-  so the caller can keep Prometheus counters without this package importing them.
+  so the caller can keep Prometheus counters without this package importing them;
+- ``fence()`` (the writer lease's, ``reconciler.fencing``) is called right before every attempt of a
+  request that changes something (create, machine pools, delete, profile attach and detach), retries
+  included: when it raises, the request is not sent and the exception ends the call unchanged.
 """
 
 from __future__ import annotations
@@ -159,9 +162,11 @@ class PaletteClient:
         on_request: RequestHook | None = None,
         rate_limits: RateLimits | None = None,
         on_wait: WaitHook | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> None:
         """``rate_limits`` defaults to Palette's (``RateLimits.off()`` turns pacing off);
-        ``on_wait(path_class, seconds)`` reports each wait for a token."""
+        ``on_wait(path_class, seconds)`` reports each wait for a token; ``fence`` is asked before every
+        attempt of a mutating request (it raises to keep the request from being sent)."""
         if not api_key:
             raise ValueError("a Palette API key is required")
         self.base_url = base_url.rstrip("/")
@@ -172,6 +177,7 @@ class PaletteClient:
         self._on_request = on_request
         self._on_wait = on_wait
         self._pacer = Pacer(rate_limits if rate_limits is not None else RateLimits.palette())
+        self.fence = fence
         self._sent: Counter[str] = Counter()
         headers = {"ApiKey": api_key, "Accept": "application/json"}
         if project_uid:
@@ -253,14 +259,14 @@ class PaletteClient:
 
     def create_edge_native_cluster(self, entity: Mapping[str, Any]) -> str:
         """Create an edge-native cluster; returns its uid. Not retried after an ambiguous failure."""
-        response = self._call("POST", CLUSTER_CREATE, {}, json=dict(entity), idempotent=False)
+        response = self._call("POST", CLUSTER_CREATE, {}, json=dict(entity), idempotent=False, mutating=True)
         created = self._check(wire.Uid, self._json(response), "POST", CLUSTER_CREATE)
         return created.uid
 
     def delete_cluster(self, uid: str) -> None:
         """Start deleting a cluster; a cluster that is already gone is fine."""
         try:
-            self._call("DELETE", CLUSTER, {"uid": uid})
+            self._call("DELETE", CLUSTER, {"uid": uid}, mutating=True)
         except NotFoundError:
             return
 
@@ -273,11 +279,12 @@ class PaletteClient:
     def update_machine_pool(self, config_uid: str, pool_name: str, entity: Mapping[str, Any]) -> None:
         """Replace one machine pool (its full host list); Palette answers 204."""
         params = {"configUid": config_uid, "machinePoolName": pool_name}
-        self._call("PUT", MACHINE_POOL, params, json=dict(entity))
+        self._call("PUT", MACHINE_POOL, params, json=dict(entity), mutating=True)
 
     def create_machine_pool(self, config_uid: str, entity: Mapping[str, Any]) -> None:
         """Add a machine pool to a cluster (for a first worker pool). Not retried after ambiguous failures."""
-        self._call("POST", MACHINE_POOLS, {"configUid": config_uid}, json=dict(entity), idempotent=False)
+        params = {"configUid": config_uid}
+        self._call("POST", MACHINE_POOLS, params, json=dict(entity), idempotent=False, mutating=True)
 
     # --- cluster profiles of a cluster (DESIGN.md sections 5 and 9) --------------------------------
 
@@ -293,14 +300,14 @@ class PaletteClient:
         if not profiles:
             raise ValueError("attach_profiles needs at least one profile")
         body = {"profiles": [dict(p) for p in profiles]}
-        self._call("PATCH", CLUSTER_PROFILES, {"uid": uid}, json=body)
+        self._call("PATCH", CLUSTER_PROFILES, {"uid": uid}, json=body, mutating=True)
 
     def detach_profiles(self, uid: str, profile_uids: Iterable[str]) -> None:
         """Detach exactly the named profiles (``DELETE`` with body ``{profileUids}``)."""
         uids = sorted(set(profile_uids))
         if not uids:
             raise ValueError("detach_profiles needs at least one profile uid")
-        self._call("DELETE", CLUSTER_PROFILES, {"uid": uid}, json={"profileUids": uids})
+        self._call("DELETE", CLUSTER_PROFILES, {"uid": uid}, json={"profileUids": uids}, mutating=True)
 
     # --- plumbing ----------------------------------------------------------------------------------
 
@@ -347,8 +354,10 @@ class PaletteClient:
         json: Any = None,
         query: Mapping[str, str | int] | None = None,
         idempotent: bool = True,
+        mutating: bool = False,
     ) -> httpx.Response:
-        """One logical call with retries. Raises a typed :class:`PaletteError` when it finally fails."""
+        """One logical call with retries. Raises a typed :class:`PaletteError` when it finally fails.
+        A ``mutating`` call asks the fence before every attempt (whatever it raises ends the call)."""
         path = template.format(**{k: _quote(v) for k, v in path_params.items()})
         shown = self._scrub(path)  # the path that errors carry: even a key passed as a uid stays hidden
         backoff = self._retry.backoff()
@@ -356,7 +365,7 @@ class PaletteClient:
             # No attempt may outlive the total budget, so the call as a whole ends within it.
             budget = min(self._timeout, max(backoff.remaining(), 0.001))
             try:
-                return self._attempt(method, template, path, shown, json, query, idempotent, budget)
+                return self._attempt(method, template, path, shown, json, query, idempotent, budget, mutating)
             except _Retryable as failure:
                 delay = backoff.next_delay(failure.retry_after)
                 if delay is None:
@@ -373,11 +382,14 @@ class PaletteClient:
         query: Mapping[str, str | int] | None,
         idempotent: bool,
         timeout: float,
+        mutating: bool = False,
     ) -> httpx.Response:
         klass = path_class(path)
         waited = self._pacer.acquire(path)
         if waited and self._on_wait is not None:
             self._on_wait(klass, waited)
+        if mutating and self.fence is not None:
+            self.fence()  # at the moment of sending (after any wait for a token), on every attempt
         self._sent[klass] += 1
         try:
             response = self._http.request(method, path, json=body, params=query, timeout=timeout)

@@ -7,8 +7,10 @@ leader election does (client-go's ``LeaseLock``), through the official ``kuberne
   last, so two standbys that both see an expired Lease cannot both take it (the API server answers the
   second with 409 Conflict). Contention is an answer (``False``), never an exception.
 - Expiry is judged on the recorded ``renewTime`` + duration (wall clock, as client-go does; keep the
-  nodes' clocks in NTP sync). Our own right to write is judged on the monotonic clock: ``holds()`` turns
-  False a safety margin before the Lease could expire, whatever happens to the API server.
+  nodes' clocks in NTP sync). Our own right to write is judged on the monotonic clock: the write deadline
+  (``reconciler.fencing``) is the start of the last successful write plus the duration minus a safety
+  margin; ``holds()`` turns False and ``fence()`` refuses every write from then on, whatever happens to
+  the API server.
 - ``release()`` empties the holder and shortens the duration to 1 s, so a standby takes over at once.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +27,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.fencing import WriteDeadline
 from reconciler.logging import get_logger
 from reconciler.runtime.lease import default_identity
 
@@ -72,6 +76,7 @@ class KubernetesLease:
         duration: float = DEFAULT_DURATION,
         margin: float = DEFAULT_MARGIN,
         timeout: float = 10.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if margin >= duration:
             raise ValueError("the safety margin must be shorter than the lease duration")
@@ -83,7 +88,8 @@ class KubernetesLease:
         self.margin = margin
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._renewed_at: float | None = None  # monotonic time of our last successful write
+        self._monotonic = monotonic
+        self._deadline = WriteDeadline(duration - margin, monotonic)  # from our last successful write
         self._holder: str | None = None
 
     def __repr__(self) -> str:
@@ -94,7 +100,7 @@ class KubernetesLease:
     def acquire(self) -> bool:
         """Take the Lease, or renew it if we hold it. True iff we hold it now."""
         with self._lock:
-            started = time.monotonic()
+            started = self._monotonic()
             try:
                 held = self._try_acquire()
             except ApiException as exc:
@@ -111,20 +117,23 @@ class KubernetesLease:
                 )
                 held = False
             if held:
-                self._renewed_at = started  # counted from before the request: never optimistic
-            return held and self._holds_locked()
+                self._deadline.renewed(started)  # counted from before the request: never optimistic
+            return held and self._deadline.holds()
 
     def holds(self) -> bool:
         """True while it is safe to write: we hold the Lease and it cannot have expired yet."""
-        with self._lock:
-            return self._holds_locked()
+        return self._deadline.holds()
+
+    def fence(self) -> None:
+        """Raise :class:`~reconciler.fencing.Fenced` unless a write may be sent now (see :meth:`holds`)."""
+        self._deadline.check(self.identity)
 
     def release(self) -> None:
         """Give the Lease up (best effort) so that a standby takes over at once."""
         with self._lock:
-            if self._renewed_at is None:
+            if self._deadline.renewed_at is None:
                 return
-            self._renewed_at = None
+            self._deadline.lost()
             try:
                 lease = self._read()
                 if lease is None or lease.spec.holder_identity != self.identity:
@@ -145,11 +154,6 @@ class KubernetesLease:
             return self._holder
 
     # -- internals ----------------------------------------------------------------------------------
-
-    def _holds_locked(self) -> bool:
-        if self._renewed_at is None:
-            return False
-        return time.monotonic() - self._renewed_at < self.duration - self.margin
 
     def _read(self) -> Any:
         try:
@@ -179,7 +183,7 @@ class KubernetesLease:
                 self._api.create_namespaced_lease(self.namespace, body, _request_timeout=self._timeout)
             except ApiException as exc:
                 if exc.status == 409:  # another instance created it first
-                    self._renewed_at = None
+                    self._deadline.lost()
                     return False
                 raise
             self._holder = self.identity
@@ -188,10 +192,10 @@ class KubernetesLease:
         spec = lease.spec or k8s.V1LeaseSpec()
         self._holder = spec.holder_identity
         transitions = spec.lease_transitions or 0
-        if spec.holder_identity == self.identity and self._renewed_at is not None:
+        if spec.holder_identity == self.identity and self._deadline.renewed_at is not None:
             new_spec = self._spec(spec.acquire_time or _now(), transitions)
         elif spec.holder_identity and not self._expired(spec):
-            self._renewed_at = None
+            self._deadline.lost()
             return False
         else:
             new_spec = self._spec(_now(), transitions + 1)
@@ -203,7 +207,7 @@ class KubernetesLease:
             )
         except ApiException as exc:
             if exc.status == 409:
-                self._renewed_at = None
+                self._deadline.lost()
                 return False
             raise
         if self._holder != self.identity:

@@ -1,6 +1,8 @@
-"""One writer (DESIGN.md section 7): the lease a reconciler holds before it writes, and its keeper.
+"""One writer: the lease a reconciler holds before it writes, and its keeper (docs/leases.md).
 
-``run`` writes to Palette and to the status branch only while ``lease.holds()``. Where the lease
+``run`` writes to Palette and to the status branch only while ``lease.holds()``, and each write asks
+``lease.fence()`` at the moment it is sent (``reconciler.fencing``: a monotonic write deadline taken
+from the last successful renewal, minus a safety margin; past it :class:`Fenced` is raised). Where the lease
 lives is the implementation's business: ``NoLease`` (``--lease none``: the operator promises a single
 instance) here, ``reconciler.source.lease.GitLease`` (``--lease git``: a branch of the config
 repository; only ``source/`` and ``status/`` speak git). A :class:`LeaseKeeper` takes and renews it
@@ -15,7 +17,10 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
+from reconciler.fencing import Fenced
 from reconciler.logging import get_logger
+
+__all__ = ["Fenced", "Lease", "LeaseFence", "LeaseKeeper", "NoLease", "default_identity"]
 
 log = get_logger(component="lease")
 
@@ -37,6 +42,11 @@ class Lease(Protocol):
 
     def holds(self) -> bool:
         """Held, and renewed recently enough that it cannot have expired: write only while True."""
+        ...
+
+    def fence(self) -> None:
+        """Called right before each write is sent: raise :class:`Fenced` once the write deadline (the
+        last successful renewal's start + duration - safety margin, monotonic clock) has passed."""
         ...
 
     def release(self) -> None:
@@ -69,11 +79,28 @@ class NoLease:
     def holds(self) -> bool:
         return True
 
+    def fence(self) -> None:
+        """Never fires: the operator promises a single instance."""
+
     def release(self) -> None:
         """Nothing to give up."""
 
     def holder(self) -> str | None:
         return self.identity
+
+
+class LeaseFence:
+    """The fence a running reconciler hands its writers (Palette clients, the status store, the apply
+    stage): it asks whichever lease the reconciler holds now (``lease`` may be swapped after the writers
+    were built); a dry run's never fires (it writes nothing)."""
+
+    def __init__(self, lease: Lease, *, dry_run: bool = False) -> None:
+        self.lease = lease
+        self.dry_run = dry_run
+
+    def __call__(self) -> None:
+        if not self.dry_run:
+            self.lease.fence()
 
 
 class LeaseKeeper:
@@ -117,6 +144,9 @@ class LeaseKeeper:
 
     def holder(self) -> str | None:
         return self.lease.holder()
+
+    def fence(self) -> None:
+        self.lease.fence()
 
     def wait_until_held(self, timeout: float | None = None) -> bool:
         """Block until this process holds the lease (True) or ``timeout`` passes (False)."""

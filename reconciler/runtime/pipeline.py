@@ -26,7 +26,7 @@ from reconciler.runtime import loop
 from reconciler.runtime.branch import BranchReader, StatusBranch, branch_mismatch
 from reconciler.runtime.clock import Clock, utc_stamp
 from reconciler.runtime.facts import Applied, Observation, Planned
-from reconciler.runtime.lease import Lease
+from reconciler.runtime.lease import Fenced, Lease, LeaseFence
 from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify
 from reconciler.runtime.ports import History, Source
@@ -54,6 +54,7 @@ class Parts:
     lease: Lease
     clock: Clock
     close: Callable[[], None]  # releases what the parts hold (git caches, clients)
+    fence: LeaseFence  # asked by every write at the moment it is sent (clients, status store, apply)
 
 
 class Pipeline:
@@ -63,7 +64,6 @@ class Pipeline:
         self.parts = parts
         self.options = parts.options
         self.metrics = parts.metrics
-        self.lease = parts.lease  # One writer: Palette and the status branch are written only while held.
         self.clock = parts.clock
         self.branch = BranchReader(parts.status)
         self.wake = threading.Event()
@@ -76,6 +76,16 @@ class Pipeline:
         self._warnings = Warnings()
         self._drift: list[str] = []  # how this pass differs from its pull request's plan
         self._health = Health(parts.metrics, parts.clock, parts.options.unhealthy_bound)
+
+    @property
+    def lease(self) -> Lease:
+        """One writer: Palette and the status branch are written only while held, and every write asks
+        its fence at the moment it is sent (``reconciler.fencing``)."""
+        return self.parts.lease
+
+    @lease.setter
+    def lease(self, lease: Lease) -> None:
+        self.parts.lease = self.parts.fence.lease = lease
 
     def close(self) -> None:
         self.parts.close()
@@ -118,6 +128,11 @@ class Pipeline:
             return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision, not_ready=why), 0.0)
         try:
             result = self._attempt(check_source)
+        except Fenced as exc:
+            log.warning("writer lease ran out during the pass: nothing more is sent", error=str(exc))
+            self.metrics.set_lease_held(False)
+            why = f"standing by: {exc}"
+            result = PassResult(PassOutcome.STANDBY, revision=self._revision, not_ready=why, error=str(exc))
         except GitError as exc:
             log.warning("git unavailable; nothing applied", error=str(exc))
             result = PassResult(PassOutcome.ERROR, revision=self._revision, error=str(exc))
@@ -144,6 +159,7 @@ class Pipeline:
                     return PassResult(
                         PassOutcome.ERROR, revision=self._revision, interrupted=True, error=error
                     )
+                self.parts.fence()  # a pass planned again asks the lease again
         error = f"the config branch kept moving: gave up after {MAX_RESTARTS} attempts"
         return PassResult(PassOutcome.ERROR, revision=self._revision, error=error)
 
@@ -281,6 +297,7 @@ class Pipeline:
             confirm=self._confirm,
             stopped=self.stopping.is_set,
             writes_allowed=self._writes_allowed,
+            fence=self.parts.fence,
             now=self.clock.time,
             dry_run=self.options.dry_run,
             concurrency=self.options.apply_concurrency,

@@ -18,7 +18,7 @@ from reconciler.prometheus.stage import ScalingStage
 from reconciler.resolve import Target
 from reconciler.runtime.branch import NoStatus, StatusBranch
 from reconciler.runtime.clock import SYSTEM_CLOCK, Clock
-from reconciler.runtime.lease import Lease, NoLease
+from reconciler.runtime.lease import Lease, LeaseFence, NoLease
 from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.pipeline import Parts, Pipeline
 from reconciler.runtime.ports import History, Source
@@ -72,6 +72,18 @@ def palette_clients(options: ControllerOptions, metrics: Metrics) -> ClientFacto
     return make
 
 
+def fenced(factory: ClientFactory, fence: LeaseFence) -> ClientFactory:
+    """Every client ``factory`` makes asks ``fence`` before each attempt of a mutating request."""
+
+    def make(target: Target, key: str) -> PaletteClient:
+        client = factory(target, key)
+        if client.fence is None:
+            client.fence = fence
+        return client
+
+    return make
+
+
 def parts(
     options: ControllerOptions,
     *,
@@ -86,8 +98,11 @@ def parts(
     metrics = metrics or Metrics()
     env = environ if environ is not None else os.environ
     source, history, status, close_source = open_source(options)
+    fence = LeaseFence(lease if lease is not None else NoLease(), dry_run=options.dry_run)
+    if isinstance(status, StatusStore):
+        status.fence = fence  # every push of the status branch asks the lease first
     observer = Observer(
-        client_factory or palette_clients(options, metrics),
+        fenced(client_factory or palette_clients(options, metrics), fence),
         env,
         palette_url=options.palette_url,
         namespaces=options.namespaces,
@@ -107,7 +122,8 @@ def parts(
         observer=observer,
         samples=samples,
         metrics=metrics,
-        lease=lease if lease is not None else NoLease(),
+        lease=fence.lease,
+        fence=fence,
         clock=clock if clock is not None else SYSTEM_CLOCK,
         close=close,
     )

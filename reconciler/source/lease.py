@@ -17,10 +17,11 @@ Why this shape:
   history (each renewal leaves three small unreachable objects for the server's gc).
 - Another holder's lease has expired when its ``renewTime`` + duration is past by this machine's
   wall clock, as Kubernetes judges it: clocks must agree to within the safety margin.
-- The holder itself never trusts the wall clock: :meth:`GitLease.holds` is true only while its last
-  successful renewal (monotonic clock, read before the push that recorded it) is younger than the
-  duration minus the safety margin. A holder that cannot renew stops writing before any standby can
-  see its lease expired.
+- The holder itself never trusts the wall clock: its write deadline (``reconciler.fencing``) is the
+  start of its last successful renewal (monotonic clock, read before the push that recorded it) plus
+  the duration minus the safety margin. :meth:`GitLease.holds` is true, and :meth:`GitLease.fence`
+  lets a write through, only before it. A holder that cannot renew stops writing before any standby
+  can see its lease expired.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any
 import git
 from gitdb.base import IStream  # type: ignore[import-untyped]
 
+from reconciler.fencing import WriteDeadline
 from reconciler.logging import get_logger
 from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
@@ -160,9 +162,8 @@ class GitLease:
         self._lock = threading.RLock()
         self._cache_lock = _gitutil.CacheLock(self.cache_dir, on_stale_lock, LeaseError)
         self._repo: git.Repo | None = None
-        # (held, monotonic time of the last successful renewal): one tuple, swapped whole, so that
-        # holds() reads a consistent pair without taking the lock.
-        self._state: tuple[bool, float] = (False, 0.0)
+        # The write deadline: from the start of the last successful renewal (read without the lock).
+        self._deadline = WriteDeadline(duration - safety_margin, monotonic)
         self._commit: str | None = None  # the lease commit this process pushed last
         self._seen: LeaseRecord | None = None
         self.last_error: str | None = None
@@ -208,16 +209,22 @@ class GitLease:
     def holds(self) -> bool:
         """True while this process holds the lease and its last renewal is recent enough that the
         lease cannot have expired (monotonic clock, with the safety margin)."""
-        held, renewed = self._state
-        return held and self._monotonic() - renewed < self.duration - self.safety_margin
+        return self._deadline.holds()
+
+    def fence(self) -> None:
+        """Raise :class:`~reconciler.fencing.Fenced` unless a write may be sent now (see :meth:`holds`)."""
+        self._deadline.check(self.identity)
+
+    def deadline(self) -> float | None:
+        """The monotonic moment this process stops writing (None when it does not hold the lease)."""
+        return self._deadline.deadline()
 
     def release(self) -> None:
         """Give the lease up at once (a standby may take it right away); best effort, never raises."""
         with self._operation() as repo:
-            held, _ = self._state
-            if not held or self._commit is None or self._seen is None:
+            if self._deadline.renewed_at is None or self._commit is None or self._seen is None:
                 return
-            self._state = (False, 0.0)
+            self._deadline.lost()
             record = replace(self._seen, holder="", renew_time=self._now())
             try:
                 commit = self._write_record(repo, record)
@@ -255,9 +262,9 @@ class GitLease:
         started, now = self._monotonic(), self._now()
         self._seen = record
         if record is not None and record.holder != self.identity and not record.expired(now):
-            if self._state[0]:
+            if self._deadline.renewed_at is not None:
                 log.warning("lease lost to another holder", holder=record.holder)
-            self._state = (False, 0.0)
+            self._deadline.lost()
             return False
         ours = record is not None and record.holder == self.identity
         new = LeaseRecord(
@@ -275,12 +282,12 @@ class GitLease:
             if after != commit:
                 if after == current:
                     raise GitError(f"cannot push {self.branch!r} to {self.url}: {error}")
-                self._state = (False, 0.0)
+                self._deadline.lost()
                 self._seen = None
                 return False
         if not ours:
             log.info("lease acquired", identity=self.identity, previous=record.holder if record else None)
-        self._state = (True, started)
+        self._deadline.renewed(started)
         self._commit, self._seen, self.last_error = commit, new, None
         return True
 

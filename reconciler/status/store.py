@@ -202,6 +202,7 @@ class StatusStore:
         self.push_count = 0
         self.fetch_count = 0
         self.conflict_count = 0
+        self.fence: Callable[[], None] | None = None  # the writer lease's, asked before every push
 
     @property
     def _ref(self) -> str:
@@ -371,6 +372,8 @@ class StatusStore:
                 parent = self._tip
                 self._write_objects(objects)
                 commit = self._commit(repo, tree, parent, full_message)
+                if self.fence is not None:
+                    self.fence()  # raises when this process's lease ran out: nothing is pushed
                 rejected = self._push(repo, commit)
                 if rejected is None:
                     self._pushed(repo, commit, tree, written)

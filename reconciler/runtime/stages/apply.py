@@ -3,7 +3,9 @@
 Platforms' clusters first (create, scale, replace, delete; at most ``concurrency`` requests in flight),
 then pools' clusters (created, scaled, MIG machine pools, deleted) and workloads' profiles (attached,
 detached). Before its first write the stage confirms that the revision it holds is still the config
-branch's head (``confirm``, the fence); a stop request or a lost lease stops new writes at once.
+branch's head (``confirm``, the revision fence); a stop request or a lost lease stops new writes at
+once, and every write asks the lease's ``fence`` at the moment it is sent (the Palette clients ask it
+before each attempt; it raises :class:`~reconciler.fencing.Fenced`, which ends the pass).
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ def apply_pass(
     now: Callable[[], float],
     dry_run: bool,
     concurrency: int,
+    fence: Callable[[], None],
 ) -> Applied:
     """What Palette was asked and answered for ``plans``. ``attached``: the profiles each workload had
     attached after the last pass (status branch)."""
     stop = lambda: not writes_allowed()  # noqa: E731
-    clusters = _apply_platforms(desired, plans, client, confirm, stopped, stop, dry_run, concurrency)
+    clusters = _apply_platforms(desired, plans, client, confirm, fence, stopped, stop, dry_run, concurrency)
     if not any(plan.pools for plan in plans.values()):
         return Applied(clusters=clusters)
     if dry_run or stopped():
@@ -52,6 +55,7 @@ def apply_pass(
         kept = {k: WorkloadOutcome(uids) for k, (_pool, uids) in attached.items()}
         return Applied(clusters=clusters, workloads=kept)
     confirm()
+    fence()
     pools: dict[PoolKey, Outcome] = {}
     workloads: dict[WorkloadKey, WorkloadOutcome] = {}
     failed: dict[PlatformKey, Outcome] = {}
@@ -60,7 +64,7 @@ def apply_pass(
             continue
         palette = client(target)
         pools.update(apply_pools(palette, desired, plan, stop=stop))
-        done = apply_workload_profiles(palette, desired, plan, attached)
+        done = apply_workload_profiles(palette, desired, plan, attached, stop=stop)
         workloads.update(done)
         failed.update({k: Outcome(ok=False, error=o.error) for k, o in done.items() if not o.ok})
     return Applied(clusters=clusters, pools=pools, workloads=workloads, failed_profiles=failed, at=now())
@@ -71,6 +75,7 @@ def _apply_platforms(
     plans: Mapping[Target, Plan],
     client: Callable[[Target], PaletteClient],
     confirm: Callable[[], None],
+    fence: Callable[[], None],
     stopped: Callable[[], bool],
     stop: Callable[[], bool],
     dry_run: bool,
@@ -95,6 +100,7 @@ def _apply_platforms(
     if stopped():
         return {}
     confirm()  # never write for a revision that is no longer the head
+    fence()
     outcomes: dict[PlatformKey, Outcome] = {}
     for target, plan in todo.items():
         outcomes.update(apply_plan(client(target), desired, plan, concurrency=concurrency, stop=stop))
