@@ -13,14 +13,13 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from reconciler.logging import get_logger, pass_context
 from reconciler.metrics import Metrics, PassOutcome
 from reconciler.model.desired import DesiredState
 from reconciler.model.resources import ComputePool
-from reconciler.plan import Plan
 from reconciler.resolve import Routing, Target
 from reconciler.runtime import loop
 from reconciler.runtime.branch import BranchReader, StatusBranch, branch_mismatch
@@ -197,7 +196,7 @@ class Pipeline:
                 return PassResult(PassOutcome.SKIPPED, revision=revision, phases=phases)
             planned = self._plan(desired, routing, seen)  # 4. plan
             plans = planned.plans
-            applied = self._apply(desired, plans)  # 5. apply
+            applied = self._apply(desired, planned)  # 5. apply
             seen = self.parts.observer.refused(desired, plans, seen, applied.writes)
             result = self._report(desired, routing, planned, seen, applied)  # 6. report
         writes = applied.writes
@@ -288,16 +287,18 @@ class Pipeline:
     def _writes_allowed(self) -> bool:
         return not self.stopping.is_set() and self.lease.holds()
 
-    def _apply(self, desired: DesiredState, plans: Mapping[Target, Plan]) -> Applied:
+    def _apply(self, desired: DesiredState, planned: Planned) -> Applied:
         return apply.apply_pass(
             desired,
-            plans,
+            planned.plans,
             self.branch.records().pools.attached,
             client=self.parts.observer.client,
             confirm=self._confirm,
             stopped=self.stopping.is_set,
             writes_allowed=self._writes_allowed,
             fence=self.parts.fence,
+            scaling=planned.scaling,  # recorded as intended before the Palette writes
+            status=self.branch,
             now=self.clock.time,
             dry_run=self.options.dry_run,
             concurrency=self.options.apply_concurrency,

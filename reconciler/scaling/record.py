@@ -30,6 +30,21 @@ The block (camelCase, as every status file)::
           samples: 21
           expected: 21
           values: [91, 92, ...]
+      intent:                            # write-ahead: only between an action's intent and its record
+        action: up                       # the action's fields as in lastAction (direction as action)
+        family: NVIDIA-A100
+        hosts: [a100-4]
+        gpus: 8
+        from: {NVIDIA-A100: 24}          # the size before the action, and the size it makes
+        to: {NVIDIA-A100: 32}
+        at: "2027-01-15T08:30:00.000Z"   # when the intent was recorded, before the Palette write
+
+Write-ahead (:class:`Intent`): an action is recorded as intended, in a commit of its own, before its
+Palette write; the normal status commit after the write replaces the intent with ``lastAction``. A block
+read back with an intent still in it (the writer died, or lost its lease, between the two commits) is
+read as if the action were done (:func:`adopt`): the intended action is the last action, the pool's
+size is its ``to`` and the cooldown runs from its ``at``, so a successor finishes or confirms the
+action instead of undoing it, and does not act again within the cooldown.
 
 Size rule (:func:`current_size`): ``spec.gpus`` + ``earlierActions`` + the last action unless it failed,
 per family, clamped to the policy's ``gpuResourceBounds``. A failed action is never counted (its host is
@@ -148,6 +163,7 @@ class ScalingStatus:
     prometheus_available: bool = True
     prometheus_reason: str = "MetricsAvailable"
     prometheus_message: str = ""
+    intent: Intent | None = None  # write-ahead: an action about to be written to Palette
 
     def last(self) -> LastAction | None:
         return self.last_action.last_action() if self.last_action is not None else None
@@ -159,6 +175,55 @@ class ScalingStatus:
             for family, n in self.last_action.delta().items():
                 total[family] = total.get(family, 0) + n
         return {f: n for f, n in sorted(total.items()) if n}
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """An action recorded before its Palette write: the action (``at``: when it was recorded), the
+    pool's size before it and the size it makes."""
+
+    action: RecordedAction
+    before: Mapping[str, int]
+    after: Mapping[str, int]
+
+
+def with_intent(
+    previous: ScalingStatus | None,
+    policy: str,
+    action: RecordedAction,
+    before: Mapping[GpuFamily, int],
+    after: Mapping[GpuFamily, int],
+    at: float,
+) -> ScalingStatus:
+    """The block to record before ``action`` is written to Palette at ``at``: the block as it is (a
+    fresh one under ``policy`` when there is none) with the intent added."""
+    base = previous if previous is not None else ScalingStatus(policy)
+    intent = Intent(replace(action, at=at), _counts(before), _counts(after))
+    return replace(base, intent=intent)
+
+
+def _counts(size: Mapping[GpuFamily, int]) -> dict[str, int]:
+    return {str(f): n for f, n in sorted(size.items())}
+
+
+def adopt(status: ScalingStatus) -> ScalingStatus:
+    """A block with an intent, read as if its action were done (see the module docstring): the intended
+    action becomes the last action (the one before it folds into ``earlierActions``), the size is the
+    intent's ``to`` and the intent is gone. A block without one is returned as it is."""
+    intent = status.intent
+    if intent is None:
+        return status
+    earlier = dict(status.earlier)
+    if status.last_action is not None:
+        for family, n in status.last_action.delta().items():
+            earlier[family] = earlier.get(family, 0) + n
+    return replace(
+        status,
+        earlier={f: n for f, n in sorted(earlier.items()) if n},
+        last_action=intent.action,
+        size=dict(intent.after),
+        intent=None,
+    )
 
 
 # --- size ------------------------------------------------------------------------------------------
@@ -351,7 +416,20 @@ def render(status: ScalingStatus) -> dict[str, Any]:
     }
     if status.last_action is not None:
         out["lastAction"] = _render_action(status.last_action)
+    if status.intent is not None:
+        out["intent"] = _render_intent(status.intent)
     return out
+
+
+def _render_intent(intent: Intent) -> dict[str, Any]:
+    action = _render_action(intent.action)
+    direction = action.pop("direction")
+    return {
+        "action": direction,
+        **action,
+        "from": dict(sorted(intent.before.items())),
+        "to": dict(sorted(intent.after.items())),
+    }
 
 
 def _render_action(a: RecordedAction) -> dict[str, Any]:
@@ -396,9 +474,14 @@ def _number(v: float) -> float | int:
 
 
 def parse(data: Any, where: str = "status.scaling") -> ScalingStatus:
-    """Read a rendered block back; anything else is :class:`ScalingStatusError` naming the field
-    (``where`` prefixes it: give the status file's path, e.g. ``project-a/computepools/x.yaml:
-    status.scaling``)."""
+    """Read a rendered block back, an intent in it adopted (:func:`adopt`); anything else is
+    :class:`ScalingStatusError` naming the field (``where`` prefixes it: give the status file's path,
+    e.g. ``project-a/computepools/x.yaml: status.scaling``)."""
+    return adopt(parse_recorded(data, where))
+
+
+def parse_recorded(data: Any, where: str = "status.scaling") -> ScalingStatus:
+    """Read a rendered block back as it is written (an intent kept as an intent)."""
     r = _Reader(where)
     m = r.mapping(data, "")
     decision = r.mapping(m.get("decision", {}), ".decision")
@@ -421,11 +504,21 @@ def parse(data: Any, where: str = "status.scaling") -> ScalingStatus:
         prometheus_available=status == "True",
         prometheus_reason=r.text(prom.get("reason", ""), ".prometheusAvailable.reason"),
         prometheus_message=r.text(prom.get("message", ""), ".prometheusAvailable.message"),
+        intent=None if m.get("intent") is None else _parse_intent(r, m["intent"]),
     )
 
 
-def _parse_action(r: _Reader, data: Any) -> RecordedAction:
-    p = ".lastAction"
+def _parse_intent(r: _Reader, data: Any) -> Intent:
+    p = ".intent"
+    m = dict(r.mapping(data, p))
+    fields = {k: v for k, v in m.items() if k not in ("action", "from", "to")}
+    action = _parse_action(r, {"direction": m.get("action"), **fields}, p)
+    if action.completed_at is not None or action.failed:
+        raise r.error(p, "an intent is neither completed nor failed")
+    return Intent(action, r.counts(m.get("from", {}), f"{p}.from"), r.counts(m.get("to", {}), f"{p}.to"))
+
+
+def _parse_action(r: _Reader, data: Any, p: str = ".lastAction") -> RecordedAction:
     m = r.mapping(data, p)
     direction = r.text(m.get("direction"), f"{p}.direction", required=True)
     if direction not in ("up", "down"):
@@ -470,13 +563,12 @@ def _parse_action(r: _Reader, data: Any) -> RecordedAction:
         completed_at=completed,
         failed_at=failed_at,
         failed_message=failed_message,
-        inputs=None if inputs is None else _parse_inputs(r, inputs),
+        inputs=None if inputs is None else _parse_inputs(r, inputs, f"{p}.inputs"),
         gpu_family=gpu_family,
     )
 
 
-def _parse_inputs(r: _Reader, data: Any) -> ActionInputs:
-    p = ".lastAction.inputs"
+def _parse_inputs(r: _Reader, data: Any, p: str) -> ActionInputs:
     m = r.mapping(data, p)
     if "pending" in m:
         q = r.mapping(m["pending"], f"{p}.pending")

@@ -20,7 +20,7 @@ from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.plan import Plan, ScalingDecision, ScalingPlan
 from reconciler.scaling.decide import Decision, Samples, commit_message, decide
 from reconciler.scaling.pools import ScalingSubject, carried_out, scaling_entry, scaling_subjects
-from reconciler.scaling.record import ScalingStatus, after_decision, not_written, resized
+from reconciler.scaling.record import ScalingStatus, after_decision, not_written, resized, with_intent
 
 WITHDRAWN = "ScalingWithdrawn"
 
@@ -95,6 +95,14 @@ class ScalingOutcome:
         kept = not_written(self.previous, self.status)
         kept = replace(kept, reason=WITHDRAWN, message=f"{self.decision.message}: withdrawn, {problem}")
         return replace(self, target=dict(self.size), status=kept, commit=None, withdrawn=True)
+
+    def intent(self, at: float) -> ScalingStatus | None:
+        """The block to record before the action's Palette write at ``at`` (write-ahead: the block as
+        it was, with the intended action, its size before and after); None when nothing acts."""
+        last = self.status.last_action
+        if not self.acts or last is None:
+            return None
+        return with_intent(self.previous, self.status.policy, last, self.size, self.target, at)
 
     def unwritten(self) -> ScalingStatus:
         """The block when the action's Palette write failed: nothing is recorded as done."""

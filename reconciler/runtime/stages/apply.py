@@ -6,6 +6,10 @@ detached). Before its first write the stage confirms that the revision it holds 
 branch's head (``confirm``, the revision fence); a stop request or a lost lease stops new writes at
 once, and every write asks the lease's ``fence`` at the moment it is sent (the Palette clients ask it
 before each attempt; it raises :class:`~reconciler.fencing.Fenced`, which ends the pass).
+
+Write-ahead: before the first Palette write of a pass whose scaling acts, the stage commits the status
+branch with each acting pool's intent (``status/intents.py``); a failure to record it (git, a lost
+lease) ends the pass before anything is written to Palette.
 """
 
 from __future__ import annotations
@@ -19,7 +23,11 @@ from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.palette.client import PaletteClient
 from reconciler.plan import Plan
 from reconciler.resolve import Target
+from reconciler.runtime.branch import BranchReader
 from reconciler.runtime.facts import Applied
+from reconciler.scaling.stage import ScalingOutcome
+from reconciler.status.changes import source_trailers
+from reconciler.status.intents import intent_message, intent_tree
 from reconciler.status.pools import WorkloadOutcome
 from reconciler.status.render import Outcome
 
@@ -39,10 +47,16 @@ def apply_pass(
     dry_run: bool,
     concurrency: int,
     fence: Callable[[], None],
+    scaling: Mapping[PoolKey, ScalingOutcome] | None = None,
+    status: BranchReader | None = None,
 ) -> Applied:
     """What Palette was asked and answered for ``plans``. ``attached``: the profiles each workload had
-    attached after the last pass (status branch)."""
+    attached after the last pass (status branch). ``scaling``: the pass's scaling outcomes, whose
+    actions are recorded as intended on ``status`` before any Palette write."""
     stop = lambda: not writes_allowed()  # noqa: E731
+    if scaling and status is not None and not dry_run and not stopped():
+        confirm()
+        record_intents(status, scaling, desired.revision, now(), fence)
     clusters = _apply_platforms(desired, plans, client, confirm, fence, stopped, stop, dry_run, concurrency)
     if not any(plan.pools for plan in plans.values()):
         return Applied(clusters=clusters)
@@ -105,3 +119,24 @@ def _apply_platforms(
     for target, plan in todo.items():
         outcomes.update(apply_plan(client(target), desired, plan, concurrency=concurrency, stop=stop))
     return outcomes
+
+
+def record_intents(
+    status: BranchReader,
+    scaling: Mapping[PoolKey, ScalingOutcome],
+    revision: str | None,
+    at: float,
+    fence: Callable[[], None],
+) -> str | None:
+    """Commit the status branch with each acting pool's intent (write-ahead); the commit, or None when
+    nothing acts. Raises what the store raises (a git failure, :class:`~reconciler.fencing.Fenced`)."""
+    blocks = {key: block for key, o in scaling.items() if (block := o.intent(at)) is not None}
+    if not blocks:
+        return None
+    fence()
+    records = status.records()
+    tree = intent_tree(records.files, records.docs, blocks)
+    commit = status.branch.write(tree, intent_message(blocks), source_trailers(revision, None))
+    status.wrote(tree, commit)
+    log.info("scaling intent recorded before its Palette write", commit=commit, pools=len(blocks))
+    return commit
