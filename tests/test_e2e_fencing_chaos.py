@@ -1,0 +1,263 @@
+"""Fencing and write-ahead with real `reconciler run` processes against the emulator (docs/leases.md,
+"Fencing"; docs/scaling.md, "Write-ahead").
+
+(a) The lease holder is paused (SIGSTOP) in the middle of a pass, inside the Palette read that comes
+    right before a write, for longer than its lease; a second instance takes over and does the work.
+    Resumed (SIGCONT), the old holder sends no Palette write and pushes no status: the fence stops it.
+(b) The holder is killed (SIGKILL) after its scaling write reached Palette and before its status commit.
+    The successor reads the intent it recorded first: it neither scales the pool back nor scales it again
+    within the cooldown, and records the action (its time is the intent's).
+
+Invariants are read from the emulator (its request counts and state) and the status branch. No sleeps:
+every wait is on a condition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.emulator import EmulatorServer
+from reconciler.emulator.faults import FaultRule
+from tests._contract_support import free_port
+from tests._git_support import RemoteRepo, git
+from tests._loop_support import start_run, status_files, wait_for
+from tests._prometheus_support import FakePrometheus
+from tests.test_e2e_scaling import POOL, gpu_hosts, last_action, workload
+from tests.test_e2e_scaling import repo as scaling_repo
+
+pytestmark = pytest.mark.e2e
+
+DURATION = "6"  # seconds: a holder renews every 2 s and stops writing 4 s after its last renewal
+PROFILES = r"^/v1/spectroclusters/[^/]+/profiles$"
+SERVING = "project-b/aiworkloads/llm-serving.yaml"
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def _metric(port: int, name: str) -> float | None:
+    status, text = _get(port, "/metrics")
+    if status != 200:
+        return None
+    pattern = re.compile(rf"^{re.escape(name)} (\S+)$", re.MULTILINE)
+    found = pattern.search(text)
+    return float(found.group(1)) if found else None
+
+
+def _passes(port: int) -> float:
+    """Passes of every outcome so far."""
+    status, text = _get(port, "/metrics")
+    if status != 200:
+        return 0.0
+    return sum(float(n) for n in re.findall(r"^reconciler_passes_total\{[^}]*\} (\S+)$", text, re.MULTILINE))
+
+
+def _standby_passes(port: int) -> float:
+    return _metric(port, 'reconciler_passes_total{outcome="standby"}') or 0.0
+
+
+def _writes(emulator: EmulatorServer) -> int:
+    """Every Palette request that changes something (searches are POSTs that read)."""
+    searches = emulator.stats.count("POST", "/v1/dashboard/edgehosts/search") + emulator.stats.count(
+        "POST", "/v1/dashboard/spectroclusters/search"
+    )
+    changes = sum(emulator.stats.count(m) for m in ("POST", "PUT", "PATCH", "DELETE"))
+    return changes - searches
+
+
+def _status_tip(remote: RemoteRepo) -> str:
+    return git("rev-parse", "reconciler/status", cwd=remote.bare).strip()
+
+
+def _start(
+    remote: RemoteRepo, emulator: EmulatorServer, cache: Path, port: int, *extra: str
+) -> subprocess.Popen[bytes]:
+    args = ("--palette", emulator.url, "--interval", "1", "--lease-duration", DURATION, *extra)
+    return start_run(remote, cache, *args, "--listen", f"127.0.0.1:{port}", "--log-level", "warning")
+
+
+def _stop(*procs: subprocess.Popen[bytes]) -> list[str]:
+    logs = []
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+    for proc in procs:
+        out, _ = proc.communicate(timeout=30)
+        logs.append(out.decode(errors="replace"))
+    return logs
+
+
+def _settled(remote: RemoteRepo) -> bool:
+    """The sample's pools and workloads recorded Running, llm-serving's profile attached."""
+    try:
+        files = status_files(remote)
+    except AssertionError:
+        return False
+    serving = files.get(SERVING, {}).get("status", {})
+    return serving.get("phase") == "Running" and bool(serving.get("attachedProfiles"))
+
+
+def test_a_holder_paused_past_its_lease_sends_nothing_after_it_resumes(
+    remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    ports = [free_port(), free_port()]
+    old = _start(remote, emulator, tmp_path / "old", ports[0])
+    new: subprocess.Popen[bytes] | None = None
+    try:
+        wait_for(lambda: _metric(ports[0], "reconciler_lease_held") == 1.0, 60, "the first instance holds")
+        wait_for(lambda: _settled(remote), 120, "the sample settled, profiles attached")
+        # The next read of a cluster's profiles (the one before a detach) answers after 2 s: the holder
+        # is paused inside it, so that it resumes between planning the detach and sending it.
+        emulator.faults.add([FaultRule(path=PROFILES, methods=("GET",), latency=2.0)])
+        reads = emulator.stats.count("GET", "/v1/spectroclusters/{uid}/profiles")
+        head = remote.commit({"project-b/workloads/llm-serving.yaml": None}, "llm-serving removed")
+        wait_for(
+            lambda: emulator.stats.count("GET", "/v1/spectroclusters/{uid}/profiles") > reads,
+            60,
+            "the holder reading the profiles it is about to detach",
+        )
+        old.send_signal(signal.SIGSTOP)
+        emulator.faults.clear()
+        standby = _standby_passes(ports[0])
+
+        new = _start(remote, emulator, tmp_path / "new", ports[1])
+        wait_for(lambda: _metric(ports[1], "reconciler_lease_held") == 1.0, 60, "the second instance holds")
+        wait_for(lambda: SERVING not in status_files(remote), 60, "the new holder detached and reported")
+        recorded = yaml.safe_load(git("show", "reconciler/status:reconciler.yaml", cwd=remote.bare))
+        assert recorded["revision"] == head
+        writes, tip = _writes(emulator), _status_tip(remote)
+
+        old.send_signal(signal.SIGCONT)
+        wait_for(lambda: _standby_passes(ports[0]) > standby, 60, "the resumed instance back to standing by")
+        assert _metric(ports[0], "reconciler_lease_held") == 0.0
+        assert _writes(emulator) == writes, "the resumed instance sent a Palette write"
+        assert _status_tip(remote) == tip, "the resumed instance pushed status"
+    finally:
+        logs = _stop(old, *([new] if new is not None else []))
+    assert "writer lease ran out during the pass" in logs[0]
+
+
+# --- (b) SIGKILL between a scaling write and its status record --------------------------------------
+
+
+@pytest.fixture
+def scaling_remote(tmp_path: Path) -> RemoteRepo:
+    remote = scaling_repo(tmp_path)
+    policy = yaml.safe_load(git("show", "main:project-b/scalingpolicy.yaml", cwd=remote.bare))
+    policy["spec"]["cooldownDuration"] = "10m"  # the successor runs well within it
+    remote.commit({"project-b/scalingpolicy.yaml": yaml.safe_dump(policy)}, "a long cooldown")
+    return remote
+
+
+class HeldAnswer:
+    """Holds the emulator's answer to a machine-pool write, once Palette has applied it, until released:
+    a writer killed meanwhile died after its scaling write and before it could record it."""
+
+    def __init__(self, emulator: EmulatorServer) -> None:
+        self.armed = threading.Event()
+        self.written = threading.Event()
+        self.released = threading.Event()
+        app = emulator.app
+        original = app._palette
+
+        async def palette(scope: Any, receive: Any, send: Any) -> None:
+            if not (self.armed.is_set() and scope["method"] == "PUT" and "/machinePools/" in scope["path"]):
+                await original(scope, receive, send)
+                return
+
+            async def held(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    self.written.set()
+                    while not self.released.is_set():
+                        await asyncio.sleep(0.02)
+                await send(message)
+
+            await original(scope, receive, held)
+
+        app._palette = palette  # type: ignore[assignment]
+
+
+@pytest.fixture
+def held(emulator: EmulatorServer) -> Iterator[HeldAnswer]:
+    answer = HeldAnswer(emulator)
+    yield answer
+    answer.released.set()
+
+
+def _pool(remote: RemoteRepo) -> dict[str, Any]:
+    status = status_files(remote)[POOL]["status"]
+    assert isinstance(status, dict)
+    return status
+
+
+def test_a_successor_neither_undoes_nor_repeats_a_scaling_action_cut_short(
+    scaling_remote: RemoteRepo, emulator: EmulatorServer, held: HeldAnswer, tmp_path: Path
+) -> None:
+    remote = scaling_remote
+    ports = [free_port(), free_port()]
+    with FakePrometheus() as prometheus:  # no data: only pending demand scales the pool up
+        first = _start(remote, emulator, tmp_path / "first", ports[0], "--prometheus", prometheus.url)
+        successor: subprocess.Popen[bytes] | None = None
+        try:
+            wait_for(
+                lambda: _pool(remote).get("phase") == "Running" and bool(gpu_hosts(emulator)),
+                120,
+                "the pool Running",
+            )
+            before = gpu_hosts(emulator)
+            held.armed.set()
+            remote.commit(
+                {"project-b/workloads/big.yaml": workload("big", 8)}, "a workload that does not fit"
+            )
+            wait_for(held.written.is_set, 120, "the scaling write applied by Palette")
+            intent = _pool(remote)["scaling"].get("intent")
+            assert intent is not None, "the action was not recorded as intended before its write"
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
+            held.released.set()
+            grown = gpu_hosts(emulator)
+            assert len(grown - before) == 1 and set(intent["hosts"]) == grown - before
+            writes = _writes(emulator)
+
+            successor = _start(remote, emulator, tmp_path / "next", ports[1], "--prometheus", prometheus.url)
+            wait_for(
+                lambda: (a := last_action(_pool(remote))) is not None and a["hosts"] == intent["hosts"],
+                120,
+                "the successor recorded the action",
+            )
+            status = _pool(remote)
+            assert "intent" not in status["scaling"]
+            assert status["scaling"]["lastAction"]["at"] == intent["at"]  # the cooldown runs from it
+            assert status["scaling"]["size"] == intent["to"]
+            passes = _metric(ports[1], 'reconciler_passes_total{outcome="success"}') or 0.0
+            wait_for(
+                lambda: (
+                    (_metric(ports[1], 'reconciler_passes_total{outcome="success"}') or 0.0) >= passes + 3
+                ),
+                60,
+                "three more passes of the successor",
+            )
+            assert gpu_hosts(emulator) == grown, "the successor scaled the pool back or again"
+            assert _writes(emulator) == writes, "the successor wrote to Palette again"
+        finally:
+            _stop(first, *([successor] if successor is not None else []))
