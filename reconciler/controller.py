@@ -60,7 +60,7 @@ from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
-from reconciler.palette.observe import managed_clusters
+from reconciler.palette.observe import doubtful_clusters, managed_clusters, read_cloud_configs
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
 from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import (
@@ -694,7 +694,9 @@ class Controller:
         if last is not None and last.fingerprint == digest:
             return last  # nothing moved in Palette: reuse the machines and clusters read last time
         inventory = discover(hosts)
-        clusters = managed_clusters(raw_clusters, hosts, inventory.by_uid())
+        # Some host's answer is unreadable: the clusters' own cloud configs say who their members are.
+        configs = read_cloud_configs(client, raw_clusters) if doubtful_clusters(hosts) else None
+        clusters = managed_clusters(raw_clusters, hosts, inventory.by_uid(), configs)
         # Another shard's clusters are not this instance's: never planned, pruned or recorded here. The
         # raw listing stays whole: the target's inventory snapshot is shared by the shards observing it.
         clusters = [c for c in clusters if self.options.namespaces.owns(c.namespace)]
