@@ -94,6 +94,7 @@ from reconciler.status.pools import (
     unreachable_document,
     workload_document,
 )
+from reconciler.status.recorded import listing_gap, missing_clusters
 from reconciler.status.render import (
     RECONCILER_FILE,
     Outcome,
@@ -639,6 +640,7 @@ class Controller:
                 self._route(desired)  # picks the key reference the Settings name now
             try:
                 seen.observed[target] = self._observe(target)
+                self._confirm_listing(target, seen.observed[target], routing)
             except (UnauthorizedError, MissingAPIKey) as exc:
                 seen.stalled[target] = self._stall(target, desired, str(exc))
             except PaletteError as exc:
@@ -646,6 +648,25 @@ class Controller:
                 log.warning("palette unavailable", url=target.url, error=str(exc))
         self._known_targets |= set(seen.observed) | set(seen.stalled) | set(seen.failed)
         return seen
+
+    def _confirm_listing(self, target: Target, observed: _Observed, routing: Routing) -> None:
+        """Absence is confirmed before it is acted on: a cluster the status branch records for a platform
+        or pool of this target that the listing does not show is looked up by uid; if it exists, the
+        listing is incomplete and the target is read as unavailable this pass (nothing is created)."""
+        missing = missing_clusters(
+            self._read_status(),
+            routing.platforms.get(target, ()),
+            routing.pools.get(target, ()),
+            (c.uid for c in observed.clusters),
+        )
+        if not missing:
+            return
+        client = self._client(target)
+        found = {uid: who for uid, who in sorted(missing.items())[:20] if client.get_cluster(uid) is not None}
+        gap = listing_gap(found)
+        if gap is not None:
+            self._observed.pop(target, None)  # read it afresh next pass
+            raise PaletteError(gap, method="POST", path="/v1/dashboard/spectroclusters/search")
 
     def _stall(self, target: Target, desired: DesiredState, error: str) -> str:
         message = f"Palette refused the API key or none is set: {error}"

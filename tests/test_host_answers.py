@@ -223,3 +223,23 @@ def test_a_disagreement_names_both_sides() -> None:
     assert why is not None and "w2" in why and "cloud config" in why
     assert held_reason("pa-one", ["w1"], ["w1"], [], ["x"]) is None
     assert held_reason("pa-one", ["w1"], None, [], ["x"]) is not None
+
+
+# --- absence is confirmed before it is acted on -------------------------------------------------------
+
+
+def test_a_recorded_cluster_the_listing_does_not_show_is_looked_up() -> None:
+    from reconciler.status.recorded import listing_gap, missing_clusters
+
+    files = {
+        "pa/mlplatforms/one.yaml": b"status:\n  cluster: {uid: c1, name: pa-one}\n",
+        "pa/mlplatforms/two.yaml": b"status:\n  cluster: {uid: c2, name: pa-two}\n",
+        "pa/computepools/pool.yaml": b"status:\n  phase: Pending\n",  # no cluster yet
+        "pa/mlplatforms/bad.yaml": b"status: [\n",
+    }
+    keys = [("pa", "one"), ("pa", "two"), ("pa", "bad")]
+    assert missing_clusters(files, keys, [("pa", "pool")], ["c1"]) == {"c2": "pa/two"}
+    assert missing_clusters(files, keys, [], ["c1", "c2"]) == {}
+    gap = listing_gap({"c2": "pa/two"})
+    assert gap is not None and "pa/two" in gap and "nothing is created" in gap
+    assert listing_gap({}) is None
