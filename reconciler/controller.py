@@ -946,6 +946,7 @@ class Controller:
             elif path in before:
                 files[path] = before[path]
         files.update(self._pool_files(desired, before, previous, revision, now, machines, seen, routing))
+        self.metrics.observe_pools(files, [str(o.entry.decision) for o in self._pool_pass.scaling.values()])
         self._warn_once(entries)
 
         # A target leaves reconciler.yaml only when it holds no managed cluster any more.
