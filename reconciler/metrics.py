@@ -125,7 +125,7 @@ class Metrics:
         )
         self.last_success = Gauge(
             "reconciler_last_successful_pass_timestamp_seconds",
-            "Unix time at which the last successful pass ended (0: none yet).",
+            "Unix time at which the last successful (or skipped: nothing to do) pass ended (0: none yet).",
             registry=self.registry,
         )
         self.pool_mig_stranded = Gauge(
@@ -180,11 +180,12 @@ class Metrics:
     def observe_pass(
         self, outcome: PassOutcome | str, duration_seconds: float, *, ended_at: float | None = None
     ) -> None:
-        """Record one finished pass; a successful one also moves the last-success timestamp."""
+        """Record one finished pass; a successful one also moves the last-success timestamp, and so
+        does a skipped one (it read git and Palette and found nothing to do: an idle writer is healthy)."""
         value = str(outcome)
         self.pass_duration.observe(max(duration_seconds, 0.0))
         self.passes.labels(outcome=value).inc()
-        if value == PassOutcome.SUCCESS:
+        if value in (PassOutcome.SUCCESS, PassOutcome.SKIPPED):
             self.last_success.set(time.time() if ended_at is None else ended_at)
 
     def set_platform_phases(self, counts: Mapping[Phase | str, int]) -> None:

@@ -61,6 +61,10 @@ def test_successful_pass_is_counted_timed_and_stamped() -> None:
     assert values[("reconciler_pass_duration_seconds_bucket", (("le", "0.25"),))] == 1.0
     # Only a successful pass moves the timestamp: the invalid one after it does not.
     assert values[("reconciler_last_successful_pass_timestamp_seconds", ())] == 1_700_000_000.0
+    # A skipped pass (git and Palette read, nothing to do) is an idle writer's success; a standby's is not.
+    metrics.observe_pass(PassOutcome.SKIPPED, 0.1, ended_at=1_900_000_000.0)
+    metrics.observe_pass(PassOutcome.STANDBY, 0.0, ended_at=2_000_000_000.0)
+    assert samples(metrics)[("reconciler_last_successful_pass_timestamp_seconds", ())] == 1_900_000_000.0
 
 
 def test_platform_phases_are_replaced_as_a_whole() -> None:
