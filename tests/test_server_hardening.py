@@ -137,3 +137,23 @@ def test_webhooks_over_the_cap_get_503_while_probes_answer(server: Server) -> No
     finally:
         for conn in holding:
             conn.close()
+
+
+def test_readyz_and_the_webhook_do_not_wait_on_a_lease_renewal_in_flight() -> None:
+    """The Kubernetes Lease holds its lock while a renewal waits on the API server (up to its timeout):
+    /readyz reads who holds the lease without that lock, so the probe answers at once."""
+    from kubernetes import client as k8s
+
+    from reconciler.runtime.kubernetes_lease import KubernetesLease
+
+    lease = KubernetesLease(k8s.ApiClient(), namespace="ns", identity="pod-a")
+    with (
+        Server(Metrics(), webhook_secret=SECRET, on_webhook=lambda _p: None, lease=lease) as server,
+        httpx.Client(base_url=server.url, timeout=5) as http,
+        lease._lock,  # an acquire() in flight
+    ):
+        answer = http.get("/readyz?verbose")
+        assert answer.status_code == 503 and "not held yet" in answer.text
+        body = json.dumps({"ref": "refs/heads/main"}).encode()
+        headers = {"X-Hub-Signature-256": sign_body(SECRET, body), "Content-Type": "application/json"}
+        assert http.post("/hooks/git", content=body, headers=headers).status_code == 202
