@@ -10,6 +10,7 @@ as old as the test time; the cases start their processes at minute 60, where 0 i
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -218,3 +219,19 @@ def test_no_writer_fires_and_an_invalid_revision_warns(tmp_path: Path) -> None:
         {"eval_time": "135m", "alertname": "ReconcilerInvalidConfig", "exp_alerts": []},
     ]
     run_case(tmp_path, "no-writer", case, checks)
+
+
+def test_the_docs_show_the_rules_as_the_file_has_them() -> None:
+    """docs/operations.md documents every rule of the file, and every expression it quotes is the file's."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text()
+    section = docs[docs.index("### Alerts") :]
+    section = section[: section.index("\n### ", 5)] if "\n### " in section[5:] else section
+    expressions = {" ".join(rule["expr"].split()) for rule in _rules().values()}
+    for alert in ALERTS:
+        assert f"`{alert}`" in section, alert
+    quoted = [" ".join(q.split()) for q in re.findall(r"`([^`]*reconciler_[^`]*)`", section)]
+    shown = [q for q in quoted if any(op in q for op in (">", "==", "and"))]
+    assert shown, "the docs quote no expression"
+    for expression in shown:
+        assert any(expression in full for full in expressions), expression
+    assert "deploy/alerts/reconciler-rules.yaml" in section
