@@ -214,10 +214,10 @@ class _DeadlineProtocol(H11Protocol):
     """
 
     header_timeout: float = HEADER_TIMEOUT
+    _deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
-        self._deadline: asyncio.TimerHandle | None = None
         self._arm()
 
     def on_response_complete(self) -> None:
@@ -225,15 +225,14 @@ class _DeadlineProtocol(H11Protocol):
         super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if getattr(self, "_deadline", None) is not None:
-            self._deadline.cancel()  # type: ignore[union-attr]
+        if self._deadline is not None:
+            self._deadline.cancel()
         super().connection_lost(exc)
 
     def _arm(self) -> None:
-        if getattr(self, "_deadline", None) is not None:
-            self._deadline.cancel()  # type: ignore[union-attr]
-        waiting = self.cycle
-        self._deadline = self.loop.call_later(self.header_timeout, self._expire, waiting)
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = self.loop.call_later(self.header_timeout, self._expire, self.cycle)
 
     def _expire(self, waiting: object) -> None:
         # A new request's headers arrived since the deadline was set: it has a cycle of its own.
