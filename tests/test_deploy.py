@@ -210,25 +210,43 @@ def _git_env(deployment: dict[str, Any], mount: Path) -> dict[str, str]:
     return {name: value.replace(where, str(mount)) for name, value in values.items()}
 
 
-def test_git_reads_an_https_token_from_the_mounted_secret(
-    built: list[dict[str, Any]], tmp_path: Path
-) -> None:
-    """The real git, configured as the container is, answers a credential request from the file; the
-    token is in no argument or environment value of the pod."""
-    deployment = _one(built, "Deployment")
-    token = "ghp_deploytoken0123456789"
-    (tmp_path / "git-credentials").write_text(f"https://reconciler:{token}@git.example.com\n")
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **_git_env(deployment, tmp_path)}
-    asked = subprocess.run(
-        ["git", "credential", "fill"],
-        input="protocol=https\nhost=git.example.com\n\n",
+def _credential(env: dict[str, str], action: str, request: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "credential", action],
+        input=request,
         capture_output=True,
         text=True,
         env=env,
         timeout=30,
         check=True,
     )
-    assert f"password={token}" in asked.stdout.splitlines()
+
+
+def test_git_reads_an_https_token_from_the_mounted_secret(
+    built: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The real git, configured as the container is, gets the token from the read-only mount; it never
+    tries to write it back, and the token is in no argument or environment value of the pod."""
+    deployment = _one(built, "Deployment")
+    token = "ghp_deploytoken0123456789"
+    (tmp_path / "token").write_text(token + "\n")
+    tmp_path.chmod(0o555)  # a Secret volume is read-only
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **_git_env(deployment, tmp_path)}
+    try:
+        request = "protocol=https\nhost=git.example.com\n\n"
+        assert _credential(env, "fill", request).stdout.splitlines()[-2:] == [
+            "username=git",
+            f"password={token}",
+        ]
+        tmp_path.chmod(0o755)
+        (tmp_path / "username").write_text("reconciler-bot\n")
+        tmp_path.chmod(0o555)
+        assert "username=reconciler-bot" in _credential(env, "fill", request).stdout.splitlines()
+        # After a successful push git "approves" the credential: nothing is written, nothing complains.
+        approved = _credential(env, "approve", f"{request[:-1]}username=reconciler-bot\npassword={token}\n\n")
+        assert approved.stderr == ""
+    finally:
+        tmp_path.chmod(0o755)
     assert token not in str(deployment)
 
 
