@@ -64,7 +64,6 @@ class Metrics:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._clock = clock
         self.pass_duration = Histogram(
             "reconciler_pass_duration_seconds",
             "Duration of a reconcile pass (load, observe, allocate, plan, apply, report).",
@@ -164,8 +163,8 @@ class Metrics:
             ["direction"],
             registry=self.registry,
         )
-        self._pending_since: dict[_PoolLabel, float] = {}
-        self.registry.register(_PendingAge(self))
+        self._pools = PoolFigures()  # replaced whole by set_pools (the scrape thread reads it)
+        self.registry.register(_PendingAge(clock, lambda: self._pools))
         # Zero-valued series exist from the start, so that rate() and absent() alerts work before the
         # first pass of each kind.
         for direction in SCALING_DIRECTIONS:
@@ -220,7 +219,7 @@ class Metrics:
         for (namespace, pool, family), counts in sorted(figures.gpus.items()):
             for state, value in zip(("total", "admitted", "free"), counts, strict=True):
                 self.pool_gpus.labels(namespace=namespace, pool=pool, family=family, state=state).set(value)
-        self._pending_since = dict(figures.oldest_pending)
+        self._pools = figures
 
     def observe_pools(self, status_files: Mapping[str, bytes], decisions: Iterable[str] = ()) -> None:
         """After a pass's report: the pool and workload gauges from its status files (the phases and
@@ -355,27 +354,19 @@ class _PendingAge:
     """``reconciler_pool_oldest_pending_workload_age_seconds``, computed when scraped (so it grows
     between passes, as the wait does); 0 for a pool with nothing pending."""
 
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
+    def __init__(self, clock: Callable[[], float], figures: Callable[[], PoolFigures]) -> None:
+        self._clock, self._figures = clock, figures
 
     def describe(self) -> list[GaugeMetricFamily]:
         return [self._family()]
 
     def collect(self) -> list[GaugeMetricFamily]:
         family = self._family()
-        now = self._metrics._clock()
-        since = self._metrics._pending_since
-        for labels in sorted(self._metrics_pools()):
-            age = max(0.0, now - since[labels]) if labels in since else 0.0
-            family.add_metric(list(labels), age)
+        figures, now = self._figures(), self._clock()
+        for pool in sorted(figures.pending):
+            since = figures.oldest_pending.get(pool)
+            family.add_metric(list(pool), max(0.0, now - since) if since is not None else 0.0)
         return [family]
-
-    def _metrics_pools(self) -> set[_PoolLabel]:
-        return set(self._metrics._pending_since) | {
-            (s.labels["namespace"], s.labels["pool"])
-            for metric in self._metrics.pool_pending.collect()
-            for s in metric.samples
-        }
 
     @staticmethod
     def _family() -> GaugeMetricFamily:
