@@ -225,7 +225,9 @@ class Metrics:
         """After a pass's report: the pool and workload gauges from its status files (the phases and
         reasons operators read there), and one count per scaling decision the pass took."""
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        docs = [yaml.load(data, Loader=loader) for data in status_files.values()]
+        # Only pools and workloads are parsed: thousands of platform files would cost a second a pass.
+        # (A false positive is only parsed and left out by pool_figures.)
+        docs = [yaml.load(data, Loader=loader) for data in status_files.values() if _maybe_pool_related(data)]
         self.set_pools(pool_figures(docs))
         for direction in decisions:
             self.scaling_decisions.labels(direction=str(direction)).inc()
@@ -326,6 +328,11 @@ def pool_figures(docs: Iterable[Any]) -> PoolFigures:
             if since is not None:
                 oldest[pool] = min(oldest.get(pool, since), since)
     return PoolFigures(workloads, pending, oldest, gpus)
+
+
+def _maybe_pool_related(data: bytes) -> bool:
+    """Could this status file be a pool's or a workload's (a platform that is a tenant names its pool)?"""
+    return b"ComputePool" in data or b"AIWorkload" in data or b"pool:" in data
 
 
 def _ready(status: Mapping[str, Any]) -> Mapping[str, Any]:
