@@ -164,6 +164,7 @@ class Metrics:
             registry=self.registry,
         )
         self._pools = PoolFigures()  # replaced whole by set_pools (the scrape thread reads it)
+        self._held = False
         self.registry.register(_PendingAge(clock, lambda: self._pools))
         # Zero-valued series exist from the start, so that rate() and absent() alerts work before the
         # first pass of each kind.
@@ -265,6 +266,12 @@ class Metrics:
         self.git_stale_locks.inc()
 
     def set_lease_held(self, held: bool) -> None:
+        """1 while this instance writes. A writer that loses the lease drops its pool and workload
+        figures: a standby observes nothing, and what it last saw would only grow stale."""
+        if not held and self._held:
+            self.set_pools(PoolFigures())
+            self.set_pool_mig({})
+        self._held = held
         self.lease_held.set(1 if held else 0)
 
     def on_webhook(self, result: str) -> None:

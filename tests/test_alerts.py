@@ -20,7 +20,13 @@ import pytest
 import yaml
 
 RULES = Path(__file__).resolve().parent.parent / "deploy" / "alerts" / "reconciler-rules.yaml"
-ALERTS = ("ReconcilerStuck", "ReconcilerNoWriter", "ReconcilerInvalidConfig", "ReconcilerPalettePushingBack")
+ALERTS = (
+    "ReconcilerStuck",
+    "ReconcilerNoWriter",
+    "ReconcilerInvalidConfig",
+    "ReconcilerPalettePushingBack",
+    "ReconcilerWorkloadPendingLong",
+)
 MINUTES = 180
 JOB = "paletteai-reconciler"
 
@@ -61,6 +67,7 @@ def series(instance: str, **values: str) -> list[dict[str, str]]:
         "lease": "reconciler_lease_held",
         "success": "reconciler_last_successful_pass_timestamp_seconds",
         "invalid": 'reconciler_passes_total{outcome="invalid"}',
+        "pending_age": 'reconciler_pool_oldest_pending_workload_age_seconds{namespace="team-a",pool="gpus"}',
     }
     out = []
     for key, value in values.items():
@@ -235,3 +242,25 @@ def test_the_docs_show_the_rules_as_the_file_has_them() -> None:
     for expression in shown:
         assert any(expression in full for full in expressions), expression
     assert "deploy/alerts/reconciler-rules.yaml" in section
+
+
+def test_a_workload_pending_for_an_hour_warns_once_only_from_the_writer(tmp_path: Path) -> None:
+    """A workload of pool gpus waits from minute 70 (the writer's age gauge grows from then) and is
+    admitted at minute 150; a standby that wrote long ago is not scraped for pools (its figures were
+    dropped with the lease), and a stale series it had would not count anyway."""
+    case = [
+        *writer_and_standby(),
+        *series("writer", pending_age=f"_x59 0x10 0+60x80 0x{MINUTES - 150}"),
+        *series("standby", pending_age=f"_x59 7200+60x{MINUTES - 60}"),
+    ]
+    labels = {"job": JOB, "instance": "writer", "namespace": "team-a", "pool": "gpus"}
+    checks = [
+        *quiet([100, 129]),
+        {
+            "eval_time": "131m",
+            "alertname": "ReconcilerWorkloadPendingLong",
+            "exp_alerts": [firing("ReconcilerWorkloadPendingLong", **labels)],
+        },
+        *quiet([151, 179]),
+    ]
+    run_case(tmp_path, "pending-long", case, checks)

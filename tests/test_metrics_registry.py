@@ -243,3 +243,18 @@ def test_a_pass_of_the_controller_exports_its_pools_and_workloads(emulator: Any,
     waiting = (pool[0], ("phase", "Pending"), pool[1], ("reason", "PoolCapacityExceeded"))
     assert values[("reconciler_workloads", waiting)] == 1
     assert ("reconciler_pool_oldest_pending_workload_age_seconds", pool) in values
+
+
+def test_a_writer_that_loses_the_lease_drops_its_pool_figures() -> None:
+    from reconciler.metrics import pool_figures
+
+    metrics = Metrics()
+    metrics.set_lease_held(False)
+    metrics.set_pools(pool_figures(STATUS))  # a dry run (never held) keeps what its passes report
+    assert ("reconciler_pool_pending_workloads", (("namespace", "team-a"), ("pool", "gpus"))) in samples(
+        metrics
+    )
+    metrics.set_lease_held(True)
+    metrics.set_lease_held(False)
+    assert not [k for k in samples(metrics) if k[0].startswith(("reconciler_pool_", "reconciler_workloads"))]
+    assert samples(metrics)[("reconciler_lease_held", ())] == 0
