@@ -45,6 +45,7 @@ from typing import Any
 
 from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
 from reconciler.compute_status import compute_status, holders, in_use_machines
+from reconciler.edgehost import carry_readable
 from reconciler.inventory import HostState, Inventory, Machine, discover
 from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import ParsedFile, build_desired, parse_file
@@ -60,7 +61,7 @@ from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
-from reconciler.palette.observe import doubtful_clusters, managed_clusters, read_cloud_configs
+from reconciler.palette.observe import managed_clusters, read_cloud_configs
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
 from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import (
@@ -109,7 +110,7 @@ from reconciler.status.render import (
     status_path,
     unreachable_status,
 )
-from reconciler.status.snapshot import render_snapshot, target_file
+from reconciler.status.snapshot import SnapshotError, read_snapshots, render_snapshot, target_file
 from reconciler.status.store import ShardStatusStore, StatusStore
 
 log = get_logger(component="controller")
@@ -713,9 +714,18 @@ class Controller:
         last = self._observed.get(target)
         if last is not None and last.fingerprint == digest:
             return last  # nothing moved in Palette: reuse the machines and clusters read last time
+        doubtful = lister.doubtful
+        if doubtful:  # a member's unreadable answer is replaced by its last readable copy, and the
+            # clusters' own cloud configs say who their members are
+            hosts, carried = carry_readable(hosts, doubtful, self._prior_hosts(target))
+            log.warning(
+                "unreadable edge host answers: never placed; cluster members keep their last readable copy",
+                url=target.url,
+                unreadable=len(doubtful),
+                carried=len(carried),
+            )
         inventory = discover(hosts)
-        # Some host's answer is unreadable: the clusters' own cloud configs say who their members are.
-        configs = read_cloud_configs(client, raw_clusters) if doubtful_clusters(hosts) else None
+        configs = read_cloud_configs(client, raw_clusters) if doubtful else None
         clusters = managed_clusters(raw_clusters, hosts, inventory.by_uid(), configs)
         # Another shard's clusters are not this instance's: never planned, pruned or recorded here. The
         # raw listing stays whole: the target's inventory snapshot is shared by the shards observing it.
@@ -723,6 +733,19 @@ class Controller:
         seen = _Observed(inventory, clusters, digest, hosts, raw_clusters)
         self._observed[target] = seen
         return seen
+
+    def _prior_hosts(self, target: Target) -> list[dict[str, Any]]:
+        """The hosts as last read right: the last observation in memory, else the status branch's
+        inventory snapshot of the target (a restarted process)."""
+        last = self._observed.get(target)
+        if last is not None:
+            return last.raw_hosts
+        try:
+            snapshots = read_snapshots(self._read_status())
+        except SnapshotError:
+            return []
+        found = snapshots.get((target.url, target.project_uid))
+        return list(found.edge_hosts) if found is not None else []
 
     # -- 4. plan ------------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ reads as absent, as the schema allows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -360,3 +360,32 @@ def _nic_item(nic: Nic) -> dict[str, Any]:
     if nic.dns:
         out["dns"] = list(nic.dns)
     return out
+
+
+def carry_readable(
+    current: list[dict[str, Any]], doubtful: set[str], prior: Iterable[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The hosts of a listing with each ``doubtful`` (unreadable) host that was a cluster member in its
+    last readable copy (``prior``: the last observation, or the status branch's snapshot) replaced by
+    that copy, as invalid is not absent for manifests: a member's GPUs and cluster are what was last
+    read right, never "fewer" or "free". A doubtful host that was free stays unreadable (never placed).
+    Returns the hosts and the uids carried."""
+    if not doubtful:
+        return current, []
+    last: dict[str, Mapping[str, Any]] = {}
+    for item in prior:
+        facts = read_host(item)
+        if facts is not None and facts.uid in doubtful and not facts.unreadable and facts.cluster_uid:
+            last[facts.uid] = item
+    if not last:
+        return current, []
+    out: list[dict[str, Any]] = []
+    carried: list[str] = []
+    for item in current:
+        uid = _text(_mapping(item.get("metadata")).get("uid"))
+        if uid in last:
+            out.append(dict(last[uid]))
+            carried.append(uid)
+        else:
+            out.append(item)
+    return out, sorted(carried)

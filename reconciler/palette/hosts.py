@@ -166,6 +166,11 @@ class HostLister:
         return self._client
 
     @property
+    def doubtful(self) -> set[str]:
+        """Uids of hosts whose kept copy is unreadable (a sweep reads them again)."""
+        return set(self._doubtful)
+
+    @property
     def incremental(self) -> bool:
         """False once Palette refused the date filter: every call is then a full listing."""
         return self._incremental
@@ -271,6 +276,8 @@ class HostLister:
         sweep = self._sweep
         if sweep is None:
             return
+        if self._doubtful:  # a bad copy is not kept for a whole sweep: at least a page every pass
+            self._credit = max(self._credit, 1.0)
         body = edge_host_search_body(self._tags)
         while self.sweep_rate is None or self._credit >= 1.0:
             page = self._client.edge_host_page(body, sweep.token)
