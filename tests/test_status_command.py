@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests._contract_support import (
+    SAMPLE_COMPUTES,
     SAMPLE_PLATFORMS,
     SAMPLE_POOLS,
     SAMPLE_WORKLOADS,
@@ -84,7 +85,7 @@ def test_json_has_the_documented_shape(deployed: Deployed) -> None:
     keys = {"kind", "namespace", "name", "phase", "reason", "message", "cluster", "gpus", "hosts", "since"}
     assert doc["resources"] and all(set(r) == keys for r in doc["resources"])
     assert [(r["namespace"], r["name"]) for r in doc["resources"]] == sorted(
-        SAMPLE_PLATFORMS + SAMPLE_POOLS + SAMPLE_WORKLOADS
+        SAMPLE_PLATFORMS + SAMPLE_POOLS + SAMPLE_WORKLOADS + SAMPLE_COMPUTES
     )
     running = [r for r in doc["resources"] if r["phase"] == "Running"]
     assert running and all(r["hosts"] and r["cluster"] and r["since"] for r in running)
