@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.manifests.scaling_rules import check_scaling_policy
 from reconciler.manifests.schema import PathElem, Problem
 from reconciler.model.gpu import canonical_family
 from reconciler.resolve import MIN_NODES_LABEL, min_nodes_problem, parse_min_nodes, vip_problem
@@ -32,6 +33,8 @@ def check_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
     if kind == "Settings":
         palette = spec.get("palette")
         return _secret_ref(palette.get("apiKeySecretRef")) if isinstance(palette, dict) else []
+    if kind == "ScalingPolicy":
+        return check_scaling_policy(data)
     return []
 
 
