@@ -87,3 +87,19 @@ def test_a_pool_whose_policy_does_not_scale_its_family_is_warned() -> None:
     )
     text = BASE + "---\n" + pool(extra="  scalingPolicyRef: {name: grow}\n") + "---\n" + scaled
     assert not any("no gpu rule" in m for _, _, m, _ in diagnostics(text))
+
+
+def test_a_document_the_schema_refuses_still_gets_its_references_checked() -> None:
+    platform = (
+        "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: p, namespace: project-a}\n"
+        "spec:\n  computeProfileRef: {name: nowhere}\n  gpus: [{family: NVIDIA-A100, count: 1}]\n"
+        "  suspnd: true\n"
+    )
+    found = diagnostics(BASE + "---\n" + platform)
+    lines = {(line, message.split(":")[0]) for line, _, message, _ in found}
+    assert any("unknown field 'suspnd'" in m and m.endswith("did you mean suspend?") for _, _, m, _ in found)
+    assert any(
+        "ReferenceNotFound: spec.computeProfileRef.name: ComputeProfile 'nowhere'" in m
+        for _, _, m, _ in found
+    )
+    assert len({line for line, _ in lines}) == 2, "each error at its own line"

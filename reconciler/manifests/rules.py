@@ -38,6 +38,36 @@ def check_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
     return []
 
 
+# The fields of each kind that name another resource of the namespace (field path, referenced kind).
+REFERENCE_FIELDS: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
+    "Project": ((("spec", "computeProfileRef", "name"), "ComputeProfile"),
+                (("spec", "settingsRef", "name"), "Settings")),
+    "ComputeProfile": ((("spec", "settingsRef", "name"), "Settings"),),
+    "Compute": ((("spec", "settingsRef", "name"), "Settings"),),
+    "MLPlatform": ((("spec", "computeProfileRef", "name"), "ComputeProfile"),
+                   (("spec", "workloadProfileRef", "name"), "WorkloadProfile"),
+                   (("spec", "computePoolRef", "name"), "ComputePool")),
+    "ComputePool": ((("spec", "computeProfileRef", "name"), "ComputeProfile"),
+                    (("spec", "workloadProfileRef", "name"), "WorkloadProfile"),
+                    (("spec", "scalingPolicyRef", "name"), "ScalingPolicy")),
+    "AIWorkload": ((("spec", "computePoolRef", "name"), "ComputePool"),
+                   (("spec", "workloadProfileRef", "name"), "WorkloadProfile")),
+}  # fmt: skip
+
+
+def named_references(kind: str, data: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str, str]]:
+    """(field path, referenced kind, name) of every reference a document's data spells out: for a
+    document the schema refused, whose references are still worth checking in the same run."""
+    found = []
+    for path, target in REFERENCE_FIELDS.get(kind, ()):
+        value: Any = data
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, str) and value:
+            found.append((path, target, value))
+    return found
+
+
 def _keys(value: Any) -> list[Any]:
     return list(value) if isinstance(value, dict) else []
 
