@@ -23,6 +23,10 @@ def e(value: object) -> str:
 _e = e
 
 
+def _hosts_count(n: int) -> str:
+    return f"{n} host" if n == 1 else f"{n} hosts"
+
+
 def _mig_strip(gpus: Sequence[Mapping[str, Any]], health_of: Mapping[str, str]) -> str:
     """A host's MIG GPUs: 8 memory slices each, instances drawn at their start (no text: the tile's
     line under it says which profiles, so nothing is too small to read)."""
@@ -155,14 +159,14 @@ class Hosts:
             else:
                 body = "".join(
                     details_block(
-                        f"{_e(rg)} — {len(hosts)} hosts {self.chips(hosts)}",
+                        f"{_e(rg)} — {_hosts_count(len(hosts))} {self.chips(hosts)}",
                         self.by_holder(hosts),
                         len(hosts),
                     )
                     for rg, hosts in sorted(by_rg.items())
                 )
                 title = f"{_e(role)} · {_e(family)}"
-            summary = f"{title} — {len(members)} hosts {self.chips(members)}"
+            summary = f"{title} — {_hosts_count(len(members))} {self.chips(members)}"
             out.append(details_block(summary, body, len(members), ' class="group"'))
         return "".join(out)
 
