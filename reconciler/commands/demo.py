@@ -480,7 +480,8 @@ def _summary(console: Console, ok: bool, latest: list[PassResult], remote: Path,
         "read the audit trail:\n"
         f"  git --git-dir {remote} log --stat reconciler/status\n"
         f"  git --git-dir {remote} show reconciler/status:project-a/mlplatforms/clearml-prod.yaml\n"
-        "see what the status branch says (every platform, pool and workload; a page that draws the hosts):\n"
+        "see what the status branch says (every resource, each pool's capacity, what waits and why;\n"
+        "a page that draws the hosts):\n"
         f"  reconciler status --repo {remote}\n"
         f"  reconciler status --repo {remote} --html {workspace / 'status.html'}",
     )
