@@ -186,7 +186,7 @@ def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, h
     if branch.ref is None:
         raise _CommandError(f"no status branch {branch.branch!r} in the repository (has a pass run yet?)")
     files = whole_record(branch.files())  # a sharded branch's shards/*.yaml read as one record
-    found = every = rows(files)
+    found = rows(files)
     revision = recorded_revision(files)
     if revision is None:
         tip_commits = branch.history(".")
@@ -200,6 +200,7 @@ def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, h
         print(f"wrote {html_out} ({len(found)} resources)", file=sys.stderr)
         if resource is None and not history:
             return EXIT_OK
+    every = list(found)
     if history and resource is None:
         raise _CommandError("--history needs NAMESPACE/NAME")
     if resource is not None:
