@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from reconciler.model.gpu import canonical_family
+
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Status file directories of the kinds the table shows: every kind the status branch holds.
 SHOWN_KINDS: dict[str, str] = {
@@ -109,8 +111,11 @@ def _compute_row(namespace: str, name: str, path: str, status: Mapping[str, Any]
             hosts.update(machines)
             count, family = entry.get("gpuCount"), entry.get("family")
             if family and isinstance(count, int) and count > 0:
-                family = str(family).replace(" ", "-")
-                gpus[family] = gpus.get(family, 0) + count * len(machines)
+                try:
+                    label = str(canonical_family(str(family)))
+                except ValueError:
+                    label = str(family)
+                gpus[label] = gpus.get(label, 0) + count * len(machines)
     in_use = len(status.get("inUseMachines") or [])
     excluded = len(status.get("excludedMachines") or [])
     return ResourceRow(
