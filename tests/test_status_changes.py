@@ -304,3 +304,13 @@ def test_a_workload_line_names_the_reason_and_why_it_waits() -> None:
     admitted = {"ns/aiworkloads/w.yaml": _workload_file("Running", "Admitted", "admitted to pool p")}
     [change] = status_changes(after, admitted)
     assert body_line(change) == "AIWorkload ns/w: Pending -> Running (Admitted: admitted to pool p)"
+
+
+def test_a_new_pool_line_says_what_it_admitted_without_noise() -> None:
+    hold = {"decision": "none", "reason": "NoPolicy", "message": "no policy"}
+    after = {"ns/computepools/p.yaml": _pool_file(["ns/a"], 4, hold, {})}
+    [change] = status_changes({}, after)
+    assert body_line(change) == (
+        "ComputePool ns/p: new -> Running (Provisioned: cluster up); admitted +ns/a; "
+        "NVIDIA-A100 4/8 GPUs admitted"
+    )

@@ -263,7 +263,11 @@ def _capacity_moves(change: Change) -> list[str]:
         old, new = before.get(family), after.get(family)
         old_text = f"{old.get('admitted')}/{old.get('total')}" if isinstance(old, Mapping) else "-"
         new_text = f"{new.get('admitted')}/{new.get('total')}" if isinstance(new, Mapping) else "-"
-        if old_text != new_text:
+        if old_text == new_text:
+            continue
+        if old_text == "-":
+            moves.append(f"{family} {new_text} GPUs admitted")
+        else:
             moves.append(f"{family} admitted {old_text} -> {new_text} GPUs")
     return moves
 
@@ -284,7 +288,8 @@ def pool_notes(change: Change) -> list[str]:
     notes += _capacity_moves(change)
     scaling, before = _mapping(change.after, "scaling"), _mapping(change.before, "scaling")
     keys = ("decision", "reason", "message")
-    if scaling and [scaling.get(k) for k in keys] != [before.get(k) for k in keys]:
+    quiet = change.before is None and scaling.get("decision") in (None, "none")  # a new pool, no policy
+    if scaling and not quiet and [scaling.get(k) for k in keys] != [before.get(k) for k in keys]:
         text = f"scaling {scaling.get('decision') or 'none'} ({scaling.get('reason') or '-'})"
         notes.append(text + (f": {_one_line(scaling['message'])}" if scaling.get("message") else ""))
     mig_before, mig_after = _mapping(change.before, "mig"), _mapping(change.after, "mig")
