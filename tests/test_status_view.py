@@ -133,3 +133,13 @@ def test_an_unknown_resource_or_kind_exits_2(branch: RemoteRepo, capsys: pytest.
     assert status_command.run(str(branch.bare), BRANCH, "team-a/nothing", True, "text", None) == 2
     assert status_command.run(str(branch.bare), BRANCH, "team-a/widgets/x", False, "text", None) == 2
     assert "unknown kind" in capsys.readouterr().err
+
+
+def test_a_pools_mig_layout_names_its_hosts_when_the_inventory_does() -> None:
+    from reconciler.status.details import details
+    from reconciler.status.view import row_of
+
+    row = row_of("team-a/computepools/pool.yaml", _doc("ComputePool", "team-a", "pool", POOL).encode())
+    assert row is not None
+    lines = details(row, [row], {"edge-a100": "gpu-a100-01"})
+    assert "    gpu-a100-01 (edge-a100) GPU 0: 3g.40gb@0 team-a/serve, 3g.40gb@4 free" in lines

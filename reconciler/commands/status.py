@@ -221,8 +221,9 @@ def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, h
         print(json.dumps({"revision": revision, "resources": [row.to_json() for row in found]}, indent=2))
     elif resource is not None:
         print(table(found))
+        names = {m.uid: m.name for m in _machines(files)}
         for row in found:
-            print("\n" + "\n".join(details(row, every)))
+            print("\n" + "\n".join(details(row, every, names)))
     else:
         sections = (table(found), pools_section(found), attention_section(found))
         print("\n\n".join(part for part in sections if part))

@@ -102,9 +102,10 @@ def attention_section(found: Sequence[ResourceRow]) -> str:
     return "\n".join(_aligned(lines))
 
 
-def _mig_lines(mig: Mapping[str, Any]) -> list[str]:
+def _mig_lines(mig: Mapping[str, Any], names: Mapping[str, str]) -> list[str]:
     lines = []
-    for host, gpus in sorted(mig.items()):
+    for uid, gpus in sorted(mig.items()):
+        host = f"{names[uid]} ({uid})" if uid in names else uid
         for gpu in gpus if isinstance(gpus, list) else []:
             if not isinstance(gpu, Mapping):
                 continue
@@ -117,7 +118,7 @@ def _mig_lines(mig: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _pool_details(row: ResourceRow, found: Sequence[ResourceRow]) -> list[str]:
+def _pool_details(row: ResourceRow, found: Sequence[ResourceRow], names: Mapping[str, str]) -> list[str]:
     lines = [f"mode: {row.status.get('mode') or '-'}", "capacity:"]
     for family, counts in capacity(row).items():
         lines.append(
@@ -130,7 +131,7 @@ def _pool_details(row: ResourceRow, found: Sequence[ResourceRow]) -> list[str]:
     mig = row.status.get("mig")
     if isinstance(mig, Mapping) and mig:
         lines.append(f"MIG ({mig_slices_text(row)} slices):")
-        lines += _mig_lines(mig)
+        lines += _mig_lines(mig, names)
     else:
         lines.append("MIG: none (every GPU whole)")
     scaling = row.status.get("scaling")
@@ -159,11 +160,14 @@ def _workload_details(row: ResourceRow) -> list[str]:
     return lines
 
 
-def details(row: ResourceRow, found: Sequence[ResourceRow]) -> list[str]:
-    """The lines ``status NAMESPACE/NAME`` prints under the table row of ``row``."""
+def details(
+    row: ResourceRow, found: Sequence[ResourceRow], names: Mapping[str, str] | None = None
+) -> list[str]:
+    """The lines ``status NAMESPACE/NAME`` prints under the table row of ``row``; ``names`` maps host
+    uids to host names (from the branch's inventory snapshots)."""
     lines = [f"{row.reason}: {row.message}" if row.reason and row.message else (row.message or "")]
     if row.kind == "ComputePool":
-        lines += _pool_details(row, found)
+        lines += _pool_details(row, found, names or {})
     elif pool_of(row) is not None:
         lines += _workload_details(row)
     return [line for line in lines if line]
