@@ -91,6 +91,17 @@ def test_json_has_the_documented_shape(deployed: Deployed) -> None:
     assert running and all(r["hosts"] and r["cluster"] and r["since"] for r in running)
 
 
+def test_table_shows_pool_capacity_and_why_work_waits(deployed: Deployed) -> None:
+    out = deployed.status().stdout
+    pool = next(line for line in out.splitlines() if line.startswith("project-b/shared-a100 "))
+    assert pool.split()[:6] == ["project-b/shared-a100", "shared", "NVIDIA-A100", "8", "7", "1"]
+    assert "3 admitted, 1 waiting" in pool and "none (NoPolicy)" in pool
+    waits = next(line for line in out.splitlines() if line.startswith("AIWorkload  project-b/sweep"))
+    assert "PoolCapacityExceeded: needs 4 NVIDIA-A100 GPUs" in waits
+    compute = deployed.status("project-a/edge-compute").stdout
+    assert compute.splitlines()[1].startswith("Compute") and "hosts available" in compute
+
+
 def test_one_resource_and_unknown_ones(deployed: Deployed) -> None:
     namespace, name = SAMPLE_PLATFORMS[0]
     one = json.loads(deployed.status(f"{namespace}/{name}", "--format", "json").stdout)
