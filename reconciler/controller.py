@@ -366,11 +366,10 @@ class Controller:
         held = self.options.dry_run or self.lease.holds()
         self.metrics.set_lease_held(held and not self.options.dry_run)
         if not held:
-            # A standby reads nothing and writes nothing: the holder spends the Palette budget.
-            holder = self.lease.holder()
-            why = f"standing by: the writer lease is held by {holder or 'another instance'}"
-            log.info("standing by", holder=holder)
-            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision, not_ready=why), 0.0)
+            # A standby reads nothing and writes nothing: the holder spends the Palette budget. It is
+            # ready all the same (a rollout of two replicas completes): the lease is not readiness.
+            log.info("standing by", holder=self.lease.holder())
+            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision), 0.0)
         try:
             result = self._attempt(check_source)
         except GitError as exc:
@@ -947,6 +946,7 @@ class Controller:
             elif path in before:
                 files[path] = before[path]
         files.update(self._pool_files(desired, before, previous, revision, now, machines, seen, routing))
+        self.metrics.observe_pools(files, [str(o.entry.decision) for o in self._pool_pass.scaling.values()])
         self._warn_once(entries)
 
         # A target leaves reconciler.yaml only when it holds no managed cluster any more.
