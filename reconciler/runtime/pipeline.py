@@ -35,6 +35,7 @@ from reconciler.runtime.warnings import Health, Warnings, mig_figures
 from reconciler.scaling.stage import SampleSource
 from reconciler.source import GitError
 from reconciler.status.drift import drift_note
+from reconciler.status.records import Records
 from reconciler.status.report import ReportFacts
 
 log = get_logger(component="controller")
@@ -74,7 +75,6 @@ class Pipeline:
         self._mismatch: str | None = None
         self._clean: tuple[str, str | None] | None = None  # fingerprint and status tip of a clean pass
         self._warnings = Warnings()
-        self._drift: list[str] = []  # how this pass differs from its pull request's plan
         self._health = Health(parts.metrics, parts.clock, parts.options.unhealthy_bound)
 
     def close(self) -> None:
@@ -111,11 +111,10 @@ class Pipeline:
         held = self.options.dry_run or self.lease.holds()
         self.metrics.set_lease_held(held and not self.options.dry_run)
         if not held:
-            # A standby reads nothing and writes nothing: the holder spends the Palette budget.
-            holder = self.lease.holder()
-            why = f"standing by: the writer lease is held by {holder or 'another instance'}"
-            log.info("standing by", holder=holder)
-            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision, not_ready=why), 0.0)
+            # A standby reads nothing and writes nothing: the holder spends the Palette budget. It is
+            # ready all the same (a rollout of two replicas completes): the lease is not readiness.
+            log.info("standing by", holder=self.lease.holder())
+            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision), 0.0)
         try:
             result = self._attempt(check_source)
         except GitError as exc:
@@ -156,7 +155,7 @@ class Pipeline:
         return result
 
     def _pass(self, check_source: bool) -> PassResult:
-        desired = self._fetch_and_load(check_source)  # 1. fetch and 2. load
+        desired, records = self._fetch_and_load(check_source)  # 1. fetch and 2. load
         revision = self._revision
         with pass_context(revision):
             if self._mismatch is not None:
@@ -168,7 +167,7 @@ class Pipeline:
                 )
             observer = self.parts.observer  # 3. observe
             routing = observer.route(desired)
-            seen = observer.observe(desired, routing)
+            seen = observer.observe(desired, routing, records.files)
             fingerprint, calm = self._idle_inputs(desired, routing, seen)
             if (
                 calm
@@ -179,11 +178,12 @@ class Pipeline:
                 log.debug("nothing changed since the last pass")
                 phases = dict(self.last.phases) if self.last is not None else {}
                 return PassResult(PassOutcome.SKIPPED, revision=revision, phases=phases)
-            planned = self._plan(desired, routing, seen)  # 4. plan
+            planned = self._plan(desired, routing, seen, records)  # 4. plan
             plans = planned.plans
-            applied = self._apply(desired, plans)  # 5. apply
+            drift = self._drift(desired, routing, planned, records)
+            applied = self._apply(desired, plans, records)  # 5. apply
             seen = self.parts.observer.refused(desired, plans, seen, applied.writes)
-            result = self._report(desired, routing, planned, seen, applied)  # 6. report
+            result = self._report(desired, routing, planned, seen, applied, records, drift)  # 6. report
         writes = applied.writes
         result.outcome, result.error = classify(
             routing=routing,
@@ -199,10 +199,12 @@ class Pipeline:
         self._clean = (fingerprint, self.branch.tip) if clean else None
         return result
 
-    def _fetch_and_load(self, check_source: bool) -> DesiredState:
+    def _fetch_and_load(self, check_source: bool) -> tuple[DesiredState, Records]:
+        """The desired state of the config branch's head, and the status branch's records (read once)."""
         desired = self._desired
         if not check_source and desired is not None:
-            return desired  # a resync pass: Palette only (the fence confirms the head before writing)
+            # A resync pass: Palette only (the fence confirms the head before writing).
+            return desired, self.branch.records()
         head = fetch.sync(self.parts.source, self.metrics)
         records = self.branch.records()
         recorded = records.recorded
@@ -219,7 +221,7 @@ class Pipeline:
                 namespaces=opts.namespaces,
             )
             self._desired, self._revision = desired, head
-        return desired
+        return desired, records
 
     def _idle_inputs(self, desired: DesiredState, routing: Routing, seen: Observation) -> tuple[str, bool]:
         """The fingerprint of this pass's inputs, and whether a pass over the same inputs may be skipped."""
@@ -237,34 +239,34 @@ class Pipeline:
             return False
         return self.parts.status.tip() != self._clean[1]
 
-    def _plan(self, desired: DesiredState, routing: Routing, seen: Observation) -> Planned:
+    def _plan(self, desired: DesiredState, routing: Routing, seen: Observation, records: Records) -> Planned:
         """The plan stage ``reconciler plan`` shares, with the status branch's records."""
         planned = plan.plan_pass(
             desired,
             routing,
             seen.observed,
-            self.branch.records(),
+            records,
             samples=self.parts.samples,
             now=self.clock.time(),
             max_deletions=self.options.max_deletions,
             namespaces=self.options.namespaces,
         )
         self._warnings.scaling(planned.scaling, dry_run=self.options.dry_run)
-        self._drift = []
-        records = self.branch.records()
-        if records.recorded.revision not in (None, self._revision):  # a merge: as its pull request said?
-            opts = self.options
-            self._drift = plan.drift(
-                desired,
-                routing,
-                planned,
-                records,
-                max_deletions=opts.max_deletions,
-                namespaces=opts.namespaces,
-            )
-            for line in self._drift:
-                log.warning("the pass differs from the plan against the recorded inventory", difference=line)
         return planned
+
+    def _drift(
+        self, desired: DesiredState, routing: Routing, planned: Planned, records: Records
+    ) -> list[str]:
+        """After a merge: what this pass does differently from what its pull request's plan said."""
+        if records.recorded.revision in (None, self._revision):
+            return []
+        opts = self.options
+        lines = plan.drift(
+            desired, routing, planned, records, max_deletions=opts.max_deletions, namespaces=opts.namespaces
+        )
+        for line in lines:
+            log.warning("the pass differs from the plan against the recorded inventory", difference=line)
+        return lines
 
     def _confirm(self) -> None:
         fetch.confirm_head(self.parts.history, self.metrics, self._revision)
@@ -272,11 +274,11 @@ class Pipeline:
     def _writes_allowed(self) -> bool:
         return not self.stopping.is_set() and self.lease.holds()
 
-    def _apply(self, desired: DesiredState, plans: Mapping[Target, Plan]) -> Applied:
+    def _apply(self, desired: DesiredState, plans: Mapping[Target, Plan], records: Records) -> Applied:
         return apply.apply_pass(
             desired,
             plans,
-            self.branch.records().pools.attached,
+            records.pools.attached,
             client=self.parts.observer.client,
             confirm=self._confirm,
             stopped=self.stopping.is_set,
@@ -293,9 +295,11 @@ class Pipeline:
         planned: Planned,
         seen: Observation,
         applied: Applied,
+        records: Records,
+        drift: list[str],
     ) -> PassResult:
         """The status branch after this pass (assembled by status/report.py), written when it changed."""
-        records, plans = self.branch.records(), planned.plans
+        plans = planned.plans
         if plans:
             self.metrics.set_pool_mig({p.key: mig_figures(p) for pl in plans.values() for p in pl.pools})
         facts = ReportFacts(
@@ -326,7 +330,10 @@ class Pipeline:
             holds_lease=self.lease.holds,
             confirm=self._confirm,
             dry_run=opts.dry_run,
-            notes=[note] if (note := drift_note(self._drift)) else [],
+            notes=[note] if (note := drift_note(drift)) else [],
+        )
+        self.metrics.observe_pools(
+            reported.status.files, [str(o.entry.decision) for o in planned.scaling.values()]
         )
         self._warnings.platforms(facts.platforms)
         self.parts.observer.remember(reported.status.keep)
