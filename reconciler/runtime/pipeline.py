@@ -14,47 +14,27 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from reconciler.logging import get_logger, pass_context
-from reconciler.metrics import Metrics, PassOutcome
+from reconciler.metrics import PassOutcome
 from reconciler.model.desired import DesiredState
 from reconciler.model.resources import ComputePool
 from reconciler.plan import Plan
 from reconciler.resolve import Routing, Target
 from reconciler.runtime import loop
-from reconciler.runtime.branch import BranchReader, StatusBranch, branch_mismatch
-from reconciler.runtime.clock import Clock, utc_stamp
+from reconciler.runtime.branch import BranchReader, branch_mismatch
+from reconciler.runtime.clock import utc_stamp
 from reconciler.runtime.facts import Applied, Observation, Planned
-from reconciler.runtime.lease import Lease
-from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify
-from reconciler.runtime.ports import History, Source
-from reconciler.runtime.stages import apply, fetch, load, observe, plan, report
+from reconciler.runtime.parts import Parts
+from reconciler.runtime.stages import apply, fetch, load, plan, report
 from reconciler.runtime.warnings import Health, Warnings, mig_figures
-from reconciler.scaling.stage import SampleSource
 from reconciler.source import GitError
 from reconciler.status.drift import drift_note
 from reconciler.status.records import Records
 from reconciler.status.report import ReportFacts
 
 log = get_logger(component="controller")
-
-
-@dataclass
-class Parts:
-    """What a pipeline is made of (``runtime/wiring.py`` builds them)."""
-
-    options: ControllerOptions
-    source: Source
-    history: History | None  # None: a directory read as it is on disk
-    status: StatusBranch
-    observer: observe.Observer
-    samples: SampleSource
-    metrics: Metrics
-    lease: Lease
-    clock: Clock
-    close: Callable[[], None]  # releases what the parts hold (git caches, clients)
 
 
 class Pipeline:
