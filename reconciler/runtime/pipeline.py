@@ -24,7 +24,7 @@ from reconciler.resolve import Routing, Target
 from reconciler.runtime import loop
 from reconciler.runtime.branch import BranchReader, branch_mismatch
 from reconciler.runtime.clock import utc_stamp
-from reconciler.runtime.facts import Applied, Observation, Planned
+from reconciler.runtime.facts import Applied, Loaded, Observation, Planned
 from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify
 from reconciler.runtime.parts import Parts
 from reconciler.runtime.stages import apply, fetch, load, plan, report
@@ -135,8 +135,8 @@ class Pipeline:
         return result
 
     def _pass(self, check_source: bool) -> PassResult:
-        desired, records = self._fetch_and_load(check_source)  # 1. fetch and 2. load
-        revision = self._revision
+        loaded = self._fetch_and_load(check_source)  # 1. fetch and 2. load
+        desired, records, revision = loaded.desired, loaded.records, loaded.revision
         with pass_context(revision):
             if self._mismatch is not None:
                 log.warning(
@@ -179,12 +179,12 @@ class Pipeline:
         self._clean = (fingerprint, self.branch.tip) if clean else None
         return result
 
-    def _fetch_and_load(self, check_source: bool) -> tuple[DesiredState, Records]:
+    def _fetch_and_load(self, check_source: bool) -> Loaded:
         """The desired state of the config branch's head, and the status branch's records (read once)."""
         desired = self._desired
         if not check_source and desired is not None:
             # A resync pass: Palette only (the fence confirms the head before writing).
-            return desired, self.branch.records()
+            return Loaded(self._revision, desired, self.branch.records())
         head = fetch.sync(self.parts.source, self.metrics)
         records = self.branch.records()
         recorded = records.recorded
@@ -201,7 +201,7 @@ class Pipeline:
                 namespaces=opts.namespaces,
             )
             self._desired, self._revision = desired, head
-        return desired, records
+        return Loaded(head, desired, records)
 
     def _idle_inputs(self, desired: DesiredState, routing: Routing, seen: Observation) -> tuple[str, bool]:
         """The fingerprint of this pass's inputs, and whether a pass over the same inputs may be skipped."""
