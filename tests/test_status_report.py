@@ -156,3 +156,25 @@ def test_a_merge_that_does_what_its_pull_request_planned_says_nothing_and_one_th
     assert line.startswith(f"{NS}/p: the pull request's plan said create") and "on b" in line.split("does")[1]
     note = drift_note([line])
     assert note is not None and note.splitlines()[1] == f"- {line}"
+
+
+def test_the_status_branch_is_read_once_into_records_and_an_unreadable_scaling_block_keeps_its_pool() -> None:
+    tree = {
+        "reconciler.yaml": b"branch: main\nrevision: abc123\ntargets: [{url: 'https://p', projectUid: x}]\n",
+        f"{NS}/computepools/shared.yaml": b"status: {mode: shared, scaling: {size: 7, lastAction: 1}}\n",
+        f"{NS}/aiworkloads/w.yaml": (
+            b"status: {phase: Running, pool: shared, attachedProfiles: [u1],"
+            b" allocation: {bound: [{host: h, gpu: 0}]}}\n"
+        ),
+    }
+    records = read_records(tree)
+    assert (records.recorded.branch, records.recorded.revision) == ("main", "abc123")
+    assert records.recorded.targets == (("https://p", "x"),)
+    assert records.pools.modes == {(NS, "shared"): "shared"}
+    assert records.pools.attached == {(NS, "w"): ("shared", ("u1",))}
+    assert [a.key for a in records.pools.previous[(NS, "shared")]] == [(NS, "w")]
+    assert records.unreadable == {(NS, "shared")} and (NS, "shared") not in records.scaling
+    assert [p.meaning for p in records.problems] == [
+        "unreadable scaling status: the pool keeps its size, not scaled"
+    ]
+    assert NO_RECORDS.files == {} and NO_RECORDS.recorded.branch is None

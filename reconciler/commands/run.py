@@ -284,6 +284,7 @@ def _serve(controller: Pipeline, *, branch: str, listen: str, watch: bool, lease
         port=port,
         health=controller.health,
         readiness=controller.readiness,
+        lease=controller.lease,
     )
     try:
         server.start()

@@ -11,7 +11,7 @@ from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import ManagedCluster
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.plan import Plan
-from reconciler.resolve import Routing, Target
+from reconciler.resolve import Target
 from reconciler.scaling.stage import ScalingOutcome
 from reconciler.status.pools import WorkloadOutcome
 from reconciler.status.records import Records
@@ -31,13 +31,12 @@ class Planned:
 
 @dataclass(frozen=True)
 class Loaded:
-    """The load stage's result: the revision's desired state, routed, and the status branch's records."""
+    """What fetch and load made: the revision held, its desired state and the status branch's records
+    (read once per pass)."""
 
     revision: str | None
     desired: DesiredState
-    routing: Routing
     records: Records
-    mismatch: str | None = None  # the status branch follows another config branch: write nothing
 
 
 @dataclass

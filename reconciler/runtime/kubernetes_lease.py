@@ -121,7 +121,10 @@ class KubernetesLease:
             return held and self._deadline.holds()
 
     def holds(self) -> bool:
-        """True while it is safe to write: we hold the Lease and it cannot have expired yet."""
+        """True while it is safe to write: we hold the Lease and it cannot have expired yet.
+
+        Never waits for the lock: ``/readyz`` and the webhook ask while :meth:`acquire` may be waiting
+        on the API server (the write deadline is one attribute, read atomically)."""
         return self._deadline.holds()
 
     def fence(self) -> None:
@@ -149,9 +152,8 @@ class KubernetesLease:
                 log.warning("lease not released; it expires by itself", error=type(exc).__name__)
 
     def holder(self) -> str | None:
-        """Who holds the Lease, as last seen."""
-        with self._lock:
-            return self._holder
+        """Who holds the Lease, as last seen (without waiting for the lock, as :meth:`holds`)."""
+        return self._holder
 
     # -- internals ----------------------------------------------------------------------------------
 

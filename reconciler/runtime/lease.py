@@ -179,4 +179,3 @@ class LeaseKeeper:
         log.info("lease held" if held else "lease not held", identity=self.lease.identity)
         if self.on_change is not None:
             self.on_change(held)
-

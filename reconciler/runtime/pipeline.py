@@ -14,46 +14,27 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from reconciler.logging import get_logger, pass_context
-from reconciler.metrics import Metrics, PassOutcome
+from reconciler.metrics import PassOutcome
 from reconciler.model.desired import DesiredState
 from reconciler.model.resources import ComputePool
 from reconciler.resolve import Routing, Target
 from reconciler.runtime import loop
-from reconciler.runtime.branch import BranchReader, StatusBranch, branch_mismatch
-from reconciler.runtime.clock import Clock, utc_stamp
-from reconciler.runtime.facts import Applied, Observation, Planned
-from reconciler.runtime.lease import Fenced, Lease, LeaseFence
-from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.branch import BranchReader, branch_mismatch
+from reconciler.runtime.clock import utc_stamp
+from reconciler.runtime.facts import Applied, Loaded, Observation, Planned
+from reconciler.runtime.lease import Fenced, Lease
 from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify
-from reconciler.runtime.ports import History, Source
-from reconciler.runtime.stages import apply, fetch, load, observe, plan, report
+from reconciler.runtime.parts import Parts
+from reconciler.runtime.stages import apply, fetch, load, plan, report
 from reconciler.runtime.warnings import Health, Warnings, mig_figures
-from reconciler.scaling.stage import SampleSource
 from reconciler.source import GitError
 from reconciler.status.drift import drift_note
+from reconciler.status.records import Records
 from reconciler.status.report import ReportFacts
 
 log = get_logger(component="controller")
-
-
-@dataclass
-class Parts:
-    """What a pipeline is made of (``runtime/wiring.py`` builds them)."""
-
-    options: ControllerOptions
-    source: Source
-    history: History | None  # None: a directory read as it is on disk
-    status: StatusBranch
-    observer: observe.Observer
-    samples: SampleSource
-    metrics: Metrics
-    lease: Lease
-    clock: Clock
-    close: Callable[[], None]  # releases what the parts hold (git caches, clients)
-    fence: LeaseFence  # asked by every write at the moment it is sent (clients, status store, apply)
 
 
 class Pipeline:
@@ -73,7 +54,6 @@ class Pipeline:
         self._mismatch: str | None = None
         self._clean: tuple[str, str | None] | None = None  # fingerprint and status tip of a clean pass
         self._warnings = Warnings()
-        self._drift: list[str] = []  # how this pass differs from its pull request's plan
         self._health = Health(parts.metrics, parts.clock, parts.options.unhealthy_bound)
 
     @property
@@ -120,18 +100,16 @@ class Pipeline:
         held = self.options.dry_run or self.lease.holds()
         self.metrics.set_lease_held(held and not self.options.dry_run)
         if not held:
-            # A standby reads nothing and writes nothing: the holder spends the Palette budget.
-            holder = self.lease.holder()
-            why = f"standing by: the writer lease is held by {holder or 'another instance'}"
-            log.info("standing by", holder=holder)
-            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision, not_ready=why), 0.0)
+            # A standby reads nothing and writes nothing: the holder spends the Palette budget. It is
+            # ready all the same (a rollout of two replicas completes): the lease is not readiness.
+            log.info("standing by", holder=self.lease.holder())
+            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision), 0.0)
         try:
             result = self._attempt(check_source)
-        except Fenced as exc:
+        except Fenced as exc:  # the lease ran out mid-pass: what was done stands; stand by, as a standby
             log.warning("writer lease ran out during the pass: nothing more is sent", error=str(exc))
             self.metrics.set_lease_held(False)
-            why = f"standing by: {exc}"
-            result = PassResult(PassOutcome.STANDBY, revision=self._revision, not_ready=why, error=str(exc))
+            result = PassResult(PassOutcome.STANDBY, revision=self._revision)
         except GitError as exc:
             log.warning("git unavailable; nothing applied", error=str(exc))
             result = PassResult(PassOutcome.ERROR, revision=self._revision, error=str(exc))
@@ -171,8 +149,8 @@ class Pipeline:
         return result
 
     def _pass(self, check_source: bool) -> PassResult:
-        desired = self._fetch_and_load(check_source)  # 1. fetch and 2. load
-        revision = self._revision
+        loaded = self._fetch_and_load(check_source)  # 1. fetch and 2. load
+        desired, records, revision = loaded.desired, loaded.records, loaded.revision
         with pass_context(revision):
             if self._mismatch is not None:
                 log.warning(
@@ -183,7 +161,7 @@ class Pipeline:
                 )
             observer = self.parts.observer  # 3. observe
             routing = observer.route(desired)
-            seen = observer.observe(desired, routing)
+            seen = observer.observe(desired, routing, records.files)
             fingerprint, calm = self._idle_inputs(desired, routing, seen)
             if (
                 calm
@@ -194,11 +172,15 @@ class Pipeline:
                 log.debug("nothing changed since the last pass")
                 phases = dict(self.last.phases) if self.last is not None else {}
                 return PassResult(PassOutcome.SKIPPED, revision=revision, phases=phases)
-            planned = self._plan(desired, routing, seen)  # 4. plan
+            planned = self._plan(desired, routing, seen, records)  # 4. plan
             plans = planned.plans
-            applied = self._apply(desired, planned)  # 5. apply
+            drift = self._drift(desired, routing, planned, records)
+            tip = self.branch.tip
+            applied = self._apply(desired, planned, records)  # 5. apply
+            if self.branch.tip != tip:  # the apply stage wrote a scaling intent ahead: report over it
+                records = self.branch.records()
             seen = self.parts.observer.refused(desired, plans, seen, applied.writes)
-            result = self._report(desired, routing, planned, seen, applied)  # 6. report
+            result = self._report(desired, routing, planned, seen, applied, records, drift)  # 6. report
         writes = applied.writes
         result.outcome, result.error = classify(
             routing=routing,
@@ -214,10 +196,12 @@ class Pipeline:
         self._clean = (fingerprint, self.branch.tip) if clean else None
         return result
 
-    def _fetch_and_load(self, check_source: bool) -> DesiredState:
+    def _fetch_and_load(self, check_source: bool) -> Loaded:
+        """The desired state of the config branch's head, and the status branch's records (read once)."""
         desired = self._desired
         if not check_source and desired is not None:
-            return desired  # a resync pass: Palette only (the fence confirms the head before writing)
+            # A resync pass: Palette only (the fence confirms the head before writing).
+            return Loaded(self._revision, desired, self.branch.records())
         head = fetch.sync(self.parts.source, self.metrics)
         records = self.branch.records()
         recorded = records.recorded
@@ -234,7 +218,7 @@ class Pipeline:
                 namespaces=opts.namespaces,
             )
             self._desired, self._revision = desired, head
-        return desired
+        return Loaded(head, desired, records)
 
     def _idle_inputs(self, desired: DesiredState, routing: Routing, seen: Observation) -> tuple[str, bool]:
         """The fingerprint of this pass's inputs, and whether a pass over the same inputs may be skipped."""
@@ -252,34 +236,34 @@ class Pipeline:
             return False
         return self.parts.status.tip() != self._clean[1]
 
-    def _plan(self, desired: DesiredState, routing: Routing, seen: Observation) -> Planned:
+    def _plan(self, desired: DesiredState, routing: Routing, seen: Observation, records: Records) -> Planned:
         """The plan stage ``reconciler plan`` shares, with the status branch's records."""
         planned = plan.plan_pass(
             desired,
             routing,
             seen.observed,
-            self.branch.records(),
+            records,
             samples=self.parts.samples,
             now=self.clock.time(),
             max_deletions=self.options.max_deletions,
             namespaces=self.options.namespaces,
         )
         self._warnings.scaling(planned.scaling, dry_run=self.options.dry_run)
-        self._drift = []
-        records = self.branch.records()
-        if records.recorded.revision not in (None, self._revision):  # a merge: as its pull request said?
-            opts = self.options
-            self._drift = plan.drift(
-                desired,
-                routing,
-                planned,
-                records,
-                max_deletions=opts.max_deletions,
-                namespaces=opts.namespaces,
-            )
-            for line in self._drift:
-                log.warning("the pass differs from the plan against the recorded inventory", difference=line)
         return planned
+
+    def _drift(
+        self, desired: DesiredState, routing: Routing, planned: Planned, records: Records
+    ) -> list[str]:
+        """After a merge: what this pass does differently from what its pull request's plan said."""
+        if records.recorded.revision in (None, self._revision):
+            return []
+        opts = self.options
+        lines = plan.drift(
+            desired, routing, planned, records, max_deletions=opts.max_deletions, namespaces=opts.namespaces
+        )
+        for line in lines:
+            log.warning("the pass differs from the plan against the recorded inventory", difference=line)
+        return lines
 
     def _confirm(self) -> None:
         fetch.confirm_head(self.parts.history, self.metrics, self._revision)
@@ -287,11 +271,11 @@ class Pipeline:
     def _writes_allowed(self) -> bool:
         return not self.stopping.is_set() and self.lease.holds()
 
-    def _apply(self, desired: DesiredState, planned: Planned) -> Applied:
+    def _apply(self, desired: DesiredState, planned: Planned, records: Records) -> Applied:
         return apply.apply_pass(
             desired,
             planned.plans,
-            self.branch.records().pools.attached,
+            records.pools.attached,
             client=self.parts.observer.client,
             confirm=self._confirm,
             stopped=self.stopping.is_set,
@@ -311,9 +295,11 @@ class Pipeline:
         planned: Planned,
         seen: Observation,
         applied: Applied,
+        records: Records,
+        drift: list[str],
     ) -> PassResult:
         """The status branch after this pass (assembled by status/report.py), written when it changed."""
-        records, plans = self.branch.records(), planned.plans
+        plans = planned.plans
         if plans:
             self.metrics.set_pool_mig({p.key: mig_figures(p) for pl in plans.values() for p in pl.pools})
         facts = ReportFacts(
@@ -344,7 +330,10 @@ class Pipeline:
             holds_lease=self.lease.holds,
             confirm=self._confirm,
             dry_run=opts.dry_run,
-            notes=[note] if (note := drift_note(self._drift)) else [],
+            notes=[note] if (note := drift_note(drift)) else [],
+        )
+        self.metrics.observe_pools(
+            reported.status.files, [str(o.entry.decision) for o in planned.scaling.values()]
         )
         self._warnings.platforms(facts.platforms)
         self.parts.observer.remember(reported.status.keep)

@@ -20,7 +20,8 @@ from reconciler.runtime.branch import NoStatus, StatusBranch
 from reconciler.runtime.clock import SYSTEM_CLOCK, Clock
 from reconciler.runtime.lease import Lease, LeaseFence, NoLease
 from reconciler.runtime.options import ControllerOptions
-from reconciler.runtime.pipeline import Parts, Pipeline
+from reconciler.runtime.parts import Parts
+from reconciler.runtime.pipeline import Pipeline
 from reconciler.runtime.ports import History, Source
 from reconciler.runtime.stages.observe import ClientFactory, Observer
 from reconciler.source import DirectorySource, GitSource

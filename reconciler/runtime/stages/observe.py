@@ -11,7 +11,9 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
+from reconciler.edgehost import carry_readable
 from reconciler.inventory import discover
 from reconciler.logging import get_logger
 from reconciler.model.conditions import Reason
@@ -22,14 +24,16 @@ from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
-from reconciler.palette.observe import managed_clusters
+from reconciler.palette.observe import managed_clusters, read_cloud_configs
 from reconciler.palette.pacing import DASHBOARD
 from reconciler.plan import Plan
 from reconciler.resolve import NamespaceSelector, Routing, Target, route
 from reconciler.runtime.facts import Observation, ObservedTarget
 from reconciler.runtime.options import DEFAULT_KEY_ENV, KeyRef
 from reconciler.runtime.outcome import target_order
+from reconciler.status.recorded import listing_gap, missing_clusters
 from reconciler.status.render import Outcome
+from reconciler.status.snapshot import SnapshotError, read_snapshots
 
 log = get_logger(component="controller")
 
@@ -75,8 +79,9 @@ class Observer:
             self._key_refs.setdefault(target, KeyRef(ref.env, ref.file) if ref is not None else KeyRef())
         return routing
 
-    def observe(self, desired: DesiredState, routing: Routing) -> Observation:
-        """Read every routed or recorded target; a refused key stalls its target until it changes."""
+    def observe(self, desired: DesiredState, routing: Routing, recorded: Mapping[str, bytes]) -> Observation:
+        """Read every routed or recorded target; a refused key stalls its target until it changes.
+        ``recorded``: the status branch's files (the clusters it records, the last inventory snapshots)."""
         observed: dict[Target, ObservedTarget] = {}
         failed: dict[Target, str] = {}
         stalled: dict[Target, str] = {}
@@ -92,7 +97,8 @@ class Observer:
                 self._key_refs.pop(target, None)
                 self.route(desired)  # picks the key reference the Settings name now
             try:
-                observed[target] = self._observe(target)
+                observed[target] = self._observe(target, recorded)
+                self._confirm_listing(target, observed[target], routing, recorded)
             except (UnauthorizedError, MissingAPIKey) as exc:
                 stalled[target] = self.stall(target, desired, str(exc))
             except PaletteError as exc:
@@ -169,7 +175,41 @@ class Observer:
         settings = sorted(s.model_dump_json() for s in desired.of_kind(Settings))
         return hashlib.sha256(json.dumps([key, ref.env, ref.file, settings]).encode()).hexdigest()
 
-    def _observe(self, target: Target) -> ObservedTarget:
+    def _confirm_listing(
+        self, target: Target, observed: ObservedTarget, routing: Routing, recorded: Mapping[str, bytes]
+    ) -> None:
+        """Absence is confirmed before it is acted on: a cluster the status branch records for a platform
+        or pool of this target that the listing does not show is looked up by uid; if it exists, the
+        listing is incomplete and the target is read as unavailable this pass (nothing is created)."""
+        missing = missing_clusters(
+            recorded,
+            routing.platforms.get(target, ()),
+            routing.pools.get(target, ()),
+            (c.uid for c in observed.clusters),
+        )
+        if not missing:
+            return
+        client = self.client(target)
+        found = {uid: who for uid, who in sorted(missing.items())[:20] if client.get_cluster(uid) is not None}
+        gap = listing_gap(found)
+        if gap is not None:
+            self._observed.pop(target, None)  # read it afresh next pass
+            raise PaletteError(gap, method="POST", path="/v1/dashboard/spectroclusters/search")
+
+    def _prior_hosts(self, target: Target, recorded: Mapping[str, bytes]) -> list[dict[str, Any]]:
+        """The hosts as last read right: the last observation in memory, else the status branch's
+        inventory snapshot of the target (a restarted process)."""
+        last = self._observed.get(target)
+        if last is not None:
+            return list(last.raw_hosts)
+        try:
+            snapshots = read_snapshots(recorded)
+        except SnapshotError:
+            return []
+        found = snapshots.get((target.url, target.project_uid))
+        return list(found.edge_hosts) if found is not None else []
+
+    def _observe(self, target: Target, recorded: Mapping[str, bytes]) -> ObservedTarget:
         client = self.client(target)
         lister = self._host_listers.get(target)
         if lister is None or lister.client is not client:  # reads what changed since its last read
@@ -183,8 +223,19 @@ class Observer:
         last = self._observed.get(target)
         if last is not None and last.fingerprint == digest:
             return last  # nothing moved in Palette: reuse the machines and clusters read last time
+        doubtful = lister.doubtful
+        if doubtful:  # a member's unreadable answer is replaced by its last readable copy, and the
+            # clusters' own cloud configs say who their members are
+            hosts, carried = carry_readable(hosts, doubtful, self._prior_hosts(target, recorded))
+            log.warning(
+                "unreadable edge host answers: never placed; cluster members keep their last readable copy",
+                url=target.url,
+                unreadable=len(doubtful),
+                carried=len(carried),
+            )
         inventory = discover(hosts)
-        clusters = managed_clusters(raw_clusters, hosts, inventory.by_uid())
+        configs = read_cloud_configs(client, raw_clusters) if doubtful else None
+        clusters = managed_clusters(raw_clusters, hosts, inventory.by_uid(), configs)
         # Another shard's clusters are not this instance's: never planned, pruned or recorded here. The
         # raw listing stays whole: the target's inventory snapshot is shared by the shards observing it.
         clusters = [c for c in clusters if self._namespaces.owns(c.namespace)]
