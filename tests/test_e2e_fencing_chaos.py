@@ -86,6 +86,11 @@ def _status_tip(remote: RemoteRepo) -> str:
     return git("rev-parse", "reconciler/status", cwd=remote.bare).strip()
 
 
+def _status_paths(remote: RemoteRepo) -> set[str]:
+    """The files of the status branch's tip (one read: the branch may move between two)."""
+    return set(git("ls-tree", "-r", "--name-only", "reconciler/status", cwd=remote.bare).split())
+
+
 def _start(
     remote: RemoteRepo, emulator: EmulatorServer, cache: Path, port: int, *extra: str
 ) -> subprocess.Popen[bytes]:
@@ -135,7 +140,7 @@ def test_a_holder_paused_past_its_lease_sends_nothing_after_it_resumes(
 
         new = _start(remote, emulator, tmp_path / "new", ports[1])
         wait_for(lambda: _metric(ports[1], "reconciler_lease_held") == 1.0, 60, "the second instance holds")
-        wait_for(lambda: SERVING not in status_files(remote), 60, "the new holder detached and reported")
+        wait_for(lambda: SERVING not in _status_paths(remote), 60, "the new holder detached and reported")
         recorded = yaml.safe_load(git("show", "reconciler/status:reconciler.yaml", cwd=remote.bare))
         assert recorded["revision"] == head
         writes, tip = _writes(emulator), _status_tip(remote)
@@ -257,7 +262,8 @@ def test_a_successor_neither_undoes_nor_repeats_a_scaling_action_cut_short(
                 120,
                 "the successor recorded the action",
             )
-            status = _pool(remote)
+            status: dict[str, Any] = {}
+            wait_for(lambda: bool(status.update(_pool(remote)) or status), 10, "the pool's status read")
             assert "intent" not in status["scaling"]
             assert status["scaling"]["lastAction"]["at"] == intent["at"]  # the cooldown runs from it
             assert status["scaling"]["size"] == intent["to"]
