@@ -18,6 +18,7 @@ from reconciler.fencing import Fenced, WriteDeadline, never
 from reconciler.metrics import PassOutcome
 from reconciler.palette.client import PaletteClient
 from reconciler.runtime.lease import LeaseFence, NoLease
+from reconciler.source.lease import GitLease
 from reconciler.status.store import StatusStore
 from tests._e2e_support import controller, status_tip
 from tests._git_support import RemoteRepo, git
@@ -99,6 +100,38 @@ class ExpiredLease(NoLease):
         if self.left <= 0:
             raise Fenced("the writer lease of pod-a ran out")
         self.left -= 1
+
+
+def test_the_git_lease_fences_from_its_last_renewal_on_the_monotonic_clock(tmp_path: Path) -> None:
+    """A real git lease (60 s, margin 20 s) on a pinned monotonic clock: a renewal extends the deadline;
+    with renewals missed it refuses writes 40 s after the last one, 20 s before a standby may take over;
+    released and taken over by another holder, it is fenced at once and cannot renew."""
+    remote = RemoteRepo(tmp_path)
+    remote.commit({"README.md": "config\n"}, "config")
+    clock = FakeMonotonic()
+    lease = GitLease(str(remote.bare), "pod-a", cache_dir=tmp_path / "a", monotonic=clock)
+    with lease:
+        with pytest.raises(Fenced):
+            lease.fence()  # not taken yet
+        assert lease.acquire()
+        clock.now += 39.0
+        lease.fence()
+        assert lease.acquire()  # renewed at +39: writes until +79
+        clock.now += 39.0
+        lease.fence()
+        clock.now += 1.0  # the renewals at +59 and +79 missed: 40 s since the last one
+        with pytest.raises(Fenced, match="past its write deadline"):
+            lease.fence()
+        assert not lease.holds()
+        assert lease.acquire()  # nobody took it meanwhile: renewed, writes again
+        lease.fence()
+        other = GitLease(str(remote.bare), "pod-b", cache_dir=tmp_path / "b")
+        lease.release()
+        assert other.acquire()  # taken over after the release
+        with pytest.raises(Fenced, match="does not hold"):
+            lease.fence()
+        assert not lease.acquire()
+        other.close()
 
 
 # --- the Palette client -------------------------------------------------------------------------------
