@@ -234,12 +234,13 @@ def run(
         print(f"error: cannot set up the {kind} lease: {exc}", file=sys.stderr)
         return 2
     if once:
-        return _run_once(controller)
+        return _run_once(controller, lease_duration)
     return _serve(controller, branch=branch, listen=listen, watch=watch, lease_duration=lease_duration)
 
 
-def _run_once(controller: Pipeline) -> int:
-    """``--once``: one pass under the lease; exit 0 done, 1 failed, 2 not ready, 130 interrupted."""
+def _run_once(controller: Pipeline, lease_duration: float = 60.0) -> int:
+    """``--once``: one pass under the lease, renewed while it runs (every write asks the lease's fence);
+    exit 0 done, 1 failed, 2 not ready, 130 interrupted."""
     stopper = _Stopper(controller)
     stopper.install()
     if not controller.lease.acquire():
@@ -247,10 +248,12 @@ def _run_once(controller: Pipeline) -> int:
         controller.close()
         print(f"error: the writer lease is held by {holder}; nothing was written", file=sys.stderr)
         return 1
+    keeper = LeaseKeeper(controller.lease, renew_every=lease_duration / 3)
+    keeper.start()
     try:
         result = controller.reconcile_once()
     finally:
-        controller.lease.release()
+        keeper.stop()  # releases the lease
         controller.close()
     if result.interrupted or stopper.signalled:
         return INTERRUPTED
