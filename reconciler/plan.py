@@ -88,6 +88,7 @@ from reconciler.placement.admission import (
     WorkloadAdmission,
     admit_pool,
     gpu_units,
+    replica_bindings,
 )
 from reconciler.placement.mig import MigUsage
 from reconciler.placement.mig_admission import GpuLayout, MigMachinePool, PoolMigPlanner
@@ -309,6 +310,9 @@ class WorkloadPlan:
     mig: tuple[MigInstance, ...] = ()
     pool_running: bool = False
     cluster_profiles: tuple[ClusterProfileRef, ...] = ()
+    replicas: int = 1
+    gpu_replicas: tuple[int, ...] = ()  # the replica of each of ``gpus`` (empty: all replica 0)
+    position: int | None = None  # 1-based place among its pool's pending workloads
 
     @property
     def key(self) -> WorkloadKey:
@@ -333,11 +337,20 @@ class WorkloadPlan:
             "action": str(self.action),
             "reason": str(self.reason) if self.reason is not None else None,
             "message": self.message,
+            "replicas": self.replicas,
             "gpus": self.gpu_counts(),
             "mig": [
-                {"host": m.host_uid, "gpu": m.gpu, "profile": m.profile, "start": m.start}
-                for m in sorted(self.mig)
+                {
+                    "host": m.host_uid,
+                    "gpu": m.gpu,
+                    "profile": m.profile,
+                    "start": m.start,
+                    "replica": m.replica,
+                }
+                for m in sorted(self.mig, key=lambda m: (m.replica, m.host_uid, m.gpu, m.start))
             ],
+            "bound": [b.to_json() for b in replica_bindings(self.gpus, self.gpu_replicas)],
+            "position": self.position,
         }
 
 
@@ -723,14 +736,17 @@ def _invalid_workloads(desired: DesiredState, previous: PreviousAdmissions) -> d
 def _kept_request(
     key: WorkloadKey, kind: str, held: PreviousAdmission, units: Sequence[GpuUnit]
 ) -> WorkloadRequest:
-    """An invalid workload asks for exactly what it holds, so that admission keeps it (never more)."""
+    """An invalid workload asks for exactly what it holds, so that admission keeps it (never more): as
+    many replicas as it holds, each the shape of its replica 0."""
     by_ref = {u.ref: u for u in units}
+    replica_of = held.replica_of()
     whole: dict[GpuFamily, int] = {}
     for ref in held.gpus:
         unit = by_ref.get(ref)
-        if unit is not None:
+        if unit is not None and replica_of.get(ref, 0) == 0:
             whole[unit.family] = whole.get(unit.family, 0) + 1
-    return WorkloadRequest(key=key, kind=kind, whole=dict(sorted(whole.items())))
+    replicas = len(set(replica_of.values())) or 1
+    return WorkloadRequest(key=key, kind=kind, whole=dict(sorted(whole.items())), replicas=replicas)
 
 
 def _not_ready(
@@ -787,6 +803,9 @@ def _workload_entry(
         mig=decision.mig,
         pool_running=running,
         cluster_profiles=profiles if action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) else (),
+        replicas=decision.replicas,
+        gpu_replicas=decision.gpu_replicas,
+        position=decision.position if action is WorkloadAction.PENDING else None,
     )
 
 

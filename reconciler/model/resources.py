@@ -286,7 +286,15 @@ class WorkloadGpuRequest(Strict):
 class AIWorkloadSpec(Strict):
     compute_pool_ref: LocalRef
     workload_profile_ref: LocalRef | None = None
-    gpus: list[WorkloadGpuRequest] = Field(default_factory=list)
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=100_000,
+        description="How many pods of this shape it runs; each replica's GPUs are bound on one host.",
+    )
+    gpus: list[WorkloadGpuRequest] = Field(
+        default_factory=list, description="Per replica: whole GPUs and MIG instances of one pod."
+    )
     priority: int = Field(
         default=0, ge=-1_000_000_000, le=1_000_000_000, description="Higher is admitted first."
     )

@@ -66,6 +66,7 @@ from reconciler.placement.mig import (
     release_idle_gpus,
 )
 from reconciler.placement.mig import MigInstance as Slot
+from reconciler.placement.replica_mig import on_one_host
 
 WHOLE = "(whole)"  # what the layout planner sees as the holder of a GPU bound whole
 _GROWTH_HOST = "\uffff-growth"  # a hypothetical new host, after every real one in name order
@@ -343,8 +344,20 @@ class PoolMigPlanner:
         self._told |= refs
         return refs
 
+    def checkpoint(self) -> object:
+        return (dict(self._gpus), set(self._told))
+
+    def rollback(self, state: object) -> None:
+        assert isinstance(state, tuple)
+        gpus, told = state
+        self._gpus, self._told = dict(gpus), set(told)
+
     def place(
-        self, key: WorkloadKey, requests: Sequence[MigRequest], whole_free: Sequence[GpuUnit]
+        self,
+        key: WorkloadKey,
+        requests: Sequence[MigRequest],
+        whole_free: Sequence[GpuUnit],
+        hosts: Sequence[str] | None = None,
     ) -> MigPlacement | MigRefusal:
         label = _label(key)
         wanted: dict[GpuFamily, dict[str, int]] = {}
@@ -363,7 +376,10 @@ class PoolMigPlanner:
         switched: list[GpuRef] = []
         for family, profiles in sorted(wanted.items()):
             view = [self._view(ref, free) for ref, u in self._units.items() if u.family == family]
-            outcome = plan_mig_admission(view, profiles, label, self._frozen)
+            if hosts is None:
+                outcome = plan_mig_admission(view, profiles, label, self._frozen)
+            else:
+                outcome = on_one_host(view, profiles, label, self._frozen, hosts)
             if not isinstance(outcome, MigPlan):
                 self._gpus = before
                 return self._refusal(
