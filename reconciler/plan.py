@@ -194,6 +194,8 @@ class ScalingPlan:
     decision: ScalingDecision = ScalingDecision.NONE
     reason: str = "NoPolicy"
     message: str = "no scaling policy: the pool keeps the size of its spec.gpus"
+    # namespace/name of a pending workload -> what its message adds about a demand scale-up for it
+    waiting: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -382,9 +384,19 @@ class Plan:
         }
 
     def with_scaling(self, scaling: Mapping[PoolKey, ScalingPlan]) -> Plan:
-        """The plan with these pools' scaling entries (the scaling stage's decisions); others keep theirs."""
+        """The plan with these pools' scaling entries (the scaling stage's decisions); others keep theirs.
+        A pending workload for which a demand scale-up is on its way says so in its message."""
         pools = [replace(p, scaling=scaling[p.key]) if p.key in scaling else p for p in self.pools]
-        return replace(self, pools=pools)
+        notes = {w: note for e in scaling.values() for w, note in e.waiting.items()}
+        workloads = [
+            replace(w, message=f"{w.message}; {notes[f'{w.namespace}/{w.name}']}")
+            if w.action is WorkloadAction.PENDING
+            and f"{w.namespace}/{w.name}" in notes
+            and notes[f"{w.namespace}/{w.name}"] not in w.message
+            else w
+            for w in self.workloads
+        ]
+        return replace(self, pools=pools, workloads=workloads)
 
     @property
     def placeable(self) -> bool:

@@ -23,6 +23,7 @@ class ScalingHost:
     cpus: int
     worker_tagged: bool = False
     bound_gpus: int = 0
+    mig_capable: bool = False  # its GPUs can run MIG (agent and catalogue)
 
 
 def gpus_of(hosts: Iterable[ScalingHost], family: GpuFamily) -> int:
@@ -39,13 +40,23 @@ def gpu_host_to_add(
     room: int,
     shortfall: int | None = None,
     exclude: frozenset[str] = frozenset(),
+    per_host: int = 0,
+    mig: bool = False,
 ) -> ScalingHost | None:
     """One free host of ``family`` with at most ``room`` GPUs (the bound's headroom).
 
-    Section 4's least surplus: the fewest GPUs. For a pending workload (``shortfall`` GPUs missing), the
-    smallest host that covers the shortfall, else the largest that fits (the next action adds more).
+    Section 4's least surplus: the fewest GPUs. For a pending workload (``shortfall`` GPUs missing), only
+    a host that holds one of its replicas (``per_host`` GPUs, MIG-capable for ``mig``): the smallest that
+    covers the shortfall, else the largest (the next action adds more).
     """
-    fitting = [h for h in free if h.family == family and 0 < h.gpus <= room and h.name not in exclude]
+    fitting = [
+        h
+        for h in free
+        if h.family == family
+        and max(1, per_host) <= h.gpus <= room
+        and h.name not in exclude
+        and (h.mig_capable or not mig)
+    ]
     if not fitting:
         return None
     if shortfall is not None:
