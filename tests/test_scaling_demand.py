@@ -62,9 +62,9 @@ def test_a_pool_of_small_hosts_says_at_plan_time_it_cannot_hold_an_eight_gpu_rep
     (w,) = plan.workloads
     assert (w.action, w.reason, w.position) == (WorkloadAction.PENDING, Reason.NO_FITTING_LAYOUT, 1)
     assert w.message == (
-        "needs 8 NVIDIA-H100 GPUs on one host per replica; 16 free in pool shared, at most 4 on one host (a); "
-        "no host of pool shared has 8 NVIDIA-H100 GPUs (the largest has 4: a): frees when the pool grows by "
-        "a host with 8"
+        "needs 8 NVIDIA-H100 GPUs on one host per replica; 16 free in pool shared, at most 4 on one host "
+        "(a); no host of pool shared has 8 NVIDIA-H100 GPUs (the largest has 4: a): frees when the pool "
+        "grows by a host with 8"
     )
 
 
@@ -78,15 +78,15 @@ def test_no_fitting_layout_grows_the_pool_by_a_host_that_holds_the_replica_and_t
     early = decide(subject.policy, Samples(), subject.view, None, subject.pending, NOW)
     assert early.direction is Direction.NONE
     message = plan.with_scaling({subject.key: scaling_entry("gpu-autoscale", early)}).workloads[0].message
-    assert (
-        message.endswith(
-            "; a scale-up of pool shared is on its way: ScalingPolicy gpu-autoscale adds host f if it is still "
-            "pending when its 5m0s window ends at 2025-01-01T00:04:00Z"
-        )
-        or "adds host f if it is still pending when its 5m0s window ends at" in message
+    ends = datetime.fromtimestamp(NOW + 240, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert message.endswith(
+        "; a scale-up of pool shared is on its way: ScalingPolicy gpu-autoscale adds host f if it is "
+        f"still pending when its 5m0s window ends at {ends}"
     )
     due = decide(subject.policy, Samples(), subject.view, None, subject.pending, NOW + 300)
-    assert (due.direction, due.host and due.host.name) == (Direction.UP, "f")  # not e: 4 cannot hold 8
+    assert (due.direction, due.host and due.host.name) == (Direction.UP, "f")  # not e: 4 cannot hold 6
+    grows = plan.with_scaling({subject.key: scaling_entry("gpu-autoscale", due)}).workloads[0].message
+    assert grows.endswith("; pool shared grows by host f for it (ScalingPolicy gpu-autoscale)")
 
 
 def test_a_workload_rejected_by_a_limit_never_scales_a_pool() -> None:
