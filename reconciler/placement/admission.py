@@ -435,16 +435,16 @@ class _Pass:
         family = next(iter(families))
         need = request.whole.get(family, 0)
         if not request.mig:
-            blocks = self.free.hosts_holding(family, need, prefer)
-            if not blocks:
+            block = next(self.free.hosts_holding(family, need, prefer), None)
+            if block is None:
                 return None
-            units = self.free.pick(blocks[0], family, need, own)
+            units = self.free.pick(block, family, need, own)
             self.free.take(units, request.key)
             return units, (), []
         if need == 0:
             return self._place_mig(request, [], self.free.family_hosts(family))
         refusal: MigRefusal | None = None
-        for block in self.free.hosts_holding(family, need, prefer):
+        for block in list(self.free.hosts_holding(family, need, prefer)):
             units = self.free.pick(block, family, need, own)
             self.free.take(units, request.key)  # so that the MIG planner sees them taken
             got = self._place_mig(request, units, [block.host_uid])

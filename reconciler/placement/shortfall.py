@@ -9,6 +9,7 @@ pool needs a bigger host, not more GPUs.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 from reconciler.model.conditions import Reason
@@ -43,7 +44,9 @@ class Shortfall:
         for (family, name, _), n in sorted(per_host.items()):
             if n > self.biggest.get(family, (0, ""))[0]:
                 self.biggest[family] = (n, name)
-        self._holds: dict[GpuFamily, dict[WorkloadKey, int]] | None = None
+        self._holds: dict[GpuFamily, list[tuple[int, WorkloadKey]]] | None = None
+        self._held: dict[GpuFamily, int] = {}
+        self._by_key: dict[GpuFamily, dict[WorkloadKey, int]] = {}
 
     def explain(self, request: WorkloadRequest) -> tuple[Reason, str]:
         """The reason and message of a workload whose whole GPUs could not be bound."""
@@ -102,7 +105,7 @@ class Shortfall:
         block = self.free.largest_block(family)
         most = f"at most {block.free} on one host ({block.host_name})" if block else "none on one host"
         replicas = f" ({request.replicas} replicas)" if request.replicas > 1 else ""
-        room = sum(b.free // per for b in self.free.hosts_holding(family, per))
+        room = self.free.room(family, per)
         fits = f", room for {room} of {request.replicas} replicas" if request.replicas > 1 and room else ""
         head = (
             f"needs {_plural(per, f'{family} GPU')} on one host per replica{replicas}; {free} free in pool "
@@ -114,22 +117,29 @@ class Shortfall:
         """The fewest holders whose removal would free ``short`` GPUs of ``family`` (the smallest one that
         is enough, else the largest first)."""
         if self._holds is None:  # who holds what, counted once per pass and only when needed
-            self._holds = {}
+            counts: dict[GpuFamily, dict[WorkloadKey, int]] = {}
             for ref, key in self.free.holder.items():
                 if ref not in self.free.mig_mode:
-                    per = self._holds.setdefault(self.free.units[ref].family, {})
+                    per = counts.setdefault(self.free.units[ref].family, {})
                     per[key] = per.get(key, 0) + 1
-        holds = {k: n for k, n in self._holds.get(family, {}).items() if k != me}
-        if sum(holds.values()) < short:
+            self._holds = {f: sorted((n, k) for k, n in per.items()) for f, per in counts.items()}
+            self._held = {f: sum(per.values()) for f, per in counts.items()}
+            self._by_key = counts
+        holds = self._holds.get(family, [])
+        mine = self._by_key.get(family, {}).get(me, 0)
+        if self._held.get(family, 0) - mine < short:
             return None
-        enough = sorted((n, k) for k, n in holds.items() if n >= short)
-        if enough:
-            return f"{_label(enough[0][1])} is removed"
+        at = bisect.bisect_left(holds, (short, ("", "")))
+        enough = next((k for n, k in holds[at:] if k != me), None)
+        if enough is not None:
+            return f"{_label(enough)} is removed"
         chosen: list[WorkloadKey] = []
         got = 0
-        for n, key in sorted(((-n, k) for k, n in holds.items())):
+        for n, key in sorted(holds, key=lambda t: (-t[0], t[1])):
+            if key == me:
+                continue
             chosen.append(key)
-            got -= n
+            got += n
             if got >= short:
                 break
         names = [_label(k) for k in chosen]
