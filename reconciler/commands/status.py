@@ -149,6 +149,8 @@ def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, h
         print(table(found))
         if resource is not None and found[0].message:
             print(f"\n{found[0].message}")
+        if resource is not None and found[0].replicas:
+            print("\n" + "\n".join(found[0].replicas))
     return EXIT_OK
 
 

@@ -34,6 +34,7 @@ class ResourceRow:
     hosts: list[str] = field(default_factory=list)
     since: str | None = None
     path: str = ""
+    replicas: list[str] = field(default_factory=list)  # a workload's: where each replica is (text view)
 
     @property
     def key(self) -> str:
@@ -83,6 +84,31 @@ def _hosts(status: Mapping[str, Any]) -> list[str]:
     return sorted(hosts)
 
 
+def _replica(item: Mapping[str, Any]) -> int:
+    replica = item.get("replica")
+    return replica if isinstance(replica, int) else 0
+
+
+def _replicas(status: Mapping[str, Any]) -> list[str]:
+    """A workload's replicas, one line each: its host and whole GPU indices, and its MIG instances."""
+    allocation = status.get("allocation")
+    if not isinstance(allocation, Mapping):
+        return []
+    per: dict[int, dict[str, list[str]]] = {}
+    for item in allocation.get("bound") or []:
+        if isinstance(item, Mapping) and item.get("host") is not None:
+            host = str(item.get("hostName") or item["host"])
+            per.setdefault(_replica(item), {}).setdefault(host, []).append(f"GPU {item.get('gpu')}")
+    for item in allocation.get("mig") or []:
+        if isinstance(item, Mapping) and item.get("host") is not None:
+            what = f"{item.get('profile')} on GPU {item.get('gpu')} at {item.get('start')}"
+            per.setdefault(_replica(item), {}).setdefault(str(item["host"]), []).append(what)
+    return [
+        f"replica {r}: " + "; ".join(f"{host}: {', '.join(parts)}" for host, parts in sorted(hosts.items()))
+        for r, hosts in sorted(per.items())
+    ]
+
+
 def _gpus(status: Mapping[str, Any]) -> dict[str, int]:
     allocation = status.get("allocation")
     gpus = allocation.get("gpus") if isinstance(allocation, Mapping) else status.get("gpus")
@@ -116,6 +142,7 @@ def row_of(path: str, data: bytes) -> ResourceRow | None:
         hosts=_hosts(status),
         since=_str(ready.get("lastTransitionTime")),
         path=path,
+        replicas=_replicas(status) if status.get("pool") else [],
     )
 
 
