@@ -270,3 +270,9 @@ def test_plan_json_of_a_workload_with_replicas() -> None:
         {"replica": 0, "host": "uid-host-0", "gpus": [0, 1, 2]},
         {"replica": 1, "host": "uid-host-1", "gpus": [0, 1, 2]},
     ]
+
+
+def test_a_workload_without_gpus_is_admitted_with_nothing_bound() -> None:
+    result = admit_pool(shared(hosts(2)), [want("cpu-only", 0, replicas=3), want("full", 2)])
+    assert actions(result) == {"cpu-only": "admit", "full": "admit"}
+    assert result.workloads[("project-a", "cpu-only")].gpus == ()

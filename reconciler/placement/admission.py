@@ -430,7 +430,9 @@ class _Pass:
         self, request: WorkloadRequest, own: set[GpuRef], prefer: set[str]
     ) -> tuple[list[GpuUnit], tuple[MigInstance, ...], list[GpuRef]] | MigRefusal | None:
         families = {f for f, n in request.whole.items() if n > 0} | {m.family for m in request.mig}
-        if len(families) != 1:
+        if not families:
+            return [], (), []  # a replica without GPUs needs none
+        if len(families) > 1:
             return None  # a host has GPUs of one family: a replica of two families fits on none
         family = next(iter(families))
         need = request.whole.get(family, 0)
