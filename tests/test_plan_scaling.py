@@ -150,9 +150,9 @@ def test_subjects_describe_the_pool_as_the_decision_needs_it() -> None:
     assert subject.view.admitted == {H100: 8}
     bound = {h.name: h.bound_gpus for h in subject.view.workers}
     assert sum(bound.values()) == 8
-    # 6 needed on one host, 4 free: 2 short since it started pending
+    # 6 needed on one host, 4 free on d: a new host must bring all 6, since it started pending
     pending = [(p.workload, p.gpus, p.since, p.per_host) for p in subject.pending]
-    assert pending == [("project-a/small", 2, NOW - 600, 6)]
+    assert pending == [("project-a/small", 6, NOW - 600, 6)]
     fits = subject.fits_without
     assert fits is not None
     assert [fits(h) for h in ("a", "d")] == [bound["a"] == 0, bound["d"] == 0]

@@ -368,20 +368,21 @@ class _Pass:
             )
             if not waiting:
                 continue
-            first = waiting[0]
             room = self._gpu_room(family)
-            host = gpu_host_to_add(
-                family,
-                free,
-                room,
-                shortfall=first.gpus,
-                exclude=exclude,
-                per_host=first.per_host,
-                mig=first.mig,
-            )
-            if host is not None:
-                return self._act(Direction.UP, Trigger.PENDING_DEMAND, family, host, first)
-            blocked = blocked or self._no_host(family, room, exclude)
+            # The longest-waiting workload that one more host lets be admitted.
+            for first in waiting:
+                host = gpu_host_to_add(
+                    family,
+                    free,
+                    room,
+                    shortfall=first.gpus,
+                    exclude=exclude,
+                    per_host=first.per_host,
+                    mig=first.mig,
+                )
+                if host is not None:
+                    return self._act(Direction.UP, Trigger.PENDING_DEMAND, family, host, first)
+            blocked = blocked or self._no_host(family, room, exclude, waiting[0])
         for rule in self.spec.gpu:
             family = rule.canonical
             window = self._window(self.samples.gpu, rule.scale_up_duration, rule.scale_up_threshold, True)
@@ -466,9 +467,23 @@ class _Pass:
         bounds = self.spec.cpu_resource_bounds
         return None if bounds is None else cores_of(self.pool.workers) - bounds.min_cpu_count
 
-    def _no_host(self, resource: str, room: int, exclude: frozenset[str]) -> Decision:
+    def _no_host(
+        self, resource: str, room: int, exclude: frozenset[str], demand: PendingDemand | None = None
+    ) -> Decision:
         what = "host" if resource == CPU else f"{resource} host"
         unit = "cores" if resource == CPU else "GPUs"
+        if demand is not None and room > 0:
+            need = max(demand.gpus, demand.per_host, 1)
+            big = [
+                h for h in self.pool.free if h.family == resource and h.gpus >= need and h.name not in exclude
+            ]
+            if not big or (demand.mig and not any(h.mig_capable for h in big)):
+                kind = "MIG-capable " if demand.mig else ""
+                message = (
+                    f"no free {kind}{what} with at least {need} GPUs to add to {self.pool.name}: one more "
+                    f"host would not let {demand.workload} be admitted"
+                )
+                return self._done(Direction.NONE, ScalingReason.NO_CANDIDATE, message, resource=resource)
         if room <= 0:
             message = f"{self.pool.name} is at its maximum ({unit}): no {what} added"
             return self._done(Direction.NONE, ScalingReason.LIMITED, message, resource=resource)

@@ -45,25 +45,22 @@ def gpu_host_to_add(
 ) -> ScalingHost | None:
     """One free host of ``family`` with at most ``room`` GPUs (the bound's headroom).
 
-    Section 4's least surplus: the fewest GPUs. For a pending workload (``shortfall`` GPUs missing), only
-    a host that holds one of its replicas (``per_host`` GPUs, MIG-capable for ``mig``): the smallest that
-    covers the shortfall, else the largest (the next action adds more).
+    Section 4's least surplus: the fewest GPUs. For a pending workload (``shortfall``: the GPUs the new
+    host must bring for it to be admitted, each of its replicas on one host), only a host that lets it be
+    admitted: at least ``shortfall`` and ``per_host`` GPUs, MIG-capable for ``mig``; None when no one host
+    would (a host that cannot hold one of its replicas is never added for it).
     """
+    least = max(1, per_host, shortfall or 0)
     fitting = [
         h
         for h in free
         if h.family == family
-        and max(1, per_host) <= h.gpus <= room
+        and least <= h.gpus <= room
         and h.name not in exclude
         and (h.mig_capable or not mig)
     ]
     if not fitting:
         return None
-    if shortfall is not None:
-        covering = [h for h in fitting if h.gpus >= shortfall]
-        if not covering:
-            return min(fitting, key=lambda h: (-h.gpus, h.name))
-        fitting = covering
     return min(fitting, key=lambda h: (h.gpus, h.name))
 
 

@@ -207,10 +207,13 @@ def pending_demand(
     now: float,
 ) -> tuple[PendingDemand, ...]:
     """Workloads of the pool pending with PoolCapacityExceeded or NoFittingLayout, one per short family,
-    whole GPUs and MIG instances alike. GPUs short: its whole GPUs over all replicas, plus its MIG
-    instances as GPUs (compute slices rounded up, as ``gpuLimits`` count them), minus the pool's free GPUs
-    of the family; at least what one replica needs on one host (when enough is free in total, no host
-    holds a replica: a new host must). A workload rejected by a limit is not pending: it never scales."""
+    whole GPUs and MIG instances alike, with the GPUs one new host must bring for it to be admitted.
+
+    Whole GPUs: the replicas the pool's free GPUs do not hold (each on one host) times a replica's GPUs
+    (one new host holds them all). MIG instances count as GPUs (compute slices rounded up, as
+    ``gpuLimits`` count them): one replica's worth. ``per_host``: one replica's GPUs. A workload rejected
+    by a limit is not pending: it never scales a pool."""
+    free = _free_per_host(plan, entry)
     out: list[PendingDemand] = []
     for w in plan.workloads:
         if (w.namespace, w.pool) != entry.key or w.action is not WorkloadAction.PENDING:
@@ -223,17 +226,33 @@ def pending_demand(
         request = workload_request(resource)
         one = replace(request, replicas=1).limit_counts()  # one replica on one host, MIG as GPUs
         mig = {m.family for m in request.mig}
-        for family, need in sorted(request.limit_counts().items()):
-            capacity = entry.capacity.get(family)
-            free = capacity.free if capacity is not None else 0
-            per_host = one.get(family, 0)
-            short = max(need - free, per_host if w.reason is Reason.NO_FITTING_LAYOUT or family in mig else 0)
-            if short > 0:
-                label = f"{w.namespace}/{w.name}"
-                out.append(
-                    PendingDemand(label, family, short, since.get(w.key, now), per_host, family in mig)
-                )
+        for family, per_host in sorted(one.items()):
+            if per_host <= 0:
+                continue
+            whole = request.whole.get(family, 0)
+            if family in mig or whole <= 0:
+                short = per_host
+            else:
+                room = sum(n // whole for (f, _), n in free.items() if f == family)
+                short = max(request.replicas - room, 1) * per_host
+            label = f"{w.namespace}/{w.name}"
+            out.append(PendingDemand(label, family, short, since.get(w.key, now), per_host, family in mig))
     return tuple(out)
+
+
+def _free_per_host(plan: Plan, entry: PoolPlan) -> dict[tuple[GpuFamily, str], int]:
+    """Free whole GPUs of each worker of the pool after the plan: neither bound nor in MIG mode."""
+    taken: dict[str, int] = {}
+    for w in plan.workloads:
+        if (w.namespace, w.pool) == entry.key and w.action is not WorkloadAction.REMOVE:
+            for unit in w.gpus:
+                taken[unit.host_uid] = taken.get(unit.host_uid, 0) + 1
+    out: dict[tuple[GpuFamily, str], int] = {}
+    for uid in entry.cluster.workers:
+        m = plan.machines.get(uid)
+        if m is not None and m.gpu_family is not None:
+            out[(m.gpu_family, uid)] = max(m.gpu_count - taken.get(uid, 0) - len(entry.mig.get(uid, ())), 0)
+    return out
 
 
 _DEMAND = (Reason.POOL_CAPACITY_EXCEEDED, Reason.NO_FITTING_LAYOUT)
