@@ -273,9 +273,6 @@ class _Held:
     same: bool  # its request is what its GPUs and instances cover, each replica on one host
     replica_of: dict[GpuRef, int] = field(default_factory=dict)
 
-    def replicas(self) -> tuple[int, ...]:
-        return tuple(self.replica_of.get(u.ref, 0) for u in sorted(self.units, key=lambda u: u.order))
-
 
 # A binding: the whole GPUs with their replica, and the MIG instances (with their replica).
 _Bound = tuple[list[tuple[int, GpuUnit]], tuple[MigInstance, ...]]
