@@ -22,7 +22,7 @@ from reconciler.placement.mig import (
     MigRefusal,
     MigShortfall,
     PoolGpu,
-    frozen_hosts,
+    frozen_gpus,
     mig_usage,
     plan_mig_admission,
     release_idle_gpus,
@@ -466,24 +466,25 @@ def test_at_most_one_media_extension_instance_per_gpu() -> None:
     assert sorted((b.host, b.gpu) for b in plan.bindings) == [("h-a", 0), ("h-a", 1)]
 
 
-def test_idle_layouts_return_to_whole_except_on_frozen_hosts() -> None:
+def test_idle_layouts_return_to_whole_except_frozen_ones() -> None:
     idle = (MigInstance(0, "3g.40gb", None), MigInstance(4, "3g.40gb", None))
     busy = (MigInstance(0, "3g.40gb", "old/x"), MigInstance(4, "3g.40gb", None))
     gpus = [
         PoolGpu("h-a", 0, A100, instances=idle),
         PoolGpu("h-a", 1, A100, instances=busy),
+        PoolGpu("h-a", 2, A100, instances=idle, frozen=True),
         PoolGpu("h-b", 0, A100, instances=idle),
     ]
     after = release_idle_gpus(gpus, frozenset({"h-b"}))
-    assert [g.instances for g in after] == [None, busy, idle]
+    assert [g.instances for g in after] == [None, busy, idle, idle]
 
 
-def test_a_host_is_frozen_when_an_earlier_workload_holds_anything_on_it() -> None:
+def test_a_gpu_is_frozen_when_an_earlier_workload_holds_one_of_its_instances() -> None:
     gpus = [
         PoolGpu("h-a", 0, A100, bound="old/x"),
-        PoolGpu("h-b", 0, A100, instances=(MigInstance(0, "7g.80gb", "old/y"),)),
+        PoolGpu("h-b", 0, A100, instances=(MigInstance(0, "3g.40gb", "old/y"), MigInstance(4, "3g.40gb"))),
+        PoolGpu("h-b", 1, A100, instances=(MigInstance(0, "7g.80gb", None),)),
+        PoolGpu("h-b", 2, A100),
         PoolGpu("h-c", 0, A100, instances=(MigInstance(0, "7g.80gb", "new/z"),)),
-        PoolGpu("h-d", 0, A100, instances=(MigInstance(0, "7g.80gb", None),)),
-        PoolGpu("h-e", 0, A100),
     ]
-    assert frozen_hosts(gpus, {"old/x", "old/y"}) == {"h-a", "h-b"}
+    assert frozen_gpus(gpus, {"old/x", "old/y"}) == {("h-b", 0)}

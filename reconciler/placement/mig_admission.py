@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,18 +57,21 @@ from reconciler.placement.mig import (
     MigShortfall,
     MigUsage,
     PoolGpu,
-    frozen_hosts,
+    describe_shortfall,
+    frozen_gpus,
     is_valid_layout,
     layout_json,
     mig_usage,
     plan_mig_admission,
     realise,
     release_idle_gpus,
+    state_of,
+    usable_slices,
 )
 from reconciler.placement.mig import MigInstance as Slot
+from reconciler.placement.mig import MigRefusal as PlanRefusal
 
 WHOLE = "(whole)"  # what the layout planner sees as the holder of a GPU bound whole
-_GROWTH_HOST = "\uffff-growth"  # a hypothetical new host, after every real one in name order
 
 
 def _label(key: WorkloadKey) -> str:
@@ -207,12 +210,65 @@ class PoolMigOutcome:
     usage: MigUsage  # memory slices bound, free in instances, stranded
     machine_pools: tuple[MigMachinePool, ...]  # hosts by layout; hosts not listed stay in worker-pool
     host_configs: Mapping[str, str]  # host uid -> config name, for hosts with a GPU in MIG mode
-    frozen_hosts: frozenset[str]
+    frozen_gpus: frozenset[GpuRef]  # GPUs whose layout an earlier workload holds: kept this pass
     workloads: dict[WorkloadKey, list[dict[str, Any]]]  # workloads[].mig of every workload with instances
     notes: tuple[str, ...]  # recorded layouts that were dropped, and why
+    # Per host whose MIG configuration changes: which GPUs are re-laid out and which stay untouched
+    # ("gpu-a100-03: GPUs 4-7 re-laid out; GPUs 0-3 untouched"), by host name.
+    relayout: tuple[str, ...] = ()
+
+    @property
+    def frozen_hosts(self) -> frozenset[str]:
+        """Hosts with a frozen GPU (their other GPUs may still change)."""
+        return frozenset(ref.host_uid for ref in self.frozen_gpus)
+
+
+def index_ranges(indices: Iterable[int]) -> str:
+    """``GPU 4`` or ``GPUs 0-3, 6``: device indices as ranges."""
+    ordered = sorted(set(indices))
+    parts: list[str] = []
+    first = previous = ordered[0]
+    for index in [*ordered[1:], None]:
+        if index is not None and index == previous + 1:
+            previous = index
+            continue
+        parts.append(str(first) if first == previous else f"{first}-{previous}")
+        if index is not None:
+            first = previous = index
+    return f"GPU {parts[0]}" if len(ordered) == 1 else f"GPUs {', '.join(parts)}"
+
+
+def relayout_lines(
+    before: Mapping[GpuRef, frozenset[tuple[str, int]] | None],
+    after: Iterable[PoolGpu],
+    names: Mapping[str, str],
+) -> tuple[str, ...]:
+    """One line per host whose MIG configuration changes (whole <-> MIG, or another layout)."""
+    changed: dict[str, list[int]] = {}
+    same: dict[str, list[int]] = {}
+    for gpu in after:
+        now = None if gpu.instances is None else frozenset((i.profile, i.start) for i in gpu.instances)
+        moved = before.get(GpuRef(gpu.host, gpu.index)) != now
+        (changed if moved else same).setdefault(gpu.host, []).append(gpu.index)
+    lines = []
+    for host in sorted(changed, key=lambda h: (names.get(h, h), h)):
+        line = f"{names.get(host, host)}: {index_ranges(changed[host])} re-laid out"
+        if host in same:
+            line += f"; {index_ranges(same[host])} untouched"
+        lines.append(line)
+    return tuple(lines)
 
 
 # --- the planner ------------------------------------------------------------------------------------
+
+_HOSTS_SHOWN = 4  # hosts a refusal names; more are counted
+
+
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    gpus: Mapping[GpuRef, PoolGpu]
+    told: frozenset[GpuRef]
+    version: int
 
 
 class PoolMigPlanner:
@@ -228,6 +284,7 @@ class PoolMigPlanner:
         self._pool = pool
         self._mixed = pool.mig_strategy == "mixed"
         self._units: dict[GpuRef, GpuUnit] = {u.ref: u for u in sorted(pool.gpus, key=lambda u: u.order)}
+        self._names = {u.host_uid: u.host_name for u in self._units.values()}
         types: dict[GpuRef, MigGpuType | None] = {
             ref: catalogue_entry(u.family, u.memory_bytes, mig_capable=u.mig_capable) if self._mixed else None
             for ref, u in self._units.items()
@@ -256,13 +313,19 @@ class PoolMigPlanner:
                     for s in layout.instances
                 )
             )
+        self._before = {
+            ref: None if ref not in recorded else frozenset((s.profile, s.start) for s in recorded[ref])
+            for ref in self._units
+        }
         start = [
             PoolGpu(u.host_uid, u.index, types[ref], whole_of.get(ref), recorded.get(ref), u.host_name)
             for ref, u in self._units.items()
         ]
-        self._frozen = frozen_hosts(start, active) if self._mixed else frozenset()
+        frozen = frozen_gpus(start, active) if self._mixed else frozenset()
+        self._frozen = frozenset(GpuRef(host, index) for host, index in frozen)
         # Nothing is bound at the start of the pass: ``hold`` binds instances back, and which GPUs are
-        # bound whole is what admission says at each ``place``.
+        # bound whole is what admission says at each ``place``. Frozen for the pass, so the outcome does
+        # not depend on the order admission visits workloads in.
         self._gpus: dict[GpuRef, PoolGpu] = {
             GpuRef(g.host, g.index): replace(
                 g,
@@ -270,10 +333,13 @@ class PoolMigPlanner:
                 instances=None
                 if g.instances is None
                 else tuple(replace(s, workload=None) for s in g.instances),
+                frozen=(g.host, g.index) in frozen,
             )
             for g in start
         }
         self._told: set[GpuRef] = set()  # GPUs admission has been told are in MIG mode
+        self._version = self._next_version = 0  # a new version whenever the layouts or bindings change
+        self._refused: dict[tuple[Any, ...], tuple[int, frozenset[GpuRef], MigRefusal]] = {}
         self.notes = tuple(notes)
 
     def _unusable(
@@ -298,6 +364,10 @@ class PoolMigPlanner:
         if ref in whole_of:
             return f"{whole_of[ref]} holds the GPU whole"
         return None
+
+    def _changed(self) -> None:
+        self._next_version += 1
+        self._version = self._next_version
 
     # -- the MigPlanner protocol --
 
@@ -324,6 +394,7 @@ class PoolMigPlanner:
             slots[free[0]] = replace(slots[free[0]], workload=label)
         for ref, slots in changed.items():
             self._gpus[ref] = replace(self._gpus[ref], instances=tuple(slots))
+        self._changed()
         return True
 
     def release(self, key: WorkloadKey) -> None:
@@ -332,20 +403,37 @@ class PoolMigPlanner:
             if gpu.instances is not None and any(s.workload == label for s in gpu.instances):
                 freed = tuple(replace(s, workload=None) if s.workload == label else s for s in gpu.instances)
                 self._gpus[ref] = replace(gpu, instances=freed)
+                self._changed()
 
     def mig_mode(self) -> frozenset[GpuRef]:
         refs = frozenset(
             ref
             for ref, gpu in self._gpus.items()
             if gpu.instances is not None
-            and (gpu.host in self._frozen or any(s.workload is not None for s in gpu.instances))
+            and (gpu.frozen or any(s.workload is not None for s in gpu.instances))
         )
         self._told |= refs
         return refs
 
+    def checkpoint(self) -> object:
+        """The planner's state, to :meth:`rollback` to (a later replica of the workload failed)."""
+        return _Checkpoint(dict(self._gpus), frozenset(self._told), self._version)
+
+    def rollback(self, state: object) -> None:
+        """Back to a :meth:`checkpoint`: every placement since is undone."""
+        assert isinstance(state, _Checkpoint)
+        self._gpus, self._told, self._version = dict(state.gpus), set(state.told), state.version
+
     def place(
-        self, key: WorkloadKey, requests: Sequence[MigRequest], whole_free: Sequence[GpuUnit]
+        self,
+        key: WorkloadKey,
+        requests: Sequence[MigRequest],
+        whole_free: Sequence[GpuUnit],
+        hosts: Sequence[str] | None = None,
     ) -> MigPlacement | MigRefusal:
+        """Bind every requested instance at once, switching GPUs of ``whole_free`` to MIG mode if needed.
+        ``hosts`` (uids, in order of preference): all the instances of a family on ONE of them (one
+        replica): the host where the planner places them best, ties to the earlier host."""
         label = _label(key)
         wanted: dict[GpuFamily, dict[str, int]] = {}
         for request in requests:
@@ -356,40 +444,93 @@ class PoolMigPlanner:
             return MigRefusal(
                 Reason.MIG_UNSUPPORTED, f"pool {self._pool.label} has mig.strategy {self._pool.mig_strategy}"
             )
-        free = {u.ref for u in whole_free}
+        free = frozenset(u.ref for u in whole_free)
         self._forget_taken_whole(free)
+        # The same request in the same state gets the same refusal: retries of pending workloads after a
+        # pass's admissions cost nothing until something changes.
+        asked = (label, tuple(sorted((f, tuple(sorted(p.items()))) for f, p in wanted.items())))
+        memo = (*asked, None if hosts is None else tuple(hosts))
+        cached = self._refused.get(memo)
+        if cached is not None and cached[0] == self._version and cached[1] == free:
+            return cached[2]
         before = dict(self._gpus)
         bindings: list[MigInstance] = []
         switched: list[GpuRef] = []
         for family, profiles in sorted(wanted.items()):
-            view = [self._view(ref, free) for ref, u in self._units.items() if u.family == family]
-            outcome = plan_mig_admission(view, profiles, label, self._frozen)
-            if not isinstance(outcome, MigPlan):
+            refs = [ref for ref, u in self._units.items() if u.family == family]
+            outcome = (
+                self._plan(refs, profiles, label, free)
+                if hosts is None
+                else self._plan_on_one_host(refs, hosts, profiles, label, free)
+            )
+            if isinstance(outcome, PlanRefusal):
                 self._gpus = before
-                return self._refusal(
-                    family, profiles, outcome.reason, outcome.needed_slices, outcome.free_slices, view
-                )
+                refusal = self._refusal(family, profiles, outcome, refs, free, hosts is not None)
+                self._refused[memo] = (self._version, free, refusal)
+                return refusal
             for gpu in outcome.gpus:
                 ref = GpuRef(gpu.host, gpu.index)
-                if gpu.instances is None:
+                if gpu.instances is None or gpu.instances == self._gpus[ref].instances:
                     continue
-                self._gpus[ref] = replace(self._gpus[ref], instances=gpu.instances)
+                self._gpus[ref] = gpu
                 if ref in free and any(s.workload == label for s in gpu.instances):
                     switched.append(ref)  # a whole GPU, or a layout admission offered whole
             bindings.extend(MigInstance(b.host, b.gpu, b.profile, b.start) for b in outcome.bindings)
         self._told.update(switched)
+        self._changed()
         return MigPlacement(tuple(sorted(bindings)), tuple(sorted(switched)))
 
     # -- helpers --
 
-    def _forget_taken_whole(self, free: set[GpuRef]) -> None:
+    def _plan(
+        self, refs: Sequence[GpuRef], profiles: Mapping[str, int], label: str, free: frozenset[GpuRef]
+    ) -> MigPlan | PlanRefusal:
+        view = [self._view(ref, free) for ref in refs]
+        return plan_mig_admission(view, profiles, label, growth_type=_growth_type(view, profiles))
+
+    def _plan_on_one_host(
+        self,
+        refs: Sequence[GpuRef],
+        hosts: Sequence[str],
+        profiles: Mapping[str, int],
+        label: str,
+        free: frozenset[GpuRef],
+    ) -> MigPlan | PlanRefusal:
+        """The best host of ``hosts`` for all the instances (fewest GPUs switched, then fewest slices
+        stranded, then the earlier host). Hosts in the same state give the same answer: planned once."""
+        by_host: dict[str, list[GpuRef]] = {}
+        for ref in refs:
+            by_host.setdefault(ref.host_uid, []).append(ref)
+        best: tuple[tuple[int, int, int], list[PoolGpu], MigPlan] | None = None
+        tried: set[tuple[Any, ...]] = set()
+        for rank, host in enumerate(hosts):
+            view = [self._view(ref, free) for ref in by_host.get(host, ())]
+            state = tuple(state_of(g) for g in view)
+            if not view or state in tried:
+                continue
+            tried.add(state)
+            outcome = plan_mig_admission(view, profiles, label)
+            if isinstance(outcome, MigPlan):
+                cost = (outcome.switched, outcome.stranded - mig_usage(view).stranded, rank)
+                if best is None or cost < best[0]:
+                    best = (cost, view, outcome)
+        if best is None:
+            view = [self._view(ref, free) for host in dict.fromkeys(hosts) for ref in by_host.get(host, ())]
+            types = {g.gpu_type for g in view if g.gpu_type is not None}
+            if any(not any(t.profile(name) for t in types) for name in profiles):
+                return PlanRefusal(MigShortfall.MIG_UNSUPPORTED, "", 0, 0)
+            return describe_shortfall(view, profiles, growth_type=_growth_type(view, profiles))
+        return best[2]
+
+    def _forget_taken_whole(self, free: Set[GpuRef]) -> None:
         """A layout admission was never told about whose GPU is no longer free was bound whole: it goes."""
         for ref, gpu in self._gpus.items():
             if gpu.instances is not None and ref not in self._told and ref not in free:
                 assert all(s.workload is None for s in gpu.instances)
                 self._gpus[ref] = replace(gpu, instances=None)
+                self._changed()
 
-    def _view(self, ref: GpuRef, free: set[GpuRef]) -> PoolGpu:
+    def _view(self, ref: GpuRef, free: Set[GpuRef]) -> PoolGpu:
         gpu = self._gpus[ref]
         if gpu.instances is not None or ref in free:
             return gpu
@@ -399,78 +540,53 @@ class PoolMigPlanner:
         self,
         family: GpuFamily,
         wanted: Mapping[str, int],
-        shortfall: MigShortfall,
-        needed: int,
-        free: int,
-        view: Sequence[PoolGpu],
+        outcome: PlanRefusal,
+        refs: Sequence[GpuRef],
+        free: Set[GpuRef],
+        one_host: bool,
     ) -> MigRefusal:
         pool = self._pool.label
         shown = ", ".join(f"{name} x{count}" for name, count in sorted(wanted.items()))
+        view = [self._view(ref, free) for ref in refs]
         types = sorted({g.gpu_type.key: g.gpu_type for g in view if g.gpu_type is not None}.items())
-        if shortfall is MigShortfall.MIG_UNSUPPORTED:
-            if not view:
-                message = f"asks for MIG instances {shown} of {family}; pool {pool} has no {family} GPUs"
-            elif not types:
-                message = (
-                    f"asks for MIG instances {shown} of {family}; no {family} GPU of pool {pool} is "
-                    "MIG-capable (the agent must report migCapable: true for a model and memory in the MIG "
-                    "catalogue): ask for whole GPUs"
-                )
-            else:
-                offered = "; ".join(f"{k} offers {', '.join(t.profiles)}" for k, t in types)
-                missing = [name for name in sorted(wanted) if not any(t.profile(name) for _, t in types)]
-                message = (
-                    f"asks for MIG instances {shown} of {family}; the GPUs of pool {pool} have no "
-                    f"{', '.join(missing)} ({offered}): ask for one of their profiles"
-                )
-            return MigRefusal(Reason.MIG_UNSUPPORTED, message)
-        in_mig = sum(1 for g in view if g.instances is not None)
-        whole_free = sum(
-            1
-            for g in view
-            if g.gpu_type is not None
-            and g.instances is None
-            and g.bound is None
-            and g.host not in self._frozen
-        )
+        if outcome.reason is MigShortfall.MIG_UNSUPPORTED:
+            return MigRefusal(Reason.MIG_UNSUPPORTED, _unsupported(family, shown, pool, wanted, view, types))
+        room = " and ".join(f"{n} of {wanted[name]} {name}" for name, n in outcome.room)
+        alone = ", each profile alone" if len(outcome.room) > 1 else ""
+        switchable = [g for g in view if g.gpu_type is not None and g.instances is None and usable_slices(g)]
+        partial = [g for g in view if g.instances is not None and usable_slices(g)]
+        in_mig = sum(usable_slices(g) for g in partial)
         head = (
-            f"needs MIG instances {shown} of {family} ({needed} memory slices), {free} free in pool {pool} "
-            f"({_plural(len(view), f'{family} GPU')}: {in_mig} in MIG mode, {whole_free} whole and free "
-            "to switch)"
+            f"needs MIG instances {shown} of {family} ({outcome.needed_slices} memory slices); pool {pool} "
+            f"can take {room} now{alone} ({outcome.free_slices} memory slices usable: "
+            f"{_plural(len(switchable), f'whole {family} GPU')} free to switch to MIG, {in_mig} in free "
+            f"space of {_plural(len(partial), 'GPU')} in MIG mode)"
         )
-        if shortfall is MigShortfall.NO_FITTING_LAYOUT:
-            frozen = sorted(
-                {g.host_name or g.host for g in view if g.host in self._frozen and g.instances is not None}
+        if outcome.reason is MigShortfall.NO_FITTING_LAYOUT:
+            head += (
+                ": no single host holds them (one replica's instances go on one host)"
+                if one_host
+                else ": no valid layout holds them without moving bound instances"
             )
-            keep = (
-                f"; hosts {', '.join(frozen)} keep their layouts while earlier workloads run there"
-                if frozen
-                else ""
+        held = [g for g in view if not usable_slices(g)]
+        if held:
+            head += f"; held: {_listed(held, self._names, _held_kind)}"
+        frozen = [g for g in view if g.frozen]
+        if frozen:
+            head += (
+                f"; {_listed(frozen, self._names, lambda g: '')} keep their layouts while workloads "
+                "admitted before use them"
             )
-            head += f": no valid layout holds them without moving bound instances{keep}"
-        grow = self._growth(wanted, view, types)
+        grow = outcome.growth
         tail = f", or the pool grows by {_plural(grow, f'{family} GPU')}" if grow else ""
-        return MigRefusal(Reason(shortfall.value), f"{head}; frees when MIG instances are released{tail}")
-
-    def _growth(
-        self, wanted: Mapping[str, int], view: Sequence[PoolGpu], types: Sequence[tuple[str, MigGpuType]]
-    ) -> int | None:
-        """The fewest new whole GPUs (of the family's commonest MIG type) with which the request fits."""
-        offering = [t for _, t in types if all(t.profile(name) is not None for name in wanted)]
-        if not offering:
-            return None
-        counts = Counter(g.gpu_type for g in view if g.gpu_type in offering)
-        gpu_type = min(offering, key=lambda t: (-counts[t], t.key))
-        for k in range(1, sum(wanted.values()) + 1):
-            extra = [PoolGpu(_GROWTH_HOST, i, gpu_type, host_name=_GROWTH_HOST) for i in range(k)]
-            if isinstance(plan_mig_admission([*view, *extra], wanted, "(growth)", self._frozen), MigPlan):
-                return k
-        return None
+        return MigRefusal(
+            Reason(outcome.reason.value), f"{head}; frees when MIG instances are released{tail}"
+        )
 
     # -- the end of the pass --
 
     def finish(self, result: PoolAdmission) -> PoolMigOutcome:
-        """The layouts the pass leaves (idle ones back to whole, not on frozen hosts) and their outputs."""
+        """The layouts the pass leaves (idle ones back to whole, not frozen ones) and their outputs."""
         whole = {u.ref: _label(d.key) for d in result.workloads.values() for u in d.gpus}
         gpus: list[PoolGpu] = []
         for ref, gpu in self._gpus.items():
@@ -478,7 +594,7 @@ class PoolMigPlanner:
                 assert gpu.instances is None or all(s.workload is None for s in gpu.instances), ref
                 gpu = replace(gpu, instances=None, bound=whole[ref])
             gpus.append(gpu)
-        final = release_idle_gpus(gpus, self._frozen)
+        final = release_idle_gpus(gpus)
         real = realise(final)
         return PoolMigOutcome(
             gpus=final,
@@ -488,7 +604,67 @@ class PoolMigPlanner:
             usage=mig_usage(final),
             machine_pools=tuple(MigMachinePool(name, hosts) for name, hosts in real.machine_pools.items()),
             host_configs=real.host_configs,
-            frozen_hosts=self._frozen,
+            frozen_gpus=self._frozen,
             workloads={d.key: workload_mig_json(d.mig) for d in result.workloads.values() if d.mig},
             notes=self.notes,
+            relayout=relayout_lines(self._before, final, self._names),
         )
+
+
+def _growth_type(view: Sequence[PoolGpu], wanted: Mapping[str, int]) -> MigGpuType | None:
+    """The MIG type a growing pool adds: the family's commonest one that offers every profile asked."""
+    counts = Counter(
+        g.gpu_type for g in view if g.gpu_type is not None and all(g.gpu_type.profile(n) for n in wanted)
+    )
+    if not counts:
+        return None
+    return min(counts, key=lambda t: (-counts[t], t.key))
+
+
+def _unsupported(
+    family: GpuFamily,
+    shown: str,
+    pool: str,
+    wanted: Mapping[str, int],
+    view: Sequence[PoolGpu],
+    types: Sequence[tuple[str, MigGpuType]],
+) -> str:
+    if not view:
+        return f"asks for MIG instances {shown} of {family}; pool {pool} has no {family} GPUs"
+    if not types:
+        return (
+            f"asks for MIG instances {shown} of {family}; no {family} GPU of pool {pool} is MIG-capable (the "
+            "agent must report migCapable: true for a model and memory in the MIG catalogue): ask for whole "
+            "GPUs"
+        )
+    offered = "; ".join(f"{k} offers {', '.join(t.profiles)}" for k, t in types)
+    missing = [name for name in sorted(wanted) if not any(t.profile(name) for _, t in types)]
+    return (
+        f"asks for MIG instances {shown} of {family}; the GPUs of pool {pool} have no {', '.join(missing)} "
+        f"({offered}): ask for one of their profiles"
+    )
+
+
+def _held_kind(gpu: PoolGpu) -> str:
+    if gpu.gpu_type is None:
+        return "not MIG-capable"
+    return "whole" if gpu.instances is None else "MIG, full"
+
+
+def _listed(gpus: Sequence[PoolGpu], names: Mapping[str, str], kind: Callable[[PoolGpu], str]) -> str:
+    """``gpu-a100-01 GPUs 0-3 (whole), GPUs 4-7 (MIG, full); ...``: GPUs by host, the first hosts by
+    name, the rest counted."""
+    kinds: dict[str, dict[str, list[int]]] = {}
+    for gpu in gpus:
+        kinds.setdefault(gpu.host, {}).setdefault(kind(gpu), []).append(gpu.index)
+    hosts = sorted(kinds, key=lambda h: (names.get(h, h), h))
+    shown = [
+        f"{names.get(h, h)} "
+        + ", ".join(f"{index_ranges(i)}{f' ({k})' if k else ''}" for k, i in sorted(kinds[h].items()))
+        for h in hosts[:_HOSTS_SHOWN]
+    ]
+    more = len(hosts) - _HOSTS_SHOWN
+    if more > 0:
+        rest = sum(len(i) for h in hosts[_HOSTS_SHOWN:] for i in kinds[h].values())
+        shown.append(f"{_plural(more, 'more host')} ({_plural(rest, 'GPU')})")
+    return "; ".join(shown)
