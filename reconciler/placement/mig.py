@@ -97,6 +97,7 @@ class MigPlan:
     gpus: tuple[PoolGpu, ...]
     switched: int  # GPUs this admission switches from whole to MIG mode
     stranded: int  # stranded memory slices over the pool's GPUs in MIG mode, after it
+    changed: tuple[int, ...] = ()  # positions in ``gpus`` of the GPUs this admission changed
 
 
 class MigShortfall(StrEnum):
@@ -277,14 +278,26 @@ def stranded_slices(gpu: PoolGpu) -> int:
 # What a GPU's options depend on: its type, whether it is bound whole, whether its layout is frozen, and
 # its layout as (profile, start, bound?) triples (None: whole). Not who holds the instances, so GPUs in
 # the same state share one option table, across admissions too.
-_Shape = tuple[MigGpuType | None, bool, bool, tuple[tuple[str, int, bool], ...] | None]
+# The type is named by its key (hashing a catalogue entry is slow; shapes are hashed per GPU per admission).
+_Shape = tuple[str | None, bool, bool, tuple[tuple[str, int, bool], ...] | None]
+_TYPES: dict[str, MigGpuType] = {}
 
 
 def _shape(gpu: PoolGpu, frozen: bool) -> _Shape:
+    gpu_type = gpu.gpu_type
+    key = None
+    if gpu_type is not None:
+        key = gpu_type.key
+        if key not in _TYPES:
+            _TYPES[key] = gpu_type
     if gpu.instances is None:
-        return (gpu.gpu_type, gpu.bound is not None, frozen, None)
+        return (key, gpu.bound is not None, frozen, None)
     layout = tuple((i.profile, i.start, i.workload is not None) for i in gpu.instances)
-    return (gpu.gpu_type, gpu.bound is not None, frozen, layout)
+    return (key, gpu.bound is not None, frozen, layout)
+
+
+def _type_of(shape: _Shape) -> MigGpuType | None:
+    return None if shape[0] is None else _TYPES[shape[0]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +318,7 @@ class _Option:
 def _gpu_options(shape: _Shape, profiles: tuple[str, ...], request: tuple[int, ...]) -> tuple[_Option, ...]:
     """The useful options of a GPU in this state, the unchanged one first: for each count vector it can
     hold, the best way to hold it."""
-    gpu_type, whole_bound, frozen, layout = shape
+    gpu_type, (_, whole_bound, frozen, layout) = _type_of(shape), shape
     unchanged = _Option((0,) * len(profiles), 0, _shape_stranded(shape), (0, (), (), ()), (), None)
     if gpu_type is None or whole_bound or (frozen and layout is None):
         return (unchanged,)
@@ -335,7 +348,7 @@ def _gpu_options(shape: _Shape, profiles: tuple[str, ...], request: tuple[int, .
 
 @lru_cache(maxsize=16384)
 def _shape_stranded(shape: _Shape) -> int:
-    gpu_type, _, _, layout = shape
+    gpu_type, layout = _type_of(shape), shape[3]
     if gpu_type is None or layout is None:
         return 0
     return uncovered(gpu_type, layout_mask(gpu_type, ((name, start) for name, start, _ in layout)))
@@ -344,7 +357,7 @@ def _shape_stranded(shape: _Shape) -> int:
 @lru_cache(maxsize=16384)
 def _shape_free(shape: _Shape) -> int:
     """Memory slices a new request could use on a GPU in this state."""
-    gpu_type, whole_bound, frozen, layout = shape
+    gpu_type, (_, whole_bound, frozen, layout) = _type_of(shape), shape
     if gpu_type is None or whole_bound:
         return 0
     if layout is None:
@@ -480,7 +493,8 @@ class _Census:
 
 
 def _census(gpus: Sequence[PoolGpu], frozen_hosts: Set[str]) -> _Census:
-    order = sorted(range(len(gpus)), key=lambda i: gpus[i].order)
+    keys = [g.order for g in gpus]
+    order = sorted(range(len(gpus)), key=keys.__getitem__)  # linear when already in order
     shapes = [_shape(gpus[i], gpus[i].frozen or gpus[i].host in frozen_hosts) for i in order]
     count = Counter(shapes)
     stranded = sum(_shape_stranded(s) * n for s, n in count.items())
@@ -529,7 +543,7 @@ def plan_mig_admission(
     instances = sum(target)
     fresh: Counter[MigGpuType] = Counter()
     for shape, n in census.count.items():
-        gpu_type, whole_bound, frozen, layout = shape
+        gpu_type, (_, whole_bound, frozen, layout) = _type_of(shape), shape
         if gpu_type is not None and not whole_bound and not frozen and layout is None:
             fresh[gpu_type] += n
     switches = _switch_bound(fresh, wanted)
@@ -560,7 +574,8 @@ def plan_mig_admission(
         switched += option.switched
         stranded += option.stranded - table[0].stranded
         bindings.extend(MigBinding(gpu.host, gpu.index, name, start) for name, start in option.bound)
-    return MigPlan(tuple(bindings), tuple(result), switched, stranded)
+    changed = tuple(sorted(i for i, option in zip(searched, chosen, strict=True) if option.bound))
+    return MigPlan(tuple(bindings), tuple(result), switched, stranded, changed)
 
 
 def _refusal(

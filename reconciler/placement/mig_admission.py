@@ -71,6 +71,7 @@ from reconciler.placement.mig import (
 from reconciler.placement.mig import MigInstance as Slot
 from reconciler.placement.mig import MigRefusal as PlanRefusal
 
+_Key = tuple[str, int]  # a GPU: (host uid, device index)
 WHOLE = "(whole)"  # what the layout planner sees as the holder of a GPU bound whole
 
 
@@ -239,7 +240,7 @@ def index_ranges(indices: Iterable[int]) -> str:
 
 
 def relayout_lines(
-    before: Mapping[GpuRef, frozenset[tuple[str, int]] | None],
+    before: Mapping[tuple[str, int], frozenset[tuple[str, int]] | None],
     after: Iterable[PoolGpu],
     names: Mapping[str, str],
 ) -> tuple[str, ...]:
@@ -248,7 +249,7 @@ def relayout_lines(
     same: dict[str, list[int]] = {}
     for gpu in after:
         now = None if gpu.instances is None else frozenset((i.profile, i.start) for i in gpu.instances)
-        moved = before.get(GpuRef(gpu.host, gpu.index)) != now
+        moved = before.get((gpu.host, gpu.index)) != now
         (changed if moved else same).setdefault(gpu.host, []).append(gpu.index)
     lines = []
     for host in sorted(changed, key=lambda h: (names.get(h, h), h)):
@@ -266,8 +267,9 @@ _HOSTS_SHOWN = 4  # hosts a refusal names; more are counted
 
 @dataclass(frozen=True, slots=True)
 class _Checkpoint:
-    gpus: Mapping[GpuRef, PoolGpu]
-    told: frozenset[GpuRef]
+    gpus: Mapping[_Key, PoolGpu]
+    told: frozenset[_Key]
+    untold: frozenset[_Key]
     version: int
 
 
@@ -283,20 +285,27 @@ class PoolMigPlanner:
     ) -> None:
         self._pool = pool
         self._mixed = pool.mig_strategy == "mixed"
-        self._units: dict[GpuRef, GpuUnit] = {u.ref: u for u in sorted(pool.gpus, key=lambda u: u.order)}
+        # GPUs are keyed (host uid, index) inside: tuples hash fast, and a pass looks them up a lot.
+        self._units: dict[_Key, GpuUnit] = {
+            (u.host_uid, u.index): u for u in sorted(pool.gpus, key=lambda u: u.order)
+        }
+        self._key_of = {id(u): key for key, u in self._units.items()}  # admission hands these units back
+        self._family_keys: dict[GpuFamily, list[_Key]] = {}
+        for key, unit in self._units.items():
+            self._family_keys.setdefault(unit.family, []).append(key)
         self._names = {u.host_uid: u.host_name for u in self._units.values()}
-        types: dict[GpuRef, MigGpuType | None] = {
+        types: dict[_Key, MigGpuType | None] = {
             ref: catalogue_entry(u.family, u.memory_bytes, mig_capable=u.mig_capable) if self._mixed else None
             for ref, u in self._units.items()
         }
         active = {_label(r.key) for r in workloads if not r.removed and not r.suspended}
         earlier = [p for p in sorted(previous, key=lambda p: p.key) if _label(p.key) in active]
-        whole_of = {ref: _label(p.key) for p in earlier for ref in p.gpus}
+        whole_of = {(ref.host_uid, ref.index): _label(p.key) for p in earlier for ref in p.gpus}
         owner_of = {(i.host_uid, i.gpu, i.profile, i.start): _label(p.key) for p in earlier for i in p.mig}
-        recorded: dict[GpuRef, tuple[Slot, ...]] = {}
+        recorded: dict[_Key, tuple[Slot, ...]] = {}
         notes: list[str] = []
         for layout in sorted(layouts):
-            ref = GpuRef(layout.host_uid, layout.gpu)
+            ref = (layout.host_uid, layout.gpu)
             gpu_type = types.get(ref)
             why = self._unusable(ref, layout, gpu_type, whole_of, recorded)
             if why is not None:
@@ -322,12 +331,12 @@ class PoolMigPlanner:
             for ref, u in self._units.items()
         ]
         frozen = frozen_gpus(start, active) if self._mixed else frozenset()
-        self._frozen = frozenset(GpuRef(host, index) for host, index in frozen)
+        self._frozen = frozenset(GpuRef(*key) for key in frozen)
         # Nothing is bound at the start of the pass: ``hold`` binds instances back, and which GPUs are
         # bound whole is what admission says at each ``place``. Frozen for the pass, so the outcome does
         # not depend on the order admission visits workloads in.
-        self._gpus: dict[GpuRef, PoolGpu] = {
-            GpuRef(g.host, g.index): replace(
+        self._gpus: dict[_Key, PoolGpu] = {
+            (g.host, g.index): replace(
                 g,
                 bound=None,
                 instances=None
@@ -337,18 +346,21 @@ class PoolMigPlanner:
             )
             for g in start
         }
-        self._told: set[GpuRef] = set()  # GPUs admission has been told are in MIG mode
+        self._told: set[_Key] = set()  # GPUs admission has been told are in MIG mode
+        self._untold = {k for k, g in self._gpus.items() if g.instances is not None}  # the others in MIG mode
+        self._bound_views: dict[_Key, tuple[PoolGpu, PoolGpu]] = {}
+        self._growth_types: dict[tuple[GpuFamily, tuple[str, ...]], MigGpuType | None] = {}
         self._version = self._next_version = 0  # a new version whenever the layouts or bindings change
-        self._refused: dict[tuple[Any, ...], tuple[int, frozenset[GpuRef], MigRefusal]] = {}
+        self._refused: dict[tuple[Any, ...], tuple[int, frozenset[_Key], MigRefusal]] = {}
         self.notes = tuple(notes)
 
     def _unusable(
         self,
-        ref: GpuRef,
+        ref: _Key,
         layout: GpuLayout,
         gpu_type: MigGpuType | None,
-        whole_of: Mapping[GpuRef, str],
-        recorded: Mapping[GpuRef, tuple[Slot, ...]],
+        whole_of: Mapping[_Key, str],
+        recorded: Mapping[_Key, tuple[Slot, ...]],
     ) -> str | None:
         if not self._mixed:
             return f"pool {self._pool.label} has mig.strategy {self._pool.mig_strategy}"
@@ -377,9 +389,9 @@ class PoolMigPlanner:
         if not self._mixed:
             return False
         label = _label(key)
-        changed: dict[GpuRef, list[Slot]] = {}
+        changed: dict[_Key, list[Slot]] = {}
         for inst in instances:
-            ref = GpuRef(inst.host_uid, inst.gpu)
+            ref = (inst.host_uid, inst.gpu)
             gpu = self._gpus.get(ref)
             if gpu is None or gpu.instances is None:
                 return False
@@ -406,23 +418,28 @@ class PoolMigPlanner:
                 self._changed()
 
     def mig_mode(self) -> frozenset[GpuRef]:
-        refs = frozenset(
-            ref
-            for ref, gpu in self._gpus.items()
+        keys = {
+            key
+            for key, gpu in self._gpus.items()
             if gpu.instances is not None
             and (gpu.frozen or any(s.workload is not None for s in gpu.instances))
-        )
-        self._told |= refs
-        return refs
+        }
+        self._tell(keys)
+        return frozenset(GpuRef(*key) for key in keys)
+
+    def _tell(self, keys: Iterable[_Key]) -> None:
+        self._told.update(keys)
+        self._untold.difference_update(keys)
 
     def checkpoint(self) -> object:
         """The planner's state, to :meth:`rollback` to (a later replica of the workload failed)."""
-        return _Checkpoint(dict(self._gpus), frozenset(self._told), self._version)
+        return _Checkpoint(dict(self._gpus), frozenset(self._told), frozenset(self._untold), self._version)
 
     def rollback(self, state: object) -> None:
         """Back to a :meth:`checkpoint`: every placement since is undone."""
         assert isinstance(state, _Checkpoint)
-        self._gpus, self._told, self._version = dict(state.gpus), set(state.told), state.version
+        self._gpus, self._version = dict(state.gpus), state.version
+        self._told, self._untold = set(state.told), set(state.untold)
 
     def place(
         self,
@@ -444,7 +461,8 @@ class PoolMigPlanner:
             return MigRefusal(
                 Reason.MIG_UNSUPPORTED, f"pool {self._pool.label} has mig.strategy {self._pool.mig_strategy}"
             )
-        free = frozenset(u.ref for u in whole_free)
+        key_of = self._key_of
+        free = frozenset(key_of.get(id(u)) or (u.host_uid, u.index) for u in whole_free)
         self._forget_taken_whole(free)
         # The same request in the same state gets the same refusal: retries of pending workloads after a
         # pass's admissions cost nothing until something changes.
@@ -455,9 +473,9 @@ class PoolMigPlanner:
             return cached[2]
         before = dict(self._gpus)
         bindings: list[MigInstance] = []
-        switched: list[GpuRef] = []
+        switched: list[_Key] = []
         for family, profiles in sorted(wanted.items()):
-            refs = [ref for ref, u in self._units.items() if u.family == family]
+            refs = self._family_keys.get(family, [])
             outcome = (
                 self._plan(refs, profiles, label, free)
                 if hosts is None
@@ -468,39 +486,48 @@ class PoolMigPlanner:
                 refusal = self._refusal(family, profiles, outcome, refs, free, hosts is not None)
                 self._refused[memo] = (self._version, free, refusal)
                 return refusal
-            for gpu in outcome.gpus:
-                ref = GpuRef(gpu.host, gpu.index)
-                if gpu.instances is None or gpu.instances == self._gpus[ref].instances:
-                    continue
+            for position in outcome.changed:
+                gpu = outcome.gpus[position]
+                ref = (gpu.host, gpu.index)
                 self._gpus[ref] = gpu
-                if ref in free and any(s.workload == label for s in gpu.instances):
+                if ref in free:
                     switched.append(ref)  # a whole GPU, or a layout admission offered whole
             bindings.extend(MigInstance(b.host, b.gpu, b.profile, b.start) for b in outcome.bindings)
-        self._told.update(switched)
+        self._tell(switched)
         self._changed()
-        return MigPlacement(tuple(sorted(bindings)), tuple(sorted(switched)))
+        return MigPlacement(tuple(sorted(bindings)), tuple(GpuRef(*key) for key in sorted(switched)))
 
     # -- helpers --
 
     def _plan(
-        self, refs: Sequence[GpuRef], profiles: Mapping[str, int], label: str, free: frozenset[GpuRef]
+        self, refs: Sequence[_Key], profiles: Mapping[str, int], label: str, free: frozenset[_Key]
     ) -> MigPlan | PlanRefusal:
         view = [self._view(ref, free) for ref in refs]
-        return plan_mig_admission(view, profiles, label, growth_type=_growth_type(view, profiles))
+        return plan_mig_admission(view, profiles, label, growth_type=self._growth_type(refs, view, profiles))
+
+    def _growth_type(
+        self, refs: Sequence[_Key], view: Sequence[PoolGpu], wanted: Mapping[str, int]
+    ) -> MigGpuType | None:
+        """The MIG type a growing pool adds: the family's commonest one that offers every profile asked
+        (the same all pass: GPU types do not change)."""
+        memo = (self._units[refs[0]].family if refs else GpuFamily(""), tuple(sorted(wanted)))
+        if memo not in self._growth_types:
+            self._growth_types[memo] = _growth_type(view, wanted)
+        return self._growth_types[memo]
 
     def _plan_on_one_host(
         self,
-        refs: Sequence[GpuRef],
+        refs: Sequence[_Key],
         hosts: Sequence[str],
         profiles: Mapping[str, int],
         label: str,
-        free: frozenset[GpuRef],
+        free: frozenset[_Key],
     ) -> MigPlan | PlanRefusal:
         """The best host of ``hosts`` for all the instances (fewest GPUs switched, then fewest slices
         stranded, then the earlier host). Hosts in the same state give the same answer: planned once."""
-        by_host: dict[str, list[GpuRef]] = {}
+        by_host: dict[str, list[_Key]] = {}
         for ref in refs:
-            by_host.setdefault(ref.host_uid, []).append(ref)
+            by_host.setdefault(ref[0], []).append(ref)
         best: tuple[tuple[int, int, int], list[PoolGpu], MigPlan] | None = None
         tried: set[tuple[Any, ...]] = set()
         for rank, host in enumerate(hosts):
@@ -519,30 +546,36 @@ class PoolMigPlanner:
             types = {g.gpu_type for g in view if g.gpu_type is not None}
             if any(not any(t.profile(name) for t in types) for name in profiles):
                 return PlanRefusal(MigShortfall.MIG_UNSUPPORTED, "", 0, 0)
-            return describe_shortfall(view, profiles, growth_type=_growth_type(view, profiles))
+            return describe_shortfall(view, profiles, growth_type=self._growth_type(refs, view, profiles))
         return best[2]
 
-    def _forget_taken_whole(self, free: Set[GpuRef]) -> None:
+    def _forget_taken_whole(self, free: Set[_Key]) -> None:
         """A layout admission was never told about whose GPU is no longer free was bound whole: it goes."""
-        for ref, gpu in self._gpus.items():
-            if gpu.instances is not None and ref not in self._told and ref not in free:
+        for ref in sorted(self._untold - free):
+            gpu = self._gpus[ref]
+            if gpu.instances is not None:
                 assert all(s.workload is None for s in gpu.instances)
                 self._gpus[ref] = replace(gpu, instances=None)
                 self._changed()
+        self._untold &= free
 
-    def _view(self, ref: GpuRef, free: Set[GpuRef]) -> PoolGpu:
+    def _view(self, ref: _Key, free: Set[_Key]) -> PoolGpu:
         gpu = self._gpus[ref]
         if gpu.instances is not None or ref in free:
             return gpu
-        return replace(gpu, bound=WHOLE)
+        cached = self._bound_views.get(ref)
+        if cached is None or cached[0] is not gpu:
+            cached = (gpu, replace(gpu, bound=WHOLE))
+            self._bound_views[ref] = cached
+        return cached[1]
 
     def _refusal(
         self,
         family: GpuFamily,
         wanted: Mapping[str, int],
         outcome: PlanRefusal,
-        refs: Sequence[GpuRef],
-        free: Set[GpuRef],
+        refs: Sequence[_Key],
+        free: Set[_Key],
         one_host: bool,
     ) -> MigRefusal:
         pool = self._pool.label
@@ -587,7 +620,7 @@ class PoolMigPlanner:
 
     def finish(self, result: PoolAdmission) -> PoolMigOutcome:
         """The layouts the pass leaves (idle ones back to whole, not frozen ones) and their outputs."""
-        whole = {u.ref: _label(d.key) for d in result.workloads.values() for u in d.gpus}
+        whole = {(u.host_uid, u.index): _label(d.key) for d in result.workloads.values() for u in d.gpus}
         gpus: list[PoolGpu] = []
         for ref, gpu in self._gpus.items():
             if ref in whole:
