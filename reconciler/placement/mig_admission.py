@@ -260,6 +260,18 @@ def relayout_lines(
     return tuple(lines)
 
 
+_RELAYOUT_HOSTS_SHOWN = 5  # hosts a plan message names; more are counted
+
+
+def relayout_summary(lines: Sequence[str]) -> str:
+    """``MIG layout: gpu-a100-03: GPUs 4-7 re-laid out; GPUs 0-3 untouched``, for a pool's plan message
+    (the first hosts by name; the rest counted)."""
+    shown = list(lines[:_RELAYOUT_HOSTS_SHOWN])
+    if len(lines) > _RELAYOUT_HOSTS_SHOWN:
+        shown.append(f"and {_plural(len(lines) - _RELAYOUT_HOSTS_SHOWN, 'more host')}")
+    return f"MIG layout: {' | '.join(shown)}"
+
+
 # --- the planner ------------------------------------------------------------------------------------
 
 _HOSTS_SHOWN = 4  # hosts a refusal names; more are counted
