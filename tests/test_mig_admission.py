@@ -10,6 +10,7 @@ import json
 import random
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from reconciler.model.pools import MigRequest, WorkloadRequest
 from reconciler.placement.admission import (
     GpuRef,
     GpuUnit,
+    MigRefusal,
     PoolAdmission,
     PoolState,
     PreviousAdmission,
@@ -42,7 +44,9 @@ from reconciler.placement.mig_admission import (
     MigLayoutError,
     PoolMigOutcome,
     PoolMigPlanner,
+    index_ranges,
     parse_mig_layouts,
+    relayout_summary,
 )
 from tests._admission_support import previous_of
 from tests._inventory_support import edge_host
@@ -620,3 +624,90 @@ def test_passes_keep_bindings_and_frozen_layouts_and_do_not_depend_on_document_o
     rng.shuffle(hosts_order)
     again = Pass(pool, shuffled, layouts=dict(hosts_order), previous=previous)
     assert _signature(again) == _signature(two)
+
+
+# --- per-GPU freeze, one host per replica, refusals -------------------------------------------------
+
+
+def test_a_busy_hosts_free_whole_gpus_count_and_its_held_gpus_are_named() -> None:
+    pool = mixed_pool(1)
+    one = Pass(pool, [want("train", 2), want("serve", p3g_40gb=1)])
+    two = Pass(pool, [want("train", 2), want("serve", p3g_40gb=1), want("wide", p7g_80gb=7)], before=one)
+    refused = two.decision("wide")
+    assert (refused.action, refused.reason) == (WorkloadAction.PENDING, Reason.POOL_CAPACITY_EXCEEDED)
+    assert "can take 5 of 7 7g.80gb now" in refused.message
+    assert "5 whole NVIDIA-A100 GPUs free to switch to MIG" in refused.message
+    assert "held: gpu-0 GPUs 1-2 (whole)" in refused.message  # serve's 3g is on GPU 0, train has 1-2
+    assert "gpu-0 GPU 0 keep their layouts" in refused.message
+    assert refused.message.endswith("or the pool grows by 2 NVIDIA-A100 GPUs")
+
+
+def test_one_replica_goes_on_one_host_the_best_one_ties_to_the_earlier() -> None:
+    pool = mixed_pool(2)
+    planner = PoolMigPlanner(pool, (), (), [want("a", p3g_40gb=2)])
+    free = list(pool.gpus)
+    placed = planner.place((NS, "a"), want("a", p3g_40gb=2).mig, free, ["uid-gpu-1", "uid-gpu-0"])
+    assert not isinstance(placed, MigRefusal)
+    assert {(i.host_uid, i.gpu) for i in placed.instances} == {("uid-gpu-1", 0)}
+    too_many = want("b", p7g_80gb=9)
+    refused = planner.place((NS, "b"), too_many.mig, free, ["uid-gpu-0", "uid-gpu-1"])
+    assert isinstance(refused, MigRefusal) and refused.reason is Reason.NO_FITTING_LAYOUT
+    assert "no single host holds them" in refused.message
+    assert refused.message.endswith("or the pool grows by 9 NVIDIA-A100 GPUs")
+
+
+def test_a_refusal_is_remembered_until_the_state_changes_and_rollback_undoes_placements() -> None:
+    pool = mixed_pool(1)
+    planner = PoolMigPlanner(pool, (), (), [want("a", p7g_80gb=1), want("b", p7g_80gb=9)])
+    free = list(pool.gpus)
+    first = planner.place((NS, "b"), want("b", p7g_80gb=9).mig, free)
+    assert isinstance(first, MigRefusal)
+    assert planner.place((NS, "b"), want("b", p7g_80gb=9).mig, free) is first
+    token = planner.checkpoint()
+    placed = planner.place((NS, "a"), want("a", p7g_80gb=1).mig, free)
+    assert not isinstance(placed, MigRefusal) and len(placed.switched) == 1
+    again = planner.place(
+        (NS, "b"), want("b", p7g_80gb=9).mig, [u for u in free if u.ref not in placed.switched]
+    )
+    assert isinstance(again, MigRefusal) and again is not first and "can take 7 of 9" in again.message
+    planner.rollback(token)
+    assert planner.mig_mode() == frozenset()
+
+
+def test_relayout_lines_name_changed_and_untouched_gpus_by_host_name() -> None:
+    assert index_ranges([4, 5, 6, 7]) == "GPUs 4-7" and index_ranges([3]) == "GPU 3"
+    assert index_ranges([0, 1, 3, 5, 6]) == "GPUs 0-1, 3, 5-6"
+    summary = relayout_summary([f"h{n}: GPU 0 re-laid out" for n in range(7)])
+    assert summary.startswith("MIG layout: h0: GPU 0 re-laid out | h1") and summary.endswith(
+        "and 2 more hosts"
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    st.lists(tenants("w"), min_size=2, max_size=4),
+    st.lists(st.sets(st.integers(0, 4)), min_size=3, max_size=3),
+)
+def test_a_bound_gpus_layout_never_changes_across_admissions_and_removals(
+    hosts: list[int], arrivals: list[list[WorkloadRequest]], leaving: list[set[int]]
+) -> None:
+    pool = small_pool(hosts)
+    present: list[WorkloadRequest] = []
+    before: Pass | None = None
+    for n, newcomers in enumerate(arrivals):
+        renamed = [replace(w, key=(NS, f"p{n}-{w.key[1]}")) for w in newcomers]
+        gone = leaving[n % len(leaving)]
+        present = [w for k, w in enumerate(present) if k not in gone] + renamed
+        now = Pass(pool, present, before=before)
+        if before is not None:
+            staying = {f"{w.key[0]}/{w.key[1]}" for w in present}
+            for gpu in before.outcome.gpus:
+                holders = {i.workload for i in gpu.instances or ()} & staying
+                if holders:  # an instance is held by a workload that is still there: the layout stays
+                    assert now.placements(gpu.host)[gpu.index] == before.placements(gpu.host)[gpu.index]
+                if gpu.bound in staying:
+                    assert (gpu.host, gpu.index) in {
+                        (u.host_uid, u.index) for u in now.decision(gpu.bound.split("/")[1]).gpus
+                    }
+        before = now
