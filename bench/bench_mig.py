@@ -49,6 +49,7 @@ from reconciler.placement.mig import (
     mig_usage,
     plan_mig_admission,
     release_idle_gpus,
+    repad,
     uncovered,
     valid_layouts,
 )
@@ -125,6 +126,7 @@ def run_planner(
     times: list[float],
     passes: int = 1,
     freeze: str = "gpu",
+    repadding: bool = True,
 ) -> Outcome:
     """Admit the workloads one by one over ``passes`` passes of equal size. Between passes the GPUs
     holding an instance of an earlier pass are frozen (``freeze="gpu"``, the rule) or, as before, every
@@ -134,6 +136,11 @@ def run_planner(
     size = -(-len(workloads) // passes)
     for first in range(0, len(workloads), size):
         earlier = {f"bench/w{n}" for n in range(first)}
+        if repadding:
+            asked: Counter[str] = Counter()
+            for workload in workloads[:first]:
+                asked.update(workload)
+            state = repad(state, asked, {(g.host, g.index) for g in state if g.instances is not None})
         held = frozen_gpus(state, earlier)
         state = release_idle_gpus(tuple(replace(g, frozen=(g.host, g.index) in held) for g in state))
         hosts = frozenset(h for h, _ in held) if freeze == "host" else frozenset()
@@ -320,7 +327,7 @@ class TimedPlanner(PoolMigPlanner):
             self.times.append(time.process_time() - started)
 
 
-def at_scale(gpus: int, admissions: int, seed: int) -> None:
+def at_scale(gpus: int, admissions: int, workloads_in_pass: int, seed: int) -> None:
     """Per-admission CPU time on one big pool: the planner alone, then a whole admission pass."""
     rng = random.Random(seed)
     state = tuple(PoolGpu(f"host-{i // 8:04d}", i % 8, GPU) for i in range(gpus))
@@ -344,7 +351,7 @@ def at_scale(gpus: int, admissions: int, seed: int) -> None:
         WorkloadRequest(
             ("bench", f"w{n:05d}"), mig=tuple(MigRequest(A100, p, c) for p, c in sorted(w.items()))
         )
-        for n, w in enumerate(make_demand(rng, gpus, CLASSES["any"]) * 2)
+        for n, w in enumerate((make_demand(rng, gpus, CLASSES["any"]) * 4)[:workloads_in_pass])
     ]
     planner = TimedPlanner(pool, (), (), workloads)
     planner.times = []
@@ -367,7 +374,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-optimum", action="store_true", help="skip the integer program (no highspy)")
     parser.add_argument("--scale-gpus", type=int, default=5000, help="the big pool (0: skip)")
-    parser.add_argument("--scale-admissions", type=int, default=1000)
+    parser.add_argument("--scale-admissions", type=int, default=1000, help="planner calls on the big pool")
+    parser.add_argument("--scale-workloads", type=int, default=3000, help="workloads of the big pool's pass")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     solver: object | None = None
@@ -396,7 +404,7 @@ def main() -> None:
             f"{statistics.median(ilp_times) * 1000:.1f} ms, max {max(ilp_times) * 1000:.1f} ms per demand"
         )
     if args.scale_gpus:
-        at_scale(args.scale_gpus, args.scale_admissions, args.seed)
+        at_scale(args.scale_gpus, args.scale_admissions, args.scale_workloads, args.seed)
 
 
 if __name__ == "__main__":

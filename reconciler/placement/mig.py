@@ -803,6 +803,60 @@ def release_idle_gpus(gpus: Sequence[PoolGpu], frozen_hosts: Set[str] = frozense
     )
 
 
+def repad(
+    gpus: Sequence[PoolGpu], demand: Mapping[str, int], only: Set[tuple[str, int]]
+) -> tuple[PoolGpu, ...]:
+    """The GPUs of ``only`` (host, index) with their free instances chosen again for ``demand``
+    ({profile: instances asked for in the pool}); bound instances stay, frozen GPUs are left alone.
+
+    Once a GPU holds a running workload its layout is frozen, and then only its free instances can be
+    bound, so among the paddings that strand as few slices as the planner's, the one made of the
+    profiles the pool asks for is kept (a 3g.40gb beside a 3g rather than a 4g.40gb no one asks for):
+    fewest uncovered slices, then most memory slices in asked-for profiles, then most of them by how
+    often each is asked for, then the planner's order (most compute, fewest instances, lowest starts).
+    """
+    out = list(gpus)
+    for k, gpu in enumerate(gpus):
+        gpu_type = gpu.gpu_type
+        if gpu.instances is None or gpu_type is None or gpu.frozen or (gpu.host, gpu.index) not in only:
+            continue
+        bound = [i for i in gpu.instances if i.workload is not None]
+        placements = [(i.profile, i.start) for i in bound]
+        if any(_profile(gpu_type, name).media for name, _ in placements):
+            continue  # a +me instance: the planner's padding already holds none beside it
+        weights = tuple(sorted((name, n) for name, n in demand.items() if n > 0 and gpu_type.profile(name)))
+        padding = _demand_padding(
+            gpu_type, layout_mask(gpu_type, placements), layout_compute(gpu_type, placements), weights
+        )
+        out[k] = replace(gpu, instances=tuple(sorted((*bound, *(MigInstance(s, n) for n, s in padding)))))
+    return tuple(out)
+
+
+@lru_cache(maxsize=8192)
+def _demand_padding(
+    gpu_type: MigGpuType, mask: int, compute: int, weights: tuple[tuple[str, int], ...]
+) -> tuple[Placement, ...]:
+    asked = dict(weights)
+    best: tuple[Any, ...] | None = None
+    budget = gpu_type.compute_slices - compute
+    for extra, more, count, placements in _plain_layouts(gpu_type):
+        if extra & mask or more > budget:
+            continue
+        useful = [(name, start) for name, start in placements if name in asked]
+        key = (
+            uncovered(gpu_type, mask | extra),
+            -sum(_profile(gpu_type, name).size for name, _ in useful),
+            -sum(asked[name] for name, _ in useful),
+            -more,
+            count,
+            placements,
+        )
+        if best is None or key < best:
+            best = key
+    assert best is not None  # the empty layout always qualifies
+    return tuple(best[-1])
+
+
 @dataclass(frozen=True, slots=True)
 class MigUsage:
     """Memory slices of a pool's GPUs in MIG mode: bound, free in instances, stranded."""

@@ -65,6 +65,7 @@ from reconciler.placement.mig import (
     plan_mig_admission,
     realise,
     release_idle_gpus,
+    repad,
     state_of,
     usable_slices,
 )
@@ -311,6 +312,11 @@ class PoolMigPlanner:
             for ref, u in self._units.items()
         }
         active = {_label(r.key) for r in workloads if not r.removed and not r.suspended}
+        self._demand: dict[GpuFamily, Counter[str]] = {}
+        for request in workloads:
+            if not request.removed and not request.suspended:
+                for mig in request.mig:
+                    self._demand.setdefault(mig.family, Counter())[mig.profile] += mig.count
         earlier = [p for p in sorted(previous, key=lambda p: p.key) if _label(p.key) in active]
         whole_of = {(ref.host_uid, ref.index): _label(p.key) for p in earlier for ref in p.gpus}
         owner_of = {(i.host_uid, i.gpu, i.profile, i.start): _label(p.key) for p in earlier for i in p.mig}
@@ -363,6 +369,7 @@ class PoolMigPlanner:
         self._bound_views: dict[_Key, tuple[PoolGpu, PoolGpu]] = {}
         self._growth_types: dict[tuple[GpuFamily, tuple[str, ...]], MigGpuType | None] = {}
         self._version = self._next_version = 0  # a new version whenever the layouts or bindings change
+        self._released: dict[str, list[tuple[_Key, str, int]]] = {}  # instances released this pass
         self._refused: dict[tuple[Any, ...], tuple[int, frozenset[_Key], MigRefusal]] = {}
         self.notes = tuple(notes)
 
@@ -425,9 +432,40 @@ class PoolMigPlanner:
         label = _label(key)
         for ref, gpu in self._gpus.items():
             if gpu.instances is not None and any(s.workload == label for s in gpu.instances):
+                mine = [(ref, s.profile, s.start) for s in gpu.instances if s.workload == label]
+                self._released.setdefault(label, []).extend(mine)
                 freed = tuple(replace(s, workload=None) if s.workload == label else s for s in gpu.instances)
                 self._gpus[ref] = replace(gpu, instances=freed)
                 self._changed()
+
+    def _keep_released(
+        self, label: str, family: GpuFamily, wanted: dict[str, int], hosts: Sequence[str] | None
+    ) -> tuple[list[MigInstance], Sequence[str] | None]:
+        """A workload placed again (its request changed) first takes back the free instances it held
+        that its request still asks for: what runs is not moved. Returns them and the hosts left for the
+        rest (a replica's instances stay on one host)."""
+        mine = [
+            (ref, profile, start)
+            for ref, profile, start in self._released.get(label, ())
+            if self._units[ref].family == family and wanted.get(profile, 0) > 0
+        ]
+        on = {ref[0] for ref, _, _ in mine}
+        if not mine or (hosts is not None and (len(on) > 1 or not on <= set(hosts))):
+            return [], hosts
+        kept: list[MigInstance] = []
+        for ref, profile, start in mine:
+            gpu = self._gpus[ref]
+            slots = list(gpu.instances or ())
+            free = [
+                k for k, s in enumerate(slots) if (s.profile, s.start, s.workload) == (profile, start, None)
+            ]
+            if not free or wanted[profile] == 0:
+                continue
+            slots[free[0]] = replace(slots[free[0]], workload=label)
+            self._gpus[ref] = replace(gpu, instances=tuple(slots))
+            wanted[profile] -= 1
+            kept.append(MigInstance(ref[0], ref[1], profile, start))
+        return kept, (sorted(on) if hosts is not None and kept else hosts)
 
     def mig_mode(self) -> frozenset[GpuRef]:
         keys = {
@@ -486,12 +524,17 @@ class PoolMigPlanner:
         before = dict(self._gpus)
         bindings: list[MigInstance] = []
         switched: list[_Key] = []
-        for family, profiles in sorted(wanted.items()):
+        for family, per_family in sorted(wanted.items()):
             refs = self._family_keys.get(family, [])
+            profiles = dict(per_family)
+            kept, where = self._keep_released(label, family, profiles, hosts)
+            bindings.extend(kept)
+            if not any(profiles.values()):
+                continue
             outcome = (
                 self._plan(refs, profiles, label, free)
-                if hosts is None
-                else self._plan_on_one_host(refs, hosts, profiles, label, free)
+                if where is None
+                else self._plan_on_one_host(refs, where, profiles, label, free)
             )
             if isinstance(outcome, PlanRefusal):
                 self._gpus = before
@@ -630,6 +673,22 @@ class PoolMigPlanner:
 
     # -- the end of the pass --
 
+    def _repad(self, gpus: Sequence[PoolGpu]) -> tuple[PoolGpu, ...]:
+        """The GPUs laid out this pass get free instances of the profiles the pool's workloads ask for
+        (``repad``): once a workload runs there, only those can serve the next requests."""
+        changed = {
+            (g.host, g.index)
+            for g in gpus
+            if g.instances is not None
+            and self._before.get((g.host, g.index)) != frozenset((i.profile, i.start) for i in g.instances)
+        }
+        out = list(gpus)
+        for family, asked in sorted(self._demand.items()):
+            keys = {key for key in changed if self._units[key].family == family}
+            if keys:
+                out = list(repad(out, asked, keys))
+        return tuple(out)
+
     def finish(self, result: PoolAdmission) -> PoolMigOutcome:
         """The layouts the pass leaves (idle ones back to whole, not frozen ones) and their outputs."""
         whole = {(u.host_uid, u.index): _label(d.key) for d in result.workloads.values() for u in d.gpus}
@@ -639,7 +698,7 @@ class PoolMigPlanner:
                 assert gpu.instances is None or all(s.workload is None for s in gpu.instances), ref
                 gpu = replace(gpu, instances=None, bound=whole[ref])
             gpus.append(gpu)
-        final = release_idle_gpus(gpus)
+        final = self._repad(release_idle_gpus(gpus))
         real = realise(final)
         return PoolMigOutcome(
             gpus=final,
