@@ -153,7 +153,7 @@ def check(pool: PoolState, result: PoolAdmission, outcome: PoolMigOutcome) -> No
     whole = Counter(u.ref for d in result.workloads.values() for u in d.gpus)
     assert all(n == 1 for n in whole.values())
     assert not set(whole) & set(mig_gpus)
-    # Capacity: admitted = bound whole + in MIG mode (DESIGN.md section 8).
+    # Capacity: admitted = bound whole + in MIG mode.
     for family, cap in result.capacity.items():
         refs = {r for r, u in units.items() if u.family == family}
         assert cap.admitted == len(refs & (set(whole) | set(mig_gpus)))

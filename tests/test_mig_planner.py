@@ -27,6 +27,7 @@ from reconciler.placement.mig import (
     mig_usage,
     plan_mig_admission,
     release_idle_gpus,
+    repad,
     valid_layouts,
 )
 
@@ -526,3 +527,17 @@ def test_growth_is_the_fewest_new_gpus_with_which_the_request_fits(
     )
     assert result.growth == fits
     assert all(0 <= n <= request[name] for name, n in result.room)
+
+
+def test_repad_keeps_bound_instances_and_pads_with_asked_for_profiles_stranding_no_more() -> None:
+    bound = (MigInstance(4, "3g.40gb", "new/w"),)
+    layout = (MigInstance(0, "4g.40gb"), *bound)
+    laid = PoolGpu("h-a", 0, A100, instances=layout)
+    frozen = PoolGpu("h-a", 1, A100, instances=layout, frozen=True)
+    other = PoolGpu("h-a", 2, A100, instances=layout)
+    after = repad([laid, frozen, other], {"3g.40gb": 5, "1g.10gb": 1}, {("h-a", 0), ("h-a", 1)})
+    assert after[0].instances == (MigInstance(0, "3g.40gb"), *bound)
+    assert after[1:] == (frozen, other)  # frozen, or not asked for: as they were
+    assert mig_usage(after).stranded == mig_usage([laid, frozen, other]).stranded
+    nothing_asked = repad([laid], {}, {("h-a", 0)})
+    assert nothing_asked == (laid,)

@@ -1,6 +1,6 @@
 """MIG layouts: per-GPU layouts, the exact planner for one admission, return to whole, realisation.
 
-DESIGN.md section 10. Pure: no I/O, no clock. Vocabulary:
+See docs/mig.md. Pure: no I/O, no clock. Vocabulary:
 
 - a *placement* is ``(profile name, start)`` on a GPU's memory-slice axis; a *layout* is a set of them that
   do not overlap, start where the profile may start, stay within the GPU's slices, use at most the GPU's
@@ -14,7 +14,7 @@ minimising lexicographically (1) GPUs newly switched to MIG mode, (2) stranded s
 the GPUs used in (host name, GPU index) order: as many instances as possible on the first GPU, then the
 next... Within a GPU it prefers the placement that leaves room for the largest profiles (small
 instances go where they block no 4g), and fills what the request leaves with free instances chosen to
-strand as little as possible (then most compute, fewest, lowest starts), so a host frozen next pass
+strand as little as possible (then most compute, fewest, lowest starts), so a GPU frozen next pass
 still has free instances to offer. Method: dynamic programming over the GPUs in that order with the remaining
 request as state and per-GPU option tables built from the enumerated layouts (exact; see docs/mig.md).
 """
@@ -101,7 +101,7 @@ class MigPlan:
 
 
 class MigShortfall(StrEnum):
-    """Why a MIG request cannot be placed (the condition reasons of DESIGN.md sections 9-10)."""
+    """Why a MIG request cannot be placed (the condition reasons of pool admission)."""
 
     MIG_UNSUPPORTED = "MIGUnsupported"
     NO_FITTING_LAYOUT = "NoFittingLayout"

@@ -1,4 +1,4 @@
-"""MIG admission of one pool for one pass: the ``MigPlanner`` that ``admit_pool`` drives (DESIGN.md 9-10).
+"""MIG admission of one pool for one pass: the ``MigPlanner`` that ``admit_pool`` drives (docs/mig.md).
 
 Pure. Built from what the plan already has for the pool::
 
@@ -14,19 +14,23 @@ Rules it adds to admission's:
   is whole: recorded layouts are dropped and previous instances cannot be held.
 - Recorded layouts are kept when they are valid layouts of the GPU's catalogue type, the GPU is still in
   the pool and no earlier admission binds it whole; anything else is dropped with a note.
-- Frozen hosts (section 10): the hosts where a workload admitted in an earlier pass, and still in the
-  pool this pass (neither removed nor suspended), holds a whole GPU or an instance, by the previous
-  admissions and the recorded layout. Fixed for the pass, so the outcome does not depend on the order
-  admission visits workloads in. There new instances only take free instances of the existing layout,
-  and the layout stays even when nothing is bound to it any more.
+- Frozen GPUs: the GPUs where a workload admitted in an earlier pass, and still in the pool this pass
+  (neither removed nor suspended), holds an instance, by the previous admissions and the recorded
+  layout. mig-parted re-creates every instance of a GPU it reconfigures and skips the GPUs whose
+  configuration already matches, so only these keep their layout: the other GPUs of the same host may
+  switch to MIG, be re-laid out or return to whole. Fixed for the pass, so the outcome does not depend
+  on the order admission visits workloads in. There new instances only take free instances of the
+  existing layout.
 - Instances start the pass free; ``hold`` binds a previous admission's instances back (all or nothing).
-- A layout no one holds on a host that is not frozen is not in MIG mode for admission: its GPU is
-  offered whole in the same pass (section 9 step 4). The planner may still reuse its free instances
-  (reusing an existing layout switches no GPU); if a whole request takes it, the layout goes.
+- A layout no one holds on a GPU that is not frozen is not in MIG mode for admission: its GPU is offered
+  whole in the same pass (as a removed workload's GPUs are). The planner may still reuse its free
+  instances (reusing an existing layout switches no GPU); if a whole request takes it, the layout goes.
 - A request's instances are placed per family (profile names repeat across families) with
-  ``plan_mig_admission``; refusals map to ``MIGUnsupported``, ``PoolCapacityExceeded`` and
-  ``NoFittingLayout`` with messages naming the shortfall and the growth that would unblock it.
-- At the end: ``release_idle_gpus`` (not on frozen hosts), then the outputs.
+  ``plan_mig_admission``, on one host when admission names the hosts of a replica; refusals map to
+  ``MIGUnsupported``, ``PoolCapacityExceeded`` and ``NoFittingLayout`` with messages counting what a new
+  request can use, naming the GPUs held and the growth that would unblock it.
+- At the end: ``release_idle_gpus`` (not frozen GPUs), ``repad`` of the GPUs laid out in the pass, then
+  the outputs, with the hosts whose GPUs are re-laid out (``relayout``).
 """
 
 from __future__ import annotations
@@ -102,7 +106,7 @@ class MigLayoutError(ValueError):
 
 
 def parse_mig_layouts(data: Any, where: str = "mig") -> tuple[GpuLayout, ...]:
-    """The layouts of ``pools[].mig`` (DESIGN.md section 8): ``{host uid: [{gpu, instances: [{profile,
+    """The layouts of ``pools[].mig`` (``plan --format json``): ``{host uid: [{gpu, instances: [{profile,
     start, workload}]}]}``; None is no layout. ``where`` prefixes every error (file and field)."""
     if data is None:
         return ()
@@ -191,7 +195,7 @@ def workload_mig_json(instances: Iterable[MigInstance]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class MigMachinePool:
-    """Hosts sharing one layout: one worker machine pool of the pool's cluster (section 10, realisation)."""
+    """Hosts sharing one layout: one worker machine pool of the pool's cluster (docs/mig.md)."""
 
     config: str  # the mig-parted config name, also the label value
     hosts: tuple[str, ...]  # host uids, sorted
