@@ -654,6 +654,11 @@ def test_one_replica_goes_on_one_host_the_best_one_ties_to_the_earlier() -> None
     assert isinstance(refused, MigRefusal) and refused.reason is Reason.NO_FITTING_LAYOUT
     assert "no single host holds them" in refused.message
     assert refused.message.endswith("or the pool grows by 9 NVIDIA-A100 GPUs")
+    free = [u for u in free if u.ref not in placed.switched]
+    on_one = planner.place((NS, "b"), want("b", p7g_80gb=8).mig, free, ["uid-gpu-1"])
+    assert isinstance(on_one, MigRefusal) and on_one.reason is Reason.POOL_CAPACITY_EXCEEDED
+    assert "; host gpu-1 can take 7 of 8 7g.80gb now" in on_one.message
+    assert "held: gpu-1 GPU 0 (MIG, full)" in on_one.message
 
 
 def test_a_refusal_is_remembered_until_the_state_changes_and_rollback_undoes_placements() -> None:

@@ -542,7 +542,7 @@ class PoolMigPlanner:
             )
             if isinstance(outcome, PlanRefusal):
                 self._gpus = before
-                refusal = self._refusal(family, profiles, outcome, refs, free, hosts is not None)
+                refusal = self._refusal(family, profiles, outcome, refs, free, where)
                 self._refused[memo] = (self._version, free, refusal)
                 return refusal
             for position in outcome.changed:
@@ -635,10 +635,18 @@ class PoolMigPlanner:
         outcome: PlanRefusal,
         refs: Sequence[_Key],
         free: Set[_Key],
-        one_host: bool,
+        hosts: Sequence[str] | None,
     ) -> MigRefusal:
+        """The message: what a new request can use where it was looked for (the pool, or the hosts of
+        one replica), the GPUs held there, and the growth that would let it in."""
         pool = self._pool.label
         shown = ", ".join(f"{name} x{count}" for name, count in sorted(wanted.items()))
+        scope, where = f"pool {pool}", set(hosts or ())
+        if hosts is not None and not {ref[0] for ref in refs} <= where:
+            refs = [ref for ref in refs if ref[0] in where]
+            names = sorted(self._names.get(h, h) for h in where)
+            scope = f"host {names[0]}" if len(names) == 1 else f"hosts {', '.join(names[:3])}"
+            scope += f" and {len(names) - 3} more" if len(names) > 3 else ""
         view = [self._view(ref, free) for ref in refs]
         types = sorted({g.gpu_type.key: g.gpu_type for g in view if g.gpu_type is not None}.items())
         if outcome.reason is MigShortfall.MIG_UNSUPPORTED:
@@ -649,7 +657,7 @@ class PoolMigPlanner:
         partial = [g for g in view if g.instances is not None and usable_slices(g)]
         in_mig = sum(usable_slices(g) for g in partial)
         head = (
-            f"needs MIG instances {shown} of {family} ({outcome.needed_slices} memory slices); pool {pool} "
+            f"needs MIG instances {shown} of {family} ({outcome.needed_slices} memory slices); {scope} "
             f"can take {room} now{alone} ({outcome.free_slices} memory slices usable: "
             f"{_plural(len(switchable), f'whole {family} GPU')} free to switch to MIG, {in_mig} in free "
             f"space of {_plural(len(partial), 'GPU')} in MIG mode)"
@@ -657,7 +665,7 @@ class PoolMigPlanner:
         if outcome.reason is MigShortfall.NO_FITTING_LAYOUT:
             head += (
                 ": no single host holds them (one replica's instances go on one host)"
-                if one_host
+                if len(where) > 1
                 else ": no valid layout holds them without moving bound instances"
             )
         held = [g for g in view if not usable_slices(g)]
