@@ -653,9 +653,10 @@ class PoolMigPlanner:
             return MigRefusal(Reason.MIG_UNSUPPORTED, _unsupported(family, shown, pool, wanted, view, types))
         room = " and ".join(f"{n} of {wanted[name]} {name}" for name, n in outcome.room)
         alone = ", each profile alone" if len(outcome.room) > 1 else ""
-        switchable = [g for g in view if g.gpu_type is not None and g.instances is None and usable_slices(g)]
-        partial = [g for g in view if g.instances is not None and usable_slices(g)]
-        in_mig = sum(usable_slices(g) for g in partial)
+        usable = [usable_slices(g) for g in view]
+        switchable = [g for g, n in zip(view, usable, strict=True) if n and g.instances is None]
+        partial = [n for g, n in zip(view, usable, strict=True) if n and g.instances is not None]
+        in_mig = sum(partial)
         head = (
             f"needs MIG instances {shown} of {family} ({outcome.needed_slices} memory slices); {scope} "
             f"can take {room} now{alone} ({outcome.free_slices} memory slices usable: "
@@ -668,7 +669,7 @@ class PoolMigPlanner:
                 if len(where) > 1
                 else ": no valid layout holds them without moving bound instances"
             )
-        held = [g for g in view if not usable_slices(g)]
+        held = [g for g, n in zip(view, usable, strict=True) if not n]
         if held:
             head += f"; held: {_listed(held, self._names, _held_kind)}"
         frozen = [g for g in view if g.frozen]
