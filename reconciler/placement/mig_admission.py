@@ -324,26 +324,7 @@ class PoolMigPlanner:
         earlier = [p for p in sorted(previous, key=lambda p: p.key) if _label(p.key) in active]
         whole_of = {(ref.host_uid, ref.index): _label(p.key) for p in earlier for ref in p.gpus}
         owner_of = {(i.host_uid, i.gpu, i.profile, i.start): _label(p.key) for p in earlier for i in p.mig}
-        recorded: dict[_Key, tuple[Slot, ...]] = {}
-        notes: list[str] = []
-        for layout in sorted(layouts):
-            ref = (layout.host_uid, layout.gpu)
-            gpu_type = types.get(ref)
-            why = self._unusable(ref, layout, gpu_type, whole_of, recorded)
-            if why is not None:
-                notes.append(f"MIG layout of GPU {layout.gpu} on host {layout.host_uid} dropped: {why}")
-                continue
-            recorded[ref] = tuple(
-                sorted(
-                    Slot(
-                        s.start,
-                        s.profile,
-                        owner_of.get((layout.host_uid, layout.gpu, s.profile, s.start))
-                        or (s.workload if s.workload in active else None),
-                    )
-                    for s in layout.instances
-                )
-            )
+        recorded, notes = self._recorded(layouts, types, whole_of, owner_of, active)
         self._before = {
             ref: None if ref not in recorded else frozenset((s.profile, s.start) for s in recorded[ref])
             for ref in self._units
@@ -376,6 +357,38 @@ class PoolMigPlanner:
         self._released: dict[str, list[tuple[_Key, str, int]]] = {}  # instances released this pass
         self._refused: dict[tuple[Any, ...], tuple[int, frozenset[_Key], MigRefusal]] = {}
         self.notes = tuple(notes)
+
+    def _recorded(
+        self,
+        layouts: Iterable[GpuLayout],
+        types: Mapping[_Key, MigGpuType | None],
+        whole_of: Mapping[_Key, str],
+        owner_of: Mapping[tuple[str, int, str, int], str],
+        active: Set[str],
+    ) -> tuple[dict[_Key, tuple[Slot, ...]], list[str]]:
+        """The recorded layouts that still hold, each instance with the workload holding it (an earlier
+        admission, or the recorded holder if it is still there), and notes on the others."""
+        recorded: dict[_Key, tuple[Slot, ...]] = {}
+        notes: list[str] = []
+        for layout in sorted(layouts):
+            ref = (layout.host_uid, layout.gpu)
+            gpu_type = types.get(ref)
+            why = self._unusable(ref, layout, gpu_type, whole_of, recorded)
+            if why is not None:
+                notes.append(f"MIG layout of GPU {layout.gpu} on host {layout.host_uid} dropped: {why}")
+                continue
+            recorded[ref] = tuple(
+                sorted(
+                    Slot(
+                        s.start,
+                        s.profile,
+                        owner_of.get((layout.host_uid, layout.gpu, s.profile, s.start))
+                        or (s.workload if s.workload in active else None),
+                    )
+                    for s in layout.instances
+                )
+            )
+        return recorded, notes
 
     def _unusable(
         self,
