@@ -287,6 +287,7 @@ class _Checkpoint:
     gpus: Mapping[_Key, PoolGpu]
     told: frozenset[_Key]
     untold: frozenset[_Key]
+    released: Mapping[str, tuple[tuple[_Key, str, int], ...]]
     version: int
 
 
@@ -500,13 +501,17 @@ class PoolMigPlanner:
 
     def checkpoint(self) -> object:
         """The planner's state, to :meth:`rollback` to (a later replica of the workload failed)."""
-        return _Checkpoint(dict(self._gpus), frozenset(self._told), frozenset(self._untold), self._version)
+        released = {label: tuple(mine) for label, mine in self._released.items()}
+        return _Checkpoint(
+            dict(self._gpus), frozenset(self._told), frozenset(self._untold), released, self._version
+        )
 
     def rollback(self, state: object) -> None:
         """Back to a :meth:`checkpoint`: every placement since is undone."""
         assert isinstance(state, _Checkpoint)
         self._gpus, self._version = dict(state.gpus), state.version
         self._told, self._untold = set(state.told), set(state.untold)
+        self._released = {label: list(mine) for label, mine in state.released.items()}
 
     def place(
         self,
