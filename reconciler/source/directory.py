@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler.manifests import MAX_FILE_BYTES, build_desired, parse_file
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic
+from reconciler.source.overlay import overlay
 from reconciler.source.select import IGNORE_FILE, SUFFIXES, FileSelection
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -120,12 +122,20 @@ def _read_file(path: str, rel: str, files: list[tuple[str, bytes]], diagnostics:
         files.append((rel, chunks[0] if len(chunks) == 1 else b"".join(chunks)))
 
 
-def load_directory(root: Path, revision: str | None = None, subtree: str = "") -> DesiredState:
-    """Load and validate a directory tree (or a single file) of manifests (``subtree``: ``--path``).
+def load_directory(
+    root: Path,
+    revision: str | None = None,
+    subtree: str = "",
+    extra: Sequence[tuple[str, bytes]] = (),
+) -> DesiredState:
+    """Load and validate a directory tree (or a single file) of manifests (``subtree``: ``--path``;
+    ``extra``: what-if files added to it, see :mod:`reconciler.source.overlay`).
 
     A manifest that could not be read may hide a resource, so the state is then marked incomplete.
     """
     files, diagnostics = read_directory(root, subtree)
+    if extra:
+        files = overlay(files, extra)
     state = build_desired((parse_file(rel, data) for rel, data in files), revision)
     if diagnostics:
         state.complete = False

@@ -72,10 +72,7 @@ class FileSelection:
             or self.subtree.startswith(f"{directory}/")
         )
         entered = (
-            inside
-            and not name.startswith(".")
-            and self.enters(parent)
-            and not self._ignored(f"{directory}/")
+            inside and not name.startswith(".") and self.enters(parent) and not self._ignored(f"{directory}/")
         )
         self._dirs[directory] = entered
         return entered
