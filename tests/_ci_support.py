@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from reconciler.status.snapshot import render_snapshot, target_file
+from tests._contract_support import ConfigRepo, git
+
 _EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
@@ -157,6 +160,24 @@ def run_gitlab_job(
         timeout=900,
         check=False,
     )
+
+
+# --- a status branch ----------------------------------------------------------------------------------
+
+
+def write_observed_status(repo: ConfigRepo, hosts: list[dict[str, Any]], url: str, project: str) -> None:
+    """What a first pass records on ``reconciler/status``: the config revision, its one target and
+    that target's inventory (``hosts``, no cluster yet)."""
+    work = repo.work.parent / "status-work"
+    git("init", "-q", "-b", "reconciler/status", str(work))
+    (work / "inventory").mkdir()
+    (work / target_file(url, project)).write_bytes(render_snapshot(hosts, []))
+    (work / "reconciler.yaml").write_text(
+        f"branch: main\nrevision: {repo.head()}\ntargets:\n  - {{url: '{url}', projectUid: '{project}'}}\n"
+    )
+    git("add", "-A", ".", cwd=work)
+    git("commit", "-q", "-m", "observed", cwd=work)
+    git("push", "-q", str(repo.bare), "HEAD:refs/heads/reconciler/status", cwd=work)
 
 
 # --- a forge's comment API -----------------------------------------------------------------------------

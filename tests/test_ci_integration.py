@@ -31,8 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.status.snapshot import render_snapshot, target_file
-from tests._ci_support import FakeForge, run_composite_action, run_gitlab_job
+from tests._ci_support import FakeForge, run_composite_action, run_gitlab_job, write_observed_status
 from tests._contract_support import SAMPLE_INVENTORY, SAMPLE_REPO, ConfigRepo, git, make_config_repo
 
 pytestmark = pytest.mark.e2e
@@ -101,28 +100,14 @@ def config(tmp_path_factory: pytest.TempPathFactory, project: tuple[Path, str]) 
     hook = {"repos": [{"repo": str(project[0]), "rev": TAG, "hooks": [{"id": "reconciler-validate"}]}]}
     (source / ".pre-commit-config.yaml").write_text(yaml.safe_dump(hook))
     repo = make_config_repo(root, source)
-    _write_status_branch(repo)
+    hosts = json.loads(SAMPLE_INVENTORY.read_text())["edgeHosts"]
+    write_observed_status(repo, hosts, URL, PROJECT)
     git("checkout", "-q", "-b", "pr", cwd=repo.work)
     path = repo.work / NOTEBOOKS
     path.write_text(path.read_text().replace("count: 4", "count: 6"))
     git("commit", "-q", "-am", "notebooks: 6 H100", cwd=repo.work)
     git("push", "-q", "origin", "pr", cwd=repo.work)
     return repo, repo.head()
-
-
-def _write_status_branch(repo: ConfigRepo) -> None:
-    """What a first pass records: the config revision, its one target and that target's inventory."""
-    work = repo.work.parent / "status-work"
-    git("init", "-q", "-b", "reconciler/status", str(work))
-    hosts = json.loads(SAMPLE_INVENTORY.read_text())["edgeHosts"]
-    (work / "inventory").mkdir()
-    (work / target_file(URL, PROJECT)).write_bytes(render_snapshot(hosts, []))
-    (work / "reconciler.yaml").write_text(
-        f"branch: main\nrevision: {repo.head()}\ntargets:\n  - {{url: '{URL}', projectUid: '{PROJECT}'}}\n"
-    )
-    git("add", "-A", ".", cwd=work)
-    git("commit", "-q", "-m", "observed", cwd=work)
-    git("push", "-q", str(repo.bare), "HEAD:refs/heads/reconciler/status", cwd=work)
 
 
 def _checkout(repo: ConfigRepo, where: Path, rev: str) -> Path:

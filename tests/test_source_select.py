@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.source.directory import MissingSubtree, read_directory
 from reconciler.source.errors import SourceError
-from reconciler.source.git import list_yaml_entries, read_revision
+from reconciler.source.git import GitSource, list_yaml_entries, read_revision
 from reconciler.source.select import FileSelection, SelectionError, normalize_subtree
 from tests._git_support import git
 
@@ -170,3 +170,11 @@ def test_an_ignore_file_that_is_a_link_is_an_error_and_ignores_nothing(tmp_path:
     finally:
         repo.close()
     assert [(s.path, s.severity.value) for s in skipped] == [(".reconcilerignore", "error")]
+
+
+def test_the_git_source_of_run_reads_the_subtree(tmp_path: Path) -> None:
+    root = _write(tmp_path / "config")
+    _commit(root).close()
+    with GitSource(str(root), "main", tmp_path / "cache", subtree="clusters/prod") as source:
+        head = source.sync()
+        assert [rel for rel, _ in source.read_tree(head)] == ["clusters/prod/p.yaml"]
