@@ -148,6 +148,16 @@ def test_a_missing_subtree_is_an_error_not_an_empty_repository(tmp_path: Path) -
         read_revision(str(root), subtree="clusters/typo")
 
 
+def test_a_subtree_the_rule_never_reads_is_an_error(tmp_path: Path) -> None:
+    root = _write(tmp_path)
+    _commit(root).close()
+    for subtree in ("drafts", ".github"):
+        with pytest.raises(MissingSubtree, match="never read"):
+            read_directory(root, subtree)
+        with pytest.raises(SourceError, match="never read"):
+            read_revision(str(root), subtree=subtree)
+
+
 def test_symlinks_in_ignored_places_are_not_reported(tmp_path: Path) -> None:
     root = _write(tmp_path)
     os.symlink("/etc/hostname", root / "drafts" / "link.yaml")

@@ -18,7 +18,7 @@ from reconciler.manifests import MAX_FILE_BYTES, build_desired, parse_file
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.source.overlay import overlay
-from reconciler.source.select import IGNORE_FILE, SUFFIXES, FileSelection
+from reconciler.source.select import IGNORE_FILE, SUFFIXES, FileSelection, SelectionError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -31,15 +31,14 @@ def _link(rel: str) -> Diagnostic:
     return Diagnostic(rel, 0, 0, "symbolic link not followed; put the manifest itself in the repository")
 
 
-class MissingSubtree(ValueError):
-    """``--path`` names no directory under the root: an error, never an empty repository."""
+class MissingSubtree(SelectionError):
+    """``--path`` names no directory under the root that is read: an error, never an empty repository."""
 
 
 def read_directory(root: Path, subtree: str = "") -> tuple[list[tuple[str, bytes]], list[Diagnostic]]:
     """Every manifest file under ``root`` as ``(relative path, bytes)``, and what could not be read.
 
-    Raises :class:`MissingSubtree` when ``subtree`` is not a directory under ``root`` and
-    :class:`~reconciler.source.select.SelectionError` when it could not name one.
+    Raises :class:`MissingSubtree` when ``subtree`` is not a directory under ``root`` that is read.
     """
     files: list[tuple[str, bytes]] = []
     diagnostics: list[Diagnostic] = []
@@ -47,7 +46,10 @@ def read_directory(root: Path, subtree: str = "") -> tuple[list[tuple[str, bytes
     if not stat.S_ISDIR(info.st_mode):
         _read_one(root, root.name, info, files, diagnostics)
         return files, diagnostics
-    selection = FileSelection(_ignore_text(root, diagnostics), subtree)
+    try:
+        selection = FileSelection(_ignore_text(root, diagnostics), subtree)
+    except SelectionError as exc:
+        raise MissingSubtree(str(exc)) from None
     if selection.subtree:
         start = root / selection.subtree
         if start.is_symlink() or not start.is_dir():

@@ -52,6 +52,11 @@ class FileSelection:
     def __post_init__(self) -> None:
         self.subtree = normalize_subtree(self.subtree)
         self._spec = pathspec.GitIgnoreSpec.from_lines(self.ignore.splitlines())
+        if self.subtree and not self.enters(self.subtree):
+            # Reading nothing would look like an empty repository (run would prune everything).
+            raise SelectionError(
+                f"--path {self.subtree}: never read (a directory starting with '.' or in {IGNORE_FILE})"
+            )
 
     @property
     def prefix(self) -> str:
