@@ -274,6 +274,7 @@ def run(
         port=port,
         health=controller.health,
         readiness=controller.readiness,
+        lease=controller.lease,
     )
     try:
         server.start()
