@@ -129,6 +129,7 @@ class ControllerOptions:
     branch: str = "main"
     cache_dir: Path | None = None
     watch: bool = False  # repo is a local directory read as it is on disk (not its commits)
+    subtree: str = ""  # --path: only this directory of the repository is read
     # palette
     palette_url: str | None = None
     apply_concurrency: int = 4
@@ -259,12 +260,16 @@ class Controller:
         self.status: StatusStore | None
         if options.watch:
             # A local working directory: read as it is on disk; status goes to its repository if it has one.
-            self.source = DirectorySource(Path(options.repo), parse=parse_file)
+            self.source = DirectorySource(Path(options.repo), parse=parse_file, subtree=options.subtree)
             has_git = (Path(options.repo) / ".git").exists()
             self.status = self._status_store(cache) if has_git else None
         else:
             self.source = GitSource(
-                options.repo, options.branch, cache / "source" if cache else None, parse=parse_file
+                options.repo,
+                options.branch,
+                cache / "source" if cache else None,
+                parse=parse_file,
+                subtree=options.subtree,
             )
             self.status = self._status_store(cache)
         self._client_factory = client_factory or self._make_client
