@@ -196,10 +196,14 @@ def test_an_old_status_file_without_replicas_reads_as_replica_zero() -> None:
 
 
 def test_reconciler_status_shows_where_each_replica_is() -> None:
+    from reconciler.status.details import details
     from reconciler.status.view import row_of
 
     entry = plan(gpu_replicas=(0, 1), replicas=2, mig=(MigInstance("uid-h2", 1, "3g.40gb", 4, replica=1),))
     row = row_of("project-a/aiworkloads/llm.yaml", dump(render(entry)))
     assert row is not None
-    assert row.replicas == ["replica 0: h1: GPU 0", "replica 1: h1: GPU 3; uid-h2: 3g.40gb on GPU 1 at 4"]
-    assert "replicas" not in row.to_json()  # the JSON row keeps its documented keys
+    assert details(row, [row])[-3:] == [
+        "replica 0: whole GPUs: h1 GPU 0",
+        "replica 1: whole GPUs: h1 GPU 3",
+        "replica 1: MIG instance: uid-h2 GPU 1 3g.40gb@4",
+    ]
