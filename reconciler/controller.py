@@ -58,10 +58,11 @@ from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Manage
 from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey, cluster_kind
 from reconciler.model.resources import Compute, ComputePool, Settings
 from reconciler.palette.client import PaletteClient
+from reconciler.palette.cloud_configs import read_cloud_configs
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
-from reconciler.palette.observe import managed_clusters, read_cloud_configs
+from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
 from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import (
