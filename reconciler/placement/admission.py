@@ -443,10 +443,13 @@ class _Pass:
         if need == 0:
             return self._place_mig(request, [], self.free.family_hosts(family))
         refusal: MigRefusal | None = None
+        free = self.free.free_units()  # sorted once; each try leaves out the whole GPUs it takes
         for block in list(self.free.hosts_holding(family, need, prefer)):
             units = self.free.pick(block, family, need, own)
             self.free.take(units, request.key)  # so that the MIG planner sees them taken
-            got = self._place_mig(request, units, [block.host_uid])
+            taken = {u.ref for u in units}
+            whole_free = [u for u in free if u.ref not in taken]
+            got = self._place_mig(request, units, [block.host_uid], whole_free)
             if not isinstance(got, MigRefusal):
                 return got
             self.free.give_back(units)
@@ -455,10 +458,15 @@ class _Pass:
         return refusal
 
     def _place_mig(
-        self, request: WorkloadRequest, units: list[GpuUnit], hosts: Sequence[str]
+        self,
+        request: WorkloadRequest,
+        units: list[GpuUnit],
+        hosts: Sequence[str],
+        whole_free: Sequence[GpuUnit] | None = None,
     ) -> tuple[list[GpuUnit], tuple[MigInstance, ...], list[GpuRef]] | MigRefusal:
         assert self.planner is not None  # a MIG request without a planner is rejected before
-        outcome = self.planner.place(request.key, request.mig, self.free.free_units(), hosts)
+        free = self.free.free_units() if whole_free is None else whole_free
+        outcome = self.planner.place(request.key, request.mig, free, hosts)
         if isinstance(outcome, MigRefusal):
             return outcome
         return units, outcome.instances, self.free.to_mig(outcome.switched)
