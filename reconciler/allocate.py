@@ -27,6 +27,9 @@ Decisions that the design leaves open, written down here once:
 - A pool whose ``mode`` differs from the mode its cluster was created with (the cluster's
   ``palette.ai/pool-mode`` label, else the mode the caller reports from the status branch) is rejected
   ``InvalidSpec`` and its cluster kept: a pool's mode is fixed once its cluster exists.
+- Nothing running moves without a change of its own: a cluster whose own hosts, offered alone, are all
+  kept by the rules keeps exactly them (:func:`_holds`); free hosts are only looked at when its needs
+  are no longer met exactly by what it has.
 - A platform whose cluster is being deleted (Palette state ``Deleting``, e.g. the first half of a
   replace) keeps that cluster's hosts as they are until it is gone; then it is placed like a new one.
 - An existing cluster's host that the inventory no longer lists is kept and counts towards node counts
@@ -585,6 +588,32 @@ def _to_allocation(arch: str, outcome: _Outcome, replaces: bool = False) -> Allo
     )
 
 
+def gpus_on(workers: Iterable[str], known: Mapping[str, Machine]) -> dict[str, int]:
+    """GPUs per family on ``workers`` (hosts the inventory does not list count none)."""
+    gpus: dict[str, int] = {}
+    for uid in workers:
+        m = known.get(uid)
+        if m is not None and m.gpu_family is not None and m.gpu_count > 0:
+            gpus[m.gpu_family] = gpus.get(m.gpu_family, 0) + m.gpu_count
+    return dict(sorted(gpus.items()))
+
+
+def _holds(req: Requirements, arch: str, existing: _Existing, known: Mapping[str, Machine]) -> bool:
+    """Whether a cluster's own hosts are exactly what the rules choose when offered nothing else.
+
+    Nothing running moves without a change of its own: a cluster whose hosts still meet its needs is not
+    re-optimised against hosts that freed up since (another platform removed, a better host added). Its
+    hosts were the best choice among a larger offer when they were chosen, so they stay the choice among
+    themselves until its needs change or one of them stops serving (architecture, resource groups).
+    """
+    alone = _place(req, _FreeHosts(()), arch, False, existing, known)
+    return (
+        isinstance(alone, _Outcome)
+        and tuple(alone.control_plane) == tuple(sorted(existing.control_plane))
+        and tuple(alone.workers) == tuple(sorted(existing.workers))
+    )
+
+
 def _allocate_existing(
     platform: resolve.Clustered,
     req: Requirements,
@@ -597,12 +626,7 @@ def _allocate_existing(
     arch = _cluster_arch(cluster, known)
     if cluster.known_state is DELETING_STATE:
         # Its hosts are held until Palette lets go of them; the platform is placed anew after that.
-        gpus: dict[str, int] = {}
-        for uid in cluster.workers:
-            m = known.get(uid)
-            if m is not None and m.gpu_family is not None and m.gpu_count > 0:
-                gpus[m.gpu_family] = gpus.get(m.gpu_family, 0) + m.gpu_count
-        return Allocation(cluster.control_plane, cluster.workers, dict(sorted(gpus.items())), arch or "")
+        return Allocation(cluster.control_plane, cluster.workers, gpus_on(cluster.workers, known), arch or "")
     if arch is None:  # nothing known about its hosts: scale in place on the first architecture that fits
         failures: list[str] = []
         for a in free.arches(req.groups):
@@ -612,6 +636,8 @@ def _allocate_existing(
                 return _to_allocation(a, attempt)
             failures.append(attempt.message)
         return Rejection(Reason.INSUFFICIENT_COMPUTE, "; ".join(failures) or "no host to scale onto")
+    if _holds(req, arch, existing, known):
+        return Allocation(cluster.control_plane, cluster.workers, gpus_on(cluster.workers, known), arch)
     in_place = _place(req, free, arch, False, existing, known)
     if isinstance(in_place, _Outcome):
         swapped = sorted(set(cluster.control_plane) - set(in_place.control_plane))
