@@ -33,6 +33,10 @@ Pools and workloads (DESIGN.md section 9):
   PoolNotReady, decided by status from :attr:`WorkloadPlan.pool_running`.
 - A pool that is invalid, rejected, suspended or removed admits nobody new (``pending``, PoolNotReady);
   workloads it admitted before keep their GPUs while its hosts stay.
+- Invalid is not absent: what holds something and is hidden by the revision is carried as invalid
+  (:func:`reconciler.manifests.carry.carry_held`, the carried platforms and pools stay in the target of
+  their cluster); a pool the plan cannot read keeps the MIG strategy its records show; an invalid
+  workload asks for exactly the GPUs and MIG instances it holds, so it keeps them.
 - An invalid workload that held GPUs keeps them (reported ``invalid``, its GPUs listed); an invalid
   workload never admitted is ``invalid`` with no pool when the plan cannot read it (``pool`` null).
   An invalid MLPlatform is listed under ``platforms`` unless a previous admission shows it was a tenant.
@@ -51,6 +55,7 @@ from typing import Any, Protocol
 
 from reconciler.allocate import DELETING_STATE, Allocation, Decision, Rejection, place, split_clusters
 from reconciler.inventory import Inventory, Machine, Role
+from reconciler.manifests.carry import carry_held
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic
@@ -60,6 +65,7 @@ from reconciler.model.pools import (
     PLATFORM_KIND,
     POOL_KIND,
     POOL_MODE_LABEL,
+    MigRequest,
     PoolKey,
     WorkloadKey,
     WorkloadRequest,
@@ -79,6 +85,7 @@ from reconciler.model.resources import (
 )
 from reconciler.placement.admission import (
     FamilyCapacity,
+    GpuRef,
     GpuUnit,
     MigInstance,
     PoolState,
@@ -723,14 +730,36 @@ def _invalid_workloads(desired: DesiredState, previous: PreviousAdmissions) -> d
 def _kept_request(
     key: WorkloadKey, kind: str, held: PreviousAdmission, units: Sequence[GpuUnit]
 ) -> WorkloadRequest:
-    """An invalid workload asks for exactly what it holds, so that admission keeps it (never more)."""
+    """An invalid workload asks for exactly what it holds, whole GPUs and MIG instances, so that
+    admission keeps it on them (never more)."""
     by_ref = {u.ref: u for u in units}
     whole: dict[GpuFamily, int] = {}
     for ref in held.gpus:
         unit = by_ref.get(ref)
         if unit is not None:
             whole[unit.family] = whole.get(unit.family, 0) + 1
-    return WorkloadRequest(key=key, kind=kind, whole=dict(sorted(whole.items())))
+    mig: dict[tuple[GpuFamily, str], int] = {}
+    for instance in held.mig:
+        gpu = by_ref.get(GpuRef(instance.host_uid, instance.gpu))
+        if gpu is not None:
+            mig[(gpu.family, instance.profile)] = mig.get((gpu.family, instance.profile), 0) + 1
+    return WorkloadRequest(
+        key=key,
+        kind=kind,
+        whole=dict(sorted(whole.items())),
+        mig=tuple(MigRequest(f, p, n) for (f, p), n in sorted(mig.items())),
+    )
+
+
+def _mig_strategy(
+    pool: ComputePool | None, layouts: Sequence[GpuLayout], held: Sequence[PreviousAdmission]
+) -> str:
+    """The pool's ``mig.strategy``; for a pool the plan cannot read (invalid, or hidden by an incomplete
+    revision), the one its records show: ``mixed`` while it has MIG layouts or instances held, so that
+    nothing it holds is lost (invalid is not absent)."""
+    if pool is not None:
+        return pool.spec.mig.strategy if pool.spec.mig is not None else "none"
+    return "mixed" if layouts or any(a.mig for a in held) else "none"
 
 
 def _not_ready(
@@ -821,7 +850,7 @@ def _admit(
             gpus=units,
             gpu_limits=canonical_limits(profile.spec.gpu_limits) if profile is not None else {},
             profile=profile.metadata.name if profile is not None else None,
-            mig_strategy=pool.spec.mig.strategy if pool is not None and pool.spec.mig is not None else "none",
+            mig_strategy=_mig_strategy(pool, layouts.get(key, ()), held),
             not_ready=_not_ready(key, pool, entry, desired),
         )
         planner = (
@@ -890,6 +919,16 @@ def _strays(
     return out
 
 
+def _carried(
+    desired: DesiredState, clusters: Sequence[ManagedCluster], previous: PreviousAdmissions
+) -> DesiredState:
+    """The desired state with what holds something but is hidden by this revision carried as invalid
+    (:func:`reconciler.manifests.carry.carry_held`): clusters of platforms and pools, admitted workloads."""
+    held = [(cluster_kind(c.labels), c.namespace, c.platform) for c in clusters]
+    admitted = [(a.kind, a.key[0], a.key[1]) for admissions in previous.values() for a in admissions]
+    return carry_held(desired, held, admitted)
+
+
 def make_plan(
     desired: DesiredState,
     inventory: Inventory,
@@ -907,7 +946,7 @@ def make_plan(
     mode the status branch last reported per pool (used when a pool's cluster lacks its mode label);
     ``sizes``: pools' current sizes (GPUs per family) instead of their ``spec.gpus``; ``scaling``: pools'
     scaling entries (the scaling stage's decisions) instead of ``NotEvaluated``."""
-    desired = with_pool_sizes(desired, sizes)
+    desired = _carried(with_pool_sizes(desired, sizes), clusters, previous or {})
     invalid = _invalid_workloads(desired, previous or {})
     found = _entries(desired, inventory, clusters, pool_modes, invalid)
     blocked = _prune_guard(found.all(), desired.complete, max_deletions)
@@ -1012,10 +1051,17 @@ def plan_targets(
     """
     desired = with_pool_sizes(select_namespaces(desired, namespaces), sizes)
     previous = {k: v for k, v in (previous or {}).items() if namespaces.owns(k[0])}
+    seen_clusters = [c for seen in observed.values() for c in seen.clusters if namespaces.owns(c.namespace)]
+    carried = _carried(desired, seen_clusters, previous)
+    # What is carried (a platform or pool hidden by this revision) stays with the cluster it has.
+    hidden = {(kind, (ns, name)) for kind, ns, name in set(carried.invalid) - set(desired.invalid)}
+    desired = carried
     # A platform or pool that is in the desired state but has no target this pass (its namespace lost its
     # Settings, say) is not gone: its cluster, wherever it is, is never an orphan.
     everyone = {k for k in routing.all_platforms() | set(routing.unavailable) if namespaces.owns(k[0])}
+    everyone |= {k for kind, k in hidden if kind == PLATFORM_KIND}
     every_pool = {k for k in routing.all_pools() | set(routing.pool_unavailable) if namespaces.owns(k[0])}
+    every_pool |= {k for kind, k in hidden if kind == POOL_KIND}
     invalid = _invalid_workloads(desired, previous)
     found: dict[Target, _Entries] = {}
     order = sorted(observed, key=lambda t: (t.url, t.project_uid or ""))
@@ -1023,6 +1069,9 @@ def plan_targets(
         seen = observed[target]
         mine = {k for k in routing.platforms.get(target, set()) if namespaces.owns(k[0])}
         mine_pools = {k for k in routing.pools.get(target, set()) if namespaces.owns(k[0])}
+        for c in seen.clusters:
+            if (cluster_kind(c.labels), c.key) in hidden:
+                (mine_pools if cluster_kind(c.labels) == POOL_KIND else mine).add(c.key)
         clusters = [
             c
             for c in seen.clusters
