@@ -45,6 +45,7 @@ from typing import Any
 
 from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
 from reconciler.compute_status import compute_status, holders, in_use_machines
+from reconciler.deletions import approved_deletions
 from reconciler.inventory import HostState, Inventory, Machine, discover
 from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import ParsedFile, build_desired, parse_file
@@ -269,6 +270,7 @@ class Controller:
         self._client_factory = client_factory or self._make_client
         self._clients: dict[Target, PaletteClient] = {}
         self._revision: str | None = None
+        self._deletions_note = ""  # the deletion guard's sentence about an approval, for the status commit
         self._desired: DesiredState | None = None
         self._previous: dict[str, bytes] | None = None
         self._status_tip: str | None = None
@@ -724,9 +726,16 @@ class Controller:
                 pool_modes=records.modes,
                 previous_layouts=records.layouts,
                 sizes=sizes,
+                approved_deletions=approved,
             )
 
-        return self._scaling_pass(desired, observed, docs, plan)
+        source, head = self.source, desired.revision  # a directory has no commit message, so no trailer
+        approved = approved_deletions(
+            source.commit_message(head) if isinstance(source, GitSource) and head else None
+        )
+        plans = self._scaling_pass(desired, observed, docs, plan)
+        self._deletions_note = next((p.deletions_note for p in plans.values() if p.deletions_note), "")
+        return plans
 
     def _scaling_pass(
         self,
@@ -1153,6 +1162,8 @@ class Controller:
             notes.append(f"{branch} moved back from {recorded.revision[:7]} to {revision[:7]}")
         for note in notes:
             log.warning(note, recorded=recorded.revision, revision=revision)
+        if self._deletions_note:
+            notes.append(self._deletions_note)
         summary = None
         if revision and isinstance(self.source, GitSource):
             summary = self.source.commit_summary(revision)

@@ -54,6 +54,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from reconciler.allocate import DELETING_STATE, Allocation, Decision, Rejection, place, split_clusters
+from reconciler.deletions import DeletionGuard
 from reconciler.inventory import Inventory, Machine, Role
 from reconciler.manifests.carry import carry_held
 from reconciler.model.conditions import Reason
@@ -362,6 +363,9 @@ class Plan:
     machines: Mapping[str, Machine] = field(default_factory=dict)
     pools: list[PoolPlan] = field(default_factory=list)
     workloads: list[WorkloadPlan] = field(default_factory=list)
+    # The deletion guard's sentence for the status commit when the revision approves deletions
+    # (``Reconciler-Allow-Deletions``); "" otherwise. The same for every target of a pass.
+    deletions_note: str = ""
 
     def to_json(self, scaling: Mapping[PoolKey, ScalingPlan] | None = None) -> dict[str, Any]:
         """Exactly the ``plan --format json`` object of DESIGN.md section 8; ``scaling``: the scaling
@@ -665,23 +669,39 @@ def _entries(
     )
 
 
-def _prune_guard(entries: Sequence[PlatformPlan], complete: bool, max_deletions: int) -> str:
-    """Why no deletion of this pass may happen ("" when they may): counted over the whole pass, pools'
-    clusters like platforms'."""
+def _leaving(
+    found: _Entries, previous: PreviousAdmissions, invalid: Mapping[WorkloadKey, _Invalid]
+) -> set[WorkloadKey]:
+    """Admitted workloads (holding GPUs or MIG instances in a pool of ``found``) that this pass would
+    remove: gone from the repository, not invalid (an invalid one keeps what it holds), not moved."""
+    present = {(t.metadata.namespace, t.metadata.name) for t in _tenants(found.desired)} | set(invalid)
+    return {
+        a.key
+        for key in found.pools
+        for a in previous.get(key, ())
+        if (a.gpus or a.mig) and a.key not in present
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Guarded:
+    """The deletion guard's verdict over a whole pass: why nothing is removed ("" when it may be), the
+    workloads it holds back, and the sentence for the status commit."""
+
+    blocked: str
+    held_back: frozenset[WorkloadKey]
+    note: str
+
+
+def _prune_guard(
+    entries: Sequence[PlatformPlan], leaving: set[WorkloadKey], complete: bool, guard: DeletionGuard
+) -> _Guarded:
+    """Counted over the whole pass: clusters of platforms and pools, and admitted workloads removed."""
     deleted = {(p.kind, p.key) for p in entries if p.action is Action.DELETE}
-    deletions = len(deleted)
-    what = "platform or pool" if any(kind == POOL_KIND for kind, _ in deleted) else "platform"
-    if deletions and not complete:
-        return (
-            f"would delete {deletions} {what} cluster(s), but some documents of this revision could "
-            "not be read; nothing is deleted"
-        )
-    if deletions > max_deletions:
-        return (
-            f"would delete {deletions} {what} clusters, more than --max-deletions {max_deletions}; "
-            "nothing is deleted"
-        )
-    return ""
+    kinds = [kind for kind, _ in sorted(deleted)]
+    blocked = guard.blocked(kinds, len(leaving), complete)
+    held_back = frozenset(leaving) if blocked else frozenset()
+    return _Guarded(blocked, held_back, guard.note(kinds, len(leaving), blocked) or "")
 
 
 def _blocked(entry: PlatformPlan, message: str) -> PlatformPlan:
@@ -825,10 +845,13 @@ def _admit(
     previous: PreviousAdmissions,
     invalid: Mapping[WorkloadKey, _Invalid],
     layouts: PreviousLayouts,
+    guarded: _Guarded | None = None,
 ) -> tuple[list[PoolPlan], list[WorkloadPlan]]:
     """Admission into every pool of one target, on the hosts as planned (after the prune guard).
     ``invalid``: the invalid workloads of the whole desired state (not only of this target);
-    ``layouts``: the MIG layouts each pool's status recorded (``parse_mig_layouts``)."""
+    ``layouts``: the MIG layouts each pool's status recorded (``parse_mig_layouts``); ``guarded``: the
+    deletion guard's verdict (a held-back workload asks for exactly what it holds and keeps it)."""
+    held_back = guarded.held_back if guarded is not None else frozenset()
     desired = found.desired
     tenants = {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)}
     by_pool = tenants_by_pool(tenants.values())
@@ -841,6 +864,7 @@ def _admit(
         held = list(previous.get(key, ()))
         requests = list(by_pool.get(key, []))
         requests += [_kept_request(a.key, invalid[a.key].kind, a, units) for a in held if a.key in invalid]
+        requests += [_kept_request(a.key, a.kind, a, units) for a in held if a.key in held_back]
         mode: str | None = pool.spec.mode if pool is not None else None
         if mode is None and entry.existing is not None:
             mode = entry.existing.labels.get(POOL_MODE_LABEL)
@@ -867,7 +891,10 @@ def _admit(
             bad = invalid.get(wkey)
             kind = kinds.get(wkey, "AIWorkload")
             profiles = _workload_profiles(desired, tenant) if tenant is not None else ()
-            workloads.append(_workload_entry(decision, kind, running, bad, profiles))
+            entry_plan = _workload_entry(decision, kind, running, bad, profiles)
+            if wkey in held_back and guarded is not None and decision.action is WorkloadAction.ADMITTED:
+                entry_plan = replace(entry_plan, reason=Reason.PRUNE_BLOCKED, message=guarded.blocked)
+            workloads.append(entry_plan)
         admitted = tuple(
             k
             for k, d in result.workloads.items()
@@ -940,18 +967,22 @@ def make_plan(
     sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
     scaling: Mapping[PoolKey, ScalingPlan] | None = None,
     previous_layouts: PreviousLayouts | None = None,
+    approved_deletions: int | None = None,
 ) -> Plan:
     """Plan one pass against one inventory: every platform, pool and workload and every managed cluster
     gets an entry. ``previous``: the admissions the status branch recorded, per pool; ``pool_modes``: the
     mode the status branch last reported per pool (used when a pool's cluster lacks its mode label);
     ``sizes``: pools' current sizes (GPUs per family) instead of their ``spec.gpus``; ``scaling``: pools'
-    scaling entries (the scaling stage's decisions) instead of ``NotEvaluated``."""
+    scaling entries (the scaling stage's decisions) instead of ``NotEvaluated``; ``approved_deletions``:
+    the revision's ``Reconciler-Allow-Deletions`` trailer (:mod:`reconciler.deletions`)."""
     desired = _carried(with_pool_sizes(desired, sizes), clusters, previous or {})
     invalid = _invalid_workloads(desired, previous or {})
     found = _entries(desired, inventory, clusters, pool_modes, invalid)
-    blocked = _prune_guard(found.all(), desired.complete, max_deletions)
+    guard = DeletionGuard(max_deletions, approved_deletions, desired.revision)
+    guarded = _prune_guard(found.all(), _leaving(found, previous or {}, invalid), desired.complete, guard)
+    blocked = guarded.blocked
     pool_entries = {k: _blocked(e, blocked) for k, e in found.pools.items()}
-    pools, workloads = _admit(found, pool_entries, previous or {}, invalid, previous_layouts or {})
+    pools, workloads = _admit(found, pool_entries, previous or {}, invalid, previous_layouts or {}, guarded)
     workloads += _strays(desired, {w.key for w in workloads}, invalid, {})
     families = {m.gpu_family for m in inventory.machines if m.gpu_family}
     plan = Plan(
@@ -961,6 +992,7 @@ def make_plan(
         machines=inventory.by_uid(),
         pools=pools,
         workloads=sorted(workloads, key=lambda w: w.sort_key),
+        deletions_note=guarded.note,
     )
     return plan.with_scaling(scaling) if scaling else plan
 
@@ -1036,6 +1068,7 @@ def plan_targets(
     sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
     scaling: Mapping[PoolKey, ScalingPlan] | None = None,
     previous_layouts: PreviousLayouts | None = None,
+    approved_deletions: int | None = None,
 ) -> dict[Target, Plan]:
     """Plan a pass over every observed Palette target, as ``run`` does and ``plan`` shows.
 
@@ -1047,7 +1080,8 @@ def plan_targets(
     Only ``namespaces`` are planned: resources, clusters and admissions of other namespaces belong to
     another shard and appear in no entry (nor in the prune guard's count). ``sizes`` and ``scaling`` are
     as for :func:`make_plan` (a pool with a scaling policy requests its current size; its scaling entry is
-    the stage's decision).
+    the stage's decision). The deletion guard (:mod:`reconciler.deletions`) counts the removals of the
+    whole pass against ``max_deletions``, raised to ``approved_deletions`` (the revision's trailer).
     """
     desired = with_pool_sizes(select_namespaces(desired, namespaces), sizes)
     previous = {k: v for k, v in (previous or {}).items() if namespaces.owns(k[0])}
@@ -1086,7 +1120,10 @@ def plan_targets(
             restrict(desired, mine, mine_pools), seen.inventory, clusters, pool_modes, invalid
         )
     every = [p for f in found.values() for p in f.all()]
-    blocked = _prune_guard(every, desired.complete, max_deletions)
+    leaving = {k for f in found.values() for k in _leaving(f, previous, invalid)}
+    guard = DeletionGuard(max_deletions, approved_deletions, desired.revision)
+    guarded = _prune_guard(every, leaving, desired.complete, guard)
+    blocked = guarded.blocked
     families = {m.gpu_family for seen in observed.values() for m in seen.inventory.machines if m.gpu_family}
     diagnostics = plan_diagnostics(desired, families)
     plans: dict[Target, Plan] = {}
@@ -1094,7 +1131,7 @@ def plan_targets(
     for target in order:
         f = found[target]
         pool_entries = {k: _blocked(e, blocked) for k, e in f.pools.items()}
-        pools, workloads = _admit(f, pool_entries, previous or {}, invalid, previous_layouts or {})
+        pools, workloads = _admit(f, pool_entries, previous or {}, invalid, previous_layouts or {}, guarded)
         planned |= {w.key for w in workloads}
         plans[target] = Plan(
             desired.revision,
@@ -1103,6 +1140,7 @@ def plan_targets(
             machines=observed[target].inventory.by_uid(),
             pools=pools,
             workloads=workloads,
+            deletions_note=guarded.note,
         ).with_scaling(scaling or {})
     if order:
         strays = _strays(desired, planned, invalid, routing.pool_unavailable)
@@ -1150,4 +1188,5 @@ def merge(revision: str | None, plans: Mapping[Target, Plan], diagnostics: Seque
         sorted(diagnostics, key=Diagnostic.sort_key),
         pools=[pools[k] for k in sorted(pools)],
         workloads=[workloads[k] for k in sorted(workloads)],
+        deletions_note=next((p.deletions_note for p in plans.values() if p.deletions_note), ""),
     )

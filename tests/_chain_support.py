@@ -17,6 +17,7 @@ import yaml
 
 from reconciler.inventory import HostState, Inventory, Machine, discover
 from reconciler.manifests import load_files
+from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import ManagedCluster
 from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey
@@ -74,7 +75,7 @@ class World:
     modes: Mapping[PoolKey, str] = field(default_factory=dict)
     attached: Mapping[WorkloadKey, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
-    def plan(self, desired: DesiredState, max_deletions: int = 1) -> Plan:
+    def plan(self, desired: DesiredState, max_deletions: int = 1, approved: int | None = None) -> Plan:
         routing = route(desired, URL)
         targets = set(routing.targets) or {Target(URL, PROJECT)}
         observed = {t: Observed(Inventory(self.machines), self.clusters) for t in targets}
@@ -86,11 +87,14 @@ class World:
             previous=self.previous,
             pool_modes=self.modes,
             previous_layouts=self.layouts,
+            approved_deletions=approved,
         )
         return merge(desired.revision, plans, desired.diagnostics)
 
-    def step(self, desired: DesiredState, max_deletions: int = 1) -> tuple[Plan, World]:
-        plan = self.plan(desired, max_deletions)
+    def step(
+        self, desired: DesiredState, max_deletions: int = 1, approved: int | None = None
+    ) -> tuple[Plan, World]:
+        plan = self.plan(desired, max_deletions, approved)
         return plan, self.applied(plan)
 
     def applied(self, plan: Plan) -> World:
@@ -129,7 +133,8 @@ class World:
             holds = w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) or bool(w.gpus or w.mig)
             if not holds or (w.namespace, w.pool) not in running:
                 continue
-            if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) and w.pool_running:
+            blocked = w.reason is Reason.PRUNE_BLOCKED  # held back by the deletion guard: as it was
+            if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) and w.pool_running and not blocked:
                 attached[w.key] = (w.pool, tuple(sorted(r.uid for r in w.cluster_profiles)))
             elif w.key in self.attached:
                 attached[w.key] = self.attached[w.key]  # the shell keeps what was attached
