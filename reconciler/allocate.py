@@ -10,10 +10,12 @@ never does I/O or reads a clock.
 Decisions that the design leaves open, written down here once:
 
 - Platforms and pools share one inventory. Those that already have a cluster are handled first (sticky),
-  then new ones one by one; each group in one order across both kinds: namespace, then name (then kind,
-  MLPlatform before ComputePool, which validation makes moot: the two kinds may not share a name).
-  So a pool neither always wins nor always loses against platforms: the repository's names decide, the
-  same way every pass. Hosts that a scale-down will release are *not* free
+  in (namespace, name) order; then new ones by ``spec.priority`` (high first; a pool has priority 0).
+  Within one priority the order (namespace, then name, then kind, MLPlatform before ComputePool) is a
+  tie-break, not a reason to leave capacity unused: when first-come leaves some out, a depth-first
+  search within :data:`SEARCH_BUDGET` placement attempts finds the largest set that fits placed in that
+  order, the earliest in order winning among sets of one size (:func:`_place_new`). Deterministic: the
+  budget counts attempts, not time. Hosts that a scale-down will release are *not* free
   for other platforms in the same pass: they still belong to their cluster until the change is applied.
 - Architecture: every architecture that has a free matching host is tried; the winner leaves the fewest
   surplus GPUs, then uses the fewest hosts, then comes first by name (``amd64`` before ``arm64``).
@@ -356,6 +358,14 @@ class _FreeHosts:
         for idx, m in trial.used.items():
             self.pools[idx].head += m
 
+    def heads(self) -> tuple[int, ...]:
+        """What is taken so far (for a search to come back to with :meth:`restore`)."""
+        return tuple(p.head for p in self.pools)
+
+    def restore(self, heads: Sequence[int]) -> None:
+        for pool, head in zip(self.pools, heads, strict=True):
+            pool.head = head
+
 
 # --- one platform --------------------------------------------------------------------------------
 
@@ -680,6 +690,87 @@ class Placement:
     pools: dict[PoolKey, Decision]
 
 
+def _priority(resource: resolve.Clustered) -> int:
+    """``MLPlatform.spec.priority``; a pool places with priority 0."""
+    return resource.spec.priority if isinstance(resource, MLPlatform) else 0
+
+
+Ident = tuple[str, str, str]  # (namespace, name, kind)
+
+# Placement attempts the search for a better set of new platforms of one priority may spend (counted, not
+# timed, so the result never depends on the machine's speed).
+SEARCH_BUDGET = 2000
+
+
+def _place_new(
+    idents: list[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts
+) -> dict[Ident, Decision]:
+    """New platforms (and pools) of one priority, in their (namespace, name) order.
+
+    The order is a tie-break, not a reason to leave capacity unused: when the first-come placement leaves
+    some out, a deterministic search (:func:`_most_placed`) looks for a set of them, still placed in
+    order, that fits more; among sets of one size the one keeping the earliest in order wins. Then the
+    ones left out are tried once more (any that fits now is placed) and the rest keep their rejection.
+    """
+    start = free.heads()
+    greedy = _place_in_order(idents, needs, free)
+    if all(isinstance(d, Allocation) for d in greedy.values()):
+        return greedy
+    placed = [i for i in idents if isinstance(greedy[i], Allocation)]
+    free.restore(start)
+    better = _most_placed(idents, needs, free, placed)
+    free.restore(start)
+    if better == placed:
+        return _place_in_order(idents, needs, free)
+    out = _place_in_order(better, needs, free)
+    out |= _place_in_order([i for i in idents if i not in out], needs, free)
+    return out
+
+
+def _place_in_order(
+    idents: Sequence[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts
+) -> dict[Ident, Decision]:
+    out: dict[Ident, Decision] = {}
+    for ident in idents:
+        result = _best_fresh(needs[ident], free)
+        if isinstance(result, Rejection):
+            out[ident] = result
+        else:
+            arch, outcome = result
+            free.commit(outcome.trial)
+            out[ident] = _to_allocation(arch, outcome)
+    return out
+
+
+def _most_placed(
+    idents: Sequence[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts, floor: list[Ident]
+) -> list[Ident]:
+    """The largest subset of ``idents`` that fits when placed in order, found by a depth-first search
+    (include before exclude, so the first of a size found keeps the earliest) within
+    :data:`SEARCH_BUDGET` placement attempts; ``floor``: the first-come set, returned unless beaten."""
+    best = list(floor)
+    attempts = 0
+
+    def dfs(i: int, chosen: list[Ident]) -> None:
+        nonlocal best, attempts
+        if len(chosen) + len(idents) - i <= len(best) or attempts >= SEARCH_BUDGET:
+            return
+        if i == len(idents):
+            best = list(chosen)
+            return
+        attempts += 1
+        mark = free.heads()
+        result = _best_fresh(needs[idents[i]], free)
+        if not isinstance(result, Rejection):
+            free.commit(result[1].trial)
+            dfs(i + 1, [*chosen, idents[i]])
+            free.restore(mark)
+        dfs(i + 1, chosen)
+
+    dfs(0, [])
+    return best
+
+
 def split_clusters(
     clusters: Sequence[ManagedCluster],
 ) -> tuple[dict[PlatformKey, ManagedCluster], dict[PoolKey, ManagedCluster]]:
@@ -735,19 +826,17 @@ def place(
             decisions[ident] = req
         else:
             needs[ident] = req
-    # Sticky first: those that already have a cluster, then new ones, each in (namespace, name) order.
+    # Sticky first: those that already have a cluster, in (namespace, name) order; then new ones by
+    # priority (high first), each priority placed to fit as many as it can (order breaks ties).
     for ident in sorted(i for i in needs if subjects[i][1] is not None):
         resource, cluster = subjects[ident]
         assert cluster is not None
         decisions[ident] = _allocate_existing(resource, needs[ident], cluster, free, known)
-    for ident in sorted(i for i in needs if subjects[i][1] is None):
-        result = _best_fresh(needs[ident], free)
-        if isinstance(result, Rejection):
-            decisions[ident] = result
-        else:
-            arch, outcome = result
-            free.commit(outcome.trial)
-            decisions[ident] = _to_allocation(arch, outcome)
+    fresh = sorted(
+        (i for i in needs if subjects[i][1] is None), key=lambda i: (-_priority(subjects[i][0]), i)
+    )
+    for _, group in itertools.groupby(fresh, key=lambda i: _priority(subjects[i][0])):
+        decisions.update(_place_new(list(group), needs, free))
     return Placement(
         platforms={(ns, n): d for (ns, n, kind), d in sorted(decisions.items()) if kind == "MLPlatform"},
         pools={(ns, n): d for (ns, n, kind), d in sorted(decisions.items()) if kind == POOL_KIND},

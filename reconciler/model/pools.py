@@ -103,7 +103,7 @@ def workload_request(resource: AIWorkload | MLPlatform) -> WorkloadRequest:
         for gpu in resource.spec.gpus:
             family = canonical_family(gpu.family)
             whole[family] = whole.get(family, 0) + gpu.count
-        priority, suspend, kind = 0, resource.spec.suspend, "MLPlatform"
+        priority, suspend, kind = resource.spec.priority, resource.spec.suspend, "MLPlatform"
     return WorkloadRequest(
         key=key,
         kind=kind,
