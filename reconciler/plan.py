@@ -1056,6 +1056,43 @@ def select_namespaces(desired: DesiredState, namespaces: NamespaceSelector) -> D
     )
 
 
+def _target_entries(
+    desired: DesiredState,
+    routing: Routing,
+    target: Target,
+    observed: Mapping[Target, Observation],
+    namespaces: NamespaceSelector,
+    hidden: set[tuple[str, PlatformKey]],
+    pool_modes: Mapping[PoolKey, str] | None,
+    invalid: Mapping[WorkloadKey, _Invalid],
+) -> _Entries:
+    """The cluster entries of one target: what is routed to it, what is carried (``hidden``: platforms
+    and pools hidden by this revision) where its cluster is, and the orphans it holds."""
+    # A platform or pool that is in the desired state but has no target this pass (its namespace lost its
+    # Settings, say) is not gone: its cluster, wherever it is, is never an orphan.
+    everyone = {k for k in routing.all_platforms() | set(routing.unavailable) if namespaces.owns(k[0])}
+    everyone |= {k for kind, k in hidden if kind == PLATFORM_KIND}
+    every_pool = {k for k in routing.all_pools() | set(routing.pool_unavailable) if namespaces.owns(k[0])}
+    every_pool |= {k for kind, k in hidden if kind == POOL_KIND}
+    seen = observed[target]
+    mine = {k for k in routing.platforms.get(target, set()) if namespaces.owns(k[0])}
+    mine_pools = {k for k in routing.pools.get(target, set()) if namespaces.owns(k[0])}
+    for c in seen.clusters:
+        if (cluster_kind(c.labels), c.key) in hidden:
+            (mine_pools if cluster_kind(c.labels) == POOL_KIND else mine).add(c.key)
+    clusters = [
+        c
+        for c in seen.clusters
+        if namespaces.owns(c.namespace)
+        and (
+            (c.key in mine_pools or c.key not in every_pool)
+            if cluster_kind(c.labels) == POOL_KIND
+            else (c.key in mine or c.key not in everyone)
+        )
+    ]
+    return _entries(restrict(desired, mine, mine_pools), seen.inventory, clusters, pool_modes, invalid)
+
+
 def plan_targets(
     desired: DesiredState,
     routing: Routing,
@@ -1090,35 +1127,12 @@ def plan_targets(
     # What is carried (a platform or pool hidden by this revision) stays with the cluster it has.
     hidden = {(kind, (ns, name)) for kind, ns, name in set(carried.invalid) - set(desired.invalid)}
     desired = carried
-    # A platform or pool that is in the desired state but has no target this pass (its namespace lost its
-    # Settings, say) is not gone: its cluster, wherever it is, is never an orphan.
-    everyone = {k for k in routing.all_platforms() | set(routing.unavailable) if namespaces.owns(k[0])}
-    everyone |= {k for kind, k in hidden if kind == PLATFORM_KIND}
-    every_pool = {k for k in routing.all_pools() | set(routing.pool_unavailable) if namespaces.owns(k[0])}
-    every_pool |= {k for kind, k in hidden if kind == POOL_KIND}
     invalid = _invalid_workloads(desired, previous)
-    found: dict[Target, _Entries] = {}
     order = sorted(observed, key=lambda t: (t.url, t.project_uid or ""))
-    for target in order:
-        seen = observed[target]
-        mine = {k for k in routing.platforms.get(target, set()) if namespaces.owns(k[0])}
-        mine_pools = {k for k in routing.pools.get(target, set()) if namespaces.owns(k[0])}
-        for c in seen.clusters:
-            if (cluster_kind(c.labels), c.key) in hidden:
-                (mine_pools if cluster_kind(c.labels) == POOL_KIND else mine).add(c.key)
-        clusters = [
-            c
-            for c in seen.clusters
-            if namespaces.owns(c.namespace)
-            and (
-                (c.key in mine_pools or c.key not in every_pool)
-                if cluster_kind(c.labels) == POOL_KIND
-                else (c.key in mine or c.key not in everyone)
-            )
-        ]
-        found[target] = _entries(
-            restrict(desired, mine, mine_pools), seen.inventory, clusters, pool_modes, invalid
-        )
+    found = {
+        target: _target_entries(desired, routing, target, observed, namespaces, hidden, pool_modes, invalid)
+        for target in order
+    }
     every = [p for f in found.values() for p in f.all()]
     leaving = {k for f in found.values() for k in _leaving(f, previous, invalid)}
     guard = DeletionGuard(max_deletions, approved_deletions, desired.revision)
