@@ -43,7 +43,8 @@ Pools and workloads (DESIGN.md section 9):
 - A workload that moved to another pool has two entries: ``remove`` in the pool it leaves, and its
   decision in the new one.
 - A valid workload whose pool is not planned in this pass (its pool has no Palette target) is ``pending``
-  PoolNotReady with the routing's reason.
+  PoolNotReady with the routing's reason; it, or an invalid one, that holds GPUs there keeps them (named
+  with that pool), so nothing it holds is forgotten.
 """
 
 from __future__ import annotations
@@ -920,30 +921,46 @@ def _strays(
     planned: set[WorkloadKey],
     invalid: Mapping[WorkloadKey, _Invalid],
     unplanned_pools: Mapping[PoolKey, str],
+    previous: PreviousAdmissions,
+    machines: Mapping[str, Machine],
 ) -> list[WorkloadPlan]:
-    """Workloads no pool of the pass decided: invalid ones that hold nothing, and tenants of a pool that
-    is not planned (it has no Palette target)."""
+    """Workloads no pool of the pass decided: invalid ones, and tenants of a pool that is not planned (it
+    has no Palette target). One that holds GPUs in a pool not planned keeps them, named with its pool
+    (invalid is not absent; nothing is detached from a pool this pass does not touch)."""
+    held = {a.key: (key, a) for key, admissions in sorted(previous.items()) for a in admissions}
+
+    def entry(
+        wkey: WorkloadKey, kind: str, pool: str | None, action: WorkloadAction, reason: Reason, msg: str
+    ) -> WorkloadPlan:
+        where = held.get(wkey)
+        if where is None or (pool is not None and where[0] != (wkey[0], pool)):
+            return WorkloadPlan(*wkey, kind, pool, action, reason, msg)
+        (_, name), admission = where
+        units = _held_units(admission, machines)
+        msg += f"; keeps its {len(units)} GPU(s) and {len(admission.mig)} MIG instance(s) in pool {name}"
+        return WorkloadPlan(*wkey, kind, name, action, reason, msg, gpus=units, mig=admission.mig)
+
     out: list[WorkloadPlan] = []
     for wkey, bad in invalid.items():
         if wkey not in planned:
-            out.append(WorkloadPlan(*wkey, bad.kind, None, WorkloadAction.INVALID, bad.reason, bad.message))
+            out.append(entry(wkey, bad.kind, None, WorkloadAction.INVALID, bad.reason, bad.message))
     for tenant in _tenants(desired):
         wkey = (tenant.metadata.namespace, tenant.metadata.name)
         pool = pool_ref_of(tenant)
         if wkey in planned or pool is None:
             continue
         why = unplanned_pools.get((wkey[0], pool), "it is not planned in this pass")
-        out.append(
-            WorkloadPlan(
-                *wkey,
-                tenant.kind,
-                pool,
-                WorkloadAction.PENDING,
-                Reason.POOL_NOT_READY,
-                f"pool {pool} cannot be planned: {why}",
-            )
-        )
+        msg = f"pool {pool} cannot be planned: {why}"
+        out.append(entry(wkey, tenant.kind, pool, WorkloadAction.PENDING, Reason.POOL_NOT_READY, msg))
     return out
+
+
+def _held_units(admission: PreviousAdmission, machines: Mapping[str, Machine]) -> tuple[GpuUnit, ...]:
+    """The GPUs a previous admission names, as units of the machines that still have them."""
+    refs = set(admission.gpus)
+    hosts = sorted({r.host_uid for r in refs})
+    units = gpu_units(machines[h] for h in hosts if h in machines)
+    return tuple(sorted((u for u in units if u.ref in refs), key=lambda u: u.order))
 
 
 def _carried(
@@ -983,7 +1000,7 @@ def make_plan(
     blocked = guarded.blocked
     pool_entries = {k: _blocked(e, blocked) for k, e in found.pools.items()}
     pools, workloads = _admit(found, pool_entries, previous or {}, invalid, previous_layouts or {}, guarded)
-    workloads += _strays(desired, {w.key for w in workloads}, invalid, {})
+    workloads += _strays(desired, {w.key for w in workloads}, invalid, {}, previous or {}, inventory.by_uid())
     families = {m.gpu_family for m in inventory.machines if m.gpu_family}
     plan = Plan(
         revision=desired.revision,
@@ -1157,7 +1174,8 @@ def plan_targets(
             deletions_note=guarded.note,
         ).with_scaling(scaling or {})
     if order:
-        strays = _strays(desired, planned, invalid, routing.pool_unavailable)
+        every_machine = {u: m for seen in observed.values() for u, m in seen.inventory.by_uid().items()}
+        strays = _strays(desired, planned, invalid, routing.pool_unavailable, previous, every_machine)
         first = plans[order[0]]
         plans[order[0]] = replace(
             first, workloads=sorted([*first.workloads, *strays], key=lambda w: w.sort_key)

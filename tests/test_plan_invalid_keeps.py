@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from reconciler.inventory import Inventory
 from reconciler.placement.admission import WorkloadAction
-from reconciler.plan import Action
-from tests._chain_support import NS, World, a100_mig_hosts, hosts_of, load, mig_pool_files
+from reconciler.plan import Action, Observed, merge, plan_targets
+from reconciler.resolve import Target, route
+from tests._chain_support import NS, PROJECT, World, a100_mig_hosts, hosts_of, load, mig_pool_files
 
 Files = dict[str, Any]
 
@@ -38,6 +40,9 @@ BREAKS: dict[str, Callable[[Files], None]] = {
     ),
     "unidentifiable document": lambda f: f["project-a/workloads/sliced.yaml"].pop("kind"),
     "YAML syntax error": lambda f: f.__setitem__("project-a/workloads/sliced.yaml", "kind: [\n"),
+    "pool file unreadable": lambda f: f.__setitem__("project-a/pool.yaml", "kind: [\n"),
+    "Settings file unreadable": lambda f: f.__setitem__("project-a/settings.yaml", "kind: [\n"),
+    "WorkloadProfile unidentifiable": lambda f: f["project-a/workloadprofile.yaml"].pop("metadata"),
 }
 
 
@@ -113,3 +118,30 @@ def test_a_workload_really_removed_in_a_complete_revision_leaves_its_pool() -> N
     del files["project-a/workloads/sliced.yaml"]
     plan, _ = world.step(load(files))
     assert [w.action for w in plan.get_workloads(NS, "sliced")] == [WorkloadAction.REMOVE]
+
+
+def test_workloads_of_a_pool_that_cannot_be_routed_keep_what_they_hold() -> None:
+    """Without ``--palette``, a namespace whose Settings cannot be read has no Palette target: its pool is
+    not planned this pass, and its workloads (invalid or waiting) keep their GPUs and MIG instances,
+    named with their pool, so the status branch keeps them and nothing is detached."""
+    world, before = _settled()
+    files = mig_pool_files()
+    files["project-a/settings.yaml"] = "kind: [\n"
+    desired = load(files)
+    routing = route(desired)
+    assert ("project-a", "shared-a100") in routing.pool_unavailable
+    target = Target("https://api.spectrocloud.com", PROJECT)
+    observed = {target: Observed(Inventory(world.machines), world.clusters)}
+    plans = plan_targets(
+        desired,
+        routing,
+        observed,
+        previous=world.previous,
+        pool_modes=world.modes,
+        previous_layouts=world.layouts,
+    )
+    plan = merge(desired.revision, plans, desired.diagnostics)
+    kept = {w.name: (w.pool, [u.ref for u in w.gpus], w.mig) for w in plan.workloads if w.gpus or w.mig}
+    held = {w.name: (w.pool, [u.ref for u in w.gpus], w.mig) for w in before.workloads if w.gpus or w.mig}
+    assert kept == held
+    assert not plan.pools and not any(c.action is Action.DELETE for c in plan.platforms)
