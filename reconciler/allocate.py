@@ -12,11 +12,12 @@ Decisions that the design leaves open, written down here once:
 - Platforms and pools share one inventory. Those that already have a cluster are handled first (sticky),
   in (namespace, name) order; then new ones by ``spec.priority`` (high first; a pool has priority 0).
   Within one priority the order (namespace, then name, then kind, MLPlatform before ComputePool) is a
-  tie-break, not a reason to leave capacity unused: when first-come leaves some out, a depth-first
-  search within :data:`SEARCH_BUDGET` placement attempts finds the largest set that fits placed in that
-  order, the earliest in order winning among sets of one size (:func:`_place_new`). Deterministic: the
-  budget counts attempts, not time. Hosts that a scale-down will release are *not* free
-  for other platforms in the same pass: they still belong to their cluster until the change is applied.
+  tie-break, not a reason to leave capacity unused: when first-come leaves some out of a group of at
+  most :data:`SEARCH_MAX`, a depth-first search within :data:`SEARCH_BUDGET` placement attempts finds the
+  largest set that fits placed in that order, the earliest in order winning among sets of one size
+  (:func:`_place_new`). Deterministic: the budget counts attempts, not time. Hosts that a scale-down
+  will release are *not* free for other platforms in the same pass: they still belong to their cluster
+  until the change is applied.
 - Architecture: every architecture that has a free matching host is tried; the winner leaves the fewest
   surplus GPUs, then uses the fewest hosts, then comes first by name (``amd64`` before ``arm64``).
 - GPU workers per family are chosen exactly (bounded knapsack over the GPU counts on offer): fewest
@@ -700,6 +701,9 @@ Ident = tuple[str, str, str]  # (namespace, name, kind)
 # Placement attempts the search for a better set of new platforms of one priority may spend (counted, not
 # timed, so the result never depends on the machine's speed).
 SEARCH_BUDGET = 2000
+# The search runs for at most this many new platforms of one priority (exact within the budget); a
+# larger group is placed first-come in its order.
+SEARCH_MAX = 16
 
 
 def _place_new(
@@ -708,20 +712,23 @@ def _place_new(
     """New platforms (and pools) of one priority, in their (namespace, name) order.
 
     The order is a tie-break, not a reason to leave capacity unused: when the first-come placement leaves
-    some out, a deterministic search (:func:`_most_placed`) looks for a set of them, still placed in
-    order, that fits more; among sets of one size the one keeping the earliest in order wins. Then the
-    ones left out are tried once more (any that fits now is placed) and the rest keep their rejection.
+    some out (and the group has at most :data:`SEARCH_MAX`), a deterministic search
+    (:func:`_most_placed`) looks for a set of them, still placed in order, that fits more; among sets
+    of one size the one keeping the earliest in order wins. Then the ones left out are tried once more
+    (any that fits now is placed) and the rest keep their rejection.
     """
     start = free.heads()
     greedy = _place_in_order(idents, needs, free)
-    if all(isinstance(d, Allocation) for d in greedy.values()):
+    if len(idents) > SEARCH_MAX or all(isinstance(d, Allocation) for d in greedy.values()):
         return greedy
+    done = free.heads()
     placed = [i for i in idents if isinstance(greedy[i], Allocation)]
     free.restore(start)
     better = _most_placed(idents, needs, free, placed)
-    free.restore(start)
     if better == placed:
-        return _place_in_order(idents, needs, free)
+        free.restore(done)
+        return greedy
+    free.restore(start)
     out = _place_in_order(better, needs, free)
     out |= _place_in_order([i for i in idents if i not in out], needs, free)
     return out
