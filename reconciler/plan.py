@@ -451,6 +451,9 @@ def _kept(
 def _decided(
     key: PlatformKey, decision: Decision, cluster: ManagedCluster | None, machines: Mapping[str, Machine]
 ) -> PlatformPlan:
+    if cluster is not None and cluster.held is not None:  # its membership is in doubt: leave it as it is
+        state = Reason.PROVISIONED if cluster.known_state is ClusterState.RUNNING else Reason.PROVISIONING
+        return _kept(key, Action.UNCHANGED, state, cluster.held, cluster, machines)
     if isinstance(decision, Rejection):
         return _kept(key, Action.REJECTED, decision.reason, decision.message, cluster, machines)
     alloc: Allocation = decision
