@@ -15,9 +15,10 @@ Decisions that the design leaves open, written down here once:
   tie-break, not a reason to leave capacity unused: when first-come leaves some out of a group of at
   most :data:`SEARCH_MAX`, a depth-first search within :data:`SEARCH_BUDGET` placement attempts finds the
   largest set that fits placed in that order, the earliest in order winning among sets of one size
-  (:func:`_place_new`). Deterministic: the budget counts attempts, not time. Hosts that a scale-down
-  will release are *not* free for other platforms in the same pass: they still belong to their cluster
-  until the change is applied.
+  (:func:`_place_new`); a larger group keeps smallest-request-first when that places more.
+  Deterministic: the budget counts attempts, not time. Hosts that a scale-down will release are *not*
+  free for other platforms in the same pass: they still belong to their cluster until the change is
+  applied.
 - Architecture: every architecture that has a free matching host is tried; the winner leaves the fewest
   surplus GPUs, then uses the fewest hosts, then comes first by name (``amd64`` before ``arm64``).
 - GPU workers per family are chosen exactly (bounded knapsack over the GPU counts on offer): fewest
@@ -702,7 +703,7 @@ Ident = tuple[str, str, str]  # (namespace, name, kind)
 # timed, so the result never depends on the machine's speed).
 SEARCH_BUDGET = 2000
 # The search runs for at most this many new platforms of one priority (exact within the budget); a
-# larger group is placed first-come in its order.
+# larger group keeps the better of first-come and smallest-request-first (:func:`_smallest_first`).
 SEARCH_MAX = 16
 
 
@@ -719,12 +720,15 @@ def _place_new(
     """
     start = free.heads()
     greedy = _place_in_order(idents, needs, free)
-    if len(idents) > SEARCH_MAX or all(isinstance(d, Allocation) for d in greedy.values()):
+    if all(isinstance(d, Allocation) for d in greedy.values()):
         return greedy
     done = free.heads()
     placed = [i for i in idents if isinstance(greedy[i], Allocation)]
     free.restore(start)
-    better = _most_placed(idents, needs, free, placed)
+    if len(idents) > SEARCH_MAX:
+        better = _smallest_first(idents, needs, free, placed)
+    else:
+        better = _most_placed(idents, needs, free, placed)
     if better == placed:
         free.restore(done)
         return greedy
@@ -747,6 +751,25 @@ def _place_in_order(
             free.commit(outcome.trial)
             out[ident] = _to_allocation(arch, outcome)
     return out
+
+
+def _smallest_first(
+    idents: Sequence[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts, floor: list[Ident]
+) -> list[Ident]:
+    """For a group too large to search: the platforms that fit when the smallest requests go first (the
+    fewest GPUs, then the fewest hosts, then the order), kept only when that places more than
+    ``floor``; returned in the group's order. ``free`` is left as it was."""
+    mark = free.heads()
+
+    def size(ident: Ident) -> tuple[int, int]:
+        req = needs[ident]
+        return (req.requested_gpus, req.control_plane + req.min_workers)
+
+    rank = {ident: n for n, ident in enumerate(idents)}
+    tried = _place_in_order(sorted(idents, key=lambda i: (*size(i), rank[i])), needs, free)
+    free.restore(mark)
+    fits = [i for i in idents if isinstance(tried[i], Allocation)]
+    return fits if len(fits) > len(floor) else list(floor)
 
 
 def _most_placed(
