@@ -71,8 +71,9 @@ class DeletionGuard:
         return ""
 
     def note(self, clusters: Collection[str], workloads: int, blocked: str) -> str | None:
-        """The status commit's sentence about an approval (None without a trailer)."""
-        if self.approved is None:
+        """The status commit's sentence about an approval (None without a trailer, or when the pass
+        removes nothing)."""
+        if self.approved is None or not (clusters or workloads):
             return None
         at = f" in {self.revision[:7]}" if self.revision else ""
         approval = f"{ALLOW_DELETIONS_TRAILER}: {self.approved}{at}"

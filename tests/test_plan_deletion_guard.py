@@ -48,6 +48,10 @@ def test_the_guard_counts_clusters_and_workloads_and_an_approval_only_raises_the
         "removes 2 admitted workloads"
     )
     assert "more than the 4 approved by Reconciler-Allow-Deletions" in approved.blocked([], 5, True)
+    assert approved.note([], 0, "") is None  # nothing removed: nothing to name
+    assert approved.note(["MLPlatform"], 0, "") == (
+        "Reconciler-Allow-Deletions: 4 in 0123456 (not needed: 1 within --max-deletions 1)"
+    )
 
 
 def _settled() -> tuple[World, dict[str, object]]:
