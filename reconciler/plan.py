@@ -99,7 +99,7 @@ from reconciler.placement.admission import (
     gpu_units,
 )
 from reconciler.placement.mig import MigUsage
-from reconciler.placement.mig_admission import GpuLayout, MigMachinePool, PoolMigPlanner
+from reconciler.placement.mig_admission import GpuLayout, MigMachinePool, PoolMigPlanner, relayout_summary
 from reconciler.profiles import cluster_profiles, reject_unbuildable
 from reconciler.resolve import (
     EVERY_NAMESPACE,
@@ -913,6 +913,8 @@ def _admit(
                 "mig_usage": outcome.usage,
                 "mig_notes": outcome.notes,
             }
+            if outcome.relayout:  # which GPUs of a host are re-laid out: in the message, for the report
+                entry = replace(entry, message=f"{entry.message}; {relayout_summary(outcome.relayout)}")
         pools.append(
             PoolPlan(entry, mode, result.capacity, scaling=_scaling(pool), admitted=admitted, **mig_fields)
         )
