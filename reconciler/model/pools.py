@@ -110,7 +110,7 @@ def workload_request(resource: AIWorkload | MLPlatform) -> WorkloadRequest:
         for gpu in resource.spec.gpus:
             family = canonical_family(gpu.family)
             whole[family] = whole.get(family, 0) + gpu.count
-        priority, suspend, kind, replicas = 0, resource.spec.suspend, "MLPlatform", 1
+        priority, suspend, kind, replicas = resource.spec.priority, resource.spec.suspend, "MLPlatform", 1
     return WorkloadRequest(
         key=key,
         kind=kind,

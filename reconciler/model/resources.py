@@ -139,6 +139,13 @@ class MLPlatformSpec(Strict):
     gpus: list[GpuRequest] = Field(default_factory=list)
     resource_groups: dict[str, str] = Field(default_factory=dict)
     edge: PlatformEdge | None = None
+    priority: int = Field(
+        default=0,
+        ge=-1_000_000_000,
+        le=1_000_000_000,
+        description="Higher is placed first when not every new platform fits (a shared platform: admitted "
+        "first into its pool). A placed platform is never moved for a higher one.",
+    )
     suspend: bool = False
 
 
