@@ -323,6 +323,7 @@ def test_a_pool_line_names_the_scaling_decision_as_the_status_file_records_it() 
     decided = {"decision": "up", "reason": "ScaledUp", "message": "scaled up shared-a100 by 1 host"}
     before = {"phase": "Running", "scaling": {"policy": "p", "decision": {"decision": "none", "reason": "-"}}}
     after = {"phase": "Provisioning", "scaling": {"policy": "p", "decision": decided}}
-    notes = pool_notes(Change("b/computepools/shared-a100.yaml", "ComputePool", "b", "shared-a100", before, after))
+    path = "b/computepools/shared-a100.yaml"
+    notes = pool_notes(Change(path, "ComputePool", "b", "shared-a100", before, after))
     assert "scaling up (ScaledUp): scaled up shared-a100 by 1 host" in notes
     assert not any("{" in note for note in notes)
