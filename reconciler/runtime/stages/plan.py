@@ -40,8 +40,10 @@ def plan_pass(
     now: float,
     max_deletions: int = 1,
     namespaces: NamespaceSelector = EVERY_NAMESPACE,
+    approved_deletions: int | None = None,
 ) -> Planned:
-    """The plans of one pass over every observed target (the prune guard counts the whole pass)."""
+    """The plans of one pass over every observed target (the prune guard counts the whole pass;
+    ``approved_deletions``: the revision's ``Reconciler-Allow-Deletions`` trailer)."""
 
     def plan(sizes: Sizes | None) -> dict[Target, Plan]:
         return plan_targets(
@@ -54,6 +56,7 @@ def plan_pass(
             pool_modes=records.pools.modes,
             previous_layouts=records.pools.layouts,
             sizes=sizes,
+            approved_deletions=approved_deletions,
         )
 
     sizes = _current_sizes(desired, observed, records)
@@ -122,6 +125,7 @@ def drift(
     *,
     max_deletions: int,
     namespaces: NamespaceSelector,
+    approved_deletions: int | None = None,
 ) -> list[str]:
     """What this pass does differently from the plan a pull request of this revision was shown (made
     against the recorded inventory, with no Prometheus); empty when they agree or it cannot be told."""
@@ -137,5 +141,6 @@ def drift(
         now=0.0,
         max_deletions=max_deletions,
         namespaces=namespaces,
+        approved_deletions=approved_deletions,
     )
     return plan_drift(merge(desired.revision, expected.plans, []), merge(desired.revision, planned.plans, []))
