@@ -37,6 +37,7 @@ from reconciler.palette.observe import Snapshot
 from reconciler.plan import Observed, Plan, free_capacity, merge
 from reconciler.resolve import Routing, Target, route
 from reconciler.runtime.stages.plan import plan_pass as plan_stage
+from reconciler.runtime.stages.plan import snapshot_observation
 from reconciler.scaling.stage import NoSamples
 from reconciler.status.records import NO_RECORDS, Records, read_records
 
@@ -108,14 +109,6 @@ def read_snapshot(path: Path) -> Snapshot:
         raise PlanError(f"inventory {path}: {exc}") from None
 
 
-def _observation(snapshot: Snapshot) -> Observed:
-    from reconciler.palette.observe import managed_clusters
-
-    inventory = discover(snapshot.edge_hosts)
-    clusters = managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid())
-    return Observed(inventory, clusters)
-
-
 def snapshot_url(path: Path) -> str:
     """The endpoint an offline plan routes every namespace to: the snapshot stands for Palette."""
     return f"inventory:{path}"
@@ -129,12 +122,12 @@ def observe_snapshot(snapshot: Snapshot, routing: Routing, url: str) -> dict[Tar
     """
     from reconciler.palette.observe import scoped
 
-    whole = _observation(snapshot)
+    whole = snapshot_observation(snapshot)
     targets = set(routing.targets)
     targets |= {Target(url, c.project_uid) for c in whole.clusters}
     if not targets:
         targets.add(Target(url, None))
-    return {t: whole if t.project_uid is None else _observation(scoped(snapshot, t)) for t in targets}
+    return {t: whole if t.project_uid is None else snapshot_observation(scoped(snapshot, t)) for t in targets}
 
 
 def observe_palette(url: str, routing: Routing) -> dict[Target, Observed]:
@@ -298,7 +291,7 @@ def observe_status(
             file=sys.stderr,
         )
     targets = (routing.targets | recorded_targets) - set(unseen)
-    observed = {t: _observation(snapshots[(t.url, t.project_uid)]) for t in targets}
+    observed = {t: snapshot_observation(snapshots[(t.url, t.project_uid)]) for t in targets}
     return desired, routing, observed, basis, records
 
 

@@ -17,7 +17,7 @@ from reconciler.inventory import discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import POOL_KIND, PoolKey, cluster_kind
-from reconciler.palette.observe import managed_clusters
+from reconciler.palette.observe import Snapshot, managed_clusters
 from reconciler.plan import Observation, Observed, Plan, gpus_of, merge, plan_targets
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
 from reconciler.runtime.facts import Planned
@@ -111,10 +111,15 @@ def recorded_observation(
         snapshot = snapshots.get((target.url, target.project_uid))
         if snapshot is None:
             return None
-        inventory = discover(snapshot.edge_hosts)
-        clusters = managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid())
-        out[target] = Observed(inventory, [c for c in clusters if namespaces.owns(c.namespace)])
+        seen = snapshot_observation(snapshot)
+        out[target] = Observed(seen.inventory, [c for c in seen.clusters if namespaces.owns(c.namespace)])
     return out
+
+
+def snapshot_observation(snapshot: Snapshot) -> Observed:
+    """A target as an inventory snapshot shows it (machines and managed clusters)."""
+    inventory = discover(snapshot.edge_hosts)
+    return Observed(inventory, managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid()))
 
 
 def drift(
