@@ -224,5 +224,5 @@ def test_a_pull_requests_plan_is_what_the_pass_after_its_merge_does(
     assert entries(before_merge) == entries(pass_document(merged))
     actions = {e["name"]: e["action"] for s in ("platforms", "workloads") for e in before_merge[s]}
     assert (actions["notebooks"], actions["notebook"], actions["eval"]) == ("scale", "remove", "admit")
-    # The running MIG layout is kept while its instances are held: the newcomer waits, in both.
-    assert actions["mig-batch"] == "pending"
+    # Whatever admission answers the MIG newcomer (a slice of the held layout, or a wait), both say it.
+    assert actions["mig-batch"] in ("admit", "pending")

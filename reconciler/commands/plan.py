@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler import plan_report as report
+from reconciler.deletions import approved_deletions
 from reconciler.inventory import ExcludedHost, Inventory, Machine, discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
@@ -36,6 +37,7 @@ from reconciler.palette.observe import Snapshot
 from reconciler.plan import Observed, Plan, free_capacity, merge
 from reconciler.resolve import Routing, Target, route
 from reconciler.runtime.stages.plan import plan_pass as plan_stage
+from reconciler.runtime.stages.plan import snapshot_observation
 from reconciler.scaling.stage import NoSamples
 from reconciler.status.records import NO_RECORDS, Records, read_records
 
@@ -49,9 +51,14 @@ class PlanError(Exception):
 # --- inputs --------------------------------------------------------------------------------------
 
 
-def load_desired(repo: str, rev: str | None) -> DesiredState:
-    """The desired state of ``repo`` (a directory's files, or one git revision)."""
+def load_desired(
+    repo: str, rev: str | None, subtree: str = "", extra: Sequence[tuple[str, bytes]] = ()
+) -> DesiredState:
+    """The desired state of ``repo`` (a directory's files, or one git revision): under ``subtree``
+    (``--path``), with the what-if files ``extra`` added (``reconciler.source.overlay``)."""
+    from reconciler.source.directory import MissingSubtree
     from reconciler.source.errors import SourceError
+    from reconciler.source.overlay import overlay
 
     path = Path(repo)
     if path.is_symlink():  # --repo is what the user named: follow it (links inside are never followed)
@@ -63,14 +70,17 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
         if not bare:
             from reconciler.source.directory import load_directory
 
-            return load_directory(path, revision=head)
+            try:
+                return load_directory(path, revision=head, subtree=subtree, extra=extra)
+            except MissingSubtree as exc:
+                raise PlanError(str(exc)) from None
     from reconciler.manifests import load_files
     from reconciler.model.diagnostics import Severity
     from reconciler.source.git import SkippedEntry, read_revision
 
     skipped: list[SkippedEntry] = []
     try:
-        sha, files = read_revision(repo, rev, skipped=skipped)
+        sha, files = read_revision(repo, rev, skipped=skipped, subtree=subtree)
     except SourceError as exc:
         if rev is not None:
             raise PlanError(str(exc)) from None
@@ -78,10 +88,10 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
         # main, the branch `run` follows by default: plan that before giving up.
         try:
             skipped.clear()
-            sha, files = read_revision(repo, "main", skipped=skipped)
+            sha, files = read_revision(repo, "main", skipped=skipped, subtree=subtree)
         except SourceError:
             raise PlanError(str(exc)) from None
-    desired = load_files(files, revision=sha)
+    desired = load_files(overlay(files, extra), revision=sha)
     desired.diagnostics.extend(s.to_diagnostic() for s in skipped)
     if any(s.severity is Severity.ERROR for s in skipped):
         desired.complete = False  # a skipped manifest may hold a resource: plan no deletion
@@ -99,14 +109,6 @@ def read_snapshot(path: Path) -> Snapshot:
         raise PlanError(f"inventory {path}: {exc}") from None
 
 
-def _observation(snapshot: Snapshot) -> Observed:
-    from reconciler.palette.observe import managed_clusters
-
-    inventory = discover(snapshot.edge_hosts)
-    clusters = managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid())
-    return Observed(inventory, clusters)
-
-
 def snapshot_url(path: Path) -> str:
     """The endpoint an offline plan routes every namespace to: the snapshot stands for Palette."""
     return f"inventory:{path}"
@@ -120,12 +122,12 @@ def observe_snapshot(snapshot: Snapshot, routing: Routing, url: str) -> dict[Tar
     """
     from reconciler.palette.observe import scoped
 
-    whole = _observation(snapshot)
+    whole = snapshot_observation(snapshot)
     targets = set(routing.targets)
     targets |= {Target(url, c.project_uid) for c in whole.clusters}
     if not targets:
         targets.add(Target(url, None))
-    return {t: whole if t.project_uid is None else _observation(scoped(snapshot, t)) for t in targets}
+    return {t: whole if t.project_uid is None else snapshot_observation(scoped(snapshot, t)) for t in targets}
 
 
 def observe_palette(url: str, routing: Routing) -> dict[Target, Observed]:
@@ -172,6 +174,7 @@ def plan_pass(
     *,
     records: Records = NO_RECORDS,
     now: float | None = None,
+    approved: int | None = None,
 ) -> Plan:
     """The plan of one pass over every target, made by the plan stage ``run`` uses
     (:func:`reconciler.runtime.stages.plan.plan_pass`) with the same inputs: ``records`` are what the
@@ -188,6 +191,7 @@ def plan_pass(
             samples=stage if stage is not None else NoSamples(),
             now=time.time() if now is None else now,
             max_deletions=max_deletions,
+            approved_deletions=approved,
         )
     plans = planned.plans
     diagnostics = next(iter(plans.values())).diagnostics if plans else desired.diagnostics
@@ -207,10 +211,16 @@ class StatusBasis:
     branch: str
     commit: str | None
     observed_revision: str | None
+    approved_deletions: int | None = None  # the revision's Reconciler-Allow-Deletions trailer
 
 
 def observe_status(
-    repo: str, rev: str | None, branch: str | None, status_branch: str
+    repo: str,
+    rev: str | None,
+    branch: str | None,
+    status_branch: str,
+    subtree: str = "",
+    extra: Sequence[tuple[str, bytes]] = (),
 ) -> tuple[DesiredState, Routing, dict[Target, Observed], StatusBasis, Records]:
     """The desired state of ``rev`` (default: the config branch's head) routed as ``run`` routes it,
     each target observed as the status branch last recorded it (``inventory/*.json``), and what the
@@ -253,8 +263,9 @@ def observe_status(
                     raise PlanError(
                         f"no config branch {name!r} in {redact(repo)}; name the revision with --rev"
                     )
-            desired = load_desired(status.location, rev)
-            basis = StatusBasis(status_branch, status.tip, recorded.revision)
+            desired = load_desired(status.location, rev, subtree, extra)
+            message = status.commit_message(desired.revision) if desired.revision else None
+            basis = StatusBasis(status_branch, status.tip, recorded.revision, approved_deletions(message))
     except GitError as exc:
         raise PlanError(f"cannot read the status branch {status_branch} of {redact(repo)}: {exc}") from None
     routing = route(desired, palette)
@@ -280,7 +291,7 @@ def observe_status(
             file=sys.stderr,
         )
     targets = (routing.targets | recorded_targets) - set(unseen)
-    observed = {t: _observation(snapshots[(t.url, t.project_uid)]) for t in targets}
+    observed = {t: snapshot_observation(snapshots[(t.url, t.project_uid)]) for t in targets}
     return desired, routing, observed, basis, records
 
 
@@ -303,6 +314,21 @@ def host_names(inventory: Inventory) -> dict[str, str]:
 # --- the command ---------------------------------------------------------------------------------
 
 
+def _files_options(
+    repo: str, subtree: str | None, what_if: Sequence[Path]
+) -> tuple[str, list[tuple[str, bytes]]]:
+    """``--path`` normalised and the ``--what-if`` files read (``reconciler.source.overlay``)."""
+    from reconciler.source.overlay import WhatIfError, read_what_if
+    from reconciler.source.select import SelectionError, normalize_subtree
+
+    try:
+        path = normalize_subtree(subtree)
+        checkout = Path(repo) if Path(repo).is_dir() else None
+        return path, read_what_if(what_if, checkout, path)
+    except (SelectionError, WhatIfError) as exc:
+        raise PlanError(str(exc)) from None
+
+
 def run(
     repo: str,
     rev: str | None,
@@ -316,8 +342,12 @@ def run(
     branch: str | None = None,
     changes_only: bool = False,
     prometheus: str | None = None,
+    subtree: str | None = None,
+    what_if: Sequence[Path] = (),
 ) -> int:
-    """Plan one pass and print it. Exit 0 all placeable, 1 some rejected or invalid, 2 on error."""
+    """Plan one pass and print it. Exit 0 all placeable, 1 some rejected or invalid, 2 on error.
+
+    ``subtree`` (``--path``) reads only that directory; ``what_if`` files are added to the revision."""
     if (inventory is not None) + (palette is not None) + from_status != 1:
         print("error: give exactly one of --inventory FILE, --palette URL or --from-status", file=sys.stderr)
         return EXIT_ERROR
@@ -327,14 +357,15 @@ def run(
     basis: StatusBasis | None = None
     records = NO_RECORDS
     try:
+        path, extra = _files_options(repo, subtree, what_if)
         if from_status:
             desired, routing, observed, basis, records = observe_status(
-                repo, rev, branch, status_branch or DEFAULT_STATUS_BRANCH
+                repo, rev, branch, status_branch or DEFAULT_STATUS_BRANCH, path, extra
             )
             for problem in records.problems:  # planned as run plans them; said as run logs them
                 print(f"warning: {problem.meaning}: {problem.error}", file=sys.stderr)
         else:
-            desired = load_desired(repo, rev)
+            desired = load_desired(repo, rev, path, extra)
             if inventory is not None:
                 url = snapshot_url(inventory)
                 snapshot = read_snapshot(inventory)
@@ -346,7 +377,10 @@ def run(
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    plan = plan_pass(desired, routing, observed, max_deletions, prometheus, records=records)
+    approved = basis.approved_deletions if basis is not None else None
+    plan = plan_pass(
+        desired, routing, observed, max_deletions, prometheus, records=records, approved=approved
+    )
     document = plan.to_json()
     if changes_only:
         document = report.changes_only(document)

@@ -21,6 +21,7 @@ class ControllerOptions:
     branch: str = "main"
     cache_dir: Path | None = None
     watch: bool = False  # repo is a local directory read as it is on disk (not its commits)
+    subtree: str = ""  # --path: only this directory of the repository is read
     # palette
     palette_url: str | None = None
     apply_concurrency: int = 4

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from reconciler.deletions import approved_deletions
 from reconciler.logging import get_logger, pass_context
 from reconciler.metrics import PassOutcome
 from reconciler.model.desired import DesiredState
@@ -28,7 +29,7 @@ from reconciler.runtime.lease import Fenced, Lease
 from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify
 from reconciler.runtime.parts import Parts
 from reconciler.runtime.stages import apply, fetch, load, plan, report
-from reconciler.runtime.warnings import Health, Warnings, mig_figures
+from reconciler.runtime.warnings import Health, Warnings, deletion_notes, mig_figures
 from reconciler.source import GitError
 from reconciler.status.drift import drift_note
 from reconciler.status.records import Records
@@ -247,9 +248,15 @@ class Pipeline:
             now=self.clock.time(),
             max_deletions=self.options.max_deletions,
             namespaces=self.options.namespaces,
+            approved_deletions=self._approved(),
         )
         self._warnings.scaling(planned.scaling, dry_run=self.options.dry_run)
         return planned
+
+    def _approved(self) -> int | None:
+        """The head commit's ``Reconciler-Allow-Deletions: N`` (a directory has no commit message)."""
+        history, head = self.parts.history, self._revision
+        return approved_deletions(history.commit_message(head) if history is not None and head else None)
 
     def _drift(
         self, desired: DesiredState, routing: Routing, planned: Planned, records: Records
@@ -259,7 +266,13 @@ class Pipeline:
             return []
         opts = self.options
         lines = plan.drift(
-            desired, routing, planned, records, max_deletions=opts.max_deletions, namespaces=opts.namespaces
+            desired,
+            routing,
+            planned,
+            records,
+            max_deletions=opts.max_deletions,
+            namespaces=opts.namespaces,
+            approved_deletions=self._approved(),
         )
         for line in lines:
             log.warning("the pass differs from the plan against the recorded inventory", difference=line)
@@ -330,7 +343,7 @@ class Pipeline:
             holds_lease=self.lease.holds,
             confirm=self._confirm,
             dry_run=opts.dry_run,
-            notes=[note] if (note := drift_note(drift)) else [],
+            notes=[*deletion_notes(plans), *([note] if (note := drift_note(drift)) else [])],
         )
         self.metrics.observe_pools(
             reported.status.files, [str(o.entry.decision) for o in planned.scaling.values()]

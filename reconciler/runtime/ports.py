@@ -37,6 +37,8 @@ class History(Protocol):
 
     def commit_summary(self, sha: str) -> tuple[str, str] | None: ...
 
+    def commit_message(self, sha: str) -> str | None: ...
+
 
 class HeadMoved(Exception):
     """The config branch moved while a pass held an older revision: the pass starts over."""

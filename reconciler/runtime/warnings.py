@@ -12,7 +12,7 @@ from reconciler.metrics import Metrics, PassOutcome
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import PlatformKey
 from reconciler.model.pools import PoolKey
-from reconciler.plan import Action, PlatformPlan, PoolPlan
+from reconciler.plan import Action, Plan, PlatformPlan, PoolPlan
 from reconciler.runtime.clock import Clock
 from reconciler.runtime.outcome import PassResult, summary
 from reconciler.scaling.stage import ScalingOutcome
@@ -73,6 +73,12 @@ def summary_fields(result: PassResult) -> dict[str, Any]:
     if result.interrupted:
         fields["interrupted"] = True
     return fields
+
+
+def deletion_notes(plans: Mapping[Any, Plan]) -> list[str]:
+    """The deletion guard's sentence about an approval (``Reconciler-Allow-Deletions``), for the status
+    commit (once, whichever target's plan carries it)."""
+    return next(([p.deletions_note] for p in plans.values() if p.deletions_note), [])
 
 
 def mig_figures(pool: PoolPlan) -> tuple[int, int]:

@@ -44,12 +44,18 @@ def open_source(
     and what closes them."""
     if options.watch:
         # A local working directory: read as it is on disk; status goes to its repository if it has one.
-        directory = DirectorySource(Path(options.repo), parse=parse_file)
+        directory = DirectorySource(Path(options.repo), parse=parse_file, subtree=options.subtree)
         has_git = (Path(options.repo) / ".git").exists()
         status = status_store(options) if has_git else NoStatus()
         return directory, None, status, status.close
     cache = options.cache_dir
-    git = GitSource(options.repo, options.branch, cache / "source" if cache else None, parse=parse_file)
+    git = GitSource(
+        options.repo,
+        options.branch,
+        cache / "source" if cache else None,
+        parse=parse_file,
+        subtree=options.subtree,
+    )
     status = status_store(options)
 
     def close() -> None:

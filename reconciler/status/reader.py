@@ -171,6 +171,13 @@ class StatusBranch:
         revision is the newest any shard reported."""
         return whole_record(self.files(), newest=self.newest)
 
+    def commit_message(self, sha: str) -> str | None:
+        """The whole message of a config commit (its trailers), when this repository has it."""
+        try:
+            return str(_gitutil.run(self._repo.git, "log", "-1", "--format=%B", sha, "--"))
+        except GitError:
+            return None
+
     def close(self) -> None:
         self._repo.close()
         if self._tmp is not None:

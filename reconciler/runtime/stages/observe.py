@@ -21,10 +21,11 @@ from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from reconciler.model.resources import Settings
 from reconciler.palette.client import PaletteClient
+from reconciler.palette.cloud_configs import read_cloud_configs
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
-from reconciler.palette.observe import managed_clusters, read_cloud_configs
+from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD
 from reconciler.plan import Plan
 from reconciler.resolve import NamespaceSelector, Routing, Target, route

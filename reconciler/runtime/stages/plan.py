@@ -17,7 +17,7 @@ from reconciler.inventory import discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import POOL_KIND, PoolKey, cluster_kind
-from reconciler.palette.observe import managed_clusters
+from reconciler.palette.observe import Snapshot, managed_clusters
 from reconciler.plan import Observation, Observed, Plan, gpus_of, merge, plan_targets
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
 from reconciler.runtime.facts import Planned
@@ -40,8 +40,10 @@ def plan_pass(
     now: float,
     max_deletions: int = 1,
     namespaces: NamespaceSelector = EVERY_NAMESPACE,
+    approved_deletions: int | None = None,
 ) -> Planned:
-    """The plans of one pass over every observed target (the prune guard counts the whole pass)."""
+    """The plans of one pass over every observed target (the prune guard counts the whole pass;
+    ``approved_deletions``: the revision's ``Reconciler-Allow-Deletions`` trailer)."""
 
     def plan(sizes: Sizes | None) -> dict[Target, Plan]:
         return plan_targets(
@@ -54,6 +56,7 @@ def plan_pass(
             pool_modes=records.pools.modes,
             previous_layouts=records.pools.layouts,
             sizes=sizes,
+            approved_deletions=approved_deletions,
         )
 
     sizes = _current_sizes(desired, observed, records)
@@ -108,10 +111,15 @@ def recorded_observation(
         snapshot = snapshots.get((target.url, target.project_uid))
         if snapshot is None:
             return None
-        inventory = discover(snapshot.edge_hosts)
-        clusters = managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid())
-        out[target] = Observed(inventory, [c for c in clusters if namespaces.owns(c.namespace)])
+        seen = snapshot_observation(snapshot)
+        out[target] = Observed(seen.inventory, [c for c in seen.clusters if namespaces.owns(c.namespace)])
     return out
+
+
+def snapshot_observation(snapshot: Snapshot) -> Observed:
+    """A target as an inventory snapshot shows it (machines and managed clusters)."""
+    inventory = discover(snapshot.edge_hosts)
+    return Observed(inventory, managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid()))
 
 
 def drift(
@@ -122,6 +130,7 @@ def drift(
     *,
     max_deletions: int,
     namespaces: NamespaceSelector,
+    approved_deletions: int | None = None,
 ) -> list[str]:
     """What this pass does differently from the plan a pull request of this revision was shown (made
     against the recorded inventory, with no Prometheus); empty when they agree or it cannot be told."""
@@ -137,5 +146,6 @@ def drift(
         now=0.0,
         max_deletions=max_deletions,
         namespaces=namespaces,
+        approved_deletions=approved_deletions,
     )
     return plan_drift(merge(desired.revision, expected.plans, []), merge(desired.revision, planned.plans, []))
