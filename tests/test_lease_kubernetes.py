@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client as k8s
 
+from reconciler.fencing import Fenced
 from reconciler.runtime.kubernetes_lease import KubernetesLease
 from tests._kube_fake import FakeKubeServer
 
@@ -121,3 +122,25 @@ def test_two_standbys_racing_for_an_expired_lease_never_both_win(kube: FakeKubeS
         for thread in threads:
             thread.join()
         assert len(won) == 1, won
+
+
+def test_the_fence_refuses_writes_from_the_write_deadline_on_a_pinned_monotonic_clock(
+    kube: FakeKubeServer,
+) -> None:
+    """The write deadline is the last successful write's start + duration - margin (docs/leases.md,
+    "Fencing"): a renewal extends it; missed renewals stop writes before the Lease could expire."""
+    now = [100.0]
+    configuration = k8s.Configuration(host=kube.url)
+    lease = KubernetesLease(
+        k8s.ApiClient(configuration), namespace="paletteai", identity="pod-a", monotonic=lambda: now[0]
+    )
+    with pytest.raises(Fenced, match="does not hold"):
+        lease.fence()
+    assert lease.acquire()
+    now[0] += 49.0  # 60 s lease, 10 s margin: writes until +50
+    lease.fence()
+    assert lease.acquire()  # renewed at +49: writes until +99
+    now[0] += 50.0
+    with pytest.raises(Fenced, match="past its write deadline"):
+        lease.fence()
+    assert not lease.holds()
