@@ -1,4 +1,4 @@
-"""The one-writer lease kept on a branch of the config repository (DESIGN.md section 7, ``--lease git``).
+"""The one-writer lease kept on a branch of the config repository (docs/leases.md, ``--lease git``).
 
 The branch (default ``reconciler/lease``) holds exactly one commit: a parentless commit whose
 ``lease.json`` says who holds the lease, since when, when it was last renewed and for how long::
@@ -49,7 +49,7 @@ log = get_logger(component="lease")
 
 LEASE_FILE = "lease.json"
 DEFAULT_BRANCH = "reconciler/lease"
-# Flux's defaults (DESIGN.md section 7): a lease counts for 60 s and is renewed every 20 s.
+# Flux's defaults: a lease counts for 60 s and is renewed every 20 s.
 DEFAULT_DURATION = 60.0
 # A holder stops writing 20 s before its lease could expire: room for a pass's writes in flight
 # (bounded at 10 s) and for clock skew between the holder and a standby.
