@@ -1,8 +1,8 @@
 """A pool's scaling state as its status file records it (``status.scaling``), and the size it implies.
 
-DESIGN.md section 9: with a scaling policy the pool's current size is ``spec.gpus`` adjusted by the scaling
-actions recorded in its status; section 11: the last action's time and what it did are on the status
-branch, so a restart keeps the cooldown. This module is the one place that reads and writes that record
+With a scaling policy the pool's current size is ``spec.gpus`` adjusted by the scaling actions recorded
+in its status; the last action's time and what it did are on the status branch, so a restart keeps the
+cooldown (docs/scaling.md). This module is the one place that reads and writes that record
 (pure: no clock; times are passed in).
 
 The block (camelCase, as every status file)::
@@ -51,7 +51,7 @@ per family, clamped to the policy's ``gpuResourceBounds``. A failed action is ne
 released by the next plan); an action in progress is (its host is already written to Palette).
 Nothing in the block changes from pass to pass unless the decision's outcome does: messages that would
 (time left in a cooldown, a sample's age) are made stable here, so the status branch gets no commit per
-pass (DESIGN.md section 6).
+pass.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from reconciler.model.scaling import ScalingPolicySpec
 from reconciler.scaling.decide import CPU, Decision, Direction, LastAction, PendingDemand, ScalingReason
 from reconciler.scaling.series import Availability, Window
 
-# The plan's decision words (DESIGN.md section 8): none = no policy; hold = a policy that did not act.
+# The plan's decision words: none = no policy; hold = a policy that did not act.
 DECISION_NONE, DECISION_UP, DECISION_DOWN, DECISION_HOLD = "none", "up", "down", "hold"
 
 _TRIGGERS = ("UtilisationHigh", "UtilisationLow", "PendingDemand")
