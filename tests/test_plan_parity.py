@@ -226,3 +226,30 @@ def test_a_pull_requests_plan_is_what_the_pass_after_its_merge_does(
     assert (actions["notebooks"], actions["notebook"], actions["eval"]) == ("scale", "remove", "admit")
     # Whatever admission answers the MIG newcomer (a slice of the held layout, or a wait), both say it.
     assert actions["mig-batch"] in ("admit", "pending")
+    body = git("log", "-1", "--format=%B", "reconciler/status", cwd=remote.bare)
+    assert merged.commit is not None and "the pull request's plan said" not in body
+
+
+def test_a_merge_whose_inventory_changed_since_its_plan_says_what_differs_in_the_status_commit(
+    steady: tuple[Controller, RemoteRepo, PinnedClock], mig_emulator: EmulatorServer
+) -> None:
+    ctl, remote, _clock = steady
+    notebooks = yaml.safe_load((remote.work / "project-a/platforms/notebooks.yaml").read_text())
+    notebooks["spec"]["gpus"] = [{"family": "NVIDIA-H100", "count": 5}]
+    remote.commit(
+        {"project-a/platforms/notebooks.yaml": yaml.safe_dump(notebooks)}, "notebooks: 5", push=False
+    )
+    git("push", "-q", "origin", "HEAD:refs/heads/pull-request", cwd=remote.work)
+    planned = plan_document(remote, "--rev", "pull-request")
+    (entry,) = [p for p in planned["platforms"] if p["name"] == "notebooks"]
+    running = status_files(remote)["project-a/mlplatforms/notebooks.yaml"]["status"]["allocation"]
+    (joining,) = set(entry["workers"]) - set(running["workers"])
+    mig_emulator.state.patch_host(joining, {"healthState": "unhealthy"})  # taken away before the merge
+    git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=remote.work)
+    merged = ctl.reconcile_once()
+
+    assert merged.commit is not None
+    body = git("log", "-1", "--format=%B", "reconciler/status", cwd=remote.bare)
+    assert "differs from the plan made against the inventory last recorded" in body
+    (line,) = [ln for ln in body.splitlines() if ln.startswith("- project-a/notebooks: ")]
+    assert joining in line.split("; the pass does")[0] and joining not in line.split("; the pass does")[1]

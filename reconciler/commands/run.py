@@ -187,7 +187,6 @@ def run(
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    log = get_logger(component="run")
     options = ControllerOptions(
         repo=repo,
         branch=branch,
@@ -213,14 +212,7 @@ def run(
     except GitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if dry_run:
-        log.info("dry run: plans are logged; nothing is written to Palette or git")
-    if shard is not None:
-        log.info(
-            "shard: only these namespaces are planned, applied and reported",
-            shard=shard,
-            namespaces=str(selector),
-        )
+    _say_mode(options)
     # One writer (DESIGN.md section 7). A dry run writes nothing, so it takes no lease; --watch reads a
     # local directory that one person edits, so it takes none either.
     kind = "none" if dry_run or watch else lease_kind
@@ -240,6 +232,18 @@ def run(
     if once:
         return _run_once(controller, lease_duration)
     return _serve(controller, branch=branch, listen=listen, watch=watch, lease_duration=lease_duration)
+
+
+def _say_mode(options: ControllerOptions) -> None:
+    log = get_logger(component="run")
+    if options.dry_run:
+        log.info("dry run: plans are logged; nothing is written to Palette or git")
+    if options.shard is not None:
+        log.info(
+            "shard: only these namespaces are planned, applied and reported",
+            shard=options.shard,
+            namespaces=str(options.namespaces),
+        )
 
 
 def _run_once(controller: Pipeline, lease_duration: float = 60.0) -> int:

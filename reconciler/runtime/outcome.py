@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from reconciler.metrics import PassOutcome
 from reconciler.model.conditions import Phase, Reason
-from reconciler.model.desired import PlatformKey
+from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.resources import ComputePool
 from reconciler.plan import DONE, Action, Plan, PlatformPlan
 from reconciler.resolve import Routing, Target
+from reconciler.runtime.facts import Observation
 from reconciler.status.render import Outcome
 
 MAX_RESTARTS = 3
@@ -31,6 +35,19 @@ class PassResult:
     )
     interrupted: bool = False  # a stop request cut the pass short: entries not started were not applied
     plans: dict[Target, Plan] = field(default_factory=dict)  # the plan stage's plans (pools, workloads too)
+
+
+def idle_inputs(
+    revision: str | None, desired: DesiredState, routing: Routing, seen: Observation
+) -> tuple[str, bool]:
+    """The fingerprint of a pass's inputs, and whether a pass over the same inputs may be skipped (no
+    target failed or stalled; utilisation is no input of the fingerprint, so a pass with a scaling
+    policy is never skipped)."""
+    observed = sorted((t.url, t.project_uid or "", o.fingerprint) for t, o in seen.observed.items())
+    fingerprint = hashlib.sha256(json.dumps([revision, observed]).encode()).hexdigest()
+    routed_failed = any(t in routing.targets for t in seen.failed)
+    calm = not routed_failed and not seen.stalled and not routing.unavailable
+    return fingerprint, calm and not any(p.spec.scaling_policy_ref for p in desired.of_kind(ComputePool))
 
 
 def target_order(target: Target) -> tuple[str, str]:

@@ -9,8 +9,6 @@ back off and retry; a target that refuses its key is stalled; invalid input wait
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -19,14 +17,13 @@ from reconciler.deletions import approved_deletions
 from reconciler.logging import get_logger, pass_context
 from reconciler.metrics import PassOutcome
 from reconciler.model.desired import DesiredState
-from reconciler.model.resources import ComputePool
 from reconciler.resolve import Routing, Target
 from reconciler.runtime import loop
 from reconciler.runtime.branch import BranchReader, branch_mismatch
 from reconciler.runtime.clock import utc_stamp
 from reconciler.runtime.facts import Applied, Loaded, Observation, Planned
 from reconciler.runtime.lease import Fenced, Lease
-from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify
+from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify, idle_inputs
 from reconciler.runtime.parts import Parts
 from reconciler.runtime.stages import apply, fetch, load, plan, report
 from reconciler.runtime.warnings import Health, Warnings, deletion_notes, mig_figures
@@ -163,7 +160,7 @@ class Pipeline:
             observer = self.parts.observer  # 3. observe
             routing = observer.route(desired)
             seen = observer.observe(desired, routing, records.files)
-            fingerprint, calm = self._idle_inputs(desired, routing, seen)
+            fingerprint, calm = idle_inputs(revision, desired, routing, seen)
             if (
                 calm
                 and self._clean is not None
@@ -220,15 +217,6 @@ class Pipeline:
             )
             self._desired, self._revision = desired, head
         return Loaded(head, desired, records)
-
-    def _idle_inputs(self, desired: DesiredState, routing: Routing, seen: Observation) -> tuple[str, bool]:
-        """The fingerprint of this pass's inputs, and whether a pass over the same inputs may be skipped."""
-        observed = sorted((t.url, t.project_uid or "", o.fingerprint) for t, o in seen.observed.items())
-        fingerprint = hashlib.sha256(json.dumps([self._revision, observed]).encode()).hexdigest()
-        routed_failed = any(t in routing.targets for t in seen.failed)
-        calm = not routed_failed and not seen.stalled and not routing.unavailable
-        # Utilisation is no input of the fingerprint: a pass with a scaling policy is never skipped.
-        return fingerprint, calm and not any(p.spec.scaling_policy_ref for p in desired.of_kind(ComputePool))
 
     def _status_moved(self) -> bool:
         """Whether someone else (a hand edit, another writer) moved the status branch since this process
