@@ -38,6 +38,7 @@ class ControllerOptions:
     unhealthy_after: float | None = None  # None: max(300 s, 3 x interval)
     # safety
     max_deletions: int = 1
+    sudden_change: float = 0.2  # share of hosts or managed clusters changing at once that is confirmed first
     dry_run: bool = False  # plan against Palette and log; write nothing to Palette or git
     # shard: the namespaces this instance owns, and its name (its lease and status record)
     namespaces: NamespaceSelector = EVERY_NAMESPACE

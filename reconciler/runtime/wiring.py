@@ -113,6 +113,7 @@ def parts(
         env,
         palette_url=options.palette_url,
         namespaces=options.namespaces,
+        sudden_threshold=options.sudden_change,
     )
     samples = ScalingStage(options.prometheus_url, environ=env)
 

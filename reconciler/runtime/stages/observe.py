@@ -35,6 +35,7 @@ from reconciler.runtime.outcome import target_order
 from reconciler.status.recorded import listing_gap, missing_clusters
 from reconciler.status.render import Outcome
 from reconciler.status.snapshot import SnapshotError, read_snapshots
+from reconciler.sudden import DEFAULT_THRESHOLD, drift
 
 log = get_logger(component="controller")
 
@@ -60,8 +61,11 @@ class Observer:
         *,
         palette_url: str | None,
         namespaces: NamespaceSelector,
+        sudden_threshold: float = DEFAULT_THRESHOLD,
     ) -> None:
         self._factory = client_factory
+        self._sudden_threshold = sudden_threshold  # 1.0 or more: never held
+        self._unconfirmed: dict[Target, str] = {}  # a sudden change seen once, by its fingerprint
         self._environ = environ
         self._palette_url = palette_url
         self._namespaces = namespaces
@@ -241,5 +245,24 @@ class Observer:
         # raw listing stays whole: the target's inventory snapshot is shared by the shards observing it.
         clusters = [c for c in clusters if self._namespaces.owns(c.namespace)]
         seen = ObservedTarget(inventory, clusters, digest, hosts, raw_clusters)
+        self._confirm_sudden(target, seen)
         self._observed[target] = seen
         return seen
+
+    def _confirm_sudden(self, target: Target, seen: ObservedTarget) -> None:
+        """A sudden change since the last observation acted on (over ``sudden_threshold`` of the hosts or
+        managed clusters) is believed only when the next pass observes the same: until then the target
+        is unavailable for the pass (nothing applied; statuses keep their facts)."""
+        last = self._observed.get(target)
+        if last is None or self._sudden_threshold >= 1.0:
+            return
+        change = drift(last.inventory, seen.inventory, last.clusters, seen.clusters)
+        if not change.sudden(self._sudden_threshold):
+            self._unconfirmed.pop(target, None)
+            return
+        if self._unconfirmed.get(target) == change.fingerprint:
+            log.warning("a sudden inventory change was observed twice: acting on it", url=target.url)
+            self._unconfirmed.pop(target, None)
+            return
+        self._unconfirmed[target] = change.fingerprint
+        raise PaletteError(change.message(self._sudden_threshold), path="/v1/dashboard/edgehosts/search")
