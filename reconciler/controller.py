@@ -37,7 +37,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +45,7 @@ from typing import Any
 
 from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
 from reconciler.compute_status import compute_status, holders, in_use_machines
+from reconciler.edgehost import HostFacts
 from reconciler.inventory import HostState, Inventory, Machine, discover
 from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import ParsedFile, build_desired, parse_file
@@ -183,7 +184,7 @@ class _Observed:
     inventory: Inventory
     clusters: list[ManagedCluster]
     fingerprint: str
-    raw_hosts: list[dict[str, Any]] = field(default_factory=list)
+    raw_hosts: Sequence[Mapping[str, Any] | HostFacts] = field(default_factory=list)
     raw_clusters: list[dict[str, Any]] = field(default_factory=list)
     _snapshot: bytes | None = None
 

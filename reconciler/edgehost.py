@@ -167,7 +167,10 @@ def cluster_ref(status: Mapping[str, Any]) -> str | None:
 
 
 def read_host(item: Any) -> HostFacts | None:
-    """One search item -> its facts; None when the item is not even an object."""
+    """One search item -> its facts; None when the item is not even an object. Facts already read
+    (what :class:`reconciler.palette.hosts.HostLister` keeps) are returned as they are."""
+    if type(item) is HostFacts:
+        return item
     if type(item) is not dict and not isinstance(item, Mapping):
         return None
     metadata = _mapping(item.get("metadata"))

@@ -63,7 +63,7 @@ def cluster_config_uid(cluster: Mapping[str, Any]) -> str | None:
 
 def managed_clusters(
     clusters: Iterable[Mapping[str, Any]],
-    edge_hosts: Iterable[Mapping[str, Any]],
+    edge_hosts: Iterable[Mapping[str, Any] | HostFacts],
     machines: Mapping[str, Machine] | None = None,
 ) -> list[ManagedCluster]:
     """Clusters carrying ``palette.ai/managed-by: reconciler`` that are not deleted, with their hosts.
