@@ -27,13 +27,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, os.environ.get("BENCH_SOURCE") or str(ROOT))  # the tree measured (see --baseline)
 
 import gen_config_tree  # noqa: E402
 import gen_inventory  # noqa: E402
@@ -53,10 +52,13 @@ def git(*args: str) -> None:
     subprocess.run(["git", *args], check=True, capture_output=True, env=GIT_ENV)
 
 
-def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str]:
-    """(peak RSS MiB, wall seconds, exit code, stdout) of one child process."""
+def measure(
+    argv: list[str], env: dict[str, str] | None = None, source: Path = ROOT
+) -> tuple[float, float, int, str]:
+    """(peak RSS MiB, wall seconds, exit code, stdout) of one child process importing ``source``."""
+    env = {**(env or os.environ), "PYTHONPATH": str(source), "BENCH_SOURCE": str(source)}
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=source)
     out = proc.stdout.read().decode() if proc.stdout else ""
     _pid, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -144,9 +146,9 @@ def child_parse(root: str) -> None:
 # -- measurements --------------------------------------------------------------------------------
 
 
-def run_passes(work: Path, hosts: int, platforms: int, inventory: Path) -> dict[str, float]:
-    tree = config_repo(work / "run", platforms)
-    bare = work / "run" / "remote.git"
+def run_passes(work: Path, platforms: int, inventory: Path, source: Path) -> dict[str, float]:
+    tree = config_repo(work, platforms)
+    bare = work / "remote.git"
     git("clone", "-q", "--bare", str(tree), str(bare))
     key = secrets.token_urlsafe(16)
     port = free_port()
@@ -178,7 +180,7 @@ def run_passes(work: Path, hosts: int, platforms: int, inventory: Path) -> dict[
             f"http://127.0.0.1:{port}",
             str(work / "cache"),
         ]
-        peak, _wall, code, out = measure(argv, env)
+        peak, _wall, code, out = measure(argv, env, source)
         if code != 0:
             raise SystemExit(f"run child failed ({code})")
         found: dict[str, float] = json.loads(out.strip().splitlines()[-1])
@@ -189,12 +191,89 @@ def run_passes(work: Path, hosts: int, platforms: int, inventory: Path) -> dict[
         emulator.wait(30)
 
 
+def export(rev: str, work: Path) -> Path:
+    """The source tree of ``rev`` of this repository (``git archive``): the "before" of a comparison."""
+    target = work / f"source-{rev.replace('/', '_')}"
+    target.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
+class Bench:
+    """One set of measurements, run for each source tree (this one, and ``--baseline`` when given)."""
+
+    def __init__(self, args: argparse.Namespace, work: Path, sources: dict[str, Path]) -> None:
+        self.args = args
+        self.work = work
+        self.sources = sources
+        self.inventory = work / "inventory.json"
+        self.inventory.write_text(json.dumps(gen_inventory.generate(args.hosts, seed=1)))
+        self.per_hosts = 10_000 / max(args.hosts, 1)
+        self.per_files = 10_000 / max(args.files, 1)
+        imports = [sys.executable, "-c", "import reconciler.cli, reconciler.controller"]
+        self.floor = measure(imports, source=sources["now"])[0]
+        print(
+            f"interpreter + imports: {self.floor:.0f} MiB; {args.hosts:,} hosts, {args.platforms:,} platforms"
+        )
+
+    def show(self, name: str, found: dict[str, tuple[float, float]], per: float, unit: str) -> None:
+        """One line per source: peak, wall time, MiB per 10,000; then the ratio now / before."""
+        for label, (peak, wall) in found.items():
+            scaled = (peak - self.floor) * per
+            figures = f"peak {peak:6.0f} MiB {wall:7.2f} s ({scaled:5.0f} MiB per 10,000 {unit})"
+            print(f"{name:24} {label:6} {figures}")
+        if len(found) == 2:
+            (now_peak, now_wall), (old_peak, old_wall) = found["now"], found["before"]
+            print(f"{'':24} now/before: peak {now_peak / old_peak:.2f}x, time {now_wall / old_wall:.2f}x")
+
+    def each(self, argv: list[str]) -> dict[str, tuple[float, float]]:
+        found = {}
+        for label, source in self.sources.items():
+            peak, wall, code, _out = measure(argv, source=source)
+            if code not in (0, 1):
+                raise SystemExit(f"{' '.join(argv[:4])} failed with {code} ({label})")
+            found[label] = (peak, wall)
+        return found
+
+    def run(self) -> None:
+        first: dict[str, tuple[float, float]] = {}
+        idle: dict[str, tuple[float, float]] = {}
+        for label, source in self.sources.items():
+            found = run_passes(self.work / label, self.args.platforms, self.inventory, source)
+            first[label] = (found["first_peak"], found["first_s"])
+            idle[label] = (found["idle_peak"], found["idle_s"])
+        self.show("run: first pass", first, self.per_hosts, "hosts")
+        self.show("run: idle pass", idle, self.per_hosts, "hosts")
+
+    def plan(self) -> None:
+        tree = config_repo(self.work / "plan", self.args.platforms)
+        argv = [*CLI, "plan", "--repo", str(tree), "--inventory", str(self.inventory), "--format", "json"]
+        self.show("plan --inventory", self.each(argv), self.per_hosts, "hosts")
+
+    def inventory_show(self) -> None:
+        argv = [*CLI, "inventory", "show", "--inventory", str(self.inventory)]
+        self.show("inventory show", self.each(argv), self.per_hosts, "hosts")
+
+    def validate(self) -> None:
+        tree = self.work / "validate"
+        gen_config_tree.generate(tree, documents=self.args.files)
+        found = self.each([*CLI, "validate", str(tree)])
+        bare = measure([sys.executable, __file__, "--child-parse", str(tree)], source=self.sources["now"])
+        self.show("validate", found, self.per_files, "files")
+        self.show("bare CSafeLoader parse", {"-": bare[:2]}, self.per_files, "files")
+        for label, (peak, wall) in found.items():
+            ratios = f"{wall / bare[1]:.2f}x time, {peak / bare[0]:.2f}x peak"
+            print(f"{'':24} validate ({label}) / bare parse: {ratios}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=10_000)
     parser.add_argument("--platforms", type=int, default=1_000)
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--only", nargs="*", default=["run", "plan", "show", "validate"])
+    parser.add_argument("--baseline", help="a revision of this repository to compare with (e.g. main)")
     parser.add_argument("--child-run", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--child-parse", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -204,56 +283,12 @@ def main() -> int:
     if args.child_parse:
         child_parse(args.child_parse)
         return 0
-
     work = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    inventory = work / "inventory.json"
-    inventory.write_text(json.dumps(gen_inventory.generate(args.hosts, seed=1)))
-    per_hosts = 10_000 / max(args.hosts, 1)
-    floor, _w, _c, _o = measure([sys.executable, "-c", "import reconciler.cli, reconciler.controller"])
-    print(f"interpreter + imports: {floor:.0f} MiB; {args.hosts:,} hosts, {args.platforms:,} platforms")
-
-    def show(name: str, peak: float, wall: float, per: float, unit: str) -> None:
-        scaled = (peak - floor) * per
-        print(f"{name:28} peak {peak:7.0f} MiB  {wall:6.2f} s  ({scaled:6.0f} MiB per 10,000 {unit})")
-
-    steps: dict[str, Callable[[], None]] = {}
-
-    def run() -> None:
-        found = run_passes(work, args.hosts, args.platforms, inventory)
-        show(f"run: first pass ({found['first']})", found["first_peak"], found["first_s"], per_hosts, "hosts")
-        show(f"run: idle pass ({found['idle']})", found["idle_peak"], found["idle_s"], per_hosts, "hosts")
-
-    def plan() -> None:
-        tree = config_repo(work / "plan", args.platforms)
-        argv = [
-            sys.executable,
-            "-m",
-            "reconciler.cli",
-            "plan",
-            "--repo",
-            str(tree),
-            "--inventory",
-            str(inventory),
-        ]
-        peak, wall, _code, _out = measure([*argv, "--format", "json"])
-        show("plan --inventory", peak, wall, per_hosts, "hosts")
-
-    def show_inventory() -> None:
-        argv = [*CLI, "inventory", "show", "--inventory", str(inventory)]
-        peak, wall, _code, _out = measure(argv)
-        show("inventory show", peak, wall, per_hosts, "hosts")
-
-    def validate() -> None:
-        tree = work / "validate"
-        gen_config_tree.generate(tree, documents=args.files)
-        per_files = 10_000 / max(args.files, 1)
-        peak, wall, _c, _o = measure([*CLI, "validate", str(tree)])
-        bare_peak, bare_wall, _c, _o = measure([sys.executable, __file__, "--child-parse", str(tree)])
-        show("validate", peak, wall, per_files, "files")
-        show("bare CSafeLoader parse", bare_peak, bare_wall, per_files, "files")
-        print(f"validate / bare parse: {wall / bare_wall:.2f}x time, {peak / bare_peak:.2f}x peak RSS")
-
-    steps = {"run": run, "plan": plan, "show": show_inventory, "validate": validate}
+    sources = {"now": ROOT}
+    if args.baseline:
+        sources["before"] = export(args.baseline, work)
+    bench = Bench(args, work, sources)
+    steps = {"run": bench.run, "plan": bench.plan, "show": bench.inventory_show, "validate": bench.validate}
     for name in args.only:
         steps[name]()
     return 0

@@ -1,4 +1,5 @@
-"""The status branch's inventory snapshots (DESIGN.md section 6), pure: no git, no network, no clock.
+"""The status branch's inventory snapshots, pure: no git, no network, no clock (a memo of each host's
+encoded text makes a re-render after a few changes cheap; it changes no result).
 
 Each Palette target the reconciler manages has one file, ``inventory/<host>-<projectUid or "tenant">.json``,
 holding the last inventory observed there in the snapshot format of section 5. It keeps only what

@@ -5,17 +5,20 @@ Why this shape:
 - The branch is an orphan (its first commit has no parent) and is never merged, so the config
   branch's history stays clean and ``git log <status branch> -- <file>`` is one resource's audit trail.
 - Commits are built with plumbing on a private bare repository: blobs and trees are hashed in
-  process and written as loose objects, the commit with ``git commit-tree``. Nothing is checked out.
+  process and written as loose objects, the commit with ``git commit-tree -F -`` (the message on
+  stdin: no command line grows with the tree or the message; the body is capped, :func:`cap_body`).
+  Nothing is checked out.
 - The branch is the truth, not this process's memory: ``read`` and ``write`` start from the remote's
   tip as it is now (one ``ls-remote``; a fetch only when it moved). ``write`` takes the complete
-  desired status tree and commits only when its tree id differs from the tip's, so a file someone
-  edited or deleted on the branch is put back by the next pass, and an unchanged pass costs one
-  round trip and writes nothing.
-- A push that loses a race (non-fast-forward) waits a short random time, fetches the new tip and
-  rebuilds the commit on it with the same files, a bounded number of times. The wait comes before
-  the fetch, so the rebuilt commit is pushed right after the tip it builds on was seen: a writer
-  that pushes often cannot starve this one. It never force-pushes: other writers' commits are
-  always kept as ancestors.
+  status tree of the files this writer owns (:func:`reconciler_owns`; other writers' files on the
+  tip are kept) and commits only when the tree id differs from the tip's, so a file of its own that
+  someone edited or deleted is put back by the next pass, and an unchanged pass costs one round trip.
+- A push is a compare-and-swap on the tip the writer planned from (``--force-with-lease`` with that
+  tip; the commit is always its child, so never a forced update). When the branch moved, the commit
+  is rebuilt on the new tip only if the move changed none of this writer's files (another shard, a
+  note), after a short random wait and a fetch, a bounded number of times; a move that changed its
+  files is a :class:`StatusConflict` (plan again), never a blind retry. ``may_push`` (the writer
+  lease) is asked right before every push.
 - Each operation holds the private repository's cache lock and first removes lock files a killed
   git left behind (``refs/heads/reconciler/status.lock`` would otherwise fail every later write).
   A commit that reached the remote is reported as written even if updating the private ref
