@@ -162,7 +162,9 @@ def _hash_tree(
 
 
 def _hash_object(kind: bytes, data: bytes, objects: dict[str, tuple[bytes, bytes]]) -> bytes:
-    digest = hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data, usedforsecurity=False).digest()
+    hasher = hashlib.sha1(b"%s %d\0" % (kind, len(data)), usedforsecurity=False)
+    hasher.update(data)  # not header + data: a 60 MB snapshot would be copied once more
+    digest = hasher.digest()
     objects[digest.hex()] = (kind, data)
     return digest
 
