@@ -1132,6 +1132,9 @@ class Controller:
         assert self.status is not None
         if not self.lease.holds():
             raise GitError("the writer lease was lost (or could not be renewed in time); status not written")
+        # The tip this pass's status was built from: the push is a compare-and-swap on it, so a writer
+        # that lost the lease meanwhile never moves a file back (the store retries only over others' files).
+        planned = self._status_tip
         current = self._read_status()  # another writer may have moved it
         recorded = parse_recorded(current)
         self._mismatch = self._branch_mismatch(recorded)
@@ -1160,6 +1163,8 @@ class Controller:
             tree,
             commit_message(current, tree, notes, scaling=self._pool_pass.commits),
             source_trailers(revision, summary),
+            expected=planned,
+            may_push=self.lease.holds,
         )
         self._previous = tree
         if commit is not None:
