@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from reconciler import resolve
 from reconciler.inventory import Machine
 from reconciler.logging import get_logger, with_log_context
+from reconciler.membership import config_hosts
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import ManagedCluster, cluster_name, managed_labels
@@ -105,19 +106,6 @@ def _create(
     return Outcome(ok=True, cluster_uid=uid)
 
 
-def _pool_hosts(config: Mapping[str, Any]) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """Host uids per pool of a cloud config, and the host names Palette reports for them."""
-    pools = (config.get("spec") or {}).get("machinePoolConfig") or []
-    out: dict[str, list[str]] = {}
-    names: dict[str, str] = {}
-    for pool in pools:
-        if isinstance(pool, Mapping) and pool.get("name"):
-            hosts = [h for h in pool.get("hosts") or [] if isinstance(h, Mapping) and h.get("hostUid")]
-            out[str(pool["name"])] = [str(h["hostUid"]) for h in hosts]
-            names.update({str(h["hostUid"]): str(h["hostName"]) for h in hosts if h.get("hostName")})
-    return out, names
-
-
 def _config_uid(client: ClusterAPI, cluster: ManagedCluster) -> str:
     """The cluster's cloud config uid: from the search summary, else from the full cluster object."""
     config_uid = cluster.cloud_config_uid or cluster_config_uid(client.get_cluster(cluster.uid) or {})
@@ -134,7 +122,7 @@ def _scale(
     if cluster is None:
         raise ApplyError(f"scale of {p.namespace}/{p.name} without a cluster")
     config_uid = _config_uid(client, cluster)
-    pools, names = _pool_hosts(client.get_cloud_config(config_uid))
+    pools, names = config_hosts(client.get_cloud_config(config_uid))
     arch = p.arch or cluster.arch or "amd64"
     for pool, is_cp, target in (
         (CONTROL_PLANE_POOL, True, p.control_plane),
@@ -304,7 +292,7 @@ def _sync_pool_machine_pools(
     if cluster is None:
         raise ApplyError(f"scale of pool {p.namespace}/{p.name} without a cluster")
     config_uid = _config_uid(client, cluster)
-    current, names = _pool_hosts(client.get_cloud_config(config_uid))
+    current, names = config_hosts(client.get_cloud_config(config_uid))
     wanted = _pool_layout(pool)
     arch = p.arch or cluster.arch or "amd64"
     changed = False

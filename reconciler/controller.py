@@ -45,7 +45,7 @@ from typing import Any
 
 from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
 from reconciler.compute_status import compute_status, holders, in_use_machines
-from reconciler.edgehost import HostFacts
+from reconciler.edgehost import HostFacts, carry_readable
 from reconciler.inventory import HostState, Inventory, Machine, discover
 from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import ParsedFile, build_desired, parse_file
@@ -61,7 +61,7 @@ from reconciler.palette.client import PaletteClient
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
-from reconciler.palette.observe import managed_clusters
+from reconciler.palette.observe import managed_clusters, read_cloud_configs
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
 from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import (
@@ -95,6 +95,7 @@ from reconciler.status.pools import (
     unreachable_document,
     workload_document,
 )
+from reconciler.status.recorded import listing_gap, missing_clusters
 from reconciler.status.render import (
     RECONCILER_FILE,
     Outcome,
@@ -109,7 +110,7 @@ from reconciler.status.render import (
     status_path,
     unreachable_status,
 )
-from reconciler.status.snapshot import render_snapshot, target_file
+from reconciler.status.snapshot import SnapshotError, read_snapshots, render_snapshot, target_file
 from reconciler.status.store import ShardStatusStore, StatusStore
 
 log = get_logger(component="controller")
@@ -367,11 +368,10 @@ class Controller:
         held = self.options.dry_run or self.lease.holds()
         self.metrics.set_lease_held(held and not self.options.dry_run)
         if not held:
-            # A standby reads nothing and writes nothing: the holder spends the Palette budget.
-            holder = self.lease.holder()
-            why = f"standing by: the writer lease is held by {holder or 'another instance'}"
-            log.info("standing by", holder=holder)
-            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision, not_ready=why), 0.0)
+            # A standby reads nothing and writes nothing: the holder spends the Palette budget. It is
+            # ready all the same (a rollout of two replicas completes): the lease is not readiness.
+            log.info("standing by", holder=self.lease.holder())
+            return self._finish(PassResult(PassOutcome.STANDBY, revision=self._revision), 0.0)
         try:
             result = self._attempt(check_source)
         except GitError as exc:
@@ -640,6 +640,7 @@ class Controller:
                 self._route(desired)  # picks the key reference the Settings name now
             try:
                 seen.observed[target] = self._observe(target)
+                self._confirm_listing(target, seen.observed[target], routing)
             except (UnauthorizedError, MissingAPIKey) as exc:
                 seen.stalled[target] = self._stall(target, desired, str(exc))
             except PaletteError as exc:
@@ -647,6 +648,25 @@ class Controller:
                 log.warning("palette unavailable", url=target.url, error=str(exc))
         self._known_targets |= set(seen.observed) | set(seen.stalled) | set(seen.failed)
         return seen
+
+    def _confirm_listing(self, target: Target, observed: _Observed, routing: Routing) -> None:
+        """Absence is confirmed before it is acted on: a cluster the status branch records for a platform
+        or pool of this target that the listing does not show is looked up by uid; if it exists, the
+        listing is incomplete and the target is read as unavailable this pass (nothing is created)."""
+        missing = missing_clusters(
+            self._read_status(),
+            routing.platforms.get(target, ()),
+            routing.pools.get(target, ()),
+            (c.uid for c in observed.clusters),
+        )
+        if not missing:
+            return
+        client = self._client(target)
+        found = {uid: who for uid, who in sorted(missing.items())[:20] if client.get_cluster(uid) is not None}
+        gap = listing_gap(found)
+        if gap is not None:
+            self._observed.pop(target, None)  # read it afresh next pass
+            raise PaletteError(gap, method="POST", path="/v1/dashboard/spectroclusters/search")
 
     def _stall(self, target: Target, desired: DesiredState, error: str) -> str:
         message = f"Palette refused the API key or none is set: {error}"
@@ -686,7 +706,7 @@ class Controller:
         if lister is None or lister.client is not client:  # reads what changed since its last read
             lister = self._host_listers[target] = HostLister(client)
         before = client.requests_sent(DASHBOARD)
-        hosts = lister.list()
+        hosts: list[Mapping[str, Any] | HostFacts] = list(lister.list())
         raw_clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
         self._dashboard_requests[target] = client.requests_sent(DASHBOARD) - before
         # The lister's version moves whenever a host does; the cluster listing's order is stable.
@@ -694,14 +714,38 @@ class Controller:
         last = self._observed.get(target)
         if last is not None and last.fingerprint == digest:
             return last  # nothing moved in Palette: reuse the machines and clusters read last time
+        doubtful = lister.doubtful
+        if doubtful:  # a member's unreadable answer is replaced by its last readable copy, and the
+            # clusters' own cloud configs say who their members are
+            hosts, carried = carry_readable(hosts, doubtful, self._prior_hosts(target))
+            log.warning(
+                "unreadable edge host answers: never placed; cluster members keep their last readable copy",
+                url=target.url,
+                unreadable=len(doubtful),
+                carried=len(carried),
+            )
         inventory = discover(hosts)
-        clusters = managed_clusters(raw_clusters, hosts, inventory.by_uid())
+        configs = read_cloud_configs(client, raw_clusters) if doubtful else None
+        clusters = managed_clusters(raw_clusters, hosts, inventory.by_uid(), configs)
         # Another shard's clusters are not this instance's: never planned, pruned or recorded here. The
         # raw listing stays whole: the target's inventory snapshot is shared by the shards observing it.
         clusters = [c for c in clusters if self.options.namespaces.owns(c.namespace)]
         seen = _Observed(inventory, clusters, digest, hosts, raw_clusters)
         self._observed[target] = seen
         return seen
+
+    def _prior_hosts(self, target: Target) -> Sequence[Mapping[str, Any] | HostFacts]:
+        """The hosts as last read right: the last observation in memory, else the status branch's
+        inventory snapshot of the target (a restarted process)."""
+        last = self._observed.get(target)
+        if last is not None:
+            return last.raw_hosts
+        try:
+            snapshots = read_snapshots(self._read_status())
+        except SnapshotError:
+            return []
+        found = snapshots.get((target.url, target.project_uid))
+        return list(found.edge_hosts) if found is not None else []
 
     # -- 4. plan ------------------------------------------------------------------------------------
 
@@ -948,6 +992,7 @@ class Controller:
             elif path in before:
                 files[path] = before[path]
         files.update(self._pool_files(desired, before, previous, revision, now, machines, seen, routing))
+        self.metrics.observe_pools(files, [str(o.entry.decision) for o in self._pool_pass.scaling.values()])
         self._warn_once(entries)
 
         # A target leaves reconciler.yaml only when it holds no managed cluster any more.

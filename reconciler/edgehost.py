@@ -6,12 +6,17 @@ discovery's rules in :mod:`reconciler.inventory`); this module only says what Pa
 few spellings Palette allows folded into one: architecture names (``x86_64`` = ``amd64``, ``aarch64`` =
 ``arm64``; a missing ``archType`` is Palette's default ``amd64``), label values (strings in Palette, maybe
 booleans or numbers in hand-written snapshots), ``inUseClustersRef`` (or the deprecated
-``inUseClusters``). Odd data never raises: a field that is not what the schema says reads as absent.
+``inUseClusters``). Odd data never raises, and is never believed: a field that a rule reads and that is
+present but not what Palette's schema says (a ``gpuCount`` of ``null`` or ``"4"``, an ``inUseClustersRef``
+that is a string, a host ``in-use`` that names no cluster) makes the host *unreadable*
+(:attr:`HostFacts.unreadable`): discovery reports it and never places it, never reads it as "not in use"
+or "fewer GPUs". A field that is absent (or ``null`` where Go's encoder writes an empty list as ``null``)
+reads as absent, as the schema allows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -73,6 +78,14 @@ class HostFacts:
     cluster_uid: str | None  # the cluster Palette says the host is in use by
     host_address: str | None = None  # spec.host.hostAddress
     nics: tuple[Nic, ...] = ()
+    # Fields present but unreadable: (dotted path, the value as Palette sent it), kept so that a snapshot
+    # of the host (host_item) reads back as the same unreadable host.
+    unreadable: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """One sentence per unreadable field, naming it and what was there."""
+        return tuple(_problem(path, value) for path, value in self.unreadable)
 
     @property
     def primary_nic(self) -> Nic | None:
@@ -92,6 +105,9 @@ class HostFacts:
             found.append(self.host_address)
         return tuple(found)
 
+
+# A host as the readers take it: a search item (or snapshot entry), or the facts already read from one.
+HostItem = Mapping[str, Any] | HostFacts
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -125,14 +141,20 @@ def _int(value: Any) -> int | None:
 
 
 def _gpu(entry: Any) -> GpuDevice | None:
+    """One ``gpus[]`` entry; None when it is not an object or its ``gpuCount`` is present but not a
+    count (unreadable: the caller marks the host)."""
     if type(entry) is not dict and not isinstance(entry, Mapping):
         return None
-    raw_count = entry.get("gpuCount")
-    count = 1 if raw_count is None else _int(raw_count)
+    if "gpuCount" in entry:
+        count = _int(entry["gpuCount"])
+        if count is None or count < 0:
+            return None
+    else:
+        count = 1  # the schema allows an entry without a count: one device
     return GpuDevice(
         vendor=_text(entry.get("vendor")),
         model=_text(entry.get("model")),
-        count=count if count is not None and count > 0 else 0,
+        count=count,
         memory=_optional_text(entry.get("memory")),
         mig_capable=entry.get("migCapable") is True,
         mig_strategy=_optional_text(entry.get("migStrategy")),
@@ -166,6 +188,46 @@ def cluster_ref(status: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _refs_readable(refs: Any) -> bool:
+    if refs is None:
+        return True  # Go encodes an empty list as null
+    return isinstance(refs, list) and all(
+        isinstance(r, Mapping) and isinstance(r.get("uid"), str) and r["uid"] for r in refs
+    )
+
+
+class _Reader:
+    """Collects the fields of one item that are present but not of their schema's type."""
+
+    __slots__ = ("bad",)
+
+    def __init__(self) -> None:
+        self.bad: list[tuple[str, Any]] = []
+
+    def mapping(self, parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+        value = parent.get(key)
+        if value is None or type(value) is dict or isinstance(value, Mapping):
+            return value if value is not None else _EMPTY
+        self.bad.append((path, value))
+        return _EMPTY
+
+    def text(self, parent: Mapping[str, Any], key: str, path: str) -> str | None:
+        value = parent.get(key)
+        if value is None or isinstance(value, str):
+            return value
+        self.bad.append((path, value))
+        return None
+
+
+def _problem(path: str, value: Any) -> str:
+    if path == "status.state":
+        return f"{path} is in-use but status.inUseClustersRef names no cluster"
+    shown = "null" if value is None else repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{path} is unreadable ({type(value).__name__ if value is not None else 'null'}: {shown})"
+
+
 def read_host(item: Any) -> HostFacts | None:
     """One search item -> its facts; None when the item is not even an object. Facts already read
     (what :class:`reconciler.palette.hosts.HostLister` keeps) are returned as they are."""
@@ -173,36 +235,59 @@ def read_host(item: Any) -> HostFacts | None:
         return item
     if type(item) is not dict and not isinstance(item, Mapping):
         return None
-    metadata = _mapping(item.get("metadata"))
-    labels = _mapping(metadata.get("labels"))
+    r = _Reader()
+    metadata = r.mapping(item, "metadata", "metadata")
+    labels = r.mapping(metadata, "labels", "metadata.labels")
     uid = _text(metadata.get("uid"))
-    spec = _mapping(item.get("spec"))
-    device = _mapping(spec.get("device"))
-    status = _mapping(item.get("status"))
-    raw_arch = device.get("archType")
-    if isinstance(raw_arch, str) and raw_arch:
+    spec = r.mapping(item, "spec", "spec")
+    device = r.mapping(spec, "device", "spec.device")
+    status = r.mapping(item, "status", "status")
+    raw_arch = r.text(device, "archType", "spec.device.archType")
+    if raw_arch:
         arch, shown_arch = canonical_arch(raw_arch), raw_arch
     else:
         arch, shown_arch = DEFAULT_ARCH, None
-    cores = _int(_mapping(device.get("cpu")).get("cores"))
+    cpu = r.mapping(device, "cpu", "spec.device.cpu")
+    cores = cpu.get("cores")
+    if cores is not None and (_int(cores) is None or cores < 0):
+        r.bad.append(("spec.device.cpu.cores", cores))
+        cores = None
     entries = device.get("gpus")
-    gpus = tuple(g for g in map(_gpu, entries) if g is not None) if isinstance(entries, list) else ()
+    gpus: tuple[GpuDevice, ...] = ()
+    if isinstance(entries, list):
+        read = tuple(g for g in map(_gpu, entries) if g is not None)
+        if len(read) != len(entries):
+            r.bad.append(("spec.device.gpus", entries))
+        else:
+            gpus = read
+    elif entries is not None:
+        r.bad.append(("spec.device.gpus", entries))
     nics_raw = device.get("nics")
     nics = tuple(n for n in map(_nic, nics_raw) if n is not None) if isinstance(nics_raw, list) else ()
+    project = r.text(r.mapping(spec, "projectMeta", "spec.projectMeta"), "uid", "spec.projectMeta.uid")
+    health = r.mapping(status, "health", "status.health")
+    state = (r.text(status, "state", "status.state") or "").lower()
+    for key in ("inUseClustersRef", "inUseClusters"):
+        if not _refs_readable(status.get(key)):
+            r.bad.append((f"status.{key}", status.get(key)))
+    ref = cluster_ref(status)
+    if state == "in-use" and ref is None and not any(p.startswith("status.inUse") for p, _ in r.bad):
+        r.bad.append(("status.state", "in-use"))
     return HostFacts(
         uid=uid,
         name=_text(metadata.get("name")) or uid,
         arch=arch,
         raw_arch=shown_arch,
-        cpu_cores=cores if cores is not None and cores > 0 else None,
+        cpu_cores=cores if cores else None,
         gpus=gpus,
         tags={k if type(k) is str else str(k): label_text(v) for k, v in labels.items()},
-        project_uid=_optional_text(_mapping(spec.get("projectMeta")).get("uid")),
-        health=_text(_mapping(status.get("health")).get("state")).lower(),
-        state=_text(status.get("state")).lower(),
-        cluster_uid=cluster_ref(status),
+        project_uid=project or None,
+        health=(r.text(health, "state", "status.health.state") or "").lower(),
+        state=state,
+        cluster_uid=ref,
         host_address=_optional_text(_mapping(spec.get("host")).get("hostAddress")),
         nics=nics,
+        unreadable=tuple(r.bad),
     )
 
 
@@ -244,7 +329,19 @@ def host_item(facts: HostFacts) -> dict[str, Any]:
         item["spec"] = spec
     if status:
         item["status"] = status
+    for path, value in facts.unreadable:  # as Palette sent it: read back as the same unreadable host
+        _put(item, path.split("."), value)
     return item
+
+
+def _put(item: dict[str, Any], path: list[str], value: Any) -> None:
+    node = item
+    for key in path[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            return  # a parent is itself unreadable and already written as it was
+        node = child
+    node[path[-1]] = value
 
 
 def _gpu_item(gpu: GpuDevice) -> dict[str, Any]:
@@ -269,3 +366,34 @@ def _nic_item(nic: Nic) -> dict[str, Any]:
     if nic.dns:
         out["dns"] = list(nic.dns)
     return out
+
+
+def carry_readable(
+    current: Sequence[HostItem], doubtful: set[str], prior: Iterable[HostItem]
+) -> tuple[list[HostItem], list[str]]:
+    """The hosts of a listing with each ``doubtful`` (unreadable) host that was a cluster member in its
+    last readable copy (``prior``: the last observation, or the status branch's snapshot) replaced by
+    that copy, as invalid is not absent for manifests: a member's GPUs and cluster are what was last
+    read right, never "fewer" or "free". A doubtful host that was free stays unreadable (never placed).
+    Hosts are search items or the facts read from them. Returns the hosts and the uids carried."""
+    if not doubtful:
+        return list(current), []
+    last: dict[str, HostItem] = {}
+    for item in prior:
+        facts = read_host(item)
+        if facts is not None and facts.uid in doubtful and not facts.unreadable and facts.cluster_uid:
+            last[facts.uid] = item
+    if not last:
+        return list(current), []
+    out: list[HostItem] = []
+    carried: list[str] = []
+    for item in current:
+        facts = read_host(item)
+        uid = facts.uid if facts is not None else ""
+        if uid in last:
+            kept = last[uid]
+            out.append(kept if isinstance(kept, HostFacts) else dict(kept))
+            carried.append(uid)
+        else:
+            out.append(item)
+    return out, sorted(carried)

@@ -379,8 +379,18 @@ def _host_state(facts: HostFacts) -> tuple[HostState, str]:
 
 
 def classify(facts: HostFacts) -> Machine | ExcludedHost | None:
-    """Discovery's rules on one host's facts: a machine, an excluded host, or None when not PaletteAI's."""
-    if facts.tags.get(PALETTE_AI_TAG, "").strip().lower() != "true":
+    """Discovery's rules on one host's facts: a machine, an excluded host, or None when not PaletteAI's.
+
+    A host whose answer is unreadable (:attr:`HostFacts.unreadable`) is excluded and says why, even when
+    its labels are what cannot be read (then nobody can say it is not PaletteAI's): it is never placed,
+    and never read as free or as having fewer GPUs than it has.
+    """
+    unreadable = facts.problems
+    ours = facts.tags.get(PALETTE_AI_TAG, "").strip().lower() == "true"
+    if unreadable and (ours or any(path == "metadata.labels" for path, _ in facts.unreadable)):
+        reason = "Palette's answer for this host is unreadable: " + "; ".join(unreadable)
+        return ExcludedHost(uid=facts.uid, name=facts.name, reason=reason, cluster_uid=facts.cluster_uid)
+    if not ours:
         return None
     uid = facts.uid
     tags = _parse_tags(facts.tags)

@@ -9,16 +9,21 @@ here knows about their types.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
+import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from reconciler.model.conditions import Phase
 
-__all__ = ["CONTENT_TYPE", "Metrics", "PassOutcome"]
+__all__ = ["CONTENT_TYPE", "SCALING_DIRECTIONS", "Metrics", "PassOutcome", "PoolFigures", "pool_figures"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The ``Content-Type`` of :meth:`Metrics.render`'s output (Prometheus text format 0.0.4)."""
@@ -28,6 +33,12 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 _PASS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 # An ls-remote plus an incremental fetch is usually well under a second; a first clone can take long.
 _FETCH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+SCALING_DIRECTIONS = ("up", "down", "hold", "none")
+"""The ``direction`` label of ``reconciler_scaling_decisions_total`` (a pool's decision in one pass)."""
+
+_WORKLOAD_KINDS = ("AIWorkload", "MLPlatform")  # an MLPlatform is a workload when its status names a pool
+_PoolLabel = tuple[str, str]  # (namespace, pool)
 
 
 class PassOutcome(StrEnum):
@@ -51,7 +62,7 @@ class PassOutcome(StrEnum):
 class Metrics:
     """The reconciler's metrics, in a registry of their own."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.pass_duration = Histogram(
             "reconciler_pass_duration_seconds",
@@ -113,7 +124,7 @@ class Metrics:
         )
         self.last_success = Gauge(
             "reconciler_last_successful_pass_timestamp_seconds",
-            "Unix time at which the last successful pass ended (0: none yet).",
+            "Unix time at which the last successful (or skipped: nothing to do) pass ended (0: none yet).",
             registry=self.registry,
         )
         self.pool_mig_stranded = Gauge(
@@ -128,8 +139,37 @@ class Metrics:
             ["namespace", "pool"],
             registry=self.registry,
         )
+        self.workloads = Gauge(
+            "reconciler_workloads",
+            "Workloads (AIWorkloads, shared MLPlatforms) by pool, phase and reason, after the last pass.",
+            ["namespace", "pool", "phase", "reason"],
+            registry=self.registry,
+        )
+        self.pool_pending = Gauge(
+            "reconciler_pool_pending_workloads",
+            "Workloads of a pool whose phase is Pending, after the last pass.",
+            ["namespace", "pool"],
+            registry=self.registry,
+        )
+        self.pool_gpus = Gauge(
+            "reconciler_pool_gpus",
+            "GPUs of a pool by family: total, admitted (bound to workloads) and free, after the last pass.",
+            ["namespace", "pool", "family", "state"],
+            registry=self.registry,
+        )
+        self.scaling_decisions = Counter(
+            "reconciler_scaling_decisions",
+            "Scaling decisions taken for a pool with a ScalingPolicy, one per pool and pass, by direction.",
+            ["direction"],
+            registry=self.registry,
+        )
+        self._pools = PoolFigures()  # replaced whole by set_pools (the scrape thread reads it)
+        self._held = False
+        self.registry.register(_PendingAge(clock, lambda: self._pools))
         # Zero-valued series exist from the start, so that rate() and absent() alerts work before the
         # first pass of each kind.
+        for direction in SCALING_DIRECTIONS:
+            self.scaling_decisions.labels(direction=direction)
         for outcome in PassOutcome:
             self.passes.labels(outcome=outcome.value)
         for phase in Phase:
@@ -140,11 +180,12 @@ class Metrics:
     def observe_pass(
         self, outcome: PassOutcome | str, duration_seconds: float, *, ended_at: float | None = None
     ) -> None:
-        """Record one finished pass; a successful one also moves the last-success timestamp."""
+        """Record one finished pass; a successful one also moves the last-success timestamp, and so
+        does a skipped one (it read git and Palette and found nothing to do: an idle writer is healthy)."""
         value = str(outcome)
         self.pass_duration.observe(max(duration_seconds, 0.0))
         self.passes.labels(outcome=value).inc()
-        if value == PassOutcome.SUCCESS:
+        if value in (PassOutcome.SUCCESS, PassOutcome.SKIPPED):
             self.last_success.set(time.time() if ended_at is None else ended_at)
 
     def set_platform_phases(self, counts: Mapping[Phase | str, int]) -> None:
@@ -167,6 +208,30 @@ class Metrics:
         for (namespace, pool), (stranded, in_use) in sorted(pools.items()):
             self.pool_mig_stranded.labels(namespace=namespace, pool=pool).set(stranded)
             self.pool_mig_in_use.labels(namespace=namespace, pool=pool).set(in_use)
+
+    def set_pools(self, figures: PoolFigures) -> None:
+        """Replace the pool and workload gauges with ``figures`` (a pool that is gone loses its series)."""
+        for gauge in (self.workloads, self.pool_pending, self.pool_gpus):
+            gauge.clear()
+        for (namespace, pool, phase, reason), count in sorted(figures.workloads.items()):
+            self.workloads.labels(namespace=namespace, pool=pool, phase=phase, reason=reason).set(count)
+        for (namespace, pool), pending in sorted(figures.pending.items()):
+            self.pool_pending.labels(namespace=namespace, pool=pool).set(pending)
+        for (namespace, pool, family), counts in sorted(figures.gpus.items()):
+            for state, value in zip(("total", "admitted", "free"), counts, strict=True):
+                self.pool_gpus.labels(namespace=namespace, pool=pool, family=family, state=state).set(value)
+        self._pools = figures
+
+    def observe_pools(self, status_files: Mapping[str, bytes], decisions: Iterable[str] = ()) -> None:
+        """After a pass's report: the pool and workload gauges from its status files (the phases and
+        reasons operators read there), and one count per scaling decision the pass took."""
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        # Only pools and workloads are parsed: thousands of platform files would cost a second a pass.
+        # (A false positive is only parsed and left out by pool_figures.)
+        docs = [yaml.load(data, Loader=loader) for data in status_files.values() if _maybe_pool_related(data)]
+        self.set_pools(pool_figures(docs))
+        for direction in decisions:
+            self.scaling_decisions.labels(direction=str(direction)).inc()
 
     def on_palette_request(self, method: str, path_template: str, status: int) -> None:
         """Hook for the Palette client: one call per HTTP request sent, retries included.
@@ -201,6 +266,12 @@ class Metrics:
         self.git_stale_locks.inc()
 
     def set_lease_held(self, held: bool) -> None:
+        """1 while this instance writes. A writer that loses the lease drops its pool and workload
+        figures: a standby observes nothing, and what it last saw would only grow stale."""
+        if not held and self._held:
+            self.set_pools(PoolFigures())
+            self.set_pool_mig({})
+        self._held = held
         self.lease_held.set(1 if held else 0)
 
     def on_webhook(self, result: str) -> None:
@@ -210,3 +281,111 @@ class Metrics:
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format."""
         return generate_latest(self.registry)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFigures:
+    """What ``/metrics`` says about pools and workloads (see :func:`pool_figures`)."""
+
+    # (namespace, pool, phase, reason) -> workloads
+    workloads: Mapping[tuple[str, str, str, str], int] = field(default_factory=dict)
+    pending: Mapping[_PoolLabel, int] = field(default_factory=dict)
+    oldest_pending: Mapping[_PoolLabel, float] = field(default_factory=dict)  # unix time it began pending
+    # (namespace, pool, family) -> (total, admitted, free)
+    gpus: Mapping[tuple[str, str, str], tuple[int, int, int]] = field(default_factory=dict)
+
+
+def pool_figures(docs: Iterable[Any]) -> PoolFigures:
+    """Pure: the figures of the status documents of pools and workloads, as the status branch holds them.
+
+    A workload counts in the pool its status names (``""`` when it names none) under its phase and its
+    ``Ready`` condition's reason; a pending one waits since that condition's ``lastTransitionTime``.
+    Every pool has a pending count (0 included) and its capacity per GPU family. Documents of other
+    kinds, and MLPlatforms that are not a pool's workload, are left out.
+    """
+    workloads: dict[tuple[str, str, str, str], int] = {}
+    pending: dict[_PoolLabel, int] = {}
+    oldest: dict[_PoolLabel, float] = {}
+    gpus: dict[tuple[str, str, str], tuple[int, int, int]] = {}
+    for doc in docs:
+        if not isinstance(doc, Mapping):
+            continue
+        kind, meta, status = doc.get("kind"), doc.get("metadata"), doc.get("status")
+        if not isinstance(meta, Mapping) or not isinstance(status, Mapping):
+            continue
+        namespace = str(meta.get("namespace", ""))
+        if kind == "ComputePool":
+            pool = (namespace, str(meta.get("name", "")))
+            pending.setdefault(pool, 0)
+            for family, c in (status.get("capacity") or {}).items():
+                if isinstance(c, Mapping):
+                    counts = (_count(c.get("total")), _count(c.get("admitted")), _count(c.get("free")))
+                    gpus[(*pool, str(family))] = counts
+            continue
+        if kind not in _WORKLOAD_KINDS or (kind == "MLPlatform" and not status.get("pool")):
+            continue
+        pool = (namespace, str(status.get("pool") or ""))
+        phase = str(status.get("phase") or "Unknown")
+        ready = _ready(status)
+        reason = str(ready.get("reason") or phase)
+        workloads[(*pool, phase, reason)] = workloads.get((*pool, phase, reason), 0) + 1
+        if phase == Phase.PENDING:
+            pending[pool] = pending.get(pool, 0) + 1
+            since = _timestamp(ready.get("lastTransitionTime"))
+            if since is not None:
+                oldest[pool] = min(oldest.get(pool, since), since)
+    return PoolFigures(workloads, pending, oldest, gpus)
+
+
+def _maybe_pool_related(data: bytes) -> bool:
+    """Could this status file be a pool's or a workload's (a platform that is a tenant names its pool)?"""
+    return b"ComputePool" in data or b"AIWorkload" in data or b"pool:" in data
+
+
+def _ready(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return condition
+    return {}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _timestamp(value: Any) -> float | None:
+    if isinstance(value, datetime):  # YAML reads an unquoted timestamp as a datetime
+        when = value
+    else:
+        try:
+            when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return when.timestamp() if when.tzinfo is not None else None
+
+
+class _PendingAge:
+    """``reconciler_pool_oldest_pending_workload_age_seconds``, computed when scraped (so it grows
+    between passes, as the wait does); 0 for a pool with nothing pending."""
+
+    def __init__(self, clock: Callable[[], float], figures: Callable[[], PoolFigures]) -> None:
+        self._clock, self._figures = clock, figures
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [self._family()]
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        family = self._family()
+        figures, now = self._figures(), self._clock()
+        for pool in sorted(figures.pending):
+            since = figures.oldest_pending.get(pool)
+            family.add_metric(list(pool), max(0.0, now - since) if since is not None else 0.0)
+        return [family]
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "reconciler_pool_oldest_pending_workload_age_seconds",
+            "Seconds the longest-pending workload of a pool has been Pending (0: none pending).",
+            labels=["namespace", "pool"],
+        )

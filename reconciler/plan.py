@@ -90,7 +90,7 @@ from reconciler.placement.admission import (
     gpu_units,
 )
 from reconciler.placement.mig import MigUsage
-from reconciler.placement.mig_admission import GpuLayout, MigMachinePool, PoolMigPlanner
+from reconciler.placement.mig_admission import GpuLayout, MigMachinePool, PoolMigPlanner, relayout_summary
 from reconciler.profiles import cluster_profiles, reject_unbuildable
 from reconciler.resolve import (
     EVERY_NAMESPACE,
@@ -439,6 +439,9 @@ def _kept(
 def _decided(
     key: PlatformKey, decision: Decision, cluster: ManagedCluster | None, machines: Mapping[str, Machine]
 ) -> PlatformPlan:
+    if cluster is not None and cluster.held is not None:  # its membership is in doubt: leave it as it is
+        state = Reason.PROVISIONED if cluster.known_state is ClusterState.RUNNING else Reason.PROVISIONING
+        return _kept(key, Action.UNCHANGED, state, cluster.held, cluster, machines)
     if isinstance(decision, Rejection):
         return _kept(key, Action.REJECTED, decision.reason, decision.message, cluster, machines)
     alloc: Allocation = decision
@@ -853,6 +856,8 @@ def _admit(
                 "mig_usage": outcome.usage,
                 "mig_notes": outcome.notes,
             }
+            if outcome.relayout:  # which GPUs of a host are re-laid out: in the message, for the report
+                entry = replace(entry, message=f"{entry.message}; {relayout_summary(outcome.relayout)}")
         pools.append(
             PoolPlan(entry, mode, result.capacity, scaling=_scaling(pool), admitted=admitted, **mig_fields)
         )

@@ -12,6 +12,7 @@ same entries. Free capacity (not part of the JSON contract) comes in as ``(kind,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -72,8 +73,31 @@ def _empty_text(changes: bool) -> str:
     return "Nothing to plan: the repository has no platforms, pools or workloads."
 
 
+# Everything in a plan's rows comes from YAML or Palette (names, messages, host names), so the markdown
+# renders none of it as markup: every character that could open emphasis, a link, an image, HTML, an
+# entity or a table cell is backslash-escaped, and the URL and e-mail shapes GitHub links by themselves
+# are broken by an invisible zero-width space.
+_MARKUP = frozenset("\\`*_[]<>!|~&{}")
+_ZWSP = "\u200b"
+_AUTOLINK = re.compile(r"(?i)(:/|www\.|@)")
+
+
 def _md(text: object) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """``text`` as literal markdown text on one line (see above)."""
+    flat = " ".join(str(text).splitlines())
+    escaped = "".join(f"\\{c}" if c in _MARKUP else c for c in flat)
+    return _AUTOLINK.sub(
+        lambda m: m.group(1)[:-1] + _ZWSP + m.group(1)[-1] if m.group(1) != "@" else "@" + _ZWSP, escaped
+    )
+
+
+def _code(text: object) -> str:
+    """``text`` as a code span (rendered literally: no markup, no links) that stays inside its table
+    cell: a fence longer than any run of backticks in it, pipes escaped, one line."""
+    flat = " ".join(str(text).splitlines()).replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall("`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
 
 
 def _gpus(gpus: Mapping[str, int] | None) -> str:
@@ -87,14 +111,17 @@ def _hosts(entry: Mapping[str, Any], names: Mapping[str, str], *, markdown: bool
         if not uids:
             continue
         if markdown:
-            shown = ", ".join(f"{_md(names.get(u, '?'))} (`{_md(u)}`)" for u in uids)
+            shown = ", ".join(f"{_md(names.get(u, '?'))} ({_code(u)})" for u in uids)
         else:
             shown = ",".join(f"{names[u]}={u}" if u in names else u for u in uids)
         parts.append(f"{role}: {shown}")
     for binding in entry.get("mig") or []:
         if isinstance(binding, Mapping) and binding.get("host"):
             host = names.get(binding["host"], binding["host"])
-            parts.append(f"{binding.get('profile')}@{host}/gpu{binding.get('gpu')}")
+            shown = f"{binding.get('profile')} on {host}/gpu{binding.get('gpu')}"
+            parts.append(
+                _md(shown) if markdown else f"{binding.get('profile')}@{host}/gpu{binding.get('gpu')}"
+            )
     return ("<br>" if markdown else "; ").join(parts)
 
 
@@ -137,10 +164,7 @@ def render_markdown(
     after the plan, ``changes`` says that unchanged entries were left out (``--changes-only``).
     """
     revision = plan.get("revision")
-    head = (
-        title
-        or f"### Reconciler plan for {'`' + str(revision)[:12] + '`' if revision else 'the working tree'}"
-    )
+    head = title or f"### Reconciler plan for {_code(str(revision)[:12]) if revision else 'the working tree'}"
     lines = [head, ""]
     if note:
         lines += [_md(note), ""]
@@ -191,7 +215,7 @@ def render_markdown(
             if key == "workloads" and entry.get("pool"):
                 resource += f" → {entry.get('pool')}"
             row = (
-                f"| {_md(entry.get('action'))} | `{_md(resource)}` | {_md(_gpus(entry.get('gpus')))} | "
+                f"| {_md(entry.get('action'))} | {_code(resource)} | {_md(_gpus(entry.get('gpus')))} | "
                 f"{_hosts(entry, names, markdown=True) or '-'} | {_md(why) or '-'} |\n"
             )
             if not add(row):
@@ -202,8 +226,8 @@ def render_markdown(
         block = "\n<details open><summary><b>Diagnostics</b></summary>\n\n"
         if add(block):
             for index, d in enumerate(diagnostics):
-                where = f"{_md(d.get('file'))}:{d.get('line')}:{d.get('column')}"
-                line = f"- `{where}` {d.get('severity')}: {_md(d.get('message'))}\n"
+                where = f"{d.get('file')}:{d.get('line')}:{d.get('column')}"
+                line = f"- {_code(where)} {_md(d.get('severity'))}: {_md(d.get('message'))}\n"
                 if not add(line):
                     omitted += len(diagnostics) - index
                     break

@@ -2,8 +2,16 @@
 
 ``/healthz`` is liveness: 503 once passes have failed continuously for longer than a bound, so that an
 orchestrator restarts a wedged process. ``/readyz`` is readiness: 503 with the reason before the first
-successful pass, and while the instance must not act (standing by, or its status branch follows
-another config branch).
+successful pass and while the instance must not act (its status branch follows another config branch).
+A standby (another instance holds the writer lease) is ready: it serves ``/metrics``, its webhook
+starts nothing, and a rollout of two replicas completes. Whether this instance holds the lease is the
+``reconciler_lease_held`` gauge and a line of ``/readyz?verbose`` (:func:`judge_readiness`), not
+readiness.
+
+Slow or hostile clients cannot starve the probes: every connection must send a request's line and
+headers within ``header_timeout`` seconds (after connecting, and again after each answer), a webhook
+body within ``body_timeout`` seconds, headers are capped at 16 KiB, and only the webhook has a
+concurrency cap (its excess gets 503); ``/healthz``, ``/readyz`` and ``/metrics`` never queue behind it.
 
 A Starlette app served by uvicorn in a background thread, so that the controller's loop stays plain
 synchronous code. The server never reconciles anything itself: a verified push only calls
@@ -18,6 +26,7 @@ an unauthenticated trigger is never offered. The secret comes from the environme
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -26,6 +35,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qs
 
@@ -35,16 +45,23 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from reconciler.logging import get_logger, register_secret
 from reconciler.metrics import CONTENT_TYPE, Metrics
+from reconciler.runtime.lease import Lease
 
 __all__ = [
+    "BODY_TIMEOUT",
+    "HEADER_TIMEOUT",
+    "MAX_WEBHOOKS_IN_FLIGHT",
     "MAX_WEBHOOK_BODY",
     "WEBHOOK_SECRET_ENV",
     "WEBHOOK_SECRET_FILE_ENV",
+    "Readiness",
     "Server",
     "ServerError",
+    "judge_readiness",
     "parse_listen",
     "push_ref",
     "sign_body",
@@ -53,6 +70,18 @@ __all__ = [
 
 MAX_WEBHOOK_BODY: Final = 1024 * 1024
 """Largest webhook body accepted, in bytes (GitHub caps its payloads at 25 MB; a push is far smaller)."""
+
+HEADER_TIMEOUT: Final = 10.0
+"""Seconds a connection has to send a request's line and headers (after connecting or an answer)."""
+
+BODY_TIMEOUT: Final = 10.0
+"""Seconds a webhook delivery has to send its body once its headers are in (408 after that)."""
+
+MAX_WEBHOOKS_IN_FLIGHT: Final = 16
+"""Webhook requests handled at once; more get 503 (probes and ``/metrics`` are never counted)."""
+
+MAX_HEADER_BYTES: Final = 16 * 1024
+"""Largest request line plus headers (h11's incomplete-event limit); more is a 400."""
 
 WEBHOOK_SECRET_ENV: Final = "RECONCILER_WEBHOOK_SECRET"
 WEBHOOK_SECRET_FILE_ENV: Final = "RECONCILER_WEBHOOK_SECRET_FILE"
@@ -123,6 +152,99 @@ def push_ref(payload: Mapping[str, Any]) -> str | None:
     return ref if isinstance(ref, str) else None
 
 
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """What ``/readyz`` answers: ready or not, and one line per check for ``/readyz?verbose``."""
+
+    ready: bool
+    lines: tuple[str, ...]
+
+    def text(self, verbose: bool) -> str:
+        if verbose:
+            verdict = "readyz check passed" if self.ready else "readyz check failed"
+            return "\n".join((*self.lines, verdict)) + "\n"
+        if self.ready:
+            return "ready\n"
+        reasons = [line.split(": ", 1)[1] for line in self.lines if line.startswith("[-]")]
+        return f"not ready: {'; '.join(reasons)}\n"
+
+
+def judge_readiness(*, passed: bool, problem: str | None, lease: Lease | None) -> tuple[Readiness, bool]:
+    """The one readiness rule, and whether this instance stands by.
+
+    ``passed``: a pass has succeeded (or the instance stood by) since the process started;
+    ``problem``: the controller's reason not to act (its status branch follows another config branch).
+    Ready iff there is no problem and a pass has succeeded or another instance holds the writer lease.
+    Holding the lease is never a condition: the ``lease`` line only informs (lines as Kubernetes'
+    ``/readyz?verbose``: ``[+]name ok`` or ``[-]name failed: reason``).
+    """
+    standing_by, lease_line = _lease_state(lease)
+    lines = [lease_line]
+    if passed or standing_by:
+        lines.append(
+            "[+]first-pass ok" + (": standing by, nothing to do" if standing_by and not passed else "")
+        )
+    else:
+        lines.append("[-]first-pass failed: no successful pass yet")
+    lines.append("[+]branch ok" if problem is None else f"[-]branch failed: {problem}")
+    ready = problem is None and (passed or standing_by)
+    return Readiness(ready, tuple(lines)), standing_by
+
+
+def _lease_state(lease: Lease | None) -> tuple[bool, str]:
+    """(standing by, the ``/readyz?verbose`` line) for the writer lease."""
+    if lease is None:
+        return False, "[+]lease ok: none (this instance writes)"
+    if lease.holds():
+        return False, f"[+]lease ok: held by this instance ({lease.identity}); reconciler_lease_held 1"
+    holder = lease.holder()
+    if holder is None or holder == lease.identity:
+        return False, "[+]lease ok: not held yet, taking it; reconciler_lease_held 0"
+    return True, (
+        f"[+]lease ok: standing by, held by {holder}; this instance writes nothing; reconciler_lease_held 0"
+    )
+
+
+class _DeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for a request's line and headers.
+
+    The deadline runs from the connection (and from the end of each answer on a kept-alive
+    connection) until the next request's headers are complete; a client that has not sent them by then
+    is disconnected. uvicorn alone waits forever, so a few hundred slow clients held every connection.
+    """
+
+    header_timeout: float = HEADER_TIMEOUT
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        self._arm()  # before handle_events below may parse a pipelined request
+        super().on_response_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = self.loop.call_later(self.header_timeout, self._expire, self.cycle)
+
+    def _expire(self, waiting: object) -> None:
+        # A new request's headers arrived since the deadline was set: it has a cycle of its own.
+        if self.cycle is waiting and not self.transport.is_closing():
+            _log.debug("http connection closed: no request headers in time", client=self.client)
+            self.transport.close()
+
+
+def _protocol(header_timeout: float) -> type[_DeadlineProtocol]:
+    return type("DeadlineProtocol", (_DeadlineProtocol,), {"header_timeout": header_timeout})
+
+
 class Server:
     """The HTTP endpoints of a running reconciler, served from a background thread."""
 
@@ -136,12 +258,20 @@ class Server:
         port: int = 0,
         health: Callable[[], str | None] | None = None,
         readiness: Callable[[], str | None] | None = None,
+        lease: Lease | None = None,
+        header_timeout: float = HEADER_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
     ) -> None:
         """``health`` and ``readiness`` answer None when all is well, else the reason (the controller's
-        :meth:`~reconciler.controller.Controller.health` and ``readiness``); they must be quick."""
+        :meth:`~reconciler.controller.Controller.health` and ``readiness``); they must be quick.
+        ``lease`` is the writer lease, for the ``/readyz?verbose`` line and the webhook of a standby."""
         self._metrics = metrics
         self._health = health
         self._readiness = readiness
+        self._lease = lease
+        self._header_timeout = header_timeout
+        self._body_timeout = body_timeout
+        self._webhooks_in_flight = 0
         self._secret = webhook_secret or None
         if self._secret is not None:
             register_secret(self._secret)
@@ -163,12 +293,28 @@ class Server:
 
     @property
     def ready(self) -> bool:
-        """True once the controller has finished its first successful pass."""
+        """True once the controller has finished its first successful pass, or ``/readyz`` found this
+        instance standing by (it stays ready when it later takes the lease over)."""
         return self._ready.is_set()
 
     def mark_ready(self) -> None:
-        """Called by the controller after its first successful pass: ``/readyz`` answers 200 from now on."""
+        """Called by the controller after its first successful pass: ``/readyz`` answers 200 from now on
+        (unless the controller gives a reason not to act)."""
         self._ready.set()
+
+    def readiness(self) -> Readiness:
+        """What ``/readyz`` answers now (see :func:`judge_readiness`)."""
+        problem = self._readiness() if self._readiness is not None else None
+        verdict, standing_by = judge_readiness(passed=self.ready, problem=problem, lease=self._lease)
+        if standing_by:
+            self._ready.set()  # a standby that takes over keeps serving: readiness is not the lease
+        return verdict
+
+    @property
+    def connections(self) -> int:
+        """HTTP connections open now (idle, reading headers or answering)."""
+        server = self._uvicorn
+        return len(server.server_state.connections) if server is not None else 0
 
     @property
     def port(self) -> int:
@@ -210,10 +356,13 @@ class Server:
             access_log=False,
             lifespan="off",
             loop="asyncio",
-            http="h11",
             ws="none",
             server_header=False,
-            limit_concurrency=100,  # a flood of deliveries gets 503s instead of piling up threads
+            http=_protocol(self._header_timeout),
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+            # No server-wide concurrency limit: idle or slow connections would count against it and
+            # turn the probes into 503s. The webhook has its own cap (MAX_WEBHOOKS_IN_FLIGHT).
+            limit_concurrency=None,
             timeout_keep_alive=5,
         )
         server = uvicorn.Server(config)
@@ -263,19 +412,23 @@ class Server:
             return PlainTextResponse(f"unhealthy: {problem}\n", status_code=503)
         return PlainTextResponse("ok\n")
 
-    async def _readyz(self, _request: Request) -> Response:
-        reason = self._readiness() if self._readiness is not None else None
-        if reason is None and not self.ready:
-            reason = "no successful pass yet"
-        if reason is None:
-            return PlainTextResponse("ready\n")
-        return PlainTextResponse(f"not ready: {reason}\n", status_code=503)
+    async def _readyz(self, request: Request) -> Response:
+        verdict = self.readiness()
+        verbose = "verbose" in request.query_params
+        return PlainTextResponse(verdict.text(verbose), status_code=200 if verdict.ready else 503)
 
     async def _metrics_endpoint(self, _request: Request) -> Response:
         return Response(self._metrics.render(), media_type=CONTENT_TYPE)
 
     async def _webhook(self, request: Request) -> Response:
-        result, response = await self._handle_webhook(request)
+        if self._webhooks_in_flight >= MAX_WEBHOOKS_IN_FLIGHT:
+            result, response = "busy", _error(503, "too many webhook deliveries at once; retry")
+        else:
+            self._webhooks_in_flight += 1  # only the event loop's thread runs this: no lock needed
+            try:
+                result, response = await self._handle_webhook(request)
+            finally:
+                self._webhooks_in_flight -= 1
         self._metrics.on_webhook(result)
         return response
 
@@ -298,7 +451,11 @@ class Server:
                 _log.warning("webhook rejected", reason="body too large", size=int(declared), client=client)
                 return "too_large", _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
         try:
-            body = await _read_capped(request, MAX_WEBHOOK_BODY)
+            async with asyncio.timeout(self._body_timeout):
+                body = await _read_capped(request, MAX_WEBHOOK_BODY)
+        except TimeoutError:
+            _log.warning("webhook rejected", reason="body too slow", client=client)
+            return "timeout", _error(408, f"body not received within {self._body_timeout:g} s")
         except _BodyTooLarge:
             _log.warning("webhook rejected", reason="body too large", client=client)
             return "too_large", _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
@@ -320,6 +477,13 @@ class Server:
         if event != "push":
             _log.info("webhook ignored", github_event=event, delivery=delivery)
             return "ignored", JSONResponse({"status": "ignored", "event": event})
+        standing_by, _line = _lease_state(self._lease)
+        if standing_by:  # the writer polls; a standby starts nothing
+            holder = self._lease.holder() if self._lease is not None else None
+            _log.info("webhook ignored: standing by", holder=holder, delivery=delivery)
+            return "standby", JSONResponse(
+                {"status": "ignored", "reason": f"standing by: the writer lease is held by {holder}"}
+            )
         try:
             payload = _decode_payload(body, content_type)
         except ValueError as exc:
@@ -403,6 +567,8 @@ def _decode_payload(body: bytes, content_type: str) -> dict[str, Any]:
             document = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"payload is not JSON: {exc.__class__.__name__}") from None
+    except RecursionError:  # a signed but absurdly nested document; a push payload nests a few levels
+        raise ValueError("payload nests too deeply") from None
     if not isinstance(document, dict):
         raise ValueError("payload is not a JSON object")
     return document

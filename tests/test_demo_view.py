@@ -45,3 +45,12 @@ def test_a_repeated_error_is_shown_once_then_counted_as_idle() -> None:
     assert v.block(failed, 2.0) == []
     beat = v.heartbeat(7.0)
     assert beat is not None and "idle: 1 pass in 6 s, still failing: git unavailable: boom" in beat
+
+
+def test_a_status_commit_block_lists_its_pool_and_workload_changes_with_their_reasons() -> None:
+    why = ["AIWorkload project-b/sweep: Pending -> Running (Admitted: admitted to pool shared-a100)"]
+    v = PassView(lambda sha: "s", 10.0, now=0.0, changes=lambda sha: why if sha == "c" * 40 else [])
+    v.seen(PassResult(PassOutcome.SUCCESS, revision=REV, phases=dict(RUNNING)))
+    lines = v.block(PassResult(PassOutcome.SUCCESS, revision=REV, phases=dict(RUNNING), commit="c" * 40), 1.0)
+    assert lines[-2].startswith("  status commit cccccccccccc")
+    assert lines[-1] == f"    {why[0]}"

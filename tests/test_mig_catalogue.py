@@ -25,6 +25,11 @@ AGENT_GPUS = [
     ("GA100 [A30 PCIe]", ["24576MiB"], "NVIDIA-A30-24GB"),
     ("NVIDIA A800-SXM4-80GB", ["81920 MiB"], "NVIDIA-A800-80GB"),
     ("NVIDIA H800", ["80 GB"], "NVIDIA-H800-80GB"),
+    ("NVIDIA H800 NVL", ["95830 MiB", "94 GB"], "NVIDIA-H800-94GB"),
+    ("NVIDIA H100 96GB HBM3", ["97871 MiB", "96 GB", "96Gi"], "NVIDIA-H100-96GB"),
+    ("NVIDIA GH200 480GB", ["97871 MiB", "96 GB"], "NVIDIA-GH200-96GB"),
+    ("NVIDIA GH200 144G HBM3e", ["146944 MiB", "144 GB"], "NVIDIA-GH200-144GB"),
+    ("NVIDIA H20", ["97871 MiB", "96GB"], "NVIDIA-H20-96GB"),
 ]
 
 
@@ -61,6 +66,8 @@ def test_a_gpu_the_agent_does_not_call_mig_capable_has_no_entry() -> None:
     [
         ("NVIDIA-A100", "60 GB"),  # between the two A100 sizes
         ("NVIDIA-H100", "64 GB"),
+        ("NVIDIA-H100", "120 GB"),  # above every H100 size
+        ("NVIDIA-H200", "96 GB"),  # an H100 size, not an H200 one
         ("NVIDIA-L40S", "48 GB"),  # not MIG-capable at all
         ("NVIDIA-A100", "lots"),  # does not parse
         ("NVIDIA-A100", None),  # not reported
@@ -91,6 +98,13 @@ PUBLISHED = {
     },
     "NVIDIA-H100-94GB": {
         "1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1,
+    },
+    "NVIDIA-H100-96GB": {
+        "1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.48gb": 2, "4g.48gb": 1, "7g.96gb": 1,
+    },
+    "NVIDIA-GH200-144GB": {
+        "1g.18gb": 7, "1g.18gb+me": 1, "1g.36gb": 4, "2g.36gb": 3, "3g.72gb": 2, "4g.72gb": 1,
+        "7g.144gb": 1,
     },
     "NVIDIA-H200-141GB": {
         "1g.18gb": 7, "1g.18gb+me": 1, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1,
@@ -138,3 +152,20 @@ def test_mig_requests_count_against_gpu_limits_as_rounded_up_compute() -> None:
     assert gpu_equivalents(a100, {"3g.40gb": 1}) == 1
     assert gpu_equivalents(a100, {"3g.40gb": 2, "2g.20gb": 1}) == 2
     assert gpu_equivalents(entry_by_key("NVIDIA-A30-24GB"), {"2g.12gb": 2, "1g.6gb": 1}) == 2
+
+
+@pytest.mark.parametrize("gib", [x / 10 + 0.05 for x in range(700, 1500)])  # off the exact edges
+def test_every_h100_size_accepted_is_named_after_its_own_table(gib: float) -> None:
+    """An H100 is named by the nominal size nearest to what it reports (94 GB NVL: 3g.47gb; 96 GB: 3g.48gb),
+    and a size near none of them is refused rather than named after another part."""
+    entry = catalogue_entry("NVIDIA-H100", f"{gib}Gi", mig_capable=True)
+    nominal = {"NVIDIA-H100-80GB": 80, "NVIDIA-H100-94GB": 94, "NVIDIA-H100-96GB": 96}
+    near = [n for n in nominal.values() if abs(gib - n) / n <= 0.04 or abs(gib * 1.073741824 - n) / n <= 0.04]
+    if not near:
+        assert entry is None
+        return
+    assert entry is not None
+    whole = f"7g.{nominal[entry.key]}gb"
+    assert whole in entry.profiles
+    if entry.key == "NVIDIA-H100-96GB":
+        assert "3g.48gb" in entry.profiles and "3g.47gb" not in entry.profiles

@@ -232,3 +232,14 @@ def test_clusters_already_deleting_do_not_count_towards_max_deletions() -> None:
         ("gone-1", Action.UNCHANGED, Reason.DELETING),
         ("gone-2", Action.DELETE, Reason.DELETING),
     ]
+
+
+def test_a_held_cluster_is_planned_exactly_as_it_is() -> None:
+    """Its membership is in doubt (an unreadable host answer): no scale, no replace, and the plan says why."""
+    from dataclasses import replace
+
+    machines = [*cps(1, state=USED), machine("g", 8, state=USED), machine("f", 4)]
+    existing = replace(cluster("p", ["cp-0"], ["g"]), held="held as it is: host x is unreadable")
+    entry = make_plan(desired(platform("p", {H100: 12})), inventory(machines), [existing]).platforms[0]
+    assert (entry.action, entry.reason) == (Action.UNCHANGED, Reason.PROVISIONED)
+    assert entry.workers == ("g",) and not entry.add_workers and entry.message.startswith("held as it is")

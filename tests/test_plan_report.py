@@ -158,3 +158,46 @@ def test_free_capacity_is_one_line_after_the_summary() -> None:
     assert "Free after this plan: NVIDIA-H100: 2 hosts, 16 GPUs; cpu-worker: 1 host" in render_text(
         plan, names, free=free
     )
+
+
+HOSTILE = (
+    "![x](https://evil.example/p.png) <img src=x onerror=alert(1)> [click](http://evil.example) "
+    "**bold** _it_ ~~gone~~ www.evil.example mail@evil.example &lt;b&gt; `tick` | pipe \\ back\nnext"
+)
+
+
+def test_markdown_renders_nothing_that_comes_from_palette_or_yaml_as_markup() -> None:
+    from markdown_it import MarkdownIt
+
+    uid = "edge-" + HOSTILE[:20]
+    plan = {
+        "revision": "b" * 40,
+        "platforms": [
+            {"namespace": "ns", "name": "p`|x", "action": "rejected", "reason": "InsufficientCompute",
+             "message": HOSTILE, "controlPlane": [uid], "workers": [], "gpus": {HOSTILE: 1}},
+        ],
+        "pools": [],
+        "workloads": [
+            {"namespace": "ns", "name": "w", "pool": "p", "action": "admit", "reason": None, "message": "",
+             "gpus": {}, "mig": [{"host": uid, "gpu": 0, "profile": "1g.10gb", "start": 0}]},
+        ],
+        "diagnostics": [{"file": "a|`b`.yaml", "line": 1, "column": 2, "severity": "error",
+                         "message": HOSTILE}],
+    }  # fmt: skip
+    text = render_markdown(plan, {uid: HOSTILE}, note=HOSTILE)
+    html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(text)
+    for markup in ("<img", "<a ", "<strong", "<em", "<s>", "<del", "onerror=alert(1)>"):
+        assert markup not in html, markup
+    assert "&amp;lt;b&amp;gt;" in html, "an entity in a message is shown as written"
+    # GitHub links bare URLs, www. and e-mail addresses by itself: their shapes never reach it whole.
+    outside_code = re.sub(r"(`+).*?\1", "", text)
+    for shape in ("://", "www.", "@evil"):
+        assert shape not in outside_code, shape
+    rows = [line for line in text.splitlines() if line.startswith("| rejected") or line.startswith("| admit")]
+    widths, width = [], 0
+    for token in MarkdownIt("commonmark").enable("table").parse(text):
+        width = 0 if token.type == "tr_open" else width + (token.type == "td_open")
+        if token.type == "tr_close" and width:
+            widths.append(width)
+    assert len(rows) == 2 and sorted(widths) == [3, 3, 5, 5], "hostile text stays inside its cells"
+    assert "| ``ns/p`\\|x`` |" in text, "a code span with a backtick inside has a longer fence"

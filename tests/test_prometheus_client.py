@@ -8,11 +8,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from reconciler.logging import redact
 from reconciler.model.resources import SecretRef
 from reconciler.prometheus import PrometheusClient, PrometheusError, PrometheusUnavailable, bearer_token
+from reconciler.scaling.queries import RangeQuery
+from reconciler.scaling.series import Availability, Metric
 from tests._prometheus_support import free_port
 
 TOKEN = "s3cr3t-prometheus-token-42"
@@ -87,3 +90,23 @@ def test_a_missing_token_names_where_it_looked_and_nothing_else(tmp_path: Path) 
     (tmp_path / "empty").write_text("")
     with pytest.raises(PrometheusError, match="is empty"):
         bearer_token(SecretRef(file=str(tmp_path / "empty")))
+
+
+def test_nan_and_infinite_samples_read_as_missing() -> None:
+    """Prometheus answers NaN for 0/0 (a pool with no GPUs, say): such a step has no sample, so a
+    series whose latest value is NaN is stale, and one of NaN only has no data, never "available"."""
+    values = [[100.0, "0.5"], [130.0, "NaN"], [160.0, "+Inf"], [190.0, "NaN"]]
+
+    def answer(_request: httpx.Request) -> httpx.Response:
+        data = {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}
+        return httpx.Response(200, json={"status": "success", "data": data})
+
+    query = RangeQuery(Metric.GPU, "q", 100.0, 190.0, 30.0)
+    with PrometheusClient("http://prometheus", transport=httpx.MockTransport(answer)) as client:
+        (series,) = client.query_range("q", 100, 190, 30).series
+        assert series.points == ((100.0, 0.5),)
+        assert query.answer(series.points).availability(190.0)[0] is Availability.STALE
+        values[:] = [[100.0, "NaN"], [190.0, "NaN"]]
+        (series,) = client.query_range("q", 100, 190, 30).series
+        assert series.points == ()
+        assert query.answer(series.points).availability(190.0)[0] is Availability.NO_DATA

@@ -212,10 +212,98 @@ def test_healthz_answers_while_serving(client: httpx.Client) -> None:
 
 def test_readyz_is_unavailable_until_marked_ready(server: Server, client: httpx.Client) -> None:
     assert not server.ready
-    assert client.get("/readyz").status_code == 503
+    answer = client.get("/readyz")
+    assert (answer.status_code, answer.text) == (503, "not ready: no successful pass yet\n")
     server.mark_ready()
     assert server.ready
     assert client.get("/readyz").status_code == 200
+
+
+class FakeLease:
+    """A writer lease whose state the test sets: held by us, by another instance, or by nobody yet."""
+
+    def __init__(self, holder: str | None, identity: str = "pod-a-1234") -> None:
+        self.identity = identity
+        self._holder = holder
+
+    def acquire(self) -> bool:
+        return self.holds()
+
+    def holds(self) -> bool:
+        return self._holder == self.identity
+
+    def release(self) -> None:
+        self._holder = None
+
+    def holder(self) -> str | None:
+        return self._holder
+
+
+def test_a_standby_is_ready_and_says_on_readyz_verbose_that_it_stands_by(
+    metrics: Metrics, recorder: Recorder
+) -> None:
+    """The lease is not readiness: a standby answers 200 (a rollout of two replicas completes), and
+    /readyz?verbose names the holder; a push delivered to it starts nothing and says why."""
+    lease = FakeLease(holder="pod-b-5678")
+    with (
+        Server(metrics, webhook_secret=SECRET, on_webhook=recorder, lease=lease) as running,
+        httpx.Client(base_url=running.url, timeout=10) as http,
+    ):
+        assert http.get("/readyz").status_code == 200
+        verbose = http.get("/readyz", params={"verbose": ""})
+        assert verbose.status_code == 200
+        assert "[+]lease ok: standing by, held by pod-b-5678" in verbose.text
+        assert verbose.text.endswith("readyz check passed\n")
+        body = json.dumps(PUSH).encode()
+        answer = http.post("/hooks/git", content=body, headers=push_headers(body))
+        assert answer.status_code == 200 and answer.json()["status"] == "ignored"
+        assert "standing by" in answer.json()["reason"]
+        assert recorder.payloads == []
+        assert 'reconciler_webhooks_total{result="standby"} 1.0' in http.get("/metrics").text
+        # Taking the lease over does not make it unready while its first pass as writer runs.
+        lease._holder = lease.identity
+        assert http.get("/readyz").status_code == 200
+        assert "held by this instance (pod-a-1234)" in http.get("/readyz?verbose").text
+        assert http.post("/hooks/git", content=body, headers=push_headers(body)).status_code == 202
+
+
+def test_a_writer_is_not_ready_before_its_first_pass_nor_while_the_controller_says_why(
+    metrics: Metrics, recorder: Recorder
+) -> None:
+    lease = FakeLease(holder="pod-a-1234")
+    problem: list[str] = []
+    with (
+        Server(
+            metrics,
+            webhook_secret=SECRET,
+            on_webhook=recorder,
+            lease=lease,
+            readiness=lambda: problem[0] if problem else None,
+        ) as running,
+        httpx.Client(base_url=running.url, timeout=10) as http,
+    ):
+        verbose = http.get("/readyz?verbose")
+        assert verbose.status_code == 503
+        assert "[-]first-pass failed: no successful pass yet" in verbose.text
+        assert verbose.text.endswith("readyz check failed\n")
+        running.mark_ready()
+        assert http.get("/readyz").status_code == 200
+        problem.append("the status branch follows the config branch release, not main")
+        answer = http.get("/readyz")
+        assert answer.status_code == 503 and "follows the config branch release" in answer.text
+        assert "[-]branch failed: the status branch follows" in http.get("/readyz?verbose").text
+
+
+def test_an_instance_that_has_not_tried_the_lease_yet_is_not_a_standby(
+    metrics: Metrics, recorder: Recorder
+) -> None:
+    """Nobody known to hold the lease (the first attempt has not run): it waits for its first pass."""
+    with (
+        Server(metrics, webhook_secret=SECRET, on_webhook=recorder, lease=FakeLease(None)) as running,
+        httpx.Client(base_url=running.url, timeout=10) as http,
+    ):
+        assert http.get("/readyz").status_code == 503
+        assert "not held yet" in http.get("/readyz?verbose").text
 
 
 def test_metrics_endpoint_serves_the_prometheus_text(metrics: Metrics, client: httpx.Client) -> None:

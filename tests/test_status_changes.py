@@ -262,3 +262,55 @@ def test_scaling_records_are_body_paragraphs_before_the_changes() -> None:
     plain = commit_message(before, after)
     head, _, rest = plain.partition("\n\n")
     assert message == f"{head}\n\n{record.strip()}\n\n{rest}"
+
+
+def _pool_file(admitted: list[str], used: int, scaling: dict[str, Any], mig: dict[str, Any]) -> bytes:
+    status = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Provisioned", "message": "cluster up"}],
+        "capacity": {"NVIDIA-A100": {"total": 8, "admitted": used, "free": 8 - used}},
+        "admitted": admitted,
+        "mig": mig,
+        "scaling": scaling,
+    }
+    return dump({"apiVersion": "palette.ai/v1alpha1", "kind": "ComputePool", "status": status})
+
+
+def _workload_file(phase: str, reason: str, message: str) -> bytes:
+    ready = {"type": "Ready", "status": "False", "reason": reason, "message": message}
+    return dump({"kind": "AIWorkload", "status": {"phase": phase, "conditions": [ready], "pool": "p"}})
+
+
+def test_a_pool_line_says_what_moved_in_it_and_why() -> None:
+    hold = {"decision": "none", "reason": "NoPolicy", "message": "no policy"}
+    up = {"decision": "up", "reason": "ScaledUp", "message": "utilisation 0.93 above 0.80 for 10m"}
+    layout = {"edge-1": [{"gpu": 0, "instances": [{"profile": "3g.40gb", "start": 0, "workload": "ns/w"}]}]}
+    before = {"ns/computepools/p.yaml": _pool_file(["ns/a"], 4, hold, {})}
+    after = {"ns/computepools/p.yaml": _pool_file(["ns/a", "ns/w"], 8, up, layout)}
+    [change] = status_changes(before, after)
+    assert body_line(change) == (
+        "ComputePool ns/p: Running -> Running (Provisioned); admitted +ns/w; "
+        "NVIDIA-A100 admitted 4/8 -> 8/8 GPUs; "
+        "scaling up (ScaledUp): utilisation 0.93 above 0.80 for 10m; MIG layout changed on edge-1"
+    )
+    assert subject([change]) == "ns/p (ComputePool): Running, admitted +ns/w"
+
+
+def test_a_workload_line_names_the_reason_and_why_it_waits() -> None:
+    why = "needs 4 NVIDIA-A100 GPUs, 1 free in pool p (8 total, 7 admitted)"
+    after = {"ns/aiworkloads/w.yaml": _workload_file("Pending", "PoolCapacityExceeded", why)}
+    [change] = status_changes({}, after)
+    assert body_line(change) == f"AIWorkload ns/w: new -> Pending (PoolCapacityExceeded: {why})"
+    admitted = {"ns/aiworkloads/w.yaml": _workload_file("Running", "Admitted", "admitted to pool p")}
+    [change] = status_changes(after, admitted)
+    assert body_line(change) == "AIWorkload ns/w: Pending -> Running (Admitted: admitted to pool p)"
+
+
+def test_a_new_pool_line_says_what_it_admitted_without_noise() -> None:
+    hold = {"decision": "none", "reason": "NoPolicy", "message": "no policy"}
+    after = {"ns/computepools/p.yaml": _pool_file(["ns/a"], 4, hold, {})}
+    [change] = status_changes({}, after)
+    assert body_line(change) == (
+        "ComputePool ns/p: new -> Running (Provisioned: cluster up); admitted +ns/a; "
+        "NVIDIA-A100 4/8 GPUs admitted"
+    )

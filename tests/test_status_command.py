@@ -4,9 +4,8 @@ headless Chromium (Debian's package; CI installs it) and its screenshot checked.
 
 from __future__ import annotations
 
+import html
 import json
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from tests._contract_support import (
+    SAMPLE_COMPUTES,
     SAMPLE_PLATFORMS,
     SAMPLE_POOLS,
     SAMPLE_WORKLOADS,
@@ -30,6 +30,7 @@ from tests._contract_support import (
     running_emulator,
     with_key,
 )
+from tests._page_support import chromium, headless, probe_page
 
 MERGE_SUBJECT = "Merge pull request #7 from team/raise-notebooks"
 
@@ -84,10 +85,21 @@ def test_json_has_the_documented_shape(deployed: Deployed) -> None:
     keys = {"kind", "namespace", "name", "phase", "reason", "message", "cluster", "gpus", "hosts", "since"}
     assert doc["resources"] and all(set(r) == keys for r in doc["resources"])
     assert [(r["namespace"], r["name"]) for r in doc["resources"]] == sorted(
-        SAMPLE_PLATFORMS + SAMPLE_POOLS + SAMPLE_WORKLOADS
+        SAMPLE_PLATFORMS + SAMPLE_POOLS + SAMPLE_WORKLOADS + SAMPLE_COMPUTES
     )
     running = [r for r in doc["resources"] if r["phase"] == "Running"]
     assert running and all(r["hosts"] and r["cluster"] and r["since"] for r in running)
+
+
+def test_table_shows_pool_capacity_and_why_work_waits(deployed: Deployed) -> None:
+    out = deployed.status().stdout
+    pool = next(line for line in out.splitlines() if line.startswith("project-b/shared-a100 "))
+    assert pool.split()[:6] == ["project-b/shared-a100", "shared", "NVIDIA-A100", "8", "7", "1"]
+    assert "3 admitted, 1 waiting" in pool and "none (NoPolicy)" in pool
+    waits = next(line for line in out.splitlines() if line.startswith("AIWorkload  project-b/sweep"))
+    assert "PoolCapacityExceeded: needs 4 NVIDIA-A100 GPUs" in waits
+    compute = deployed.status("project-a/edge-compute").stdout
+    assert compute.splitlines()[1].startswith("Compute") and "hosts available" in compute
 
 
 def test_one_resource_and_unknown_ones(deployed: Deployed) -> None:
@@ -181,51 +193,42 @@ def test_without_a_status_branch_it_says_so(tmp_path: Path) -> None:
     assert "no status branch" in result.stderr
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (CI must install it: see .ci/run)")
-        pytest.skip("chromium is not installed")
-    return found
-
-
-def _headless(binary: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={tmp / 'chromium-profile'}", *args,
-        ],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-
-
-def test_html_page_draws_every_held_host_in_chromium(deployed: Deployed, tmp_path: Path) -> None:
+def test_html_page_draws_every_held_host_and_says_why_work_waits_in_chromium(
+    deployed: Deployed, tmp_path: Path
+) -> None:
     from PIL import Image
 
-    binary = _chromium()
+    binary = chromium()
     page = tmp_path / "inventory.html"
     result = deployed.status("--html", str(page))
     assert result.returncode == 0, result.stderr
     text = page.read_text()
     assert "<script" not in text and "http://" not in text and "https://" not in text, "self-contained"
 
-    dom = _headless(binary, tmp_path, "--dump-dom", page.as_uri())
+    dom = headless(binary, tmp_path, "--dump-dom", page.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     statuses = json.loads(deployed.status("--format", "json").stdout)["resources"]
-    held = {host for r in statuses for host in r["hosts"]}
+    held = {host for r in statuses if r["kind"] != "Compute" for host in r["hosts"]}
     assert held
     for host in held:
         assert f'data-host="{host}"' in dom.stdout
     assert dom.stdout.count('class="host') >= len(held)
     assert 'id="capacity"' in dom.stdout
+    attention = dom.stdout[dom.stdout.index('id="attention"') :]
+    for pending in (r for r in statuses if r["phase"] == "Pending"):
+        assert f'data-resource="{pending["namespace"]}/{pending["name"]}"' in attention
+        assert f"{pending['reason']}: {html.escape(pending['message'], quote=True)}" in attention
 
-    shot = tmp_path / "shot.png"
-    done = _headless(binary, tmp_path, f"--screenshot={shot}", "--window-size=1280,900", page.as_uri())
-    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
-    image = Image.open(shot).convert("RGB")
-    colours = image.getcolors(maxcolors=1 << 20) or []
-    assert len(colours) > 50, "the screenshot is (nearly) blank"
-    white = max(colours)[0] / (image.width * image.height)
-    assert white < 0.97, f"{white:.0%} of the page is one colour"
+    phone = probe_page(text, tmp_path, 390)
+    assert phone["texts"] >= 3 * len(held) and phone["min"] >= 11 and phone["width"] <= 390
+
+    for width in (1400, 390):
+        shot = tmp_path / f"shot-{width}.png"
+        done = headless(binary, tmp_path, f"--screenshot={shot}", f"--window-size={width},900", page.as_uri())
+        assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+        image = Image.open(shot).convert("RGB")
+        assert image.width == width
+        colours = image.getcolors(maxcolors=1 << 20) or []
+        assert len(colours) > 50, "the screenshot is (nearly) blank"
+        white = max(colours)[0] / (image.width * image.height)
+        assert white < 0.97, f"{white:.0%} of the page is one colour"

@@ -133,11 +133,19 @@ class PassView:
     A pass "did something" when it acted on Palette (created, scaled, replaced or deleted a cluster),
     committed status, moved a platform's phase, ran at a new revision, or failed differently from the
     pass before. Every other pass is idle: it is counted, and :meth:`heartbeat` sums the count up in one
-    line at most every ``heartbeat`` seconds. ``subject`` gives a commit's subject line.
+    line at most every ``heartbeat`` seconds. ``subject`` gives a commit's subject line; ``changes`` the
+    lines of a status commit's body about pools and workloads (each with its reason), shown under it.
     """
 
-    def __init__(self, subject: Callable[[str], str], heartbeat: float, now: float) -> None:
+    def __init__(
+        self,
+        subject: Callable[[str], str],
+        heartbeat: float,
+        now: float,
+        changes: Callable[[str], list[str]] | None = None,
+    ) -> None:
         self._subject = subject
+        self._changes = changes
         self._every = heartbeat
         self._last_beat = now
         self._idle = 0
@@ -187,6 +195,8 @@ class PassView:
         ]
         if result.commit:
             lines.append(f'  status commit {result.commit[:12]} "{self._subject(result.commit)}"')
+            if self._changes is not None:
+                lines += [f"    {line}" for line in self._changes(result.commit)]
         if result.error:
             lines.append(f"  error: {result.error}")
         return lines
@@ -229,6 +239,25 @@ def _commit_subject(remote: Path) -> Callable[[str], str]:
         return cache[sha]
 
     return subject
+
+
+_POOL_LINES = ("ComputePool ", "AIWorkload ")
+
+
+def _commit_changes(remote: Path) -> Callable[[str], list[str]]:
+    """The body lines of a status commit about pools and workloads: what moved and why."""
+
+    def changes(sha: str) -> list[str]:
+        proc = subprocess.run(
+            ["git", "--git-dir", str(remote), "log", "-1", "--format=%b", sha, "--"],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            return []
+        return [line for line in proc.stdout.splitlines() if line.startswith(_POOL_LINES)]
+
+    return changes
 
 
 class _StopRequest:
@@ -321,7 +350,7 @@ def run(keep: bool, heartbeat: float = 30.0) -> int:
                 )
             if keep and not stop.event.is_set():
                 _instructions(console, remote, workspace, key_file, emulator.url, server.url, heartbeat)
-                view = PassView(_commit_subject(remote), heartbeat, time.monotonic())
+                view = PassView(_commit_subject(remote), heartbeat, time.monotonic(), _commit_changes(remote))
                 for result in latest:
                     view.seen(result)
                 _follow(console, passes, stop.event, view)
@@ -451,7 +480,8 @@ def _summary(console: Console, ok: bool, latest: list[PassResult], remote: Path,
         "read the audit trail:\n"
         f"  git --git-dir {remote} log --stat reconciler/status\n"
         f"  git --git-dir {remote} show reconciler/status:project-a/mlplatforms/clearml-prod.yaml\n"
-        "see what the status branch says (every platform, pool and workload; a page that draws the hosts):\n"
+        "see what the status branch says (every resource, each pool's capacity, what waits and why;\n"
+        "a page that draws the hosts):\n"
         f"  reconciler status --repo {remote}\n"
         f"  reconciler status --repo {remote} --html {workspace / 'status.html'}",
     )

@@ -270,6 +270,7 @@ def run(
         port=port,
         health=controller.health,
         readiness=controller.readiness,
+        lease=controller.lease,
     )
     try:
         server.start()

@@ -1,9 +1,12 @@
-"""``reconciler status``: what the status branch says (DESIGN.md section 8).
+"""``reconciler status``: what the status branch says (docs/status-branch.md).
 
-The table of every platform, pool and workload; one resource (``NAMESPACE/NAME``); its changes with
-``--history`` (each status commit that changed its file, with the config commit that caused it: the
-``Source-Revision`` trailer, and ``Source-Subject``/``Source-Author`` from the trailers or, for commits
-written before those trailers existed, from the config commit itself when the repository has it);
+The table of every resource the branch holds (platforms, Computes, pools, workloads, scaling policies),
+then the pools (capacity per family, admitted and waiting workloads, MIG slices, scaling decision) and
+what needs attention with its reason; one resource (``NAMESPACE/NAME``, or ``NAMESPACE/KIND/NAME`` when
+several kinds share the name) with its details; its changes with ``--history`` (each status commit that
+changed its file, with the config commit that caused it: the ``Source-Revision`` trailer, and
+``Source-Subject``/``Source-Author`` from the trailers or, for commits written before those trailers
+existed, from the config commit itself when the repository has it), also of a resource whose file is gone;
 ``--format json``; ``--html FILE`` draws the inventory. Reads git only: no Palette, no key.
 Exit codes: 0 shown, 2 no status branch, unknown resource, or a git error.
 """
@@ -19,10 +22,20 @@ from typing import Any
 from reconciler.inventory import Machine, discover
 from reconciler.palette.observe import parse_snapshot
 from reconciler.source._gitutil import GitError
+from reconciler.status.details import attention_section, details, pools_section
 from reconciler.status.page import render
 from reconciler.status.reader import StatusBranch
 from reconciler.status.render import whole_record
-from reconciler.status.view import ResourceRow, load_yaml, recorded_revision, row_of, rows, table
+from reconciler.status.view import (
+    PLURAL_OF,
+    SHOWN_KINDS,
+    ResourceRow,
+    load_yaml,
+    recorded_revision,
+    row_of,
+    rows,
+    table,
+)
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -32,17 +45,73 @@ class _CommandError(Exception):
     pass
 
 
+def _parse_resource(resource: str) -> tuple[str, str | None, str]:
+    """(namespace, kind or None, name) of ``NAMESPACE/NAME`` or ``NAMESPACE/KIND/NAME`` (the kind as
+    ``Compute`` or its plural ``computes``, any case)."""
+    parts = resource.split("/")
+    if len(parts) == 2 and all(parts):
+        return parts[0], None, parts[1]
+    if len(parts) == 3 and all(parts):
+        wanted = parts[1].lower()
+        for plural, kind in SHOWN_KINDS.items():
+            if wanted in (plural, kind.lower()):
+                return parts[0], kind, parts[2]
+        raise _CommandError(f"unknown kind {parts[1]!r} (one of {', '.join(SHOWN_KINDS.values())})")
+    raise _CommandError(f"expected NAMESPACE/NAME or NAMESPACE/KIND/NAME, got {resource!r}")
+
+
+def _matches(found: list[ResourceRow], resource: str) -> list[ResourceRow]:
+    namespace, kind, name = _parse_resource(resource)
+    return [
+        row
+        for row in found
+        if row.namespace == namespace and row.name == name and (kind is None or row.kind == kind)
+    ]
+
+
 def _select(found: list[ResourceRow], resource: str) -> ResourceRow:
-    namespace, sep, name = resource.partition("/")
-    if not sep or not namespace or not name:
-        raise _CommandError(f"expected NAMESPACE/NAME, got {resource!r}")
-    matches = [row for row in found if row.namespace == namespace and row.name == name]
+    matches = _matches(found, resource)
     if not matches:
         raise _CommandError(f"no status for {resource} on the status branch")
     if len(matches) > 1:
-        kinds = ", ".join(row.kind for row in matches)
-        raise _CommandError(f"{resource} names several resources ({kinds}); they are shown in the table")
+        kinds = ", ".join(f"{row.namespace}/{row.kind}/{row.name}" for row in matches)
+        raise _CommandError(f"{resource} names several resources; name one of: {kinds}")
     return matches[0]
+
+
+def _gone(branch: StatusBranch, resource: str) -> ResourceRow:
+    """A resource whose status file is gone at the tip: its last recorded row, phase ``Deleted``."""
+    namespace, kind, name = _parse_resource(resource)
+    kinds = [kind] if kind is not None else list(SHOWN_KINDS.values())
+    candidates = []
+    for k in kinds:
+        path = f"{namespace}/{PLURAL_OF[k]}/{name}.yaml"
+        commits = branch.history(path)
+        if commits:
+            candidates.append((path, commits))
+    if not candidates:
+        raise _CommandError(f"no status for {resource} on the status branch, now or in its history")
+    if len(candidates) > 1:
+        named = ", ".join(f"{namespace}/{SHOWN_KINDS[p.split('/')[1]]}/{name}" for p, _ in candidates)
+        raise _CommandError(f"{resource} named several resources; name one of: {named}")
+    path, commits = candidates[0]
+    then = None
+    for commit in commits:
+        data = branch.read(path, commit.sha)
+        if data is not None:
+            then = row_of(path, data)
+            break
+    return ResourceRow(
+        kind=SHOWN_KINDS[path.split("/")[1]],
+        namespace=namespace,
+        name=name,
+        phase="Deleted",
+        reason=None,
+        message=f"its status file was removed by status commit {commits[0].sha[:12]}",
+        cluster=then.cluster if then is not None else None,
+        since=commits[0].time,
+        path=path,
+    )
 
 
 def _history(branch: StatusBranch, row: ResourceRow) -> list[dict[str, Any]]:
@@ -131,24 +200,33 @@ def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, h
         print(f"wrote {html_out} ({len(found)} resources)", file=sys.stderr)
         if resource is None and not history:
             return EXIT_OK
+    every = list(found)
     if history and resource is None:
         raise _CommandError("--history needs NAMESPACE/NAME")
     if resource is not None:
-        row = _select(found, resource)
+        matches = _matches(found, resource)
         if history:
+            row = _select(found, resource) if matches else _gone(branch, resource)
             entries = _history(branch, row)
             if fmt == "json":
                 print(json.dumps({"resource": row.to_json(), "history": entries}, indent=2))
             else:
                 print(_history_text(row, entries))
             return EXIT_OK
-        found = [row]
+        if not matches:
+            gone = _gone(branch, resource)
+            raise _CommandError(f"{resource} has no status any more: {gone.message}; see --history")
+        found = matches
     if fmt == "json":
         print(json.dumps({"revision": revision, "resources": [row.to_json() for row in found]}, indent=2))
-    else:
+    elif resource is not None:
         print(table(found))
-        if resource is not None and found[0].message:
-            print(f"\n{found[0].message}")
+        names = {m.uid: m.name for m in _machines(files)}
+        for row in found:
+            print("\n" + "\n".join(details(row, every, names)))
+    else:
+        sections = (table(found), pools_section(found), attention_section(found))
+        print("\n\n".join(part for part in sections if part))
     return EXIT_OK
 
 

@@ -27,7 +27,7 @@ from starlette.routing import Match, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from reconciler.emulator.errors import ApiError
-from reconciler.emulator.faults import FaultRule, Faults, fault_error
+from reconciler.emulator.faults import Decision, FaultRule, Faults, corrupt_answer, fault_error
 from reconciler.emulator.state import EmulatorState
 from reconciler.emulator.utilization import METRICS_PATH, Utilization
 from reconciler.palette.pacing import RateLimits, TokenBucket, path_class
@@ -220,7 +220,8 @@ class EmulatorApp:
                 self.stats.record(method, template, int(message["status"]))
             await dated(message)
 
-        await self._palette(scope, receive, counting_send)
+        send_on = counting_send if not decision.corrupt else _corrupting(counting_send, decision)
+        await self._palette(scope, receive, send_on)
 
     def _dated(self, send: Send) -> Send:
         """``send`` adding a ``Date`` header from the emulator's clock (so a fake clock shows in it)."""
@@ -434,6 +435,32 @@ class EmulatorApp:
             Route("/__emulator/reset-stats", reset_stats, methods=["POST"]),
             *self.utilization.routes(),
         ]
+
+
+def _corrupting(send: Send, decision: Decision) -> Send:
+    """``send`` with the answer's body spoiled by :func:`corrupt_answer` (a fault: odd but 200 answers)."""
+    start: list[Message] = []
+    chunks: list[bytes] = []
+
+    async def spoiling_send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            start.append(message)
+            return
+        if message["type"] != "http.response.body":
+            await send(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = corrupt_answer(b"".join(chunks), decision)
+        head = dict(start[0])
+        head["headers"] = [
+            (k, str(len(body)).encode() if k.lower() == b"content-length" else v) for k, v in head["headers"]
+        ]
+        await send(head)
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    return spoiling_send
 
 
 async def _drop(send: Send) -> None:

@@ -32,6 +32,11 @@ class FaultRule:
     latency: float = 0.0
     drop_rate: float = 0.0
     drop_next: int = 0
+    # Odd answers (served with 200): "empty" lists nothing; "drop-refs", "string-refs" and
+    # "null-gpu-count" spoil a share (``corrupt_share``) of the items of a search answer.
+    corrupt: str = ""
+    corrupt_next: int = 0
+    corrupt_share: float = 0.3
     _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -40,13 +45,15 @@ class FaultRule:
         except re.error as exc:
             raise ValueError(f"fault path {self.path!r} is not a regular expression: {exc}") from None
         self.methods = tuple(m.upper() for m in self.methods)
-        for name in ("error_rate", "drop_rate"):
+        if self.corrupt not in CORRUPTIONS:
+            raise ValueError(f"corrupt must be one of {', '.join(sorted(c for c in CORRUPTIONS if c))}")
+        for name in ("error_rate", "drop_rate", "corrupt_share"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
         if not 500 <= self.error_status <= 599:
             raise ValueError("error_status must be a 5xx status")
-        if min(self.error_next, self.burst_429, self.drop_next) < 0 or self.latency < 0:
+        if min(self.error_next, self.burst_429, self.drop_next, self.corrupt_next) < 0 or self.latency < 0:
             raise ValueError("counts and latency must not be negative")
 
     @classmethod
@@ -83,6 +90,9 @@ class Decision:
     drop: bool = False
     status: int = 0
     retry_after: float | None = None
+    corrupt: str = ""
+    share: float = 0.0
+    seed: int = 0
 
 
 def parse_rules(text: str | None) -> list[FaultRule]:
@@ -141,7 +151,49 @@ class Faults:
                     return Decision(latency, status=rule.error_status)
                 if rule.error_rate and self._rng.random() < rule.error_rate:
                     return Decision(latency, status=rule.error_status)
+                if rule.corrupt and rule.corrupt_next > 0:
+                    rule.corrupt_next -= 1
+                    seed = self._rng.randrange(2**32)
+                    return Decision(latency, corrupt=rule.corrupt, share=rule.corrupt_share, seed=seed)
         return Decision(latency)
+
+
+CORRUPTIONS = frozenset({"", "empty", "drop-refs", "string-refs", "null-gpu-count"})
+
+
+def corrupt_answer(body: bytes, decision: Decision) -> bytes:
+    """A search answer spoiled as ``decision`` says (the items as JSON; anything else is left alone)."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        return body
+    if decision.corrupt == "empty":
+        doc["items"] = []
+        meta = doc.get("listmeta")
+        if isinstance(meta, dict):
+            meta.update({"count": 0, "continue": ""})
+        return json.dumps(doc).encode()
+    rng = random.Random(decision.seed)
+    for item in items:
+        if isinstance(item, dict) and rng.random() < decision.share:
+            _spoil(item, decision.corrupt)
+    return json.dumps(doc).encode()
+
+
+def _spoil(item: dict[str, Any], how: str) -> None:
+    status = item.get("status")
+    if how == "drop-refs" and isinstance(status, dict):
+        status.pop("inUseClustersRef", None)
+    elif how == "string-refs" and isinstance(status, dict) and status.get("inUseClustersRef"):
+        status["inUseClustersRef"] = "spoiled"
+    elif how == "null-gpu-count":
+        gpus = ((item.get("spec") or {}).get("device") or {}).get("gpus")
+        for gpu in gpus if isinstance(gpus, list) else []:
+            if isinstance(gpu, dict):
+                gpu["gpuCount"] = None
 
 
 def fault_error(decision: Decision, method: str, path: str) -> ApiError:

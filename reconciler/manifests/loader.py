@@ -16,8 +16,8 @@ from reconciler import resolve
 from reconciler.manifests.locate import FileNodes
 from reconciler.manifests.parse import Document, ParsedFile, parse_file
 from reconciler.manifests.pool_rules import check_pool_document, check_pools
-from reconciler.manifests.rules import check_document
-from reconciler.manifests.schema import PathElem, Problem, field_path, validate_document
+from reconciler.manifests.rules import check_document, named_references
+from reconciler.manifests.schema import PathElem, Problem, did_you_mean, field_path, validate_document
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, Identity, Loaded, SourceRef
 from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic, Severity
@@ -90,8 +90,9 @@ def _identify(item: _Doc) -> None:
         if kind is None:
             message = f"kind: required field is missing; known kinds: {known}"
         else:
-            shown = repr(kind)[:80]
-            message = f"kind: unknown kind {shown} (apiVersion {str(api)[:80]!r}); known kinds: {known}"
+            close = did_you_mean(kind[:80], list(KINDS))
+            shown = f"{repr(kind)[:80]} (apiVersion {str(api)[:80]!r})"
+            message = f"kind: unknown kind {shown}{close}; known kinds: {known}"
         item.problems.append(Problem(("kind",), message))
         return
     item.kind = kind
@@ -213,6 +214,12 @@ def _check_references(items: list[_Doc]) -> None:
         res = item.resource
         if isinstance(res, MLPlatform) and not item.problems:
             item.problems.extend(_platform_refs(res, index))
+    for item in items:  # refused by the schema: its references are still reported in the same run
+        if item.resource is None and item.kind is not None and item.namespace is not None:
+            reported = {p.path for p in item.problems}
+            for path, kind, name in named_references(item.kind, item.doc.data):
+                if path not in reported and index.status((kind, item.namespace, name)) == "missing":
+                    item.problems.append(_ref_problem(path, kind, name, item.namespace))
 
 
 def _platform_refs(platform: MLPlatform, index: _Index) -> list[Problem]:

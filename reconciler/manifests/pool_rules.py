@@ -30,6 +30,7 @@ from reconciler.model.resources import (
     Project,
     Resource,
 )
+from reconciler.model.scaling import ScalingPolicy
 
 
 class PoolDoc(Protocol):
@@ -164,6 +165,7 @@ def check_pools(docs: Sequence[PoolDoc]) -> None:
     index = _Index(docs)
     _check_pool_vips(docs, index)
     _warn_tenants(docs, index)
+    _warn_unscaled_families(docs, index)
 
 
 class _Index:
@@ -381,6 +383,36 @@ def _warn_tenants(docs: Sequence[PoolDoc], index: _Index) -> None:
                     f"spec.computePoolRef: ComputePool {ns}/{pool_name} is dedicated and {ns}/{first} comes "
                     "first (priority, then name; an already admitted workload keeps it): this one will be "
                     "rejected with PoolDedicated",
+                )
+            )
+
+
+def _warn_unscaled_families(docs: Sequence[PoolDoc], index: _Index) -> None:
+    """A pool whose ScalingPolicy has no gpu rule for some of the pool's GPU families: those families
+    are never scaled (the pool keeps their spec.gpus), which is rarely what was meant."""
+    for doc in docs:
+        pool = doc.resource
+        if doc.problems or not isinstance(pool, ComputePool) or pool.spec.scaling_policy_ref is None:
+            continue
+        name = pool.spec.scaling_policy_ref.name
+        policy = index.resource("ScalingPolicy", pool.metadata.namespace, name)
+        if not isinstance(policy, ScalingPolicy):
+            continue  # missing or invalid: the reference is an error already
+        ruled = {rule.canonical for rule in policy.spec.gpu}
+        families = []
+        for gpu in pool.spec.gpus:
+            try:
+                families.append(canonical_family(gpu.family))
+            except ValueError:
+                continue
+        unscaled = sorted({f for f in families if f not in ruled})
+        if unscaled:
+            doc.warnings.append(
+                Problem(
+                    ("spec", "scalingPolicyRef", "name"),
+                    f"spec.scalingPolicyRef: ScalingPolicy {pool.metadata.namespace}/{name} has no gpu rule "
+                    f"for {', '.join(unscaled)}: the pool's {', '.join(unscaled)} GPUs are never scaled "
+                    "(they stay as spec.gpus says); add a gpu rule and a gpuResourceBounds entry for each",
                 )
             )
 

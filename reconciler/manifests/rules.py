@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.manifests.scaling_rules import check_scaling_policy
 from reconciler.manifests.schema import PathElem, Problem
 from reconciler.model.gpu import canonical_family
 from reconciler.resolve import MIN_NODES_LABEL, min_nodes_problem, parse_min_nodes, vip_problem
@@ -32,7 +33,39 @@ def check_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
     if kind == "Settings":
         palette = spec.get("palette")
         return _secret_ref(palette.get("apiKeySecretRef")) if isinstance(palette, dict) else []
+    if kind == "ScalingPolicy":
+        return check_scaling_policy(data)
     return []
+
+
+# The fields of each kind that name another resource of the namespace (field path, referenced kind).
+REFERENCE_FIELDS: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
+    "Project": ((("spec", "computeProfileRef", "name"), "ComputeProfile"),
+                (("spec", "settingsRef", "name"), "Settings")),
+    "ComputeProfile": ((("spec", "settingsRef", "name"), "Settings"),),
+    "Compute": ((("spec", "settingsRef", "name"), "Settings"),),
+    "MLPlatform": ((("spec", "computeProfileRef", "name"), "ComputeProfile"),
+                   (("spec", "workloadProfileRef", "name"), "WorkloadProfile"),
+                   (("spec", "computePoolRef", "name"), "ComputePool")),
+    "ComputePool": ((("spec", "computeProfileRef", "name"), "ComputeProfile"),
+                    (("spec", "workloadProfileRef", "name"), "WorkloadProfile"),
+                    (("spec", "scalingPolicyRef", "name"), "ScalingPolicy")),
+    "AIWorkload": ((("spec", "computePoolRef", "name"), "ComputePool"),
+                   (("spec", "workloadProfileRef", "name"), "WorkloadProfile")),
+}  # fmt: skip
+
+
+def named_references(kind: str, data: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str, str]]:
+    """(field path, referenced kind, name) of every reference a document's data spells out: for a
+    document the schema refused, whose references are still worth checking in the same run."""
+    found = []
+    for path, target in REFERENCE_FIELDS.get(kind, ()):
+        value: Any = data
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, str) and value:
+            found.append((path, target, value))
+    return found
 
 
 def _keys(value: Any) -> list[Any]:

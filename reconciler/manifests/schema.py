@@ -7,6 +7,7 @@ validator and yields typed resources in the same step.
 
 from __future__ import annotations
 
+import difflib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,13 @@ class Problem:
     at_key: bool = False
     at: tuple[int, int] | None = None  # a position known already (no need to look the path up)
     reason: str | None = None  # what kind of problem, for programs (see Diagnostic.reason)
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """``"; did you mean X?"``: the closest of ``choices`` to a misspelt ``word`` (case aside), or ``""``."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(word.lower(), sorted(by_lower), n=1, cutoff=0.6)
+    return f"; did you mean {by_lower[close[0]]}?" if close else ""
 
 
 def field_path(path: Sequence[PathElem]) -> str:
@@ -116,9 +124,10 @@ def _unknown_field(kind: str, model: type[BaseModel], path: tuple[PathElem, ...]
             at_key=True,
         )
     owner = _model_at(model, path[:-1])
-    allowed = ", ".join(_aliases(owner)) if owner is not None else ""
-    hint = f"; allowed fields here: {allowed}" if allowed else ""
-    return Problem(path, f"{where}: unknown field '{key}'{hint}", at_key=True)
+    fields = _aliases(owner) if owner is not None else []
+    hint = f"; allowed fields here: {', '.join(fields)}" if fields else ""
+    close = did_you_mean(key, fields) if not secret_like else ""
+    return Problem(path, f"{where}: unknown field '{key}'{hint}{close}", at_key=True)
 
 
 def _aliases(model: type[BaseModel]) -> list[str]:

@@ -101,7 +101,15 @@ CATALOGUE: tuple[MigGpuType, ...] = (
     _seven_slice("NVIDIA-A800-80GB", "NVIDIA-A800", (80,), small=10, double=20, quad=40),
     _seven_slice("NVIDIA-H100-80GB", "NVIDIA-H100", (80,), small=10, double=20, quad=40),
     _seven_slice("NVIDIA-H800-80GB", "NVIDIA-H800", (80,), small=10, double=20, quad=40),
+    # H100 NVL / H800 NVL (94 GB) and the 96 GB parts (H100-96GB, GH200, H20) differ only in the names
+    # of 3g, 4g and 7g (mig-parted: all-3g.47gb vs all-3g.48gb); the nearest nominal size decides.
     _seven_slice("NVIDIA-H100-94GB", "NVIDIA-H100", (94,), small=12, double=24, quad=47),
+    _seven_slice("NVIDIA-H800-94GB", "NVIDIA-H800", (94,), small=12, double=24, quad=47),
+    _seven_slice("NVIDIA-H100-96GB", "NVIDIA-H100", (96,), small=12, double=24, quad=48),
+    _seven_slice("NVIDIA-GH200-96GB", "NVIDIA-GH200", (96,), small=12, double=24, quad=48),
+    _seven_slice("NVIDIA-H20-96GB", "NVIDIA-H20", (96,), small=12, double=24, quad=48),
+    _seven_slice("NVIDIA-GH200-144GB", "NVIDIA-GH200", (144,), small=18, double=36, quad=72),
+    # H200 141GB and H200 NVL share one mig-parted device-filter group.
     _seven_slice("NVIDIA-H200-141GB", "NVIDIA-H200", (141,), small=18, double=35, quad=71),
     # B200: 180 GB usable of 192 GB; agents may report either.
     _seven_slice("NVIDIA-B200-180GB", "NVIDIA-B200", (180, 192), small=23, double=45, quad=90),
@@ -123,8 +131,9 @@ CATALOGUE: tuple[MigGpuType, ...] = (
 
 # A reported size matches a nominal one when, read as GB or as GiB, it is within this fraction of it:
 # nvidia-smi reports an "80GB" H100 as 81559 MiB (79.6 GiB), an H100 NVL "94GB" as 95830 MiB (93.6 GiB),
-# an H200 "141GB" as 143771 MiB (140.4 GiB); people write "80 GB" or "80Gi". The nearest nominal size
-# of the family wins, so 80 and 94 never meet.
+# a 96GB H100/GH200 as 97871 MiB (95.6 GiB), an H200 "141GB" as 143771 MiB (140.4 GiB); people write
+# "80 GB" or "80Gi". The nearest nominal size of the family wins (94 and 96 are told apart); a size near
+# none of the family's is refused (no entry), never named after another part's table.
 MEMORY_TOLERANCE = 0.04
 
 

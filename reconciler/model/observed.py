@@ -63,6 +63,8 @@ class ManagedCluster:
     arch: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     project_uid: str | None = None  # the Palette project it lives in, when known
+    # Why its membership is in doubt this pass (reconciler.membership): planned exactly as it is.
+    held: str | None = None
 
     @property
     def known_state(self) -> ClusterState:

@@ -1,9 +1,11 @@
 """The ``ScalingPolicy`` kind (``spectrocloud.com/v1alpha1``, DESIGN.md section 11).
 
 PaletteAI's field names; durations are Go duration strings parsed by :mod:`reconciler.model.duration`;
-thresholds are percentages. Rules that span fields (at least one of ``cpu``/``gpu``, a bound for every
-``gpu`` family, up above down, ``min <= max``) are validators here, so the loader reports them with the
-field's line like any other schema error. Defaults (written down in docs/scaling.md): both scale
+thresholds are percentages. Rules inside one object (up above down, ``min <= max``) are validators
+here; rules that span the spec (at least one of ``cpu``/``gpu``, a bound for every ``gpu`` family, a
+family once, windows of at least one step) are checked on the document's data by
+:mod:`reconciler.manifests.scaling_rules`, so they are reported even when a field is wrong.
+Defaults (written down in docs/scaling.md): both scale
 durations 5m up / 10m down, cooldown 15m, abort 30m, step 15s, and the queries below.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from reconciler.model.duration import DURATION_HINT, DURATION_PATTERN, parse_duration
@@ -142,87 +144,8 @@ class ScalingPolicySpec(Strict):
     abort_duration: Duration = DEFAULT_ABORT
     metrics: ScalingMetrics = Field(default_factory=ScalingMetrics)
 
-    @field_validator("cpu_resource_bounds")
-    @classmethod
-    def _cpu_bounds_need_cpu(
-        cls, value: CpuResourceBounds | None, info: ValidationInfo
-    ) -> CpuResourceBounds | None:
-        if value is not None and info.data.get("cpu", "absent") is None:
-            raise PydanticCustomError("bounds", "is set but there is no cpu rule to scale by")
-        return value
-
-    @field_validator("gpu")
-    @classmethod
-    def _one_rule_per_family(cls, value: list[GpuScaling]) -> list[GpuScaling]:
-        _unique("gpu", [g.canonical for g in value])
-        return value
-
-    @field_validator("gpu_resource_bounds")
-    @classmethod
-    def _a_bound_per_family(
-        cls, value: list[GpuResourceBounds], info: ValidationInfo
-    ) -> list[GpuResourceBounds]:
-        bounded = [b.canonical for b in value]
-        _unique("gpuResourceBounds", bounded)
-        rules = info.data.get("gpu")
-        if not isinstance(rules, list):
-            return value
-        ruled = [g.canonical for g in rules]
-        missing = [f for f in ruled if f not in bounded]
-        if missing:
-            raise PydanticCustomError(
-                "bounds",
-                "no bound for GPU family {families}: every gpu family needs one "
-                "(family, minGPUCount, maxGPUCount)",
-                {"families": ", ".join(missing)},
-            )
-        extra = [f for f in bounded if f not in ruled]
-        if extra:
-            raise PydanticCustomError(
-                "bounds", "bound for GPU family {families} without a gpu rule", {"families": ", ".join(extra)}
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _cpu_or_gpu(self) -> ScalingPolicySpec:
-        if self.cpu is None and not self.gpu:
-            raise PydanticCustomError("scaling", "needs at least one of cpu and gpu")
-        if self.gpu and not self.gpu_resource_bounds:
-            families = ", ".join(g.canonical for g in self.gpu)
-            raise PydanticCustomError(
-                "scaling",
-                "gpuResourceBounds: required with gpu rules; no bound for GPU family {families}",
-                {"families": families},
-            )
-        if self.cpu is not None and self.cpu_resource_bounds is None:
-            raise PydanticCustomError("scaling", "cpuResourceBounds: required with a cpu rule")
-        step = parse_duration(self.metrics.step)
-        rules: list[_Thresholds] = [*([self.cpu] if self.cpu else []), *self.gpu]
-        for rule in rules:
-            for duration in (rule.scale_up_duration, rule.scale_down_duration):
-                if parse_duration(duration) < step:
-                    raise PydanticCustomError(
-                        "scaling",
-                        "metrics.step {step} is longer than the window {window}: a window needs at least "
-                        "one step",
-                        {"step": self.metrics.step, "window": duration},
-                    )
-        return self
-
     def bound_for(self, family: GpuFamily) -> GpuResourceBounds | None:
         return next((b for b in self.gpu_resource_bounds if b.canonical == family), None)
-
-
-def _unique(field: str, families: list[GpuFamily]) -> None:
-    seen: set[str] = set()
-    for family in families:
-        if family in seen:
-            raise PydanticCustomError(
-                "duplicate",
-                "GPU family {family} appears twice in {field}",
-                {"family": family, "field": field},
-            )
-        seen.add(family)
 
 
 class ScalingPolicy(Strict):

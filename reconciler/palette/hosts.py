@@ -157,6 +157,7 @@ class HostLister:
         self._credit = 0.0
         self._touched: set[str] = set()  # uids an incremental read mentioned since the sweep began
         self._listing: list[HostFacts] | None = None
+        self._doubtful: set[str] = set()  # uids whose kept copy is unreadable: a sweep starts at once
         self.version = 0  # moves whenever the host map changes
         self.requests = 0  # search pages read, all told
         self.last_requests = 0  # search pages the last call read
@@ -169,6 +170,11 @@ class HostLister:
     @property
     def client(self) -> PaletteClient:
         return self._client
+
+    @property
+    def doubtful(self) -> set[str]:
+        """Uids of hosts whose kept copy is unreadable (a sweep reads them again)."""
+        return set(self._doubtful)
 
     @property
     def incremental(self) -> bool:
@@ -222,6 +228,7 @@ class HostLister:
         if seen != previous or self._hosts is None:
             self._hosts = seen
             self._changed()
+            self._doubtful = {u for u, (facts, _stamp) in seen.items() if facts.unreadable}
         self.full_listings += 1
         self._last_sweep_start = now
         self._sweep = None
@@ -267,13 +274,16 @@ class HostLister:
         if self.sweep_rate is not None and self._last_call is not None:
             cap = max(1.0, MAX_SWEEP_CREDIT * self.sweep_rate)
             self._credit = min(cap, self._credit + max(now - self._last_call, 0.0) * self.sweep_rate)
-        if self._sweep is None and now - self._last_sweep_start >= self.full_every:
+        due = now - self._last_sweep_start >= self.full_every
+        if self._sweep is None and (due or self._doubtful):  # a bad copy is read again at once
             self._sweep = _Sweep(started=now)
             self._last_sweep_start = now
             self._touched.clear()
         sweep = self._sweep
         if sweep is None:
             return
+        if self._doubtful:  # a bad copy is not kept for a whole sweep: at least a page every pass
+            self._credit = max(self._credit, 1.0)
         body = edge_host_search_body(self._tags)
         while self.sweep_rate is None or self._credit >= 1.0:
             page = self._client.edge_host_page(body, sweep.token)
@@ -303,6 +313,7 @@ class HostLister:
         gone = [uid for uid in self._hosts if uid not in sweep.seen and uid not in self._touched]
         for uid in gone:
             del self._hosts[uid]
+            self._doubtful.discard(uid)
         if gone:
             self._changed()
 
@@ -319,6 +330,10 @@ class HostLister:
             return
         self._hosts[facts.uid] = read
         self._changed()
+        if facts.unreadable:
+            self._doubtful.add(facts.uid)
+        else:
+            self._doubtful.discard(facts.uid)
 
     def _changed(self) -> None:
         self.version += 1

@@ -12,12 +12,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
 from reconciler.edgehost import HostFacts, read_host
 from reconciler.inventory import Machine, Role, role_of
+from reconciler.membership import config_roles, doubtful_membership, held_reason
 from reconciler.model.observed import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -26,6 +27,7 @@ from reconciler.model.observed import (
     ClusterState,
     ManagedCluster,
 )
+from reconciler.palette.errors import NotFoundError
 from reconciler.resolve import Target, in_scope
 
 PROFILE_TYPES = ("infra", "add-on", "full")  # cluster profile types of a snapshot's catalogue
@@ -65,19 +67,31 @@ def managed_clusters(
     clusters: Iterable[Mapping[str, Any]],
     edge_hosts: Iterable[Mapping[str, Any] | HostFacts],
     machines: Mapping[str, Machine] | None = None,
+    configs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[ManagedCluster]:
     """Clusters carrying ``palette.ai/managed-by: reconciler`` that are not deleted, with their hosts.
 
     A host's role comes from ``machines`` (discovery's reading of it) when discovery knows the host;
     :func:`reconciler.inventory.role_of` only covers hosts discovery left out (a cluster host whose
-    ``palette.ai`` tag was removed, or one excluded for a bad tag).
+    ``palette.ai`` tag was removed, or one excluded for a bad tag). ``configs`` (cluster uid -> its cloud
+    config, read when some host's answer was unreadable) are the membership where given, cross-checked
+    with the hosts' refs; a cluster whose membership is in doubt is ``held`` (:mod:`reconciler.membership`).
     """
     known = machines or {}
     members: dict[str, list[HostFacts]] = {}
+    facts_by_uid: dict[str, HostFacts] = {}
+    unreadable: list[tuple[str, tuple[tuple[str, Any], ...]]] = []
     for host in edge_hosts:
         facts = read_host(host)
-        if facts is not None and facts.cluster_uid:
+        if facts is None:
+            continue
+        facts_by_uid.setdefault(facts.uid, facts)
+        if facts.unreadable:
+            unreadable.append((facts.uid, facts.unreadable))
+        if facts.cluster_uid:
             members.setdefault(facts.cluster_uid, []).append(facts)
+    doubtful = doubtful_membership(unreadable)
+    unreadable_uids = {uid for uid, _fields in unreadable}
 
     def worker(facts: HostFacts) -> bool:
         machine = known.get(facts.uid)
@@ -95,26 +109,46 @@ def managed_clusters(
         if not namespace or not platform:
             continue
         hosts = members.get(str(uid), [])
-        workers = sorted(h.uid for h in hosts if worker(h))
-        control_plane = sorted(h.uid for h in hosts if not worker(h))
+        workers = tuple(sorted(h.uid for h in hosts if worker(h)))
+        control_plane = tuple(sorted(h.uid for h in hosts if not worker(h)))
+        config = (configs or {}).get(str(uid))
+        roles = config_roles(config) if config is not None else None
+        if roles is not None:  # the cluster's own word
+            control_plane, workers = roles
+            hosts = [facts_by_uid[h] for h in control_plane + workers if h in facts_by_uid]
+        name = str(_get(cluster, "metadata", "name") or "")
+        held = held_reason(
+            name or str(uid),
+            (h.uid for h in members.get(str(uid), [])),
+            None if roles is None else control_plane + workers,
+            sorted(h.uid for h in hosts if h.uid in unreadable_uids),
+            doubtful,
+        )
         arches = Counter(h.arch for h in hosts if h.arch is not None)
         arch = sorted(arches.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if arches else None
         result.append(
             ManagedCluster(
                 uid=str(uid),
-                name=str(_get(cluster, "metadata", "name") or ""),
+                name=name,
                 namespace=namespace,
                 platform=platform,
                 state=state,
                 cloud_config_uid=cluster_config_uid(cluster),
-                control_plane=tuple(control_plane),
-                workers=tuple(workers),
+                control_plane=control_plane,
+                workers=workers,
                 arch=arch,
                 labels=labels,
                 project_uid=cluster_project(cluster, hosts),
+                held=held,
             )
         )
     return sorted(result, key=lambda c: (c.namespace, c.platform, c.uid))
+
+
+def doubtful_clusters(edge_hosts: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether some host's answer is unreadable, so that the observer should read the managed clusters'
+    cloud configs before believing the hosts' refs (:func:`managed_clusters` ``configs``)."""
+    return any(f is not None and f.unreadable for f in map(read_host, edge_hosts))
 
 
 def cluster_project(cluster: Mapping[str, Any], members: Iterable[HostFacts]) -> str | None:
@@ -199,3 +233,27 @@ def dump_snapshot(snapshot: Snapshot, path: Path) -> None:
         return
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     target.write_text(yaml.dump(data, Dumper=dumper, sort_keys=False), encoding="utf-8")
+
+
+class CloudConfigReader(Protocol):
+    def get_cloud_config(self, config_uid: str) -> dict[str, Any]: ...
+
+
+def read_cloud_configs(
+    client: CloudConfigReader, clusters: Iterable[Mapping[str, Any]]
+) -> dict[str, Mapping[str, Any]]:
+    """Cluster uid -> cloud config of every managed cluster in ``clusters`` (one GET each). Read only when
+    some host's answer was unreadable (:func:`doubtful_clusters`); a cluster whose config is gone (404) is
+    left out, and stays held while the doubt lasts."""
+    configs: dict[str, Mapping[str, Any]] = {}
+    for cluster in clusters:
+        labels = _get(cluster, "metadata", "labels")
+        uid, config_uid = _get(cluster, "metadata", "uid"), cluster_config_uid(cluster)
+        managed = isinstance(labels, Mapping) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+        if not managed or not uid or not config_uid:
+            continue
+        try:
+            configs[str(uid)] = client.get_cloud_config(config_uid)
+        except NotFoundError:
+            continue
+    return configs

@@ -2,6 +2,8 @@
 
 - One call, ``query_range``, with a timeout; no retries: a pass that cannot read utilisation simply does
   not scale down (DESIGN.md section 11), and the next pass asks again.
+- A sample whose value is NaN or infinite (Prometheus's answer to ``0/0``, say) is left out: it reads
+  as missing, so a series whose latest step is NaN is stale and one with only NaN has no data.
 - Errors are typed: :class:`PrometheusUnavailable` (no answer, timeout, HTTP 5xx, an answer that is not
   Prometheus's JSON) and :class:`PrometheusQueryError` (Prometheus refused the query: ``bad_data``).
 - The bearer token is referenced (``bearerTokenSecretRef: {env|file}``), registered with the log
@@ -163,7 +165,8 @@ def _range_result(body: Mapping[str, Any], where: str) -> RangeResult:
                 t, v = float(pair[0]), float(pair[1])
             except (TypeError, ValueError, IndexError):
                 raise PrometheusUnavailable(f'{where}: a sample is not [time, "value"]') from None
-            points.append((t, v if math.isfinite(v) else math.nan))
+            if math.isfinite(t) and math.isfinite(v):  # NaN (0/0), +-Inf: no usable sample at t
+                points.append((t, v))
         series.append(RangeSeries({str(k): str(v) for k, v in metric.items()}, tuple(points)))
     warnings = tuple(str(w) for w in body.get("warnings") or [])
     return RangeResult(tuple(series), warnings)

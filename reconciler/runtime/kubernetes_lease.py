@@ -115,9 +115,11 @@ class KubernetesLease:
             return held and self._holds_locked()
 
     def holds(self) -> bool:
-        """True while it is safe to write: we hold the Lease and it cannot have expired yet."""
-        with self._lock:
-            return self._holds_locked()
+        """True while it is safe to write: we hold the Lease and it cannot have expired yet.
+
+        Never waits for the lock: ``/readyz`` and the webhook ask while :meth:`acquire` may be waiting
+        on the API server (one attribute read is atomic)."""
+        return self._holds_locked()
 
     def release(self) -> None:
         """Give the Lease up (best effort) so that a standby takes over at once."""
@@ -140,16 +142,16 @@ class KubernetesLease:
                 log.warning("lease not released; it expires by itself", error=type(exc).__name__)
 
     def holder(self) -> str | None:
-        """Who holds the Lease, as last seen."""
-        with self._lock:
-            return self._holder
+        """Who holds the Lease, as last seen (without waiting for the lock, as :meth:`holds`)."""
+        return self._holder
 
     # -- internals ----------------------------------------------------------------------------------
 
     def _holds_locked(self) -> bool:
-        if self._renewed_at is None:
+        renewed = self._renewed_at  # read once: another thread may set it to None meanwhile
+        if renewed is None:
             return False
-        return time.monotonic() - self._renewed_at < self.duration - self.margin
+        return time.monotonic() - renewed < self.duration - self.margin
 
     def _read(self) -> Any:
         try:

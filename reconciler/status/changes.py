@@ -8,7 +8,9 @@ The message names the changes:
   name when they fit on one line; more counted by what happened (``12 created, 1 scaled, 2 rejected``);
 - body: the notes of the pass (a rollback of the config branch, a branch switch), then one line per
   changed resource: kind, namespace/name, phase before -> after, Ready reason, hosts added/removed and the
-  observed revision when it moved;
+  observed revision when it moved; a pool or workload line also says why (the Ready message), and a
+  pool's line what moved in it: workloads admitted or gone, GPUs admitted per family, the scaling
+  decision, the hosts whose MIG layout changed;
 - trailers (:func:`source_trailers`): the config commit's sha, subject and author.
 """
 
@@ -211,6 +213,9 @@ def transition(change: Change) -> str:
     added, removed = change.hosts_added, change.hosts_removed
     if added or removed:
         return f"{prefix}hosts +{len(added)} -{len(removed)}"
+    notes = pool_notes(change)
+    if notes:
+        return f"{prefix}{notes[0]}"
     if change.revision_moved:
         return f"{prefix}inputs changed"
     return f"{prefix}updated"
@@ -226,10 +231,82 @@ def _hosts_text(added: Sequence[str], removed: Sequence[str]) -> str:
     return " ".join(listed("+", added) + listed("-", removed))
 
 
+def is_pool_or_workload(change: Change) -> bool:
+    """A ComputePool, an AIWorkload, or a shared MLPlatform (a tenant of a pool: its status has ``pool``)."""
+    side = change.after if change.after is not None else change.before
+    return change.kind in ("ComputePool", "AIWorkload") or (side is not None and bool(side.get("pool")))
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _why(change: Change) -> str | None:
+    """The Ready message after the change, when it is news (the phase, reason or message moved)."""
+    if change.after is None:
+        return None
+    after = _ready(change.after).get("message")
+    before = _ready(change.before).get("message") if change.before is not None else None
+    moved = change.phase_before != change.phase_after or change.reason_before != change.reason_after
+    return _one_line(after) if after and (moved or after != before) else None
+
+
+def _mapping(status: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
+    value = status.get(key) if status is not None else None
+    return value if isinstance(value, Mapping) else {}
+
+
+def _capacity_moves(change: Change) -> list[str]:
+    before, after = _mapping(change.before, "capacity"), _mapping(change.after, "capacity")
+    moves = []
+    for family in sorted(set(before) | set(after)):
+        old, new = before.get(family), after.get(family)
+        old_text = f"{old.get('admitted')}/{old.get('total')}" if isinstance(old, Mapping) else "-"
+        new_text = f"{new.get('admitted')}/{new.get('total')}" if isinstance(new, Mapping) else "-"
+        if old_text == new_text:
+            continue
+        if old_text == "-":
+            moves.append(f"{family} {new_text} GPUs admitted")
+        else:
+            moves.append(f"{family} admitted {old_text} -> {new_text} GPUs")
+    return moves
+
+
+def pool_notes(change: Change) -> list[str]:
+    """What moved inside a pool: workloads admitted or gone, GPUs admitted per family, the scaling
+    decision with its reason and message, the hosts whose MIG layout changed."""
+    if change.kind != "ComputePool" or change.after is None:
+        return []
+    notes = []
+    old = {str(w) for w in (change.before or {}).get("admitted") or []}
+    new = {str(w) for w in change.after.get("admitted") or []}
+    if old != new:
+        notes.append(
+            "admitted "
+            + " ".join([*(f"+{w}" for w in sorted(new - old)), *(f"-{w}" for w in sorted(old - new))])
+        )
+    notes += _capacity_moves(change)
+    scaling, before = _mapping(change.after, "scaling"), _mapping(change.before, "scaling")
+    keys = ("decision", "reason", "message")
+    quiet = change.before is None and scaling.get("decision") in (None, "none")  # a new pool, no policy
+    if scaling and not quiet and [scaling.get(k) for k in keys] != [before.get(k) for k in keys]:
+        text = f"scaling {scaling.get('decision') or 'none'} ({scaling.get('reason') or '-'})"
+        notes.append(text + (f": {_one_line(scaling['message'])}" if scaling.get("message") else ""))
+    mig_before, mig_after = _mapping(change.before, "mig"), _mapping(change.after, "mig")
+    relaid = sorted(h for h in set(mig_before) | set(mig_after) if mig_before.get(h) != mig_after.get(h))
+    if relaid:
+        shown = ", ".join(relaid[:MAX_HOSTS_LISTED]) + (
+            f" and {len(relaid) - MAX_HOSTS_LISTED} more" if len(relaid) > MAX_HOSTS_LISTED else ""
+        )
+        notes.append(f"MIG layout changed on {shown}")
+    return notes
+
+
 def body_line(change: Change) -> str:
     """``MLPlatform project-a/clearml-prod: Provisioning -> Running (Provisioned); hosts +a -b``; for a
     kind without phases (Compute: its available machines) ``new``, ``removed`` or how many hosts
-    became available or not."""
+    became available or not. A pool's or workload's line says why (``AIWorkload ns/w: new -> Pending
+    (PoolCapacityExceeded: needs 4 ...)``) and what moved in a pool (:func:`pool_notes`)."""
     head = f"{change.kind} {change.namespace}/{change.name}: "
     added, removed = change.hosts_added, change.hosts_removed
     if change.phase_before is None and change.phase_after is None:
@@ -241,10 +318,14 @@ def body_line(change: Change) -> str:
     before = NEW if change.before is None else (change.phase_before or "-")
     after = REMOVED if change.after is None else (change.phase_after or "-")
     parts = [head + f"{before} -> {after}"]
+    why = _why(change) if is_pool_or_workload(change) else None
     if change.after is not None and change.reason_after:
-        parts[0] += f" ({change.reason_after})"
+        parts[0] += f" ({change.reason_after}: {why})" if why else f" ({change.reason_after})"
+    elif why:
+        parts[0] += f" ({why})"
     if (added or removed) and change.after is not None:
         parts.append(f"hosts {_hosts_text(added, removed)}")
+    parts += pool_notes(change)
     moved = change.revision_moved
     if moved and change.before is not None:
         parts.append(f"observes {moved[:12]}")

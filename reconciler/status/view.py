@@ -1,7 +1,8 @@
 """What ``reconciler status`` shows, computed from status files (pure: bytes in, rows out).
 
-DESIGN.md section 8: one row per platform, pool and workload (kind, namespace, name, phase, reason,
-message, cluster, GPUs, hosts, since), and a resource's history from the status branch's commits.
+One row per resource the status branch holds a file for (platforms, Computes, pools, workloads,
+scaling policies): kind, namespace, name, phase, reason, message, cluster, GPUs, hosts, since. A
+Compute has no phase: its row counts the hosts it offers (its ``hosts`` are the available ones).
 """
 
 from __future__ import annotations
@@ -12,13 +13,18 @@ from typing import Any
 
 import yaml
 
+from reconciler.model.gpu import canonical_family
+
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-# Status file directories (DESIGN.md section 6) of the kinds the table shows, in table order.
+# Status file directories of the kinds the table shows: every kind the status branch holds.
 SHOWN_KINDS: dict[str, str] = {
     "mlplatforms": "MLPlatform",
+    "computes": "Compute",
     "computepools": "ComputePool",
     "aiworkloads": "AIWorkload",
+    "scalingpolicies": "ScalingPolicy",
 }
+PLURAL_OF: dict[str, str] = {kind: plural for plural, kind in SHOWN_KINDS.items()}
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,8 @@ class ResourceRow:
     hosts: list[str] = field(default_factory=list)
     since: str | None = None
     path: str = ""
+    status: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The whole ``status`` mapping of the file, for the details of one resource (not in the JSON)."""
 
     @property
     def key(self) -> str:
@@ -91,14 +99,59 @@ def _gpus(status: Mapping[str, Any]) -> dict[str, int]:
     return {str(k): int(v) for k, v in sorted(gpus.items()) if isinstance(v, int)}
 
 
+def _compute_row(namespace: str, name: str, path: str, status: Mapping[str, Any]) -> ResourceRow:
+    """A Compute offers hosts: its row lists the available ones, their GPUs, and counts the rest."""
+    hosts: set[str] = set()
+    gpus: dict[str, int] = {}
+    for key in ("availableControlPlaneCompute", "availableWorkerCompute"):
+        for entry in status.get(key) or []:
+            if not isinstance(entry, Mapping):
+                continue
+            machines = [str(m) for m in entry.get("machines") or []]
+            hosts.update(machines)
+            count, family = entry.get("gpuCount"), entry.get("family")
+            if family and isinstance(count, int) and count > 0:
+                try:
+                    label = str(canonical_family(str(family)))
+                except ValueError:
+                    label = str(family)
+                gpus[label] = gpus.get(label, 0) + count * len(machines)
+    in_use = len(status.get("inUseMachines") or [])
+    excluded = len(status.get("excludedMachines") or [])
+    return ResourceRow(
+        kind="Compute",
+        namespace=namespace,
+        name=name,
+        phase=None,
+        reason=None,
+        message=f"{len(hosts)} hosts available, {in_use} in use, {excluded} excluded",
+        cluster=None,
+        gpus=dict(sorted(gpus.items())),
+        hosts=sorted(hosts),
+        since=None,
+        path=path,
+        status=status,
+    )
+
+
+def split_path(path: str) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of a shown status file path; None for other files."""
+    parts = path.split("/")
+    if len(parts) != 3 or parts[1] not in SHOWN_KINDS or not parts[2].endswith(".yaml"):
+        return None
+    return SHOWN_KINDS[parts[1]], parts[0], parts[2].removesuffix(".yaml")
+
+
 def row_of(path: str, data: bytes) -> ResourceRow | None:
     """The table row of one status file; None for files the table does not show or cannot read."""
     parts = path.split("/")
-    if len(parts) != 3 or parts[1] not in SHOWN_KINDS or not parts[2].endswith(".yaml"):
+    if split_path(path) is None:
         return None
     doc = load_yaml(data)
     status = doc.get("status") if isinstance(doc, Mapping) else None
     status = status if isinstance(status, Mapping) else {}
+    if parts[1] == "computes":
+        return _compute_row(parts[0], parts[2].removesuffix(".yaml"), path, status)
     ready = _ready(status)
     cluster = status.get("cluster")
     cluster_name = cluster.get("name") if isinstance(cluster, Mapping) else None
@@ -116,6 +169,7 @@ def row_of(path: str, data: bytes) -> ResourceRow | None:
         hosts=_hosts(status),
         since=_str(ready.get("lastTransitionTime")),
         path=path,
+        status=status,
     )
 
 
@@ -159,3 +213,32 @@ def table(found: list[ResourceRow]) -> str:
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines
     )
+
+
+# Health of a resource by its phase, for the page's colours and the "needs attention" list: one place.
+HEALTH_OF_PHASE: dict[str, str] = {
+    "Running": "ok",
+    "Provisioning": "progress",
+    "Pending": "progress",
+    "Deleting": "progress",
+    "Degraded": "problem",
+    "Failed": "problem",
+    "Rejected": "problem",
+    "Invalid": "problem",
+}
+_UNREACHABLE = {"PaletteUnavailable", "PaletteUnauthorized"}
+
+
+def health(row: ResourceRow) -> str:
+    """``ok`` (Running), ``progress`` (Provisioning, Pending, Deleting), ``problem`` (Degraded, Failed,
+    Rejected, Invalid, or Palette unreachable), ``neutral`` (Suspended, a Compute, no phase)."""
+    if row.reason in _UNREACHABLE:
+        return "problem"
+    return HEALTH_OF_PHASE.get(row.phase or "", "neutral")
+
+
+def needs_attention(found: list[ResourceRow]) -> list[ResourceRow]:
+    """Problems first, then what waits (Pending): each with its reason and message, in table order."""
+    problems = [r for r in found if health(r) == "problem"]
+    waiting = [r for r in found if health(r) != "problem" and r.phase == "Pending"]
+    return problems + waiting
