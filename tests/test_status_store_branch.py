@@ -244,6 +244,7 @@ def test_a_write_is_a_compare_and_swap_on_the_tip_it_read(remote: RemoteRepo, tm
     ours = store_for(remote, tmp_path, "ours")
     ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {})
     planned = ours.tip()
+    assert ours.known_tip == planned
     moved = hand_commit(remote, {PLATFORM_FILE: status("Running")}, "the new lease holder")
     with pytest.raises(StatusConflict):
         ours.write({PLATFORM_FILE: status("Provisioning")}, "stale", {})

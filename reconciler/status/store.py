@@ -340,6 +340,12 @@ class StatusStore:
             self._planned = self._tip
             return self._tip
 
+    @property
+    def known_tip(self) -> str | None:
+        """The branch's tip as this store last saw it (a read, :meth:`tip`, or its own write), without
+        asking the remote: what a caller that planned from the last read passes as ``expected``."""
+        return self._tip
+
     def read(self) -> dict[str, bytes]:
         """The remote's current status tree as {path: bytes} (empty before the first write).
 
