@@ -58,10 +58,11 @@ from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Manage
 from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey, cluster_kind
 from reconciler.model.resources import Compute, ComputePool, Settings
 from reconciler.palette.client import PaletteClient
+from reconciler.palette.cloud_configs import read_cloud_configs
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
-from reconciler.palette.observe import managed_clusters, read_cloud_configs
+from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
 from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import (
@@ -129,6 +130,7 @@ class ControllerOptions:
     branch: str = "main"
     cache_dir: Path | None = None
     watch: bool = False  # repo is a local directory read as it is on disk (not its commits)
+    subtree: str = ""  # --path: only this directory of the repository is read
     # palette
     palette_url: str | None = None
     apply_concurrency: int = 4
@@ -259,12 +261,16 @@ class Controller:
         self.status: StatusStore | None
         if options.watch:
             # A local working directory: read as it is on disk; status goes to its repository if it has one.
-            self.source = DirectorySource(Path(options.repo), parse=parse_file)
+            self.source = DirectorySource(Path(options.repo), parse=parse_file, subtree=options.subtree)
             has_git = (Path(options.repo) / ".git").exists()
             self.status = self._status_store(cache) if has_git else None
         else:
             self.source = GitSource(
-                options.repo, options.branch, cache / "source" if cache else None, parse=parse_file
+                options.repo,
+                options.branch,
+                cache / "source" if cache else None,
+                parse=parse_file,
+                subtree=options.subtree,
             )
             self.status = self._status_store(cache)
         self._client_factory = client_factory or self._make_client

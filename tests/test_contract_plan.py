@@ -247,9 +247,10 @@ def test_foreign_documents_are_reported_but_do_not_fail_the_plan(tmp_path: Path)
     shutil.copytree(SAMPLE_REPO, repo)
     (repo / ".github" / "workflows").mkdir(parents=True)
     (repo / ".github" / "workflows" / "ci.yml").write_text("name: ci\non: [push]\njobs: {}\n")
+    (repo / "compose.yml").write_text("services: {}\n")  # YAML outside a dot path is read
     code, plan = _plan("--repo", str(repo), "--inventory", str(SAMPLE_INVENTORY))
     assert code == 0
-    assert [d["file"] for d in plan["diagnostics"]] == [".github/workflows/ci.yml"]
+    assert [d["file"] for d in plan["diagnostics"]] == ["compose.yml"]  # .github/ is never read
     assert run_cli("validate", str(repo), "--format", "json").returncode == 1
 
 
