@@ -125,7 +125,7 @@ def plan(
         help="Prometheus URL for every namespace (instead of its Settings' prometheus.url): pools with a "
         "scaling policy show this pass's scaling decision.",
     ),
-    max_deletions: int = typer.Option(1, "--max-deletions", min=0, help="Most platforms' clusters to prune."),
+    max_deletions: int = typer.Option(1, "--max-deletions", min=0, help="Most removals per pass."),
     format: PlanFormat = typer.Option(PlanFormat.text, "--format", help="Output format."),
     changes_only: bool = typer.Option(
         False, "--changes-only", help="Leave out entries with nothing to do (unchanged, admitted)."

@@ -25,7 +25,19 @@ from tests._contract_support import (
 )
 
 POOL_KEYS = PLATFORM_KEYS | {"mode", "capacity", "mig", "migConfig", "scaling"}
-WORKLOAD_KEYS = {"namespace", "name", "pool", "action", "reason", "message", "gpus", "mig"}
+WORKLOAD_KEYS = {
+    "namespace",
+    "name",
+    "pool",
+    "action",
+    "reason",
+    "message",
+    "replicas",
+    "gpus",
+    "mig",
+    "bound",
+    "position",
+}
 WORKLOAD_ACTIONS = {"admit", "admitted", "pending", "remove", "rejected", "invalid", "suspended"}
 
 
@@ -72,7 +84,11 @@ def check_plan_shape(plan: dict[str, Any]) -> None:
         assert set(w) == WORKLOAD_KEYS, w
         assert w["action"] in WORKLOAD_ACTIONS
         assert all(isinstance(v, int) for v in w["gpus"].values())
-        assert all(set(m) == {"host", "gpu", "profile", "start"} for m in w["mig"])
+        assert all(set(m) == {"host", "gpu", "profile", "start", "replica"} for m in w["mig"])
+        assert isinstance(w["replicas"], int) and w["replicas"] >= 1
+        assert all(set(b) == {"replica", "host", "gpus"} for b in w["bound"])
+        assert sum(len(b["gpus"]) for b in w["bound"]) == sum(w["gpus"].values())
+        assert w["position"] is None or w["action"] == "pending"
     for d in plan["diagnostics"]:
         assert set(d) == DIAGNOSTIC_KEYS
 

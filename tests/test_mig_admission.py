@@ -378,10 +378,12 @@ def test_a_refused_mig_request_releases_the_whole_gpus_it_asked_with() -> None:
     one = Pass(pool, [want("both", 1, p7g_80gb=8)])
     assert one.decision("both").reason is Reason.POOL_CAPACITY_EXCEEDED and one.decision("both").gpus == ()
     assert one.result.capacity[A100].free == 8 and one.outcome.mig == {}
-    assert "grows by 1 NVIDIA-A100 GPU" in one.decision("both").message  # 7 free whole + 1 new
+    # One replica is on one host: the 7 free whole GPUs of gpu-0 and one new GPU elsewhere would not do.
+    assert "grows by 1 NVIDIA-A100 GPU" not in one.decision("both").message
+    assert "or the pool grows by" in one.decision("both").message
 
 
-def test_each_family_is_placed_on_its_own_gpus_and_a_refusal_in_one_undoes_the_other() -> None:
+def test_each_family_is_placed_on_its_own_gpus_and_a_replica_of_two_families_fits_no_host() -> None:
     h100 = GpuFamily("NVIDIA-H100")
     units = (
         *(
@@ -391,18 +393,18 @@ def test_each_family_is_placed_on_its_own_gpus_and_a_refusal_in_one_undoes_the_o
         GpuUnit("uid-h", "h100-host", 0, h100, mig_capable=True, memory_bytes=80 * 10**9),
     )
     pool = PoolState((NS, "two-families"), gpus=units, mig_strategy="mixed")
-    same_name = WorkloadRequest(
-        (NS, "a-same-name"), mig=(MigRequest(A100, "3g.40gb", 1), MigRequest(h100, "3g.40gb", 1))
+    on_a100 = WorkloadRequest((NS, "a-a100"), mig=(MigRequest(A100, "3g.40gb", 1),))
+    on_h100 = WorkloadRequest((NS, "a-h100"), mig=(MigRequest(h100, "3g.40gb", 1),))
+    both = WorkloadRequest(
+        (NS, "b-both"), mig=(MigRequest(A100, "1g.10gb", 1), MigRequest(h100, "1g.10gb", 1))
     )
-    too_much = WorkloadRequest(
-        (NS, "b-too-much"), mig=(MigRequest(A100, "1g.10gb", 1), MigRequest(h100, "7g.80gb", 2))
-    )
-    one = Pass(pool, [same_name, too_much])
-    assert {i.host_uid for i in one.decision("a-same-name").mig} == {"uid-a", "uid-h"}
-    refused = one.decision("b-too-much")
-    assert (refused.action, refused.reason) == (WorkloadAction.PENDING, Reason.POOL_CAPACITY_EXCEEDED)
-    assert "of NVIDIA-H100" in refused.message
-    assert one.outcome.usage.used == 8  # only the two 3g: the A100 1g was undone with the H100 refusal
+    one = Pass(pool, [on_a100, on_h100, both])
+    assert {i.host_uid for i in one.decision("a-a100").mig} == {"uid-a"}
+    assert {i.host_uid for i in one.decision("a-h100").mig} == {"uid-h"}
+    refused = one.decision("b-both")
+    assert (refused.action, refused.reason) == (WorkloadAction.PENDING, Reason.NO_FITTING_LAYOUT)
+    assert "a host of pool two-families has GPUs of one family" in refused.message
+    assert one.outcome.usage.used == 8  # only the two 3g
     assert one.result.capacity[A100].admitted == 1 and one.result.capacity[h100].admitted == 1
 
 
@@ -639,7 +641,8 @@ def test_a_busy_hosts_free_whole_gpus_count_and_its_held_gpus_are_named() -> Non
     assert "5 whole NVIDIA-A100 GPUs free to switch to MIG" in refused.message
     assert "held: gpu-0 GPUs 1-2 (whole)" in refused.message  # serve's 3g is on GPU 0, train has 1-2
     assert "gpu-0 GPU 0 keep their layouts" in refused.message
-    assert refused.message.endswith("or the pool grows by 2 NVIDIA-A100 GPUs")
+    # The replica's 7 instances go on one host: a new host must bring all 7 GPUs.
+    assert refused.message.endswith("or the pool grows by 7 NVIDIA-A100 GPUs")
 
 
 def test_one_replica_goes_on_one_host_the_best_one_ties_to_the_earlier() -> None:

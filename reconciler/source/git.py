@@ -348,6 +348,19 @@ class GitSource(Generic[T]):
         subject, _, author = out.strip("\n").partition("\x1f")
         return subject.strip(), author.strip()
 
+    def commit_message(self, sha: str) -> str | None:
+        """The whole message of commit ``sha`` (its trailers, e.g. ``Reconciler-Allow-Deletions``), read
+        from the cache (no network); None when the cache lacks it."""
+        if not _FULL_SHA.fullmatch(sha):
+            return None
+        with self._operation() as repo:
+            if _gitutil.rev_parse(repo.git, f"{sha}^{{commit}}") is None:
+                return None
+            try:
+                return _gitutil.run(repo.git, "log", "-1", "--no-show-signature", "--format=%B", sha, "--")
+            except GitError:
+                return None
+
     def _drop_ref(self, repo: git.Repo) -> None:
         try:
             _gitutil.run(repo.git, "update-ref", "-d", self._ref)
