@@ -23,7 +23,7 @@ from reconciler.model.resources import Settings
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.cloud_configs import read_cloud_configs
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env, read_key_file
-from reconciler.palette.errors import PaletteError, UnauthorizedError
+from reconciler.palette.errors import DoubtfulAnswer, PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD
@@ -199,7 +199,7 @@ class Observer:
         gap = listing_gap(found)
         if gap is not None:
             self._observed.pop(target, None)  # read it afresh next pass
-            raise PaletteError(gap, method="POST", path="/v1/dashboard/spectroclusters/search")
+            raise DoubtfulAnswer(gap)
 
     def _prior_hosts(
         self, target: Target, recorded: Mapping[str, bytes]
@@ -267,4 +267,4 @@ class Observer:
             self._unconfirmed.pop(target, None)
             return
         self._unconfirmed[target] = change.fingerprint
-        raise PaletteError(change.message(self._sudden_threshold), path="/v1/dashboard/edgehosts/search")
+        raise DoubtfulAnswer(change.message(self._sudden_threshold))
