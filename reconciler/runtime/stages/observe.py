@@ -27,7 +27,7 @@ from reconciler.palette.errors import DoubtfulAnswer, PaletteError, Unauthorized
 from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD
-from reconciler.plan import Plan
+from reconciler.plan import Action, Plan
 from reconciler.resolve import NamespaceSelector, Routing, Target, route
 from reconciler.runtime.facts import Observation, ObservedTarget
 from reconciler.runtime.options import DEFAULT_KEY_ENV, KeyRef
@@ -66,6 +66,7 @@ class Observer:
         self._factory = client_factory
         self._sudden_threshold = sudden_threshold  # 1.0 or more: never held
         self._unconfirmed: dict[Target, str] = {}  # a sudden change seen once, by its fingerprint
+        self._expected_gone: set[str] = set()  # clusters the last apply deleted or replaced
         self._environ = environ
         self._palette_url = palette_url
         self._namespaces = namespaces
@@ -140,6 +141,15 @@ class Observer:
             if denied:
                 stalled[target] = self.stall(target, desired, denied[0].error or "Palette refused the key")
         return replace(seen, stalled=stalled)
+
+    def expect_gone(self, plans: Mapping[Target, Plan]) -> None:
+        """The clusters this pass's plans delete or replace: their going is no sudden change."""
+        entries = [e for plan in plans.values() for e in (*plan.platforms, *(p.cluster for p in plan.pools))]
+        self._expected_gone = {
+            e.existing.uid
+            for e in entries
+            if e.existing is not None and e.action in (Action.DELETE, Action.REPLACE)
+        }
 
     def client(self, target: Target) -> PaletteClient:
         client = self._clients.get(target)
@@ -258,7 +268,7 @@ class Observer:
         last = self._observed.get(target)
         if last is None or self._sudden_threshold >= 1.0:
             return
-        change = drift(last.inventory, seen.inventory, last.clusters, seen.clusters)
+        change = drift(last.inventory, seen.inventory, last.clusters, seen.clusters, self._expected_gone)
         if not change.sudden(self._sudden_threshold):
             self._unconfirmed.pop(target, None)
             return
