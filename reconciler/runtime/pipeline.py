@@ -178,6 +178,7 @@ class Pipeline:
             if self.branch.tip != tip:  # the apply stage wrote a scaling intent ahead: report over it
                 records = self.branch.records()
             seen = self.parts.observer.refused(desired, plans, seen, applied.writes)
+            self.parts.observer.expect_gone(plans)
             result = self._report(desired, routing, planned, seen, applied, records, drift)  # 6. report
         writes = applied.writes
         result.outcome, result.error = classify(

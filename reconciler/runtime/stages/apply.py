@@ -136,7 +136,13 @@ def record_intents(
     fence()
     records = status.records()
     tree = intent_tree(records.files, records.docs, blocks)
-    commit = status.branch.write(tree, intent_message(blocks), source_trailers(revision, None))
+    commit = status.branch.write(
+        tree,
+        intent_message(blocks),
+        source_trailers(revision, None),
+        expected=status.tip,  # a compare-and-swap on the tip the pass planned from
+        may_push=None,  # the store asks the lease's fence right before the push
+    )
     status.wrote(tree, commit)
     log.info("scaling intent recorded before its Palette write", commit=commit, pools=len(blocks))
     return commit
