@@ -44,21 +44,18 @@ class PlanError(Exception):
 
 def load_desired(repo: str, rev: str | None) -> DesiredState:
     """The desired state of ``repo`` (a directory's files, or one git revision)."""
-    from reconciler.source.errors import SourceError
-
     path = Path(repo)
     if path.is_symlink():  # --repo is what the user named: follow it (links inside are never followed)
         path = path.resolve()
     if rev is None and (path.is_dir() or path.is_file()):
-        from reconciler.source.git import work_tree_head
-
-        bare, head = work_tree_head(path) if path.is_dir() else (False, None)
+        bare, head = _work_tree_head(path) if path.is_dir() else (False, None)
         if not bare:
             from reconciler.source.directory import load_directory
 
             return load_directory(path, revision=head)
     from reconciler.manifests import load_files
     from reconciler.model.diagnostics import Severity
+    from reconciler.source.errors import SourceError
     from reconciler.source.git import SkippedEntry, read_revision
 
     skipped: list[SkippedEntry] = []
@@ -79,6 +76,16 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
     if any(s.severity is Severity.ERROR for s in skipped):
         desired.complete = False  # a skipped manifest may hold a resource: plan no deletion
     return desired
+
+
+def _work_tree_head(path: Path) -> tuple[bool, str | None]:
+    """``work_tree_head`` of a directory; a plain one (no ``.git``, not a bare repository) is told
+    without loading git."""
+    if not (path / ".git").exists() and not (path / "HEAD").is_file():
+        return False, None
+    from reconciler.source.git import work_tree_head
+
+    return work_tree_head(path)
 
 
 def read_snapshot(path: Path) -> Snapshot:
@@ -118,7 +125,15 @@ def observe_snapshot(snapshot: Snapshot, routing: Routing, url: str) -> dict[Tar
     targets |= {Target(url, c.project_uid) for c in whole.clusters}
     if not targets:
         targets.add(Target(url, None))
-    return {t: whole if t.project_uid is None else _observation(scoped(snapshot, t)) for t in targets}
+    observed: dict[Target, Observed] = {}
+    for t in targets:
+        part = scoped(snapshot, t)
+        # A scope holding every host and cluster (one project) is the whole snapshot: observed once.
+        whole_seen = len(part.edge_hosts) == len(snapshot.edge_hosts) and len(part.clusters) == len(
+            snapshot.clusters
+        )
+        observed[t] = whole if whole_seen else _observation(part)
+    return observed
 
 
 def observe_palette(url: str, routing: Routing) -> dict[Target, Observed]:
