@@ -6,9 +6,10 @@
 The previous version is checked out once with ``git worktree add --detach`` into
 ``/tmp/reconciler-base-<rev>`` (outside the repository; reused by later runs) and run from the same
 virtualenv with ``PYTHONPATH`` pointing at it; this tree runs with ``PYTHONPATH`` pointing here, so an
-editable install elsewhere cannot stand in for either. Default base: the newest release tag, else the
-previous round's main (7b2d525) and this round's start (f74aa01). Every round runs each contender once,
-the order alternating between rounds, so load on a shared machine falls on both alike.
+editable install elsewhere cannot stand in for either; both are byte-compiled first, as an installed
+package is. Default base: the newest release tag, else the previous round's main (7b2d525) and this
+round's start (f74aa01). Every round runs each contender once, the order alternating between rounds, so
+load on a shared machine falls on both alike.
 
 Measures (the inputs come from the generators in ``bench/``, the same for every contender):
 - ``validate`` of 10,000 files, whole process, next to a bare CSafeLoader parse of the same files;
@@ -213,9 +214,11 @@ def main() -> None:
     args = parser.parse_args()
     only = set(args.only.split(","))
     bases = args.base or default_bases()
-    contenders = [Contender(rev, checkout(rev)) for rev in bases] + [Contender("this tree", REPO)]
-    labels = [c.label for c in contenders]
     python = sys.executable
+    contenders = [Contender(rev, checkout(rev)) for rev in bases] + [Contender("this tree", REPO)]
+    for c in contenders:  # as installed: bytecode compiled (PYTHONDONTWRITEBYTECODE would recompile)
+        subprocess.run([python, "-m", "compileall", "-q", str(c.root / "reconciler")], check=True)
+    labels = [c.label for c in contenders]
     print(f"contenders: {', '.join(f'{c.label} ({c.root})' for c in contenders)}; {args.repeat} rounds")
     print("cells: best (median) seconds; ratio = this tree's best / the other's best")
     with tempfile.TemporaryDirectory() as tmp:
