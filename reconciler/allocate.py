@@ -326,7 +326,10 @@ class _FreeHosts:
                 )
             )
         self._matching: dict[tuple[str, tuple[tuple[str, str], ...]], list[_Pool]] = {}
-        self._in_groups: dict[tuple[tuple[str, str], ...], list[_Pool]] = {}
+        self._in_groups: dict[tuple[tuple[str, str], ...], dict[str, list[_Pool]]] = {}
+        # Sub-lists of ``matching`` (membership never changes, only heads move): looked up once each.
+        self._workers: dict[tuple[str, tuple[tuple[str, str], ...], GpuFamily], list[_Pool]] = {}
+        self._control_planes: dict[tuple[str, tuple[tuple[str, str], ...]], list[_Pool]] = {}
 
     def matching(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
         key = (arch, tuple(sorted(groups.items())))
@@ -340,14 +343,35 @@ class _FreeHosts:
             self._matching[key] = found
         return found
 
+    def workers_of(self, arch: str, groups: Mapping[str, str], family: GpuFamily) -> list[_Pool]:
+        """The GPU worker pools of one family among :meth:`matching`."""
+        key = (arch, tuple(sorted(groups.items())), family)
+        found = self._workers.get(key)
+        if found is None:
+            pools = self.matching(arch, groups)
+            found = self._workers[key] = [p for p in pools if p.role is Role.WORKER and p.family == family]
+        return found
+
+    def control_planes(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
+        """The control-plane pools among :meth:`matching`."""
+        key = (arch, tuple(sorted(groups.items())))
+        found = self._control_planes.get(key)
+        if found is None:
+            pools = self.matching(arch, groups)
+            found = self._control_planes[key] = [p for p in pools if p.role is Role.CONTROL_PLANE]
+        return found
+
     def arches(self, groups: Mapping[str, str]) -> list[str]:
         """Architectures with at least one free host in ``groups``, in name order."""
         key = tuple(sorted(groups.items()))
-        pools = self._in_groups.get(key)
-        if pools is None:
-            pools = [p for p in self.pools if all(p.groups.get(k) == v for k, v in groups.items())]
-            self._in_groups[key] = pools
-        return sorted({p.arch for p in pools if p.head < len(p.hosts)})
+        by_arch = self._in_groups.get(key)
+        if by_arch is None:
+            by_arch = {}
+            for p in self.pools:
+                if all(p.groups.get(k) == v for k, v in groups.items()):
+                    by_arch.setdefault(p.arch, []).append(p)
+            self._in_groups[key] = by_arch
+        return sorted(a for a, pools in by_arch.items() if any(p.head < len(p.hosts) for p in pools))
 
     def commit(self, trial: _Trial) -> None:
         for idx, m in trial.used.items():
@@ -472,9 +496,10 @@ def _place(
     gpus: dict[str, int] = {}
     for family, request in req.gpus.items():
         mine = [known[u] for u in existing_workers if u in known and known[u].gpu_family == family]
-        got_gpus = _gpu_workers(trial, pools, family, request, mine)
+        family_pools = free.workers_of(arch, req.groups, family)
+        got_gpus = _gpu_workers(trial, family_pools, family, request, mine)
         if got_gpus is None:
-            short = sum(m.gpu_count for m in mine) + _free_gpus(trial, pools, family)
+            short = sum(m.gpu_count for m in mine) + _free_gpus(trial, family_pools, family)
             return Rejection(
                 Reason.INSUFFICIENT_COMPUTE, f"needs {request} {family} GPUs{where}, {short} available"
             )
@@ -489,8 +514,7 @@ def _place(
         control_plane = kept[: req.control_plane]
     missing_cp = req.control_plane - len(control_plane)
     if missing_cp > 0:
-        cp_pools = [p for p in pools if p.role is Role.CONTROL_PLANE]
-        got = trial.take(cp_pools, missing_cp)
+        got = trial.take(free.control_planes(arch, req.groups), missing_cp)
         if len(got) < missing_cp:
             have = len(control_plane) + len(got)
             return Rejection(
