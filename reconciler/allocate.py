@@ -36,8 +36,7 @@ Decisions that the design leaves open, written down here once:
 from __future__ import annotations
 
 import heapq
-import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -283,17 +282,29 @@ class _Trial:
         return len(pool.hosts) - pool.head - self.used.get(pool.idx, 0)
 
     def peek(self, pools: Iterable[_Pool], n: int) -> list[_Free]:
-        """The first ``n`` free hosts over ``pools`` by GPU count, then host key."""
-        streams = []
+        """The first ``n`` free hosts over ``pools`` by GPU count, then host key.
+
+        A merge of the pools' sorted host lists that looks at each pool's next host only: a pool's
+        hosts share its count and rank, and no host is in two pools, so the keys never tie.
+        """
+        used = self.used
+        heads: list[tuple[int, int, str, str, int, _Pool]] = []
         for p in pools:
-            start = p.head + self.used.get(p.idx, 0)
-            chunk = p.hosts[start : start + n]
-            if chunk:
-                rank = p.rank
-                streams.append([_Free(p.count, rank, name, uid, p.idx) for name, uid in chunk])
-        if len(streams) == 1:
-            return streams[0][:n]
-        return list(itertools.islice(heapq.merge(*streams), n))
+            start = p.head + used.get(p.idx, 0)
+            if start < len(p.hosts):
+                name, uid = p.hosts[start]
+                heads.append((p.count, p.rank, name, uid, start, p))
+        out: list[_Free] = []
+        heapq.heapify(heads)
+        while heads and len(out) < n:
+            count, rank, name, uid, i, p = heads[0]
+            out.append(_Free(count, rank, name, uid, p.idx))
+            if i + 1 < len(p.hosts):
+                name, uid = p.hosts[i + 1]
+                heapq.heapreplace(heads, (count, rank, name, uid, i + 1, p))
+            else:
+                heapq.heappop(heads)
+        return out
 
     def take(self, pools: Iterable[_Pool], n: int) -> list[_Free]:
         chosen = self.peek(pools, n)
@@ -330,6 +341,7 @@ class _FreeHosts:
         # Sub-lists of ``matching`` (membership never changes, only heads move): looked up once each.
         self._workers: dict[tuple[str, tuple[tuple[str, str], ...], GpuFamily], list[_Pool]] = {}
         self._control_planes: dict[tuple[str, tuple[tuple[str, str], ...]], list[_Pool]] = {}
+        self._stages: dict[tuple[object, ...], list[list[_Pool]]] = {}
 
     def matching(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
         key = (arch, tuple(sorted(groups.items())))
@@ -359,6 +371,16 @@ class _FreeHosts:
         if found is None:
             pools = self.matching(arch, groups)
             found = self._control_planes[key] = [p for p in pools if p.role is Role.CONTROL_PLANE]
+        return found
+
+    def fill_stages(
+        self, arch: str, groups: Mapping[str, str], families: Collection[GpuFamily]
+    ) -> list[list[_Pool]]:
+        """:func:`_fill_stages` of :meth:`matching` for a request of ``families``."""
+        key = (arch, tuple(sorted(groups.items())), tuple(sorted(families)))
+        found = self._stages.get(key)
+        if found is None:
+            found = self._stages[key] = _fill_stages(self.matching(arch, groups), frozenset(families))
         return found
 
     def arches(self, groups: Mapping[str, str]) -> list[str]:
@@ -401,13 +423,13 @@ def _hosts(n: int, kind: str) -> str:
     return f"{n} {kind} host" + ("" if n == 1 else "s")
 
 
-def _fill_stages(pools: Sequence[_Pool], req: Requirements) -> list[list[_Pool]]:
+def _fill_stages(pools: Sequence[_Pool], families: Collection[GpuFamily]) -> list[list[_Pool]]:
     """The seed's fill order for the minimum: worker-tagged, then requested families, then any GPUs."""
     workers = [p for p in pools if p.role is Role.WORKER]
     return [
         [p for p in workers if p.tagged],
-        [p for p in workers if not p.tagged and p.family is not None and p.family in req.gpus],
-        [p for p in workers if not p.tagged and p.family is not None and p.family not in req.gpus],
+        [p for p in workers if not p.tagged and p.family is not None and p.family in families],
+        [p for p in workers if not p.tagged and p.family is not None and p.family not in families],
     ]
 
 
@@ -421,14 +443,17 @@ def _gpu_workers(
     adding and removing hosts together, and never holds more GPUs than that set. Returns (uids, GPUs).
     """
     free_by_count: dict[int, list[_Pool]] = {}
+    available: dict[int, int] = {}
     for p in pools:
-        if p.role is Role.WORKER and p.family == family and trial.avail(p) > 0:
-            free_by_count.setdefault(p.count, []).append(p)
+        if p.role is Role.WORKER and p.family == family:
+            free = trial.avail(p)
+            if free > 0:
+                free_by_count.setdefault(p.count, []).append(p)
+                available[p.count] = available.get(p.count, 0) + free
     mine: dict[int, list[Machine]] = {}
     for host in sorted(current, key=_host_key):
         if host.gpu_count > 0:
             mine.setdefault(host.gpu_count, []).append(host)
-    available = {c: sum(trial.avail(p) for p in ps) for c, ps in free_by_count.items()}
     for c, ms in mine.items():
         available[c] = available.get(c, 0) + len(ms)
     vectors = optimal_count_vectors(available, request)
@@ -481,7 +506,6 @@ def _place(
     known: Mapping[str, Machine],
 ) -> _Outcome | Rejection:
     """Place one platform on one architecture; with ``existing`` hosts, scale in place around them."""
-    pools = free.matching(arch, req.groups)
     trial = _Trial()
     where = _where(req.groups, arch if show_arch else None)
 
@@ -537,7 +561,7 @@ def _place(
         fill.append((m.gpu_count, m.gpu_family or ""))
     missing = req.min_workers - len(workers)
     if missing > 0:
-        for stage in _fill_stages(pools, req):
+        for stage in free.fill_stages(arch, req.groups, req.gpus):
             got = trial.take(stage, missing)
             for f in got:
                 workers.append(f.uid)
