@@ -2,7 +2,7 @@
 #
 # The reconciler as a container: `reconciler run`, configured from RECONCILER_* environment variables.
 #
-#   docker build -t paletteai-reconciler .
+#   docker build -t paletteai-reconciler --build-arg RECONCILER_COMMIT="$(git rev-parse HEAD)" .
 #   docker run -e RECONCILER_REPO=https://git.example.com/platform/compute.git \
 #              -e PALETTE_API_KEY -e RECONCILER_WEBHOOK_SECRET -p 9090:9090 paletteai-reconciler
 #
@@ -17,7 +17,10 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/reconciler
 WORKDIR /src
 COPY . .
-# requirements.lock pins every dependency to the versions CI tested (DESIGN.md section 12).
+# The build context has no .git: the commit `reconciler --version` prints comes from this argument,
+# recorded in the package by setup.py's build step (reconciler/COMMIT); without it, "unknown".
+ARG RECONCILER_COMMIT=""
+# requirements.lock pins every dependency to the versions CI tested.
 RUN /opt/reconciler/bin/pip install -c requirements.lock .
 
 FROM ${PYTHON_IMAGE}

@@ -1,4 +1,4 @@
-"""Benchmark of MIG admission: ``admit_pool`` with ``PoolMigPlanner`` on one pool (DESIGN.md sections 9-10).
+"""Benchmark of MIG admission: ``admit_pool`` with ``PoolMigPlanner`` on one pool (docs/mig.md).
 
 A pool of ``--hosts`` A100 80GB x8 hosts and ``--workloads`` workloads from a fixed seed: a third whole
 (1-8 GPUs), the rest MIG (1-2 profiles, 1-4 instances each), some asking for both. Three passes as the

@@ -10,11 +10,15 @@ never does I/O or reads a clock.
 Decisions that the design leaves open, written down here once:
 
 - Platforms and pools share one inventory. Those that already have a cluster are handled first (sticky),
-  then new ones one by one; each group in one order across both kinds: namespace, then name (then kind,
-  MLPlatform before ComputePool, which validation makes moot: the two kinds may not share a name).
-  So a pool neither always wins nor always loses against platforms: the repository's names decide, the
-  same way every pass. Hosts that a scale-down will release are *not* free
-  for other platforms in the same pass: they still belong to their cluster until the change is applied.
+  in (namespace, name) order; then new ones by ``spec.priority`` (high first; a pool has priority 0).
+  Within one priority the order (namespace, then name, then kind, MLPlatform before ComputePool) is a
+  tie-break, not a reason to leave capacity unused: when first-come leaves some out of a group of at
+  most :data:`SEARCH_MAX`, a depth-first search within :data:`SEARCH_BUDGET` placement attempts finds the
+  largest set that fits placed in that order, the earliest in order winning among sets of one size
+  (:func:`_place_new`); a larger group keeps smallest-request-first when that places more.
+  Deterministic: the budget counts attempts, not time. Hosts that a scale-down will release are *not*
+  free for other platforms in the same pass: they still belong to their cluster until the change is
+  applied.
 - Architecture: every architecture that has a free matching host is tried; the winner leaves the fewest
   surplus GPUs, then uses the fewest hosts, then comes first by name (``amd64`` before ``arm64``).
 - GPU workers per family are chosen exactly (bounded knapsack over the GPU counts on offer): fewest
@@ -27,6 +31,9 @@ Decisions that the design leaves open, written down here once:
 - A pool whose ``mode`` differs from the mode its cluster was created with (the cluster's
   ``palette.ai/pool-mode`` label, else the mode the caller reports from the status branch) is rejected
   ``InvalidSpec`` and its cluster kept: a pool's mode is fixed once its cluster exists.
+- Nothing running moves without a change of its own: a cluster whose own hosts, offered alone, are all
+  kept by the rules keeps exactly them (:func:`_holds`); free hosts are only looked at when its needs
+  are no longer met exactly by what it has.
 - A platform whose cluster is being deleted (Palette state ``Deleting``, e.g. the first half of a
   replace) keeps that cluster's hosts as they are until it is gone; then it is placed like a new one.
 - An existing cluster's host that the inventory no longer lists is kept and counts towards node counts
@@ -36,6 +43,7 @@ Decisions that the design leaves open, written down here once:
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -399,6 +407,14 @@ class _FreeHosts:
         for idx, m in trial.used.items():
             self.pools[idx].head += m
 
+    def heads(self) -> tuple[int, ...]:
+        """What is taken so far (for a search to come back to with :meth:`restore`)."""
+        return tuple(p.head for p in self.pools)
+
+    def restore(self, heads: Sequence[int]) -> None:
+        for pool, head in zip(self.pools, heads, strict=True):
+            pool.head = head
+
 
 # --- one platform --------------------------------------------------------------------------------
 
@@ -633,6 +649,32 @@ def _to_allocation(arch: str, outcome: _Outcome, replaces: bool = False) -> Allo
     )
 
 
+def gpus_on(workers: Iterable[str], known: Mapping[str, Machine]) -> dict[str, int]:
+    """GPUs per family on ``workers`` (hosts the inventory does not list count none)."""
+    gpus: dict[str, int] = {}
+    for uid in workers:
+        m = known.get(uid)
+        if m is not None and m.gpu_family is not None and m.gpu_count > 0:
+            gpus[m.gpu_family] = gpus.get(m.gpu_family, 0) + m.gpu_count
+    return dict(sorted(gpus.items()))
+
+
+def _holds(req: Requirements, arch: str, existing: _Existing, known: Mapping[str, Machine]) -> bool:
+    """Whether a cluster's own hosts are exactly what the rules choose when offered nothing else.
+
+    Nothing running moves without a change of its own: a cluster whose hosts still meet its needs is not
+    re-optimised against hosts that freed up since (another platform removed, a better host added). Its
+    hosts were the best choice among a larger offer when they were chosen, so they stay the choice among
+    themselves until its needs change or one of them stops serving (architecture, resource groups).
+    """
+    alone = _place(req, _FreeHosts(()), arch, False, existing, known)
+    return (
+        isinstance(alone, _Outcome)
+        and tuple(alone.control_plane) == tuple(sorted(existing.control_plane))
+        and tuple(alone.workers) == tuple(sorted(existing.workers))
+    )
+
+
 def _allocate_existing(
     platform: resolve.Clustered,
     req: Requirements,
@@ -645,12 +687,7 @@ def _allocate_existing(
     arch = _cluster_arch(cluster, known)
     if cluster.known_state is DELETING_STATE:
         # Its hosts are held until Palette lets go of them; the platform is placed anew after that.
-        gpus: dict[str, int] = {}
-        for uid in cluster.workers:
-            m = known.get(uid)
-            if m is not None and m.gpu_family is not None and m.gpu_count > 0:
-                gpus[m.gpu_family] = gpus.get(m.gpu_family, 0) + m.gpu_count
-        return Allocation(cluster.control_plane, cluster.workers, dict(sorted(gpus.items())), arch or "")
+        return Allocation(cluster.control_plane, cluster.workers, gpus_on(cluster.workers, known), arch or "")
     if arch is None:  # nothing known about its hosts: scale in place on the first architecture that fits
         failures: list[str] = []
         for a in free.arches(req.groups):
@@ -660,6 +697,8 @@ def _allocate_existing(
                 return _to_allocation(a, attempt)
             failures.append(attempt.message)
         return Rejection(Reason.INSUFFICIENT_COMPUTE, "; ".join(failures) or "no host to scale onto")
+    if _holds(req, arch, existing, known):
+        return Allocation(cluster.control_plane, cluster.workers, gpus_on(cluster.workers, known), arch)
     in_place = _place(req, free, arch, False, existing, known)
     if isinstance(in_place, _Outcome):
         swapped = sorted(set(cluster.control_plane) - set(in_place.control_plane))
@@ -700,6 +739,115 @@ class Placement:
 
     platforms: dict[PlatformKey, Decision]
     pools: dict[PoolKey, Decision]
+
+
+def _priority(resource: resolve.Clustered) -> int:
+    """``MLPlatform.spec.priority``; a pool places with priority 0."""
+    return resource.spec.priority if isinstance(resource, MLPlatform) else 0
+
+
+Ident = tuple[str, str, str]  # (namespace, name, kind)
+
+# Placement attempts the search for a better set of new platforms of one priority may spend (counted, not
+# timed, so the result never depends on the machine's speed).
+SEARCH_BUDGET = 2000
+# The search runs for at most this many new platforms of one priority (exact within the budget); a
+# larger group keeps the better of first-come and smallest-request-first (:func:`_smallest_first`).
+SEARCH_MAX = 16
+
+
+def _place_new(
+    idents: list[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts
+) -> dict[Ident, Decision]:
+    """New platforms (and pools) of one priority, in their (namespace, name) order.
+
+    The order is a tie-break, not a reason to leave capacity unused: when the first-come placement leaves
+    some out (and the group has at most :data:`SEARCH_MAX`), a deterministic search
+    (:func:`_most_placed`) looks for a set of them, still placed in order, that fits more; among sets
+    of one size the one keeping the earliest in order wins. Then the ones left out are tried once more
+    (any that fits now is placed) and the rest keep their rejection.
+    """
+    start = free.heads()
+    greedy = _place_in_order(idents, needs, free)
+    if all(isinstance(d, Allocation) for d in greedy.values()):
+        return greedy
+    done = free.heads()
+    placed = [i for i in idents if isinstance(greedy[i], Allocation)]
+    free.restore(start)
+    if len(idents) > SEARCH_MAX:
+        better = _smallest_first(idents, needs, free, placed)
+    else:
+        better = _most_placed(idents, needs, free, placed)
+    if better == placed:
+        free.restore(done)
+        return greedy
+    free.restore(start)
+    out = _place_in_order(better, needs, free)
+    out |= _place_in_order([i for i in idents if i not in out], needs, free)
+    return out
+
+
+def _place_in_order(
+    idents: Sequence[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts
+) -> dict[Ident, Decision]:
+    out: dict[Ident, Decision] = {}
+    for ident in idents:
+        result = _best_fresh(needs[ident], free)
+        if isinstance(result, Rejection):
+            out[ident] = result
+        else:
+            arch, outcome = result
+            free.commit(outcome.trial)
+            out[ident] = _to_allocation(arch, outcome)
+    return out
+
+
+def _smallest_first(
+    idents: Sequence[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts, floor: list[Ident]
+) -> list[Ident]:
+    """For a group too large to search: the platforms that fit when the smallest requests go first (the
+    fewest GPUs, then the fewest hosts, then the order), kept only when that places more than
+    ``floor``; returned in the group's order. ``free`` is left as it was."""
+    mark = free.heads()
+
+    def size(ident: Ident) -> tuple[int, int]:
+        req = needs[ident]
+        return (req.requested_gpus, req.control_plane + req.min_workers)
+
+    rank = {ident: n for n, ident in enumerate(idents)}
+    tried = _place_in_order(sorted(idents, key=lambda i: (*size(i), rank[i])), needs, free)
+    free.restore(mark)
+    fits = [i for i in idents if isinstance(tried[i], Allocation)]
+    return fits if len(fits) > len(floor) else list(floor)
+
+
+def _most_placed(
+    idents: Sequence[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts, floor: list[Ident]
+) -> list[Ident]:
+    """The largest subset of ``idents`` that fits when placed in order, found by a depth-first search
+    (include before exclude, so the first of a size found keeps the earliest) within
+    :data:`SEARCH_BUDGET` placement attempts; ``floor``: the first-come set, returned unless beaten."""
+    best = list(floor)
+    attempts = 0
+
+    def dfs(i: int, chosen: list[Ident]) -> None:
+        nonlocal best, attempts
+        if len(chosen) + len(idents) - i <= len(best) or attempts >= SEARCH_BUDGET:
+            return
+        if i == len(idents):
+            best = list(chosen)
+            return
+        attempts += 1
+        mark = free.heads()
+        result = _best_fresh(needs[idents[i]], free)
+        if not isinstance(result, Rejection):
+            free.commit(result[1].trial)
+            dfs(i + 1, [*chosen, idents[i]])
+            free.restore(mark)
+        dfs(i + 1, chosen)
+
+    dfs(0, [])
+    return best
 
 
 def split_clusters(
@@ -757,19 +905,17 @@ def place(
             decisions[ident] = req
         else:
             needs[ident] = req
-    # Sticky first: those that already have a cluster, then new ones, each in (namespace, name) order.
+    # Sticky first: those that already have a cluster, in (namespace, name) order; then new ones by
+    # priority (high first), each priority placed to fit as many as it can (order breaks ties).
     for ident in sorted(i for i in needs if subjects[i][1] is not None):
         resource, cluster = subjects[ident]
         assert cluster is not None
         decisions[ident] = _allocate_existing(resource, needs[ident], cluster, free, known)
-    for ident in sorted(i for i in needs if subjects[i][1] is None):
-        result = _best_fresh(needs[ident], free)
-        if isinstance(result, Rejection):
-            decisions[ident] = result
-        else:
-            arch, outcome = result
-            free.commit(outcome.trial)
-            decisions[ident] = _to_allocation(arch, outcome)
+    fresh = sorted(
+        (i for i in needs if subjects[i][1] is None), key=lambda i: (-_priority(subjects[i][0]), i)
+    )
+    for _, group in itertools.groupby(fresh, key=lambda i: _priority(subjects[i][0])):
+        decisions.update(_place_new(list(group), needs, free))
     return Placement(
         platforms={(ns, n): d for (ns, n, kind), d in sorted(decisions.items()) if kind == "MLPlatform"},
         pools={(ns, n): d for (ns, n, kind), d in sorted(decisions.items()) if kind == POOL_KIND},

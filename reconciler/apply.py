@@ -422,7 +422,8 @@ def apply_workload_profiles(
         wanted: dict[WorkloadKey, tuple[ClusterProfileRef, ...] | tuple[str, ...]] = {}
         for key, w in holding.items():
             before = recorded.get(key, (name, ()))[1]
-            if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) and w.pool_running:
+            blocked = w.reason is Reason.PRUNE_BLOCKED  # held back by the deletion guard: as it was
+            if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) and w.pool_running and not blocked:
                 wanted[key] = w.cluster_profiles
             else:
                 wanted[key] = before  # waiting (pool not ready, or keeping an earlier admission)

@@ -22,6 +22,30 @@ inventory_app = typer.Typer(help="Show or export the machine inventory.", no_arg
 app.add_typer(inventory_app, name="inventory")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from reconciler.version import version_line
+
+        typer.echo(version_line())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_print_version,
+        help="Print the version and the git commit it was built from, then exit.",
+    ),
+) -> None:
+    """GitOps reconciler for PaletteAI compute: Git -> allocation -> Palette edge-native clusters."""
+
+
+_PATH_HELP = "Read only this directory of the repository (relative to its root), as Flux's spec.path."
+
+
 class ValidateFormat(enum.StrEnum):
     text = "text"
     json = "json"
@@ -57,11 +81,12 @@ class InventoryFormat(enum.StrEnum):
 def validate(
     path: Path = typer.Argument(..., help="A directory (or file) of YAML manifests."),
     format: ValidateFormat = typer.Option(ValidateFormat.text, "--format", help="Output format."),
+    subtree: str | None = typer.Option(None, "--path", metavar="DIR", help=_PATH_HELP),
 ) -> None:
     """Validate every manifest under PATH. Exit 0 when valid, 1 on errors, 2 when PATH is unreadable."""
     from reconciler.commands import validate as cmd
 
-    raise typer.Exit(cmd.run(path, str(format)))
+    raise typer.Exit(cmd.run(path, str(format), subtree))
 
 
 @app.command()
@@ -100,10 +125,17 @@ def plan(
         help="Prometheus URL for every namespace (instead of its Settings' prometheus.url): pools with a "
         "scaling policy show this pass's scaling decision.",
     ),
-    max_deletions: int = typer.Option(1, "--max-deletions", min=0, help="Most platforms' clusters to prune."),
+    max_deletions: int = typer.Option(1, "--max-deletions", min=0, help="Most removals per pass."),
     format: PlanFormat = typer.Option(PlanFormat.text, "--format", help="Output format."),
     changes_only: bool = typer.Option(
         False, "--changes-only", help="Leave out entries with nothing to do (unchanged, admitted)."
+    ),
+    subtree: str | None = typer.Option(None, "--path", metavar="DIR", help=_PATH_HELP),
+    what_if: list[Path] | None = typer.Option(
+        None,
+        "--what-if",
+        metavar="FILE",
+        help="Plan as if FILE were added to the revision (repeatable; a file at the same path replaces it).",
     ),
 ) -> None:
     """Show what a pass would do. Exit 0 all placeable, 1 rejected/invalid, 2 error."""
@@ -128,6 +160,8 @@ def plan(
             branch=branch,
             changes_only=changes_only,
             prometheus=prometheus,
+            subtree=subtree,
+            what_if=what_if or (),
         )
     finally:
         gc.set_threshold(*previous)
@@ -205,6 +239,9 @@ def run(
         envvar="RECONCILER_SHARD",
         help="This shard's name (a DNS-1123 label): its lease and its record shards/NAME.yaml.",
     ),
+    subtree: str | None = typer.Option(
+        None, "--path", metavar="DIR", envvar="RECONCILER_PATH", help=_PATH_HELP
+    ),
 ) -> None:
     """Run the reconcile loop."""
     from reconciler.commands import run as cmd
@@ -230,6 +267,7 @@ def run(
             lease_duration=lease_duration,
             namespaces=namespaces,
             shard=shard,
+            subtree=subtree,
         )
     )
 

@@ -45,23 +45,26 @@ from typing import Any
 
 from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
 from reconciler.compute_status import compute_status, holders, in_use_machines
+from reconciler.deletions import approved_deletions
 from reconciler.edgehost import carry_readable
 from reconciler.inventory import HostState, Inventory, Machine, discover
 from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import ParsedFile, build_desired, parse_file
+from reconciler.manifests.carry import carry_unreadable, has_unreadable
 from reconciler.metrics import Metrics, PassOutcome
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import DesiredState, PlatformKey
-from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.model.diagnostics import Severity
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ManagedCluster
 from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey, cluster_kind
 from reconciler.model.resources import Compute, ComputePool, Settings
 from reconciler.palette.client import PaletteClient
+from reconciler.palette.cloud_configs import read_cloud_configs
 from reconciler.palette.credentials import API_KEY_ENV, MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
-from reconciler.palette.observe import managed_clusters, read_cloud_configs
+from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD, RateLimits, resync_interval
 from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import (
@@ -129,6 +132,7 @@ class ControllerOptions:
     branch: str = "main"
     cache_dir: Path | None = None
     watch: bool = False  # repo is a local directory read as it is on disk (not its commits)
+    subtree: str = ""  # --path: only this directory of the repository is read
     # palette
     palette_url: str | None = None
     apply_concurrency: int = 4
@@ -259,17 +263,22 @@ class Controller:
         self.status: StatusStore | None
         if options.watch:
             # A local working directory: read as it is on disk; status goes to its repository if it has one.
-            self.source = DirectorySource(Path(options.repo), parse=parse_file)
+            self.source = DirectorySource(Path(options.repo), parse=parse_file, subtree=options.subtree)
             has_git = (Path(options.repo) / ".git").exists()
             self.status = self._status_store(cache) if has_git else None
         else:
             self.source = GitSource(
-                options.repo, options.branch, cache / "source" if cache else None, parse=parse_file
+                options.repo,
+                options.branch,
+                cache / "source" if cache else None,
+                parse=parse_file,
+                subtree=options.subtree,
             )
             self.status = self._status_store(cache)
         self._client_factory = client_factory or self._make_client
         self._clients: dict[Target, PaletteClient] = {}
         self._revision: str | None = None
+        self._deletions_note = ""  # the deletion guard's sentence about an approval, for the status commit
         self._desired: DesiredState | None = None
         self._previous: dict[str, bytes] | None = None
         self._status_tip: str | None = None
@@ -543,10 +552,10 @@ class Controller:
             loaded.diagnostics.extend(self.source.diagnostics)
             if not self.source.complete:  # a skipped manifest may hold a resource: prune nothing
                 loaded.complete = False
-            if desired is None and _has_unreadable(loaded):
+            if desired is None and has_unreadable(loaded):
                 desired = self._last_reported_desired(head)
             # A shard validates the whole repository but acts on (and logs) only its namespaces.
-            desired = select_namespaces(_carry_unreadable(desired, loaded), self.options.namespaces)
+            desired = select_namespaces(carry_unreadable(desired, loaded), self.options.namespaces)
             self._desired, self._revision = desired, head
             with pass_context(head):
                 for diag in desired.diagnostics:  # once per revision, not on every resync
@@ -768,9 +777,16 @@ class Controller:
                 pool_modes=records.modes,
                 previous_layouts=records.layouts,
                 sizes=sizes,
+                approved_deletions=approved,
             )
 
-        return self._scaling_pass(desired, observed, docs, plan)
+        source, head = self.source, desired.revision  # a directory has no commit message, so no trailer
+        approved = approved_deletions(
+            source.commit_message(head) if isinstance(source, GitSource) and head else None
+        )
+        plans = self._scaling_pass(desired, observed, docs, plan)
+        self._deletions_note = next((p.deletions_note for p in plans.values() if p.deletions_note), "")
+        return plans
 
     def _scaling_pass(
         self,
@@ -1198,6 +1214,8 @@ class Controller:
             notes.append(f"{branch} moved back from {recorded.revision[:7]} to {revision[:7]}")
         for note in notes:
             log.warning(note, recorded=recorded.revision, revision=revision)
+        if self._deletions_note:
+            notes.append(self._deletions_note)
         summary = None
         if revision and isinstance(self.source, GitSource):
             summary = self.source.commit_summary(revision)
@@ -1300,36 +1318,6 @@ def _backoff(base: float, cap: float) -> Iterator[float]:
     while True:
         yield delay * random.uniform(0.8, 1.2)
         delay = min(cap, delay * 2)
-
-
-def _has_unreadable(state: DesiredState) -> bool:
-    return any(d.severity is Severity.ERROR and d.kind is None and d.name is None for d in state.diagnostics)
-
-
-def _carry_unreadable(previous: DesiredState | None, current: DesiredState) -> DesiredState:
-    """Resources last seen in a file that no longer parses are Invalid, not absent (DESIGN.md section 7).
-
-    A YAML syntax error hides which resources a file holds. The previous revision's desired state says
-    which ones were there; they are marked invalid (so their clusters are kept and their status says
-    Invalid) instead of looking deleted.
-    """
-    if previous is None:
-        return current
-    broken: dict[str, list[Diagnostic]] = {}
-    for diag in current.diagnostics:
-        if diag.severity is Severity.ERROR and diag.kind is None and diag.name is None:
-            broken.setdefault(diag.file, []).append(diag)
-    if not broken:
-        return current
-    last_file = {identity: loaded.source.file for identity, loaded in previous.resources.items()}
-    for identity, diags in previous.invalid.items():
-        if diags:
-            last_file[identity] = diags[0].file
-    for identity, file in last_file.items():
-        problems = broken.get(file)
-        if problems and identity not in current.resources and identity not in current.invalid:
-            current.invalid[identity] = list(problems)
-    return current
 
 
 def _unreachable(routing: Routing, seen: _Observation) -> dict[PlatformKey, tuple[Reason, str]]:

@@ -33,13 +33,18 @@ Pools and workloads (DESIGN.md section 9):
   PoolNotReady, decided by status from :attr:`WorkloadPlan.pool_running`.
 - A pool that is invalid, rejected, suspended or removed admits nobody new (``pending``, PoolNotReady);
   workloads it admitted before keep their GPUs while its hosts stay.
+- Invalid is not absent: what holds something and is hidden by the revision is carried as invalid
+  (:func:`reconciler.manifests.carry.carry_held`, the carried platforms and pools stay in the target of
+  their cluster); a pool the plan cannot read keeps the MIG strategy its records show; an invalid
+  workload asks for exactly the GPUs and MIG instances it holds, so it keeps them.
 - An invalid workload that held GPUs keeps them (reported ``invalid``, its GPUs listed); an invalid
   workload never admitted is ``invalid`` with no pool when the plan cannot read it (``pool`` null).
   An invalid MLPlatform is listed under ``platforms`` unless a previous admission shows it was a tenant.
 - A workload that moved to another pool has two entries: ``remove`` in the pool it leaves, and its
   decision in the new one.
 - A valid workload whose pool is not planned in this pass (its pool has no Palette target) is ``pending``
-  PoolNotReady with the routing's reason.
+  PoolNotReady with the routing's reason; it, or an invalid one, that holds GPUs there keeps them (named
+  with that pool), so nothing it holds is forgotten.
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from reconciler.allocate import DELETING_STATE, Allocation, Decision, Rejection, place, split_clusters
+from reconciler.deletions import DeletionGuard
 from reconciler.inventory import Inventory, Machine, Role
+from reconciler.manifests.carry import carry_held
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic
@@ -60,6 +67,7 @@ from reconciler.model.pools import (
     PLATFORM_KIND,
     POOL_KIND,
     POOL_MODE_LABEL,
+    MigRequest,
     PoolKey,
     WorkloadKey,
     WorkloadRequest,
@@ -79,6 +87,7 @@ from reconciler.model.resources import (
 )
 from reconciler.placement.admission import (
     FamilyCapacity,
+    GpuRef,
     GpuUnit,
     MigInstance,
     PoolState,
@@ -88,9 +97,10 @@ from reconciler.placement.admission import (
     WorkloadAdmission,
     admit_pool,
     gpu_units,
+    replica_bindings,
 )
 from reconciler.placement.mig import MigUsage
-from reconciler.placement.mig_admission import GpuLayout, MigMachinePool, PoolMigPlanner
+from reconciler.placement.mig_admission import GpuLayout, MigMachinePool, PoolMigPlanner, relayout_summary
 from reconciler.profiles import cluster_profiles, reject_unbuildable
 from reconciler.resolve import (
     EVERY_NAMESPACE,
@@ -193,6 +203,8 @@ class ScalingPlan:
     decision: ScalingDecision = ScalingDecision.NONE
     reason: str = "NoPolicy"
     message: str = "no scaling policy: the pool keeps the size of its spec.gpus"
+    # namespace/name of a pending workload -> what its message adds about a demand scale-up for it
+    waiting: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -309,6 +321,9 @@ class WorkloadPlan:
     mig: tuple[MigInstance, ...] = ()
     pool_running: bool = False
     cluster_profiles: tuple[ClusterProfileRef, ...] = ()
+    replicas: int = 1
+    gpu_replicas: tuple[int, ...] = ()  # the replica of each of ``gpus`` (empty: all replica 0)
+    position: int | None = None  # 1-based place among its pool's pending workloads
 
     @property
     def key(self) -> WorkloadKey:
@@ -333,11 +348,20 @@ class WorkloadPlan:
             "action": str(self.action),
             "reason": str(self.reason) if self.reason is not None else None,
             "message": self.message,
+            "replicas": self.replicas,
             "gpus": self.gpu_counts(),
             "mig": [
-                {"host": m.host_uid, "gpu": m.gpu, "profile": m.profile, "start": m.start}
-                for m in sorted(self.mig)
+                {
+                    "host": m.host_uid,
+                    "gpu": m.gpu,
+                    "profile": m.profile,
+                    "start": m.start,
+                    "replica": m.replica,
+                }
+                for m in sorted(self.mig, key=lambda m: (m.replica, m.host_uid, m.gpu, m.start))
             ],
+            "bound": [b.to_json() for b in replica_bindings(self.gpus, self.gpu_replicas)],
+            "position": self.position,
         }
 
 
@@ -355,6 +379,9 @@ class Plan:
     machines: Mapping[str, Machine] = field(default_factory=dict)
     pools: list[PoolPlan] = field(default_factory=list)
     workloads: list[WorkloadPlan] = field(default_factory=list)
+    # The deletion guard's sentence for the status commit when the revision approves deletions
+    # (``Reconciler-Allow-Deletions``); "" otherwise. The same for every target of a pass.
+    deletions_note: str = ""
 
     def to_json(self, scaling: Mapping[PoolKey, ScalingPlan] | None = None) -> dict[str, Any]:
         """Exactly the ``plan --format json`` object of DESIGN.md section 8; ``scaling``: the scaling
@@ -369,9 +396,19 @@ class Plan:
         }
 
     def with_scaling(self, scaling: Mapping[PoolKey, ScalingPlan]) -> Plan:
-        """The plan with these pools' scaling entries (the scaling stage's decisions); others keep theirs."""
+        """The plan with these pools' scaling entries (the scaling stage's decisions); others keep theirs.
+        A pending workload for which a demand scale-up is on its way says so in its message."""
         pools = [replace(p, scaling=scaling[p.key]) if p.key in scaling else p for p in self.pools]
-        return replace(self, pools=pools)
+        notes = {w: note for e in scaling.values() for w, note in e.waiting.items()}
+        workloads = [
+            replace(w, message=f"{w.message}; {notes[f'{w.namespace}/{w.name}']}")
+            if w.action is WorkloadAction.PENDING
+            and f"{w.namespace}/{w.name}" in notes
+            and notes[f"{w.namespace}/{w.name}"] not in w.message
+            else w
+            for w in self.workloads
+        ]
+        return replace(self, pools=pools, workloads=workloads)
 
     @property
     def placeable(self) -> bool:
@@ -661,23 +698,39 @@ def _entries(
     )
 
 
-def _prune_guard(entries: Sequence[PlatformPlan], complete: bool, max_deletions: int) -> str:
-    """Why no deletion of this pass may happen ("" when they may): counted over the whole pass, pools'
-    clusters like platforms'."""
+def _leaving(
+    found: _Entries, previous: PreviousAdmissions, invalid: Mapping[WorkloadKey, _Invalid]
+) -> set[WorkloadKey]:
+    """Admitted workloads (holding GPUs or MIG instances in a pool of ``found``) that this pass would
+    remove: gone from the repository, not invalid (an invalid one keeps what it holds), not moved."""
+    present = {(t.metadata.namespace, t.metadata.name) for t in _tenants(found.desired)} | set(invalid)
+    return {
+        a.key
+        for key in found.pools
+        for a in previous.get(key, ())
+        if (a.gpus or a.mig) and a.key not in present
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Guarded:
+    """The deletion guard's verdict over a whole pass: why nothing is removed ("" when it may be), the
+    workloads it holds back, and the sentence for the status commit."""
+
+    blocked: str
+    held_back: frozenset[WorkloadKey]
+    note: str
+
+
+def _prune_guard(
+    entries: Sequence[PlatformPlan], leaving: set[WorkloadKey], complete: bool, guard: DeletionGuard
+) -> _Guarded:
+    """Counted over the whole pass: clusters of platforms and pools, and admitted workloads removed."""
     deleted = {(p.kind, p.key) for p in entries if p.action is Action.DELETE}
-    deletions = len(deleted)
-    what = "platform or pool" if any(kind == POOL_KIND for kind, _ in deleted) else "platform"
-    if deletions and not complete:
-        return (
-            f"would delete {deletions} {what} cluster(s), but some documents of this revision could "
-            "not be read; nothing is deleted"
-        )
-    if deletions > max_deletions:
-        return (
-            f"would delete {deletions} {what} clusters, more than --max-deletions {max_deletions}; "
-            "nothing is deleted"
-        )
-    return ""
+    kinds = [kind for kind, _ in sorted(deleted)]
+    blocked = guard.blocked(kinds, len(leaving), complete)
+    held_back = frozenset(leaving) if blocked else frozenset()
+    return _Guarded(blocked, held_back, guard.note(kinds, len(leaving), blocked) or "")
 
 
 def _blocked(entry: PlatformPlan, message: str) -> PlatformPlan:
@@ -726,14 +779,40 @@ def _invalid_workloads(desired: DesiredState, previous: PreviousAdmissions) -> d
 def _kept_request(
     key: WorkloadKey, kind: str, held: PreviousAdmission, units: Sequence[GpuUnit]
 ) -> WorkloadRequest:
-    """An invalid workload asks for exactly what it holds, so that admission keeps it (never more)."""
+    """An invalid workload asks for exactly what it holds, whole GPUs and MIG instances, so that
+    admission keeps it on them (never more): as many replicas as it holds, each the shape of its
+    replica 0."""
     by_ref = {u.ref: u for u in units}
+    replica_of = held.replica_of()
     whole: dict[GpuFamily, int] = {}
     for ref in held.gpus:
         unit = by_ref.get(ref)
-        if unit is not None:
+        if unit is not None and replica_of.get(ref, 0) == 0:
             whole[unit.family] = whole.get(unit.family, 0) + 1
-    return WorkloadRequest(key=key, kind=kind, whole=dict(sorted(whole.items())))
+    mig: dict[tuple[GpuFamily, str], int] = {}
+    for instance in held.mig:
+        gpu = by_ref.get(GpuRef(instance.host_uid, instance.gpu))
+        if gpu is not None and instance.replica == 0:
+            mig[(gpu.family, instance.profile)] = mig.get((gpu.family, instance.profile), 0) + 1
+    replicas = len(set(replica_of.values()) | {i.replica for i in held.mig}) or 1
+    return WorkloadRequest(
+        key=key,
+        kind=kind,
+        whole=dict(sorted(whole.items())),
+        mig=tuple(MigRequest(f, p, n) for (f, p), n in sorted(mig.items())),
+        replicas=replicas,
+    )
+
+
+def _mig_strategy(
+    pool: ComputePool | None, layouts: Sequence[GpuLayout], held: Sequence[PreviousAdmission]
+) -> str:
+    """The pool's ``mig.strategy``; for a pool the plan cannot read (invalid, or hidden by an incomplete
+    revision), the one its records show: ``mixed`` while it has MIG layouts or instances held, so that
+    nothing it holds is lost (invalid is not absent)."""
+    if pool is not None:
+        return pool.spec.mig.strategy if pool.spec.mig is not None else "none"
+    return "mixed" if layouts or any(a.mig for a in held) else "none"
 
 
 def _not_ready(
@@ -790,6 +869,9 @@ def _workload_entry(
         mig=decision.mig,
         pool_running=running,
         cluster_profiles=profiles if action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) else (),
+        replicas=decision.replicas,
+        gpu_replicas=decision.gpu_replicas,
+        position=decision.position if action is WorkloadAction.PENDING else None,
     )
 
 
@@ -799,10 +881,13 @@ def _admit(
     previous: PreviousAdmissions,
     invalid: Mapping[WorkloadKey, _Invalid],
     layouts: PreviousLayouts,
+    guarded: _Guarded | None = None,
 ) -> tuple[list[PoolPlan], list[WorkloadPlan]]:
     """Admission into every pool of one target, on the hosts as planned (after the prune guard).
     ``invalid``: the invalid workloads of the whole desired state (not only of this target);
-    ``layouts``: the MIG layouts each pool's status recorded (``parse_mig_layouts``)."""
+    ``layouts``: the MIG layouts each pool's status recorded (``parse_mig_layouts``); ``guarded``: the
+    deletion guard's verdict (a held-back workload asks for exactly what it holds and keeps it)."""
+    held_back = guarded.held_back if guarded is not None else frozenset()
     desired = found.desired
     tenants = {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)}
     by_pool = tenants_by_pool(tenants.values())
@@ -815,6 +900,7 @@ def _admit(
         held = list(previous.get(key, ()))
         requests = list(by_pool.get(key, []))
         requests += [_kept_request(a.key, invalid[a.key].kind, a, units) for a in held if a.key in invalid]
+        requests += [_kept_request(a.key, a.kind, a, units) for a in held if a.key in held_back]
         mode: str | None = pool.spec.mode if pool is not None else None
         if mode is None and entry.existing is not None:
             mode = entry.existing.labels.get(POOL_MODE_LABEL)
@@ -824,7 +910,7 @@ def _admit(
             gpus=units,
             gpu_limits=canonical_limits(profile.spec.gpu_limits) if profile is not None else {},
             profile=profile.metadata.name if profile is not None else None,
-            mig_strategy=pool.spec.mig.strategy if pool is not None and pool.spec.mig is not None else "none",
+            mig_strategy=_mig_strategy(pool, layouts.get(key, ()), held),
             not_ready=_not_ready(key, pool, entry, desired),
         )
         planner = (
@@ -841,7 +927,10 @@ def _admit(
             bad = invalid.get(wkey)
             kind = kinds.get(wkey, "AIWorkload")
             profiles = _workload_profiles(desired, tenant) if tenant is not None else ()
-            workloads.append(_workload_entry(decision, kind, running, bad, profiles))
+            entry_plan = _workload_entry(decision, kind, running, bad, profiles)
+            if wkey in held_back and guarded is not None and decision.action is WorkloadAction.ADMITTED:
+                entry_plan = replace(entry_plan, reason=Reason.PRUNE_BLOCKED, message=guarded.blocked)
+            workloads.append(entry_plan)
         admitted = tuple(
             k
             for k, d in result.workloads.items()
@@ -856,6 +945,8 @@ def _admit(
                 "mig_usage": outcome.usage,
                 "mig_notes": outcome.notes,
             }
+            if outcome.relayout:  # which GPUs of a host are re-laid out: in the message, for the report
+                entry = replace(entry, message=f"{entry.message}; {relayout_summary(outcome.relayout)}")
         pools.append(
             PoolPlan(entry, mode, result.capacity, scaling=_scaling(pool), admitted=admitted, **mig_fields)
         )
@@ -867,30 +958,56 @@ def _strays(
     planned: set[WorkloadKey],
     invalid: Mapping[WorkloadKey, _Invalid],
     unplanned_pools: Mapping[PoolKey, str],
+    previous: PreviousAdmissions,
+    machines: Mapping[str, Machine],
 ) -> list[WorkloadPlan]:
-    """Workloads no pool of the pass decided: invalid ones that hold nothing, and tenants of a pool that
-    is not planned (it has no Palette target)."""
+    """Workloads no pool of the pass decided: invalid ones, and tenants of a pool that is not planned (it
+    has no Palette target). One that holds GPUs in a pool not planned keeps them, named with its pool
+    (invalid is not absent; nothing is detached from a pool this pass does not touch)."""
+    held = {a.key: (key, a) for key, admissions in sorted(previous.items()) for a in admissions}
+
+    def entry(
+        wkey: WorkloadKey, kind: str, pool: str | None, action: WorkloadAction, reason: Reason, msg: str
+    ) -> WorkloadPlan:
+        where = held.get(wkey)
+        if where is None or (pool is not None and where[0] != (wkey[0], pool)):
+            return WorkloadPlan(*wkey, kind, pool, action, reason, msg)
+        (_, name), admission = where
+        units = _held_units(admission, machines)
+        msg += f"; keeps its {len(units)} GPU(s) and {len(admission.mig)} MIG instance(s) in pool {name}"
+        return WorkloadPlan(*wkey, kind, name, action, reason, msg, gpus=units, mig=admission.mig)
+
     out: list[WorkloadPlan] = []
     for wkey, bad in invalid.items():
         if wkey not in planned:
-            out.append(WorkloadPlan(*wkey, bad.kind, None, WorkloadAction.INVALID, bad.reason, bad.message))
+            out.append(entry(wkey, bad.kind, None, WorkloadAction.INVALID, bad.reason, bad.message))
     for tenant in _tenants(desired):
         wkey = (tenant.metadata.namespace, tenant.metadata.name)
         pool = pool_ref_of(tenant)
         if wkey in planned or pool is None:
             continue
         why = unplanned_pools.get((wkey[0], pool), "it is not planned in this pass")
-        out.append(
-            WorkloadPlan(
-                *wkey,
-                tenant.kind,
-                pool,
-                WorkloadAction.PENDING,
-                Reason.POOL_NOT_READY,
-                f"pool {pool} cannot be planned: {why}",
-            )
-        )
+        msg = f"pool {pool} cannot be planned: {why}"
+        out.append(entry(wkey, tenant.kind, pool, WorkloadAction.PENDING, Reason.POOL_NOT_READY, msg))
     return out
+
+
+def _held_units(admission: PreviousAdmission, machines: Mapping[str, Machine]) -> tuple[GpuUnit, ...]:
+    """The GPUs a previous admission names, as units of the machines that still have them."""
+    refs = set(admission.gpus)
+    hosts = sorted({r.host_uid for r in refs})
+    units = gpu_units(machines[h] for h in hosts if h in machines)
+    return tuple(sorted((u for u in units if u.ref in refs), key=lambda u: u.order))
+
+
+def _carried(
+    desired: DesiredState, clusters: Sequence[ManagedCluster], previous: PreviousAdmissions
+) -> DesiredState:
+    """The desired state with what holds something but is hidden by this revision carried as invalid
+    (:func:`reconciler.manifests.carry.carry_held`): clusters of platforms and pools, admitted workloads."""
+    held = [(cluster_kind(c.labels), c.namespace, c.platform) for c in clusters]
+    admitted = [(a.kind, a.key[0], a.key[1]) for admissions in previous.values() for a in admissions]
+    return carry_held(desired, held, admitted)
 
 
 def make_plan(
@@ -904,19 +1021,23 @@ def make_plan(
     sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
     scaling: Mapping[PoolKey, ScalingPlan] | None = None,
     previous_layouts: PreviousLayouts | None = None,
+    approved_deletions: int | None = None,
 ) -> Plan:
     """Plan one pass against one inventory: every platform, pool and workload and every managed cluster
     gets an entry. ``previous``: the admissions the status branch recorded, per pool; ``pool_modes``: the
     mode the status branch last reported per pool (used when a pool's cluster lacks its mode label);
     ``sizes``: pools' current sizes (GPUs per family) instead of their ``spec.gpus``; ``scaling``: pools'
-    scaling entries (the scaling stage's decisions) instead of ``NotEvaluated``."""
-    desired = with_pool_sizes(desired, sizes)
+    scaling entries (the scaling stage's decisions) instead of ``NotEvaluated``; ``approved_deletions``:
+    the revision's ``Reconciler-Allow-Deletions`` trailer (:mod:`reconciler.deletions`)."""
+    desired = _carried(with_pool_sizes(desired, sizes), clusters, previous or {})
     invalid = _invalid_workloads(desired, previous or {})
     found = _entries(desired, inventory, clusters, pool_modes, invalid)
-    blocked = _prune_guard(found.all(), desired.complete, max_deletions)
+    guard = DeletionGuard(max_deletions, approved_deletions, desired.revision)
+    guarded = _prune_guard(found.all(), _leaving(found, previous or {}, invalid), desired.complete, guard)
+    blocked = guarded.blocked
     pool_entries = {k: _blocked(e, blocked) for k, e in found.pools.items()}
-    pools, workloads = _admit(found, pool_entries, previous or {}, invalid, previous_layouts or {})
-    workloads += _strays(desired, {w.key for w in workloads}, invalid, {})
+    pools, workloads = _admit(found, pool_entries, previous or {}, invalid, previous_layouts or {}, guarded)
+    workloads += _strays(desired, {w.key for w in workloads}, invalid, {}, previous or {}, inventory.by_uid())
     families = {m.gpu_family for m in inventory.machines if m.gpu_family}
     plan = Plan(
         revision=desired.revision,
@@ -925,6 +1046,7 @@ def make_plan(
         machines=inventory.by_uid(),
         pools=pools,
         workloads=sorted(workloads, key=lambda w: w.sort_key),
+        deletions_note=guarded.note,
     )
     return plan.with_scaling(scaling) if scaling else plan
 
@@ -988,6 +1110,43 @@ def select_namespaces(desired: DesiredState, namespaces: NamespaceSelector) -> D
     )
 
 
+def _target_entries(
+    desired: DesiredState,
+    routing: Routing,
+    target: Target,
+    observed: Mapping[Target, Observation],
+    namespaces: NamespaceSelector,
+    hidden: set[tuple[str, PlatformKey]],
+    pool_modes: Mapping[PoolKey, str] | None,
+    invalid: Mapping[WorkloadKey, _Invalid],
+) -> _Entries:
+    """The cluster entries of one target: what is routed to it, what is carried (``hidden``: platforms
+    and pools hidden by this revision) where its cluster is, and the orphans it holds."""
+    # A platform or pool that is in the desired state but has no target this pass (its namespace lost its
+    # Settings, say) is not gone: its cluster, wherever it is, is never an orphan.
+    everyone = {k for k in routing.all_platforms() | set(routing.unavailable) if namespaces.owns(k[0])}
+    everyone |= {k for kind, k in hidden if kind == PLATFORM_KIND}
+    every_pool = {k for k in routing.all_pools() | set(routing.pool_unavailable) if namespaces.owns(k[0])}
+    every_pool |= {k for kind, k in hidden if kind == POOL_KIND}
+    seen = observed[target]
+    mine = {k for k in routing.platforms.get(target, set()) if namespaces.owns(k[0])}
+    mine_pools = {k for k in routing.pools.get(target, set()) if namespaces.owns(k[0])}
+    for c in seen.clusters:
+        if (cluster_kind(c.labels), c.key) in hidden:
+            (mine_pools if cluster_kind(c.labels) == POOL_KIND else mine).add(c.key)
+    clusters = [
+        c
+        for c in seen.clusters
+        if namespaces.owns(c.namespace)
+        and (
+            (c.key in mine_pools or c.key not in every_pool)
+            if cluster_kind(c.labels) == POOL_KIND
+            else (c.key in mine or c.key not in everyone)
+        )
+    ]
+    return _entries(restrict(desired, mine, mine_pools), seen.inventory, clusters, pool_modes, invalid)
+
+
 def plan_targets(
     desired: DesiredState,
     routing: Routing,
@@ -1000,6 +1159,7 @@ def plan_targets(
     sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None = None,
     scaling: Mapping[PoolKey, ScalingPlan] | None = None,
     previous_layouts: PreviousLayouts | None = None,
+    approved_deletions: int | None = None,
 ) -> dict[Target, Plan]:
     """Plan a pass over every observed Palette target, as ``run`` does and ``plan`` shows.
 
@@ -1011,36 +1171,27 @@ def plan_targets(
     Only ``namespaces`` are planned: resources, clusters and admissions of other namespaces belong to
     another shard and appear in no entry (nor in the prune guard's count). ``sizes`` and ``scaling`` are
     as for :func:`make_plan` (a pool with a scaling policy requests its current size; its scaling entry is
-    the stage's decision).
+    the stage's decision). The deletion guard (:mod:`reconciler.deletions`) counts the removals of the
+    whole pass against ``max_deletions``, raised to ``approved_deletions`` (the revision's trailer).
     """
     desired = with_pool_sizes(select_namespaces(desired, namespaces), sizes)
     previous = {k: v for k, v in (previous or {}).items() if namespaces.owns(k[0])}
-    # A platform or pool that is in the desired state but has no target this pass (its namespace lost its
-    # Settings, say) is not gone: its cluster, wherever it is, is never an orphan.
-    everyone = {k for k in routing.all_platforms() | set(routing.unavailable) if namespaces.owns(k[0])}
-    every_pool = {k for k in routing.all_pools() | set(routing.pool_unavailable) if namespaces.owns(k[0])}
+    seen_clusters = [c for seen in observed.values() for c in seen.clusters if namespaces.owns(c.namespace)]
+    carried = _carried(desired, seen_clusters, previous)
+    # What is carried (a platform or pool hidden by this revision) stays with the cluster it has.
+    hidden = {(kind, (ns, name)) for kind, ns, name in set(carried.invalid) - set(desired.invalid)}
+    desired = carried
     invalid = _invalid_workloads(desired, previous)
-    found: dict[Target, _Entries] = {}
     order = sorted(observed, key=lambda t: (t.url, t.project_uid or ""))
-    for target in order:
-        seen = observed[target]
-        mine = {k for k in routing.platforms.get(target, set()) if namespaces.owns(k[0])}
-        mine_pools = {k for k in routing.pools.get(target, set()) if namespaces.owns(k[0])}
-        clusters = [
-            c
-            for c in seen.clusters
-            if namespaces.owns(c.namespace)
-            and (
-                (c.key in mine_pools or c.key not in every_pool)
-                if cluster_kind(c.labels) == POOL_KIND
-                else (c.key in mine or c.key not in everyone)
-            )
-        ]
-        found[target] = _entries(
-            restrict(desired, mine, mine_pools), seen.inventory, clusters, pool_modes, invalid
-        )
+    found = {
+        target: _target_entries(desired, routing, target, observed, namespaces, hidden, pool_modes, invalid)
+        for target in order
+    }
     every = [p for f in found.values() for p in f.all()]
-    blocked = _prune_guard(every, desired.complete, max_deletions)
+    leaving = {k for f in found.values() for k in _leaving(f, previous, invalid)}
+    guard = DeletionGuard(max_deletions, approved_deletions, desired.revision)
+    guarded = _prune_guard(every, leaving, desired.complete, guard)
+    blocked = guarded.blocked
     families = {m.gpu_family for seen in observed.values() for m in seen.inventory.machines if m.gpu_family}
     diagnostics = plan_diagnostics(desired, families)
     plans: dict[Target, Plan] = {}
@@ -1048,7 +1199,7 @@ def plan_targets(
     for target in order:
         f = found[target]
         pool_entries = {k: _blocked(e, blocked) for k, e in f.pools.items()}
-        pools, workloads = _admit(f, pool_entries, previous or {}, invalid, previous_layouts or {})
+        pools, workloads = _admit(f, pool_entries, previous or {}, invalid, previous_layouts or {}, guarded)
         planned |= {w.key for w in workloads}
         plans[target] = Plan(
             desired.revision,
@@ -1057,9 +1208,11 @@ def plan_targets(
             machines=observed[target].inventory.by_uid(),
             pools=pools,
             workloads=workloads,
+            deletions_note=guarded.note,
         ).with_scaling(scaling or {})
     if order:
-        strays = _strays(desired, planned, invalid, routing.pool_unavailable)
+        every_machine = {u: m for seen in observed.values() for u, m in seen.inventory.by_uid().items()}
+        strays = _strays(desired, planned, invalid, routing.pool_unavailable, previous, every_machine)
         first = plans[order[0]]
         plans[order[0]] = replace(
             first, workloads=sorted([*first.workloads, *strays], key=lambda w: w.sort_key)
@@ -1104,4 +1257,5 @@ def merge(revision: str | None, plans: Mapping[Target, Plan], diagnostics: Seque
         sorted(diagnostics, key=Diagnostic.sort_key),
         pools=[pools[k] for k in sorted(pools)],
         workloads=[workloads[k] for k in sorted(workloads)],
+        deletions_note=next((p.deletions_note for p in plans.values() if p.deletions_note), ""),
     )

@@ -115,6 +115,12 @@ def _hosts(entry: Mapping[str, Any], names: Mapping[str, str], *, markdown: bool
         else:
             shown = ",".join(f"{names[u]}={u}" if u in names else u for u in uids)
         parts.append(f"{role}: {shown}")
+    for bound in entry.get("bound") or []:  # a workload's whole GPUs, one host per replica
+        if isinstance(bound, Mapping) and bound.get("host"):
+            host = names.get(bound["host"], bound["host"])
+            gpus = ",".join(str(g) for g in bound.get("gpus") or [])
+            shown = f"replica {bound.get('replica')}: {host}/gpu{gpus}"
+            parts.append(_md(shown) if markdown else shown)
     for binding in entry.get("mig") or []:
         if isinstance(binding, Mapping) and binding.get("host"):
             host = names.get(binding["host"], binding["host"])
@@ -123,6 +129,14 @@ def _hosts(entry: Mapping[str, Any], names: Mapping[str, str], *, markdown: bool
                 _md(shown) if markdown else f"{binding.get('profile')}@{host}/gpu{binding.get('gpu')}"
             )
     return ("<br>" if markdown else "; ").join(parts)
+
+
+def _why(entry: Mapping[str, Any]) -> str:
+    """``reason: message``; a pending workload's reason carries its place in its pool's queue."""
+    reason, message = entry.get("reason"), entry.get("message") or ""
+    if entry.get("position") is not None:
+        reason = f"{reason} (#{entry['position']} in queue)"
+    return f"{reason}: {message}" if reason else str(message)
 
 
 def _counts(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -208,9 +222,7 @@ def render_markdown(
             omitted += len(rows)
             continue
         for index, entry in enumerate(rows):
-            reason = entry.get("reason")
-            message = entry.get("message") or ""
-            why = f"{reason}: {message}" if reason else message
+            why = _why(entry)
             resource = f"{entry.get('namespace')}/{entry.get('name')}"
             if key == "workloads" and entry.get("pool"):
                 resource += f" → {entry.get('pool')}"
@@ -265,7 +277,7 @@ def render_text(
                 f"{e.get('namespace')}/{e.get('name')}",
                 _gpus(e.get("gpus")).replace(" x ", "x").replace(", ", ","),
                 _hosts(e, names, markdown=False) or "-",
-                f"{e.get('reason')}: {e.get('message')}" if e.get("reason") else (e.get("message") or "-"),
+                _why(e) or "-",
             )
             for e in entries
         ]

@@ -49,11 +49,7 @@ def want(
 def previous_of(result: PoolAdmission) -> list[PreviousAdmission]:
     """What the status branch would record after ``result``: every workload holding GPUs (admitted, or
     pending/rejected while keeping an earlier admission)."""
-    return [
-        PreviousAdmission(d.key, tuple(u.ref for u in d.gpus), d.mig)
-        for d in result.workloads.values()
-        if d.gpus or d.mig or d.action in HOLDING
-    ]
+    return [d.previous() for d in result.workloads.values() if d.gpus or d.mig or d.action in HOLDING]
 
 
 def actions(result: PoolAdmission) -> dict[str, str]:

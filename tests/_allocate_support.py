@@ -263,6 +263,7 @@ def ai_workload(
     priority: int = 0,
     suspend: bool = False,
     workload_name: str | None = None,
+    replicas: int | None = None,
 ) -> AIWorkload:
     spec: dict[str, Any] = {
         "computePoolRef": {"name": pool_name},
@@ -270,6 +271,8 @@ def ai_workload(
         "priority": priority,
         "suspend": suspend,
     }
+    if replicas is not None:
+        spec["replicas"] = replicas
     if workload_name is not None:
         spec["workloadProfileRef"] = {"name": workload_name}
     return AIWorkload.model_validate(

@@ -25,7 +25,19 @@ from tests._contract_support import (
 )
 
 POOL_KEYS = PLATFORM_KEYS | {"mode", "capacity", "mig", "migConfig", "scaling"}
-WORKLOAD_KEYS = {"namespace", "name", "pool", "action", "reason", "message", "gpus", "mig"}
+WORKLOAD_KEYS = {
+    "namespace",
+    "name",
+    "pool",
+    "action",
+    "reason",
+    "message",
+    "replicas",
+    "gpus",
+    "mig",
+    "bound",
+    "position",
+}
 WORKLOAD_ACTIONS = {"admit", "admitted", "pending", "remove", "rejected", "invalid", "suspended"}
 
 
@@ -72,7 +84,11 @@ def check_plan_shape(plan: dict[str, Any]) -> None:
         assert set(w) == WORKLOAD_KEYS, w
         assert w["action"] in WORKLOAD_ACTIONS
         assert all(isinstance(v, int) for v in w["gpus"].values())
-        assert all(set(m) == {"host", "gpu", "profile", "start"} for m in w["mig"])
+        assert all(set(m) == {"host", "gpu", "profile", "start", "replica"} for m in w["mig"])
+        assert isinstance(w["replicas"], int) and w["replicas"] >= 1
+        assert all(set(b) == {"replica", "host", "gpus"} for b in w["bound"])
+        assert sum(len(b["gpus"]) for b in w["bound"]) == sum(w["gpus"].values())
+        assert w["position"] is None or w["action"] == "pending"
     for d in plan["diagnostics"]:
         assert set(d) == DIAGNOSTIC_KEYS
 
@@ -247,9 +263,10 @@ def test_foreign_documents_are_reported_but_do_not_fail_the_plan(tmp_path: Path)
     shutil.copytree(SAMPLE_REPO, repo)
     (repo / ".github" / "workflows").mkdir(parents=True)
     (repo / ".github" / "workflows" / "ci.yml").write_text("name: ci\non: [push]\njobs: {}\n")
+    (repo / "compose.yml").write_text("services: {}\n")  # YAML outside a dot path is read
     code, plan = _plan("--repo", str(repo), "--inventory", str(SAMPLE_INVENTORY))
     assert code == 0
-    assert [d["file"] for d in plan["diagnostics"]] == [".github/workflows/ci.yml"]
+    assert [d["file"] for d in plan["diagnostics"]] == ["compose.yml"]  # .github/ is never read
     assert run_cli("validate", str(repo), "--format", "json").returncode == 1
 
 

@@ -376,7 +376,8 @@ def test_a_workload_pending_for_capacity_scales_the_pool_up_without_metrics(
             action = last_action(up)
             assert action is not None and action["trigger"] == "PendingDemand"
             assert action["inputs"]["pending"]["workload"] == "project-b/big"
-            assert action["inputs"]["pending"]["gpus"] == 4  # 8 needed, 4 free
+            # 8 needed on one host, 4 free on the pool's host: the new host brings all 8
+            assert action["inputs"]["pending"]["gpus"] == 8
             assert waited >= WINDOW - 1  # it waited the family's scaleUpDuration (status times are whole s)
             assert up["scaling"]["prometheusAvailable"]["status"] == "False"
             assert len(gpu_hosts(emulator) - first) == 1

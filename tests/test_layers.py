@@ -22,6 +22,7 @@ PURE = [
     "resolve.py",
     "allocate.py",
     "plan.py",
+    "deletions.py",
     "compute_status.py",
     "profiles.py",
     "plan_report.py",

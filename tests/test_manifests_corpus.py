@@ -61,6 +61,7 @@ CASES: list[tuple[str, int, int, str | None, str]] = [
     ("typo-minworkernode.yaml", 6, 3, "spec.minWorkerNode", "unknown field 'minWorkerNode'; allowed fields"),
     ("vip-clash-explicit.yaml", 17, 15, "spec.edge.vip", "VIP 10.0.0.9 (from spec.edge.vip)"),
     ("vip-clash-profile.yaml", 18, 22, "spec.computeProfileRef", "already used by MLPlatform ns/alpha"),
+    ("workload-replicas-zero.yaml", 24, 13, "spec.replicas", "must be >= 1; got 0"),
 ]
 
 

@@ -10,6 +10,7 @@ import json
 import random
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from reconciler.model.pools import MigRequest, WorkloadRequest
 from reconciler.placement.admission import (
     GpuRef,
     GpuUnit,
+    MigRefusal,
     PoolAdmission,
     PoolState,
     PreviousAdmission,
@@ -42,7 +44,9 @@ from reconciler.placement.mig_admission import (
     MigLayoutError,
     PoolMigOutcome,
     PoolMigPlanner,
+    index_ranges,
     parse_mig_layouts,
+    relayout_summary,
 )
 from tests._admission_support import previous_of
 from tests._inventory_support import edge_host
@@ -149,7 +153,7 @@ def check(pool: PoolState, result: PoolAdmission, outcome: PoolMigOutcome) -> No
     whole = Counter(u.ref for d in result.workloads.values() for u in d.gpus)
     assert all(n == 1 for n in whole.values())
     assert not set(whole) & set(mig_gpus)
-    # Capacity: admitted = bound whole + in MIG mode (DESIGN.md section 8).
+    # Capacity: admitted = bound whole + in MIG mode.
     for family, cap in result.capacity.items():
         refs = {r for r, u in units.items() if u.family == family}
         assert cap.admitted == len(refs & (set(whole) | set(mig_gpus)))
@@ -201,46 +205,50 @@ def test_whole_and_mig_workloads_share_the_pool_on_disjoint_gpus() -> None:
     assert all(i.workload == f"{NS}/serve" for i in serve_gpu.instances or ())
 
 
-def test_a_workload_admitted_before_keeps_its_instances_and_a_frozen_layout_never_changes() -> None:
+def test_a_workload_admitted_before_keeps_its_instances_and_its_gpus_layout_never_changes() -> None:
     pool = mixed_pool(2)
     one = Pass(pool, [want("serve", p3g_40gb=1)])
     (layout,) = one.outcome.layouts
-    host = layout.host_uid
+    host, gpu = layout.host_uid, layout.gpu
     free = sorted((i.profile, i.start) for i in layout.instances if i.workload is None)
     assert free, "the new layout keeps free instances beside the 3g"
-    # Next pass: a newcomer takes a free instance of the frozen host; another needs a GPU switched,
-    # which the frozen host may not do, so it goes to the other host.
+    # Next pass: a newcomer takes a free instance of the frozen GPU; another needs a GPU switched, which
+    # the frozen GPU may not do: the next GPU of the same host is switched.
     profile = free[0][0]
-    two = Pass(
-        pool,
-        [
-            want("serve", p3g_40gb=1),
-            want("fits", **{"p" + profile.replace(".", "_", 1): 1}),
-            want("elsewhere", p1g_10gb=2),
-        ],
-        before=one,
-    )
+    tenants = [
+        want("serve", p3g_40gb=1),
+        want("fits", **{"p" + profile.replace(".", "_", 1): 1}),
+        want("beside", p1g_10gb=2),
+    ]
+    two = Pass(pool, tenants, before=one)
     assert two.action("serve") is WorkloadAction.ADMITTED
     assert two.decision("serve").mig == one.decision("serve").mig
-    assert two.action("fits") is WorkloadAction.ADMIT and two.action("elsewhere") is WorkloadAction.ADMIT
-    assert host in two.outcome.frozen_hosts
-    assert two.placements(host) == one.placements(host)
+    assert two.action("fits") is WorkloadAction.ADMIT and two.action("beside") is WorkloadAction.ADMIT
+    assert two.outcome.frozen_gpus == {GpuRef(host, gpu)}
+    assert two.placements(host)[gpu] == one.placements(host)[gpu]
     assert [(i.host_uid, i.gpu, i.profile, i.start) for i in two.decision("fits").mig] == [
-        (host, layout.gpu, *free[0])
+        (host, gpu, *free[0])
     ]
-    assert {i.host_uid for i in two.decision("elsewhere").mig} == {"uid-gpu-1"}
+    assert {(i.host_uid, i.gpu) for i in two.decision("beside").mig} == {(host, gpu + 1)}
+    assert two.outcome.relayout == (f"gpu-0: GPU {gpu + 1} re-laid out; GPUs 0, 2-7 untouched",)
     # A third pass with nothing new keeps everything as it is.
-    three = Pass(
-        pool,
-        [
-            want("serve", p3g_40gb=1),
-            want("fits", **{"p" + profile.replace(".", "_", 1): 1}),
-            want("elsewhere", p1g_10gb=2),
-        ],
-        before=two,
-    )
+    three = Pass(pool, tenants, before=two)
     assert {d.action for d in three.result.workloads.values()} == {WorkloadAction.ADMITTED}
-    assert three.outcome.mig == two.outcome.mig
+    assert three.outcome.mig == two.outcome.mig and three.outcome.relayout == ()
+
+
+def test_an_idle_gpu_on_a_busy_host_is_switched_to_mig_and_its_config_changes() -> None:
+    pool = mixed_pool(1)
+    one = Pass(pool, [want("train", 6), want("serve", p3g_40gb=2)])
+    assert one.outcome.relayout == ("gpu-0: GPU 0 re-laid out; GPUs 1-7 untouched",)  # serve is first
+    config = one.outcome.host_configs["uid-gpu-0"]
+    two = Pass(pool, [want("train", 6), want("serve", p3g_40gb=2), want("notebook", p7g_80gb=1)], before=one)
+    assert two.action("notebook") is WorkloadAction.ADMIT
+    assert [(i.gpu, i.profile) for i in two.decision("notebook").mig] == [(7, "7g.80gb")]
+    assert two.placements("uid-gpu-0")[0] == one.placements("uid-gpu-0")[0]
+    assert two.outcome.relayout == ("gpu-0: GPU 7 re-laid out; GPUs 0-6 untouched",)
+    assert two.outcome.host_configs["uid-gpu-0"] != config
+    assert [p.hosts for p in two.outcome.machine_pools] == [("uid-gpu-0",)]
 
 
 def test_a_changed_request_keeps_its_instances_and_one_that_cannot_be_met_keeps_the_old_ones() -> None:
@@ -250,7 +258,7 @@ def test_a_changed_request_keeps_its_instances_and_one_that_cannot_be_met_keeps_
     assert two.action("serve") is WorkloadAction.ADMIT
     assert set(one.decision("serve").mig) < set(two.decision("serve").mig)
     assert two.placements("uid-gpu-0") == one.placements("uid-gpu-0")  # frozen: train runs on the host
-    three = Pass(pool, [want("serve", p7g_80gb=3), want("train", 2)], before=two)
+    three = Pass(pool, [want("serve", p7g_80gb=7), want("train", 2)], before=two)
     serve = three.decision("serve")
     assert (serve.action, serve.reason) == (WorkloadAction.PENDING, Reason.POOL_CAPACITY_EXCEEDED)
     assert serve.mig == two.decision("serve").mig
@@ -258,18 +266,15 @@ def test_a_changed_request_keeps_its_instances_and_one_that_cannot_be_met_keeps_
     assert three.outcome.mig == two.outcome.mig
 
 
-def test_a_frozen_host_keeps_an_idle_layout_and_an_unfrozen_one_returns_to_whole() -> None:
+def test_an_idle_layout_returns_to_whole_even_on_a_busy_host() -> None:
     pool = mixed_pool(1)
     one = Pass(pool, [want("serve", p3g_40gb=1), want("train", 2)])
-    kept = Pass(pool, [want("train", 2)], before=one)  # train still runs on the host: frozen
+    kept = Pass(pool, [want("train", 2)], before=one)  # train still runs on the host, serve left
     assert kept.action("train") is WorkloadAction.ADMITTED
-    assert kept.outcome.layouts == tuple(
-        type(g)(g.host_uid, g.gpu, tuple(type(i)(i.start, i.profile, None) for i in g.instances))
-        for g in one.outcome.layouts
-    )
-    assert kept.result.capacity[A100].admitted == 3
-    alone = Pass(pool, [want("other", 1)], before=Pass(pool, [want("serve", p3g_40gb=1)]))
-    assert alone.outcome.layouts == () and alone.outcome.mig_config is None
+    assert kept.outcome.layouts == () and kept.outcome.mig_config is None
+    assert kept.result.capacity[A100].admitted == 2
+    assert [g.gpu for g in one.outcome.layouts] == [0]
+    assert kept.outcome.relayout == ("gpu-0: GPU 0 re-laid out; GPUs 1-7 untouched",)
 
 
 def test_an_idle_layout_on_a_host_nobody_holds_is_offered_whole_in_the_same_pass() -> None:
@@ -345,7 +350,8 @@ def test_enough_free_slices_in_no_valid_layout_is_no_fitting_layout() -> None:
     refused = one.decision("needs-2g")
     assert (refused.action, refused.reason) == (WorkloadAction.PENDING, Reason.NO_FITTING_LAYOUT)
     assert "needs MIG instances 2g.20gb x1 of NVIDIA-A100 (2 memory slices)" in refused.message
-    assert "hosts gpu-0 keep their layouts" in refused.message
+    assert "can take 0 of 1 2g.20gb now (4 memory slices usable: 0 whole NVIDIA-A100 GPUs" in refused.message
+    assert "; held: gpu-0 GPUs 0-6 (whole); gpu-0 GPU 7 keep their layouts while" in refused.message
     assert refused.message.endswith("or the pool grows by 1 NVIDIA-A100 GPU")
     assert [(i.gpu, i.start) for i in one.decision("takes-two").mig] == [(7, 1), (7, 2)]
     assert one.placements("uid-gpu-0")[7] == Counter(("1g.10gb", s) for s in range(7))
@@ -357,8 +363,13 @@ def test_fewer_free_slices_than_asked_is_pool_capacity_exceeded() -> None:
     one = Pass(pool, tenants, layouts=_seven_ones(), previous=_seven_ones_previous())
     refused = one.decision("seven")
     assert (refused.action, refused.reason) == (WorkloadAction.PENDING, Reason.POOL_CAPACITY_EXCEEDED)
-    assert "(7 memory slices), 6 free in pool shared-a100" in refused.message
-    assert "0 whole and free to switch" in refused.message
+    assert (
+        "(7 memory slices); pool shared-a100 can take 6 of 7 1g.10gb now (6 memory slices" in refused.message
+    )
+    assert (
+        "0 whole NVIDIA-A100 GPUs free to switch to MIG, 6 in free space of 1 GPU in MIG mode"
+        in refused.message
+    )
     assert refused.message.endswith("or the pool grows by 1 NVIDIA-A100 GPU")
 
 
@@ -367,10 +378,12 @@ def test_a_refused_mig_request_releases_the_whole_gpus_it_asked_with() -> None:
     one = Pass(pool, [want("both", 1, p7g_80gb=8)])
     assert one.decision("both").reason is Reason.POOL_CAPACITY_EXCEEDED and one.decision("both").gpus == ()
     assert one.result.capacity[A100].free == 8 and one.outcome.mig == {}
-    assert "grows by 1 NVIDIA-A100 GPU" in one.decision("both").message  # 7 free whole + 1 new
+    # One replica is on one host: the 7 free whole GPUs of gpu-0 and one new GPU elsewhere would not do.
+    assert "grows by 1 NVIDIA-A100 GPU" not in one.decision("both").message
+    assert "or the pool grows by" in one.decision("both").message
 
 
-def test_each_family_is_placed_on_its_own_gpus_and_a_refusal_in_one_undoes_the_other() -> None:
+def test_each_family_is_placed_on_its_own_gpus_and_a_replica_of_two_families_fits_no_host() -> None:
     h100 = GpuFamily("NVIDIA-H100")
     units = (
         *(
@@ -380,18 +393,18 @@ def test_each_family_is_placed_on_its_own_gpus_and_a_refusal_in_one_undoes_the_o
         GpuUnit("uid-h", "h100-host", 0, h100, mig_capable=True, memory_bytes=80 * 10**9),
     )
     pool = PoolState((NS, "two-families"), gpus=units, mig_strategy="mixed")
-    same_name = WorkloadRequest(
-        (NS, "a-same-name"), mig=(MigRequest(A100, "3g.40gb", 1), MigRequest(h100, "3g.40gb", 1))
+    on_a100 = WorkloadRequest((NS, "a-a100"), mig=(MigRequest(A100, "3g.40gb", 1),))
+    on_h100 = WorkloadRequest((NS, "a-h100"), mig=(MigRequest(h100, "3g.40gb", 1),))
+    both = WorkloadRequest(
+        (NS, "b-both"), mig=(MigRequest(A100, "1g.10gb", 1), MigRequest(h100, "1g.10gb", 1))
     )
-    too_much = WorkloadRequest(
-        (NS, "b-too-much"), mig=(MigRequest(A100, "1g.10gb", 1), MigRequest(h100, "7g.80gb", 2))
-    )
-    one = Pass(pool, [same_name, too_much])
-    assert {i.host_uid for i in one.decision("a-same-name").mig} == {"uid-a", "uid-h"}
-    refused = one.decision("b-too-much")
-    assert (refused.action, refused.reason) == (WorkloadAction.PENDING, Reason.POOL_CAPACITY_EXCEEDED)
-    assert "of NVIDIA-H100" in refused.message
-    assert one.outcome.usage.used == 8  # only the two 3g: the A100 1g was undone with the H100 refusal
+    one = Pass(pool, [on_a100, on_h100, both])
+    assert {i.host_uid for i in one.decision("a-a100").mig} == {"uid-a"}
+    assert {i.host_uid for i in one.decision("a-h100").mig} == {"uid-h"}
+    refused = one.decision("b-both")
+    assert (refused.action, refused.reason) == (WorkloadAction.PENDING, Reason.NO_FITTING_LAYOUT)
+    assert "a host of pool two-families has GPUs of one family" in refused.message
+    assert one.outcome.usage.used == 8  # only the two 3g
     assert one.result.capacity[A100].admitted == 1 and one.result.capacity[h100].admitted == 1
 
 
@@ -592,9 +605,11 @@ def test_passes_keep_bindings_and_frozen_layouts_and_do_not_depend_on_document_o
     staying = {w.key for w in stay}
     held = {r.host_uid for p in two.previous if p.key in staying for r in p.gpus}
     held |= {i.host_uid for p in two.previous if p.key in staying for i in p.mig}
-    assert two.outcome.frozen_hosts == held
-    for host in held:
-        assert two.placements(host) == one.placements(host), "a frozen layout changed"
+    held_gpus = {(i.host_uid, i.gpu) for p in two.previous if p.key in staying for i in p.mig}
+    assert {(r.host_uid, r.index) for r in two.outcome.frozen_gpus} == held_gpus
+    assert two.outcome.frozen_hosts <= held
+    for host, gpu in held_gpus:
+        assert two.placements(host)[gpu] == one.placements(host)[gpu], "a frozen layout changed"
     for w in stay:
         earlier = one.result.workloads[w.key]
         if earlier.action is WorkloadAction.ADMIT:
@@ -611,3 +626,96 @@ def test_passes_keep_bindings_and_frozen_layouts_and_do_not_depend_on_document_o
     rng.shuffle(hosts_order)
     again = Pass(pool, shuffled, layouts=dict(hosts_order), previous=previous)
     assert _signature(again) == _signature(two)
+
+
+# --- per-GPU freeze, one host per replica, refusals -------------------------------------------------
+
+
+def test_a_busy_hosts_free_whole_gpus_count_and_its_held_gpus_are_named() -> None:
+    pool = mixed_pool(1)
+    one = Pass(pool, [want("train", 2), want("serve", p3g_40gb=1)])
+    two = Pass(pool, [want("train", 2), want("serve", p3g_40gb=1), want("wide", p7g_80gb=7)], before=one)
+    refused = two.decision("wide")
+    assert (refused.action, refused.reason) == (WorkloadAction.PENDING, Reason.POOL_CAPACITY_EXCEEDED)
+    assert "can take 5 of 7 7g.80gb now" in refused.message
+    assert "5 whole NVIDIA-A100 GPUs free to switch to MIG" in refused.message
+    assert "held: gpu-0 GPUs 1-2 (whole)" in refused.message  # serve's 3g is on GPU 0, train has 1-2
+    assert "gpu-0 GPU 0 keep their layouts" in refused.message
+    # The replica's 7 instances go on one host: a new host must bring all 7 GPUs.
+    assert refused.message.endswith("or the pool grows by 7 NVIDIA-A100 GPUs")
+
+
+def test_one_replica_goes_on_one_host_the_best_one_ties_to_the_earlier() -> None:
+    pool = mixed_pool(2)
+    planner = PoolMigPlanner(pool, (), (), [want("a", p3g_40gb=2)])
+    free = list(pool.gpus)
+    placed = planner.place((NS, "a"), want("a", p3g_40gb=2).mig, free, ["uid-gpu-1", "uid-gpu-0"])
+    assert not isinstance(placed, MigRefusal)
+    assert {(i.host_uid, i.gpu) for i in placed.instances} == {("uid-gpu-1", 0)}
+    too_many = want("b", p7g_80gb=9)
+    refused = planner.place((NS, "b"), too_many.mig, free, ["uid-gpu-0", "uid-gpu-1"])
+    assert isinstance(refused, MigRefusal) and refused.reason is Reason.NO_FITTING_LAYOUT
+    assert "no single host holds them" in refused.message
+    assert refused.message.endswith("or the pool grows by 9 NVIDIA-A100 GPUs")
+    free = [u for u in free if u.ref not in placed.switched]
+    on_one = planner.place((NS, "b"), want("b", p7g_80gb=8).mig, free, ["uid-gpu-1"])
+    assert isinstance(on_one, MigRefusal) and on_one.reason is Reason.POOL_CAPACITY_EXCEEDED
+    assert "; host gpu-1 can take 7 of 8 7g.80gb now" in on_one.message
+    assert "held: gpu-1 GPU 0 (MIG, full)" in on_one.message
+
+
+def test_a_refusal_is_remembered_until_the_state_changes_and_rollback_undoes_placements() -> None:
+    pool = mixed_pool(1)
+    planner = PoolMigPlanner(pool, (), (), [want("a", p7g_80gb=1), want("b", p7g_80gb=9)])
+    free = list(pool.gpus)
+    first = planner.place((NS, "b"), want("b", p7g_80gb=9).mig, free)
+    assert isinstance(first, MigRefusal)
+    assert planner.place((NS, "b"), want("b", p7g_80gb=9).mig, free) is first
+    token = planner.checkpoint()
+    placed = planner.place((NS, "a"), want("a", p7g_80gb=1).mig, free)
+    assert not isinstance(placed, MigRefusal) and len(placed.switched) == 1
+    again = planner.place(
+        (NS, "b"), want("b", p7g_80gb=9).mig, [u for u in free if u.ref not in placed.switched]
+    )
+    assert isinstance(again, MigRefusal) and again is not first and "can take 7 of 9" in again.message
+    planner.rollback(token)
+    assert planner.mig_mode() == frozenset()
+
+
+def test_relayout_lines_name_changed_and_untouched_gpus_by_host_name() -> None:
+    assert index_ranges([4, 5, 6, 7]) == "GPUs 4-7" and index_ranges([3]) == "GPU 3"
+    assert index_ranges([0, 1, 3, 5, 6]) == "GPUs 0-1, 3, 5-6"
+    summary = relayout_summary([f"h{n}: GPU 0 re-laid out" for n in range(7)])
+    assert summary.startswith("MIG layout: h0: GPU 0 re-laid out | h1") and summary.endswith(
+        "and 2 more hosts"
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    st.lists(tenants("w"), min_size=2, max_size=4),
+    st.lists(st.sets(st.integers(0, 4)), min_size=3, max_size=3),
+)
+def test_a_bound_gpus_layout_never_changes_across_admissions_and_removals(
+    hosts: list[int], arrivals: list[list[WorkloadRequest]], leaving: list[set[int]]
+) -> None:
+    pool = small_pool(hosts)
+    present: list[WorkloadRequest] = []
+    before: Pass | None = None
+    for n, newcomers in enumerate(arrivals):
+        renamed = [replace(w, key=(NS, f"p{n}-{w.key[1]}")) for w in newcomers]
+        gone = leaving[n % len(leaving)]
+        present = [w for k, w in enumerate(present) if k not in gone] + renamed
+        now = Pass(pool, present, before=before)
+        if before is not None:
+            staying = {f"{w.key[0]}/{w.key[1]}" for w in present}
+            for gpu in before.outcome.gpus:
+                holders = {i.workload for i in gpu.instances or ()} & staying
+                if holders:  # an instance is held by a workload that is still there: the layout stays
+                    assert now.placements(gpu.host)[gpu.index] == before.placements(gpu.host)[gpu.index]
+                if gpu.bound in staying:
+                    assert (gpu.host, gpu.index) in {
+                        (u.host_uid, u.index) for u in now.decision(gpu.bound.split("/")[1]).gpus
+                    }
+        before = now

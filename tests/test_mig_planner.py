@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from functools import cache
 
 import pytest
@@ -22,10 +23,11 @@ from reconciler.placement.mig import (
     MigRefusal,
     MigShortfall,
     PoolGpu,
-    frozen_hosts,
+    frozen_gpus,
     mig_usage,
     plan_mig_admission,
     release_idle_gpus,
+    repad,
     valid_layouts,
 )
 
@@ -196,7 +198,8 @@ def gpu_states(draw: st.DrawFn, host: str, index: int, gpu_type: MigGpuType) -> 
         MigInstance(start, name, draw(st.sampled_from([None, None, "old/a", "old/b"])))
         for name, start in layout
     )
-    return PoolGpu(host, index, gpu_type, instances=tuple(sorted(instances)))
+    frozen = draw(st.booleans())  # an earlier workload's instance is on it (or was: it stays as it is)
+    return PoolGpu(host, index, gpu_type, instances=tuple(sorted(instances)), frozen=frozen)
 
 
 @st.composite
@@ -228,14 +231,15 @@ def brute_optimum(
         current = frozenset((i.profile, i.start) for i in gpu.instances or ())
         here = {(0,) * len(names): (0, uncovered(gpu.gpu_type, current) if gpu.mig and gpu.gpu_type else 0)}
         choices: list[tuple[tuple[int, ...], tuple[int, int]]] = []
+        is_frozen = gpu.frozen or gpu.host in frozen
         if gpu.gpu_type is not None and gpu.bound is None:
-            if gpu.host in frozen and gpu.instances is not None:
+            if is_frozen and gpu.instances is not None:
                 free = [i for i in gpu.instances if i.workload is None and i.profile in request]
                 for k in range(1, len(free) + 1):
                     for subset in itertools.combinations(free, k):
                         counts = Counter(i.profile for i in subset)
                         choices.append((tuple(counts[n] for n in names), here[(0,) * len(names)]))
-            elif gpu.host not in frozen:
+            elif not is_frozen:
                 kept = frozenset((i.profile, i.start) for i in gpu.instances or () if i.workload)
                 for layout in brute_layouts(gpu.gpu_type):
                     new = layout - kept
@@ -280,7 +284,7 @@ def check_plan(
             assert layout_errors(new.gpu_type, [(i.profile, i.start) for i in new.instances]) == []
         kept = {i for i in old.instances or () if i.workload is not None}
         assert kept <= set(new.instances or ()), "a bound instance moved"
-        if old.host in frozen:  # the layout stays; only free instances get a workload
+        if old.frozen or old.host in frozen:  # the layout stays; only free instances get a workload
             assert old.mig == new.mig
             assert Counter((i.profile, i.start) for i in old.instances or ()) == Counter(
                 (i.profile, i.start) for i in new.instances or ()
@@ -352,22 +356,18 @@ def test_admitting_more_never_moves_what_is_bound_nor_a_frozen_layout(
 ) -> None:
     gpus, demands = case
     half = len(demands) // 2
-    # First pass: nothing frozen. Second pass: hosts holding anything from the first pass are frozen.
-    state = tuple(gpus)
+    # First pass: nothing frozen. Second pass: the GPUs holding an instance of the first pass are frozen.
+    state = tuple(replace(g, frozen=False) for g in gpus)
     for n, demand in enumerate(demands):
         if n == half:
-            state = release_idle_gpus(state)
-        frozen = (
-            frozenset(g.host for g in state if g.bound or any(i.workload for i in g.instances or ()))
-            if n >= half
-            else frozenset()
-        )
-        result = plan_mig_admission(state, demand, f"ns/w{n}", frozen)
+            held = frozen_gpus(state, {f"ns/w{k}" for k in range(half)})
+            state = release_idle_gpus(tuple(replace(g, frozen=(g.host, g.index) in held) for g in state))
+        result = plan_mig_admission(state, demand, f"ns/w{n}")
         if isinstance(result, MigRefusal):
             continue
         for old, new in zip(state, result.gpus, strict=True):
             assert {i for i in old.instances or () if i.workload} <= set(new.instances or ())
-            if old.host in frozen:
+            if old.frozen:
                 assert [(i.profile, i.start) for i in old.instances or ()] == [
                     (i.profile, i.start) for i in new.instances or ()
                 ]
@@ -466,24 +466,78 @@ def test_at_most_one_media_extension_instance_per_gpu() -> None:
     assert sorted((b.host, b.gpu) for b in plan.bindings) == [("h-a", 0), ("h-a", 1)]
 
 
-def test_idle_layouts_return_to_whole_except_on_frozen_hosts() -> None:
+def test_idle_layouts_return_to_whole_except_frozen_ones() -> None:
     idle = (MigInstance(0, "3g.40gb", None), MigInstance(4, "3g.40gb", None))
     busy = (MigInstance(0, "3g.40gb", "old/x"), MigInstance(4, "3g.40gb", None))
     gpus = [
         PoolGpu("h-a", 0, A100, instances=idle),
         PoolGpu("h-a", 1, A100, instances=busy),
+        PoolGpu("h-a", 2, A100, instances=idle, frozen=True),
         PoolGpu("h-b", 0, A100, instances=idle),
     ]
     after = release_idle_gpus(gpus, frozenset({"h-b"}))
-    assert [g.instances for g in after] == [None, busy, idle]
+    assert [g.instances for g in after] == [None, busy, idle, idle]
 
 
-def test_a_host_is_frozen_when_an_earlier_workload_holds_anything_on_it() -> None:
+def test_a_gpu_is_frozen_when_an_earlier_workload_holds_one_of_its_instances() -> None:
     gpus = [
         PoolGpu("h-a", 0, A100, bound="old/x"),
-        PoolGpu("h-b", 0, A100, instances=(MigInstance(0, "7g.80gb", "old/y"),)),
+        PoolGpu("h-b", 0, A100, instances=(MigInstance(0, "3g.40gb", "old/y"), MigInstance(4, "3g.40gb"))),
+        PoolGpu("h-b", 1, A100, instances=(MigInstance(0, "7g.80gb", None),)),
+        PoolGpu("h-b", 2, A100),
         PoolGpu("h-c", 0, A100, instances=(MigInstance(0, "7g.80gb", "new/z"),)),
-        PoolGpu("h-d", 0, A100, instances=(MigInstance(0, "7g.80gb", None),)),
-        PoolGpu("h-e", 0, A100),
     ]
-    assert frozen_hosts(gpus, {"old/x", "old/y"}) == {"h-a", "h-b"}
+    assert frozen_gpus(gpus, {"old/x", "old/y"}) == {("h-b", 0)}
+
+
+def test_an_idle_gpu_beside_a_frozen_one_on_the_same_host_may_be_switched() -> None:
+    frozen = PoolGpu(
+        "h-a", 0, A100, instances=(MigInstance(0, "3g.40gb", "old/x"), MigInstance(4, "4g.40gb")), frozen=True
+    )
+    idle = PoolGpu("h-a", 1, A100, instances=(MigInstance(0, "7g.80gb"),))
+    plan = plan_mig_admission([frozen, idle, whole("h-a", 2)], {"3g.40gb": 2}, "new/w")
+    assert isinstance(plan, MigPlan)
+    assert plan.gpus[0] == frozen  # its free 4g stays a 4g
+    assert {(b.host, b.gpu) for b in plan.bindings} == {("h-a", 1)}  # re-laid out, no GPU switched
+    assert plan.switched == 0 and plan.changed == (1,)
+
+
+@PROPS
+@given(pools(max_gpus=3))
+def test_growth_is_the_fewest_new_gpus_with_which_the_request_fits(
+    case: tuple[list[PoolGpu], frozenset[str], dict[str, int]],
+) -> None:
+    gpus, frozen, request = case
+    grow = next((t for t in TYPES if all(t.profile(name) for name in request)), None)
+    result = plan_mig_admission(gpus, request, "new/w", frozen, growth_type=grow)
+    if grow is None or not isinstance(result, MigRefusal) or result.reason is MigShortfall.MIG_UNSUPPORTED:
+        return
+    fits = next(
+        (
+            k
+            for k in range(1, sum(request.values()) + 1)
+            if isinstance(
+                plan_mig_admission(
+                    gpus + [PoolGpu("zz-new", i, grow) for i in range(k)], request, "new/w", frozen
+                ),
+                MigPlan,
+            )
+        ),
+        None,
+    )
+    assert result.growth == fits
+    assert all(0 <= n <= request[name] for name, n in result.room)
+
+
+def test_repad_keeps_bound_instances_and_pads_with_asked_for_profiles_stranding_no_more() -> None:
+    bound = (MigInstance(4, "3g.40gb", "new/w"),)
+    layout = (MigInstance(0, "4g.40gb"), *bound)
+    laid = PoolGpu("h-a", 0, A100, instances=layout)
+    frozen = PoolGpu("h-a", 1, A100, instances=layout, frozen=True)
+    other = PoolGpu("h-a", 2, A100, instances=layout)
+    after = repad([laid, frozen, other], {"3g.40gb": 5, "1g.10gb": 1}, {("h-a", 0), ("h-a", 1)})
+    assert after[0].instances == (MigInstance(0, "3g.40gb"), *bound)
+    assert after[1:] == (frozen, other)  # frozen, or not asked for: as they were
+    assert mig_usage(after).stranded == mig_usage([laid, frozen, other]).stranded
+    nothing_asked = repad([laid], {}, {("h-a", 0)})
+    assert nothing_asked == (laid,)

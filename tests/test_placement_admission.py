@@ -52,11 +52,21 @@ def test_pending_message_names_the_shortfall_and_what_would_unblock_it() -> None
 
 
 def test_a_request_larger_than_the_pool_says_only_growth_unblocks_it() -> None:
-    result = admit_pool(shared(hosts(4)), [want("huge", 6)])
+    result = admit_pool(shared(hosts(4, 2)), [want("huge", 7)])
     message = result.workloads[("project-a", "huge")].message
     assert message == (
-        "needs 6 NVIDIA-A100 GPUs, 4 free in pool shared-a100 (4 total, 0 admitted); "
-        "frees when the pool grows by 2"
+        "needs 7 NVIDIA-A100 GPUs, 6 free in pool shared-a100 (6 total, 0 admitted); "
+        "no host of pool shared-a100 has 7 NVIDIA-A100 GPUs (the largest has 4: host-0): "
+        "frees when the pool grows by a host with 7"
+    )
+
+
+def test_a_request_larger_than_the_pool_on_big_enough_hosts_says_by_how_much_it_grows() -> None:
+    result = admit_pool(shared(hosts(8)), [want("huge", 6), want("a-small", 4)])
+    message = result.workloads[("project-a", "huge")].message
+    assert message == (
+        "needs 6 NVIDIA-A100 GPUs, 4 free in pool shared-a100 (8 total, 4 admitted); "
+        "frees when project-a/a-small is removed, or the pool grows by 2"
     )
 
 
@@ -67,11 +77,33 @@ def test_a_family_the_pool_does_not_have_leaves_the_workload_pending() -> None:
     assert "pool shared-a100 has none" in decision.message
 
 
-def test_every_requested_gpu_is_bound_to_a_concrete_gpu_possibly_across_hosts() -> None:
-    pool = shared(hosts(4, 4, 2))
-    result = admit_pool(pool, [want("wide", 9)])
-    assert len(bound(result, "wide")) == 9
-    assert {h for h, _ in bound(result, "wide")} == {"host-0", "host-1", "host-2"}
+def test_a_replica_never_spans_hosts_enough_in_total_is_no_fitting_layout() -> None:
+    pool = shared(hosts(4, 4, 4, 4))
+    first = admit_pool(pool, [want("a", 2), want("b", 2)])
+    result = admit_pool(pool, [want("a", 2), want("b", 2), want("wide", 8)], previous_of(first))
+    decision = result.workloads[("project-a", "wide")]
+    assert decision.action is WorkloadAction.PENDING and decision.reason is Reason.NO_FITTING_LAYOUT
+    assert decision.message == (
+        "needs 8 NVIDIA-A100 GPUs on one host per replica; 12 free in pool shared-a100, at most 4 on one "
+        "host (host-1); no host of pool shared-a100 has 8 NVIDIA-A100 GPUs (the largest has 4: host-0): "
+        "frees when the pool grows by a host with 8"
+    )
+    assert decision.gpus == () and decision.position == 1
+
+
+def test_no_fitting_layout_names_the_largest_free_block_and_its_host() -> None:
+    pool = shared(hosts(8, 8, 8, 4, prefix="gpu-a100"))
+    held = [
+        PreviousAdmission(("project-a", f"w{h}"), tuple(GpuRef(f"uid-gpu-a100-{h}", i) for i in range(used)))
+        for h, used in ((0, 4), (1, 5), (2, 6), (3, 1))
+    ]
+    requests = [want(f"w{h}", used) for h, used in ((0, 4), (1, 5), (2, 6), (3, 1))] + [want("big", 8)]
+    decision = admit_pool(pool, requests, held).workloads[("project-a", "big")]
+    assert decision.reason is Reason.NO_FITTING_LAYOUT
+    assert decision.message == (
+        "needs 8 NVIDIA-A100 GPUs on one host per replica; 12 free in pool shared-a100, at most 4 on one "
+        "host (gpu-a100-0)"
+    )
 
 
 def test_binding_takes_the_host_that_fits_best_then_by_host_name() -> None:
@@ -193,7 +225,7 @@ def test_a_pool_that_is_not_ready_keeps_admitted_workloads_and_makes_new_ones_wa
 
 def test_capacity_counts_total_admitted_and_free_per_family() -> None:
     pool = shared(hosts(8, 8), hosts(4, family=H100, prefix="h"))
-    result = admit_pool(pool, [want("a", 10), want("h", 1, family=H100)])
+    result = admit_pool(pool, [want("a", 6), want("b", 4), want("h", 1, family=H100)])
     capacity = {f: (c.total, c.admitted, c.free) for f, c in result.capacity.items()}
     assert capacity == {"NVIDIA-A100": (16, 10, 6), "NVIDIA-H100": (4, 1, 3)}
 

@@ -34,14 +34,28 @@ class OneInstancePerGpu:
     def release(self, key: WorkloadKey) -> None:
         self.held.pop(key, None)
 
+    def checkpoint(self) -> object:
+        return dict(self.held)
+
+    def rollback(self, state: object) -> None:
+        assert isinstance(state, dict)
+        self.held = dict(state)
+
     def place(
-        self, key: WorkloadKey, requests: Sequence[MigRequest], whole_free: Sequence[GpuUnit]
+        self,
+        key: WorkloadKey,
+        requests: Sequence[MigRequest],
+        whole_free: Sequence[GpuUnit],
+        hosts: Sequence[str] | None = None,
     ) -> MigPlacement | MigRefusal:
         need = sum(r.count for r in requests)
-        if need > len(whole_free):
-            return MigRefusal(Reason.POOL_CAPACITY_EXCEEDED, f"needs {need} MIG GPUs, {len(whole_free)} free")
+        usable = [u for u in whole_free if hosts is None or u.host_uid in hosts]
+        on_one = [[u for u in usable if u.host_uid == h] for h in (hosts or [u.host_uid for u in usable])]
+        fitting = [group for group in on_one if len(group) >= need]
+        if not fitting:
+            return MigRefusal(Reason.POOL_CAPACITY_EXCEEDED, f"needs {need} MIG GPUs, {len(usable)} free")
         profiles = [r.profile for r in requests for _ in range(r.count)]
-        chosen = whole_free[:need]
+        chosen = fitting[0][:need]
         instances = tuple(
             MigInstance(u.host_uid, u.index, p, 0) for u, p in zip(chosen, profiles, strict=True)
         )
@@ -69,7 +83,8 @@ def test_a_refused_mig_placement_rolls_back_the_whole_gpus_of_the_same_workload(
     both = want("both", 3, mig=[MigRequest(A100, "1g.10gb", 2)])  # 3 whole leave 1 GPU for 2 instances
     result = admit_pool(pool, [both, want("later", 4)], (), OneInstancePerGpu())
     assert actions(result) == {"both": "pending", "later": "admit"}
-    assert result.workloads[("project-a", "both")].message == "needs 2 MIG GPUs, 1 free"
+    # Tried again at the end of the pass, its whole GPUs are what is short now.
+    assert result.workloads[("project-a", "both")].message.startswith("needs 3 NVIDIA-A100 GPUs, 0 free")
 
 
 def test_held_mig_instances_stay_admitted_on_the_next_pass() -> None:

@@ -1,4 +1,5 @@
-"""Invariants of admission over generated pools and workloads (hypothesis)."""
+"""Invariants of admission over generated pools and workloads with replicas (hypothesis): no replica
+spans hosts, no GPU is bound twice, the result does not depend on file order, admissions are sticky."""
 
 from __future__ import annotations
 
@@ -41,13 +42,20 @@ def workloads(draw: st.DrawFn) -> list[WorkloadRequest]:
     names = draw(st.lists(st.sampled_from("abcdefghijkl"), unique=True, max_size=10))
     out = []
     for name in names:
-        whole = draw(st.dictionaries(st.sampled_from(FAMILIES), st.integers(1, 10), min_size=1, max_size=2))
+        # Mostly one family (a replica of two families fits no host: it stays pending).
+        families = 2 if draw(st.integers(0, 9)) == 0 else 1
+        whole = draw(
+            st.dictionaries(
+                st.sampled_from(FAMILIES), st.integers(1, 8), min_size=families, max_size=families
+            )
+        )
         out.append(
             WorkloadRequest(
                 (draw(st.sampled_from(["ns", "other"])), name),
                 priority=draw(st.integers(-1, 2)),
                 whole=whole,
                 suspended=draw(st.integers(0, 5)) == 0,
+                replicas=draw(st.sampled_from([1, 1, 1, 2, 3])),
             )
         )
     return out
@@ -55,6 +63,18 @@ def workloads(draw: st.DrawFn) -> list[WorkloadRequest]:
 
 def holdings(result: PoolAdmission) -> list[tuple[str, int]]:
     return [(u.host_uid, u.index) for d in result.workloads.values() for u in d.gpus]
+
+
+def fits_free(pool: PoolState, result: PoolAdmission, request: WorkloadRequest) -> bool:
+    """Whether every replica of a one-family whole-GPU request fits the GPUs the pass leaves free."""
+    if len(request.whole) != 1:
+        return False
+    family, per = next(iter(request.whole.items()))
+    taken = set(holdings(result))
+    free: Counter[str] = Counter(
+        u.host_uid for u in pool.gpus if u.family == family and (u.host_uid, u.index) not in taken
+    )
+    return sum(n // per for n in free.values()) >= request.replicas
 
 
 def check_invariants(pool: PoolState, requests: list[WorkloadRequest], result: PoolAdmission) -> None:
@@ -70,16 +90,24 @@ def check_invariants(pool: PoolState, requests: list[WorkloadRequest], result: P
     by_key = {r.key: r for r in requests}
     for key, decision in result.workloads.items():
         request = by_key.get(key)
+        for binding in decision.bound():
+            # A replica never spans hosts: one binding per replica.
+            assert [b.replica for b in decision.bound()].count(binding.replica) == 1
         if decision.action in HOLDING:
             assert request is not None
-            assert decision.gpu_counts() == {str(f): n for f, n in sorted(request.whole.items())}
-        if decision.action is WorkloadAction.PENDING and decision.reason is Reason.POOL_CAPACITY_EXCEEDED:
-            # No GPU idles while a workload that would fit it waits.
+            assert decision.gpu_counts() == {str(f): n for f, n in sorted(request.total_whole().items())}
+            assert sorted(b.replica for b in decision.bound()) == list(range(request.replicas))
+            assert all(len(b.gpus) == sum(request.whole.values()) for b in decision.bound())
+        if decision.action is WorkloadAction.PENDING and decision.reason in (
+            Reason.POOL_CAPACITY_EXCEEDED,
+            Reason.NO_FITTING_LAYOUT,
+        ):
+            # No GPU idles while a workload that would fit it waits: its replicas do not fit what is free.
             assert request is not None
-            assert any(
-                result.capacity.get(f) is None or result.capacity[f].free < n
-                for f, n in request.whole.items()
-            )
+            assert not fits_free(pool, result, request)
+        assert (decision.position is not None) == (decision.action is WorkloadAction.PENDING)
+    positions = sorted(d.position for d in result.workloads.values() if d.position is not None)
+    assert positions == list(range(1, len(positions) + 1))
     if pool.mode == "dedicated":
         assert sum(bool(d.gpus) or d.action in HOLDING for d in result.workloads.values()) <= 1
 

@@ -329,10 +329,14 @@ def test_plan_json_has_pools_and_workloads_in_the_section_8_shape() -> None:
         "action": "admit",
         "reason": "Admitted",
         "message": serve["message"],
+        "replicas": 1,
         "gpus": {H100: 2},
         "mig": [],
+        "bound": [{"replica": 0, "host": "g", "gpus": [0, 1]}],
+        "position": None,
     }
     assert (sweep["action"], sweep["reason"], sweep["gpus"]) == ("pending", "PoolCapacityExceeded", {})
+    assert (sweep["bound"], sweep["position"]) == ([], 1)
 
 
 def test_plan_json_has_empty_pool_and_workload_lists_without_pools() -> None:

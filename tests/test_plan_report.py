@@ -160,6 +160,30 @@ def test_free_capacity_is_one_line_after_the_summary() -> None:
     )
 
 
+def test_workloads_show_each_replicas_host_and_a_pending_ones_place_in_the_queue() -> None:
+    plan: dict[str, Any] = {
+        "revision": "b" * 40,
+        "platforms": [],
+        "pools": [],
+        "workloads": [
+            {"namespace": "p", "name": "serve", "pool": "shared", "action": "admit", "reason": "Admitted",
+             "message": "admitted", "replicas": 2, "gpus": {"NVIDIA-A100": 4}, "mig": [], "position": None,
+             "bound": [{"replica": 0, "host": "uid-1", "gpus": [0, 1]},
+                       {"replica": 1, "host": "uid-2", "gpus": [4, 5]}]},
+            {"namespace": "p", "name": "train", "pool": "shared", "action": "pending",
+             "reason": "NoFittingLayout", "message": "needs 8", "replicas": 1, "gpus": {}, "mig": [],
+             "bound": [], "position": 2},
+        ],
+        "diagnostics": [],
+    }  # fmt: skip
+    names = {"uid-1": "gpu-a100-01", "uid-2": "gpu-a100-02"}
+    text = render_text(plan, names)
+    assert "replica 0: gpu-a100-01/gpu0,1; replica 1: gpu-a100-02/gpu4,5" in text
+    assert "NoFittingLayout (#2 in queue): needs 8" in text
+    markdown = render_markdown(plan, names)
+    assert "replica 1: gpu-a100-02/gpu4,5" in markdown and "(#2 in queue)" in markdown
+
+
 HOSTILE = (
     "![x](https://evil.example/p.png) <img src=x onerror=alert(1)> [click](http://evil.example) "
     "**bold** _it_ ~~gone~~ www.evil.example mail@evil.example &lt;b&gt; `tick` | pipe \\ back\nnext"

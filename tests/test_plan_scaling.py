@@ -137,28 +137,30 @@ def test_subjects_describe_the_pool_as_the_decision_needs_it() -> None:
         pool("shared", {H100: 12}, scaling_policy="gpu-autoscale"),
         policy(),
         ai_workload("small", "shared", {H100: 6}),
-        ai_workload("big", "shared", {H100: 10}),
+        ai_workload("big", "shared", {H100: 8}),
     )
     plan = make_plan(state, inventory(machines), clusters)
     actions = {w.name: (w.action, w.reason) for w in plan.workloads}
-    assert actions["big"][0] is WorkloadAction.ADMIT  # first by name, 10 of 12
+    assert actions["big"][0] is WorkloadAction.ADMIT  # first by name, 8 of 12 on host a
     assert actions["small"] == (WorkloadAction.PENDING, Reason.POOL_CAPACITY_EXCEEDED)
     (subject,) = scaling_subjects(state, plan, {}, NOW, pending_since={(NS, "small"): NOW - 600})
     assert subject.cluster == "project-a-shared" and subject.policy_name == "gpu-autoscale"
     assert [h.name for h in subject.view.workers] == ["a", "d"]
     assert [h.name for h in subject.view.free] == ["b", "c"]  # not x: another architecture
-    assert subject.view.admitted == {H100: 10}
+    assert subject.view.admitted == {H100: 8}
     bound = {h.name: h.bound_gpus for h in subject.view.workers}
-    assert sum(bound.values()) == 10
-    # 6 needed, 2 free: 4 short since it started pending
-    assert [(p.workload, p.gpus, p.since) for p in subject.pending] == [("project-a/small", 4, NOW - 600)]
+    assert sum(bound.values()) == 8
+    # 6 needed on one host, 4 free on d: a new host must bring all 6, since it started pending
+    pending = [(p.workload, p.gpus, p.since, p.per_host) for p in subject.pending]
+    assert pending == [("project-a/small", 6, NOW - 600, 6)]
     fits = subject.fits_without
     assert fits is not None
     assert [fits(h) for h in ("a", "d")] == [bound["a"] == 0, bound["d"] == 0]
     d = decide(
         subject.policy, Samples(gpu=series(Metric.GPU, 50.0)), subject.view, None, subject.pending, NOW
     )
-    assert (d.direction, d.host and d.host.name) == (Direction.UP, "c")  # the smallest host covering 4
+    # c (4 GPUs) would cover the 2 short but cannot hold the 6-GPU replica: b
+    assert (d.direction, d.host and d.host.name) == (Direction.UP, "b")
 
 
 def test_pool_being_created_or_without_policy_has_no_subject() -> None:

@@ -130,10 +130,18 @@ def test_demand_younger_than_scale_up_duration_waits() -> None:
     assert d.direction is Direction.NONE
 
 
-def test_demand_larger_than_any_host_adds_the_largest_that_fits() -> None:
+def test_demand_no_single_host_would_admit_adds_nothing_but_the_next_waiting_workload_may_grow() -> None:
     free = (gpu_host("f2", 2), gpu_host("f4", 4))
     waiting = [PendingDemand("project-a/big", A100, 12, since=NOW - 900)]
-    assert decide(spec(), Samples(gpu=MILD), pool(free=free), None, waiting, NOW).host == free[1]
+    d = decide(spec(), Samples(gpu=MILD), pool(free=free), None, waiting, NOW)
+    assert (d.direction, d.host, d.reason) == (Direction.NONE, None, ScalingReason.NO_CANDIDATE)
+    assert d.message == (
+        "no free NVIDIA-A100 host with at least 12 GPUs to add to shared-a100: one more host would not let "
+        "project-a/big be admitted"
+    )
+    later = [*waiting, PendingDemand("project-a/small", A100, 3, since=NOW - 600, per_host=3)]
+    grown = decide(spec(), Samples(gpu=MILD), pool(free=free), None, later, NOW)
+    assert (grown.direction, grown.host) == (Direction.UP, free[1])
 
 
 def test_demand_scales_up_even_when_prometheus_is_unreachable() -> None:

@@ -55,8 +55,6 @@ HOT = PoolView(
 COLD = PoolView("pool-cold", "pool-cold", (gpu_host("cold-1", 4, cpus=32),), (), {})
 
 
-
-
 def settled(client: PrometheusClient, pool: PoolView, timeout: float = 40.0) -> tuple[Samples, float]:
     """Samples once both windows are full (the first scrapes need a few seconds)."""
     deadline = time.monotonic() + timeout

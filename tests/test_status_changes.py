@@ -314,3 +314,16 @@ def test_a_new_pool_line_says_what_it_admitted_without_noise() -> None:
         "ComputePool ns/p: new -> Running (Provisioned: cluster up); admitted +ns/a; "
         "NVIDIA-A100 4/8 GPUs admitted"
     )
+
+
+def test_a_pool_line_names_the_scaling_decision_as_the_status_file_records_it() -> None:
+    """``status.scaling.decision`` is a mapping in a pool's file: the line reads it, never prints it raw."""
+    from reconciler.status.changes import Change, pool_notes
+
+    decided = {"decision": "up", "reason": "ScaledUp", "message": "scaled up shared-a100 by 1 host"}
+    before = {"phase": "Running", "scaling": {"policy": "p", "decision": {"decision": "none", "reason": "-"}}}
+    after = {"phase": "Provisioning", "scaling": {"policy": "p", "decision": decided}}
+    path = "b/computepools/shared-a100.yaml"
+    notes = pool_notes(Change(path, "ComputePool", "b", "shared-a100", before, after))
+    assert "scaling up (ScaledUp): scaled up shared-a100 by 1 host" in notes
+    assert not any("{" in note for note in notes)

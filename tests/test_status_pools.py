@@ -160,3 +160,50 @@ def test_scaling_blocks_are_the_recorded_ones_not_the_plans_entry() -> None:
         ("ns", "scaled"): ("ns/computepools/scaled.yaml", record),
         ("ns", "broken"): ("ns/computepools/broken.yaml", "x"),
     }
+
+
+def test_each_replicas_host_and_gpus_are_recorded_and_read_back_for_stickiness() -> None:
+    from reconciler.placement.admission import PoolState, admit_pool
+    from reconciler.plan import WorkloadPlan as Entry
+    from tests._admission_support import hosts, want
+
+    pool = PoolState(("project-a", "shared-a100"), gpus=hosts(4, 4))
+    first = admit_pool(pool, [want("llm", 3, replicas=2)]).workloads[("project-a", "llm")]
+    entry = Entry(
+        "project-a", "llm", "AIWorkload", "shared-a100", first.action, first.reason, first.message,
+        first.gpus, first.mig, replicas=2, gpu_replicas=first.gpu_replicas,
+    )  # fmt: skip
+    doc = render(entry)
+    allocation = doc["status"]["allocation"]
+    assert allocation["replicas"] == 2 and allocation["gpus"] == {"NVIDIA-A100": 6}
+    assert {(b["replica"], b["hostName"]) for b in allocation["bound"]} == {(0, "host-0"), (1, "host-1")}
+    records = read_pool_records(parse_previous({"project-a/aiworkloads/llm.yaml": dump(doc)}))
+    (held,) = records.previous[("project-a", "shared-a100")]
+    assert held == first.previous()
+    again = admit_pool(pool, [want("llm", 3, replicas=2)], [held]).workloads[("project-a", "llm")]
+    assert (again.action, again.bound()) == (WorkloadAction.ADMITTED, first.bound())
+
+
+def test_an_old_status_file_without_replicas_reads_as_replica_zero() -> None:
+    doc = render(plan())
+    for item in doc["status"]["allocation"]["bound"] + doc["status"]["allocation"]["mig"]:
+        item.pop("replica")
+    doc["status"]["allocation"].pop("replicas")
+    records = read_pool_records(parse_previous({"project-a/aiworkloads/llm.yaml": dump(doc)}))
+    (held,) = records.previous[("project-a", "shared-a100")]
+    assert held.replica_of() == {GpuRef("uid-h1", 0): 0, GpuRef("uid-h1", 3): 0}
+    assert [i.replica for i in held.mig] == [0]
+
+
+def test_reconciler_status_shows_where_each_replica_is() -> None:
+    from reconciler.status.details import details
+    from reconciler.status.view import row_of
+
+    entry = plan(gpu_replicas=(0, 1), replicas=2, mig=(MigInstance("uid-h2", 1, "3g.40gb", 4, replica=1),))
+    row = row_of("project-a/aiworkloads/llm.yaml", dump(render(entry)))
+    assert row is not None
+    assert details(row, [row])[-3:] == [
+        "replica 0: whole GPUs: h1 GPU 0",
+        "replica 1: whole GPUs: h1 GPU 3",
+        "replica 1: MIG instance: uid-h2 GPU 1 3g.40gb@4",
+    ]

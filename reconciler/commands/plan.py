@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +42,14 @@ class PlanError(Exception):
 # --- inputs --------------------------------------------------------------------------------------
 
 
-def load_desired(repo: str, rev: str | None) -> DesiredState:
-    """The desired state of ``repo`` (a directory's files, or one git revision)."""
+def load_desired(
+    repo: str, rev: str | None, subtree: str = "", extra: Sequence[tuple[str, bytes]] = ()
+) -> DesiredState:
+    """The desired state of ``repo`` (a directory's files, or one git revision): under ``subtree``
+    (``--path``), with the what-if files ``extra`` added (``reconciler.source.overlay``)."""
+    from reconciler.source.directory import MissingSubtree
+    from reconciler.source.overlay import overlay
+
     path = Path(repo)
     if path.is_symlink():  # --repo is what the user named: follow it (links inside are never followed)
         path = path.resolve()
@@ -52,7 +58,10 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
         if not bare:
             from reconciler.source.directory import load_directory
 
-            return load_directory(path, revision=head)
+            try:
+                return load_directory(path, revision=head, subtree=subtree, extra=extra)
+            except MissingSubtree as exc:
+                raise PlanError(str(exc)) from None
     from reconciler.manifests import load_files
     from reconciler.model.diagnostics import Severity
     from reconciler.source.errors import SourceError
@@ -60,7 +69,7 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
 
     skipped: list[SkippedEntry] = []
     try:
-        sha, files = read_revision(repo, rev, skipped=skipped)
+        sha, files = read_revision(repo, rev, skipped=skipped, subtree=subtree)
     except SourceError as exc:
         if rev is not None:
             raise PlanError(str(exc)) from None
@@ -68,10 +77,10 @@ def load_desired(repo: str, rev: str | None) -> DesiredState:
         # main, the branch `run` follows by default: plan that before giving up.
         try:
             skipped.clear()
-            sha, files = read_revision(repo, "main", skipped=skipped)
+            sha, files = read_revision(repo, "main", skipped=skipped, subtree=subtree)
         except SourceError:
             raise PlanError(str(exc)) from None
-    desired = load_files(files, revision=sha)
+    desired = load_files(overlay(files, extra), revision=sha)
     desired.diagnostics.extend(s.to_diagnostic() for s in skipped)
     if any(s.severity is Severity.ERROR for s in skipped):
         desired.complete = False  # a skipped manifest may hold a resource: plan no deletion
@@ -211,7 +220,12 @@ class StatusBasis:
 
 
 def observe_status(
-    repo: str, rev: str | None, branch: str | None, status_branch: str
+    repo: str,
+    rev: str | None,
+    branch: str | None,
+    status_branch: str,
+    subtree: str = "",
+    extra: Sequence[tuple[str, bytes]] = (),
 ) -> tuple[DesiredState, Routing, dict[Target, Observed], StatusBasis]:
     """The desired state of ``rev`` (default: the config branch's head) routed as ``run`` routes it,
     each target observed as the status branch last recorded it (``inventory/*.json``).
@@ -252,7 +266,7 @@ def observe_status(
                     raise PlanError(
                         f"no config branch {name!r} in {redact(repo)}; name the revision with --rev"
                     )
-            desired = load_desired(status.location, rev)
+            desired = load_desired(status.location, rev, subtree, extra)
             basis = StatusBasis(status_branch, status.tip, recorded.revision)
     except GitError as exc:
         raise PlanError(f"cannot read the status branch {status_branch} of {redact(repo)}: {exc}") from None
@@ -302,6 +316,21 @@ def host_names(inventory: Inventory) -> dict[str, str]:
 # --- the command ---------------------------------------------------------------------------------
 
 
+def _files_options(
+    repo: str, subtree: str | None, what_if: Sequence[Path]
+) -> tuple[str, list[tuple[str, bytes]]]:
+    """``--path`` normalised and the ``--what-if`` files read (``reconciler.source.overlay``)."""
+    from reconciler.source.overlay import WhatIfError, read_what_if
+    from reconciler.source.select import SelectionError, normalize_subtree
+
+    try:
+        path = normalize_subtree(subtree)
+        checkout = Path(repo) if Path(repo).is_dir() else None
+        return path, read_what_if(what_if, checkout, path)
+    except (SelectionError, WhatIfError) as exc:
+        raise PlanError(str(exc)) from None
+
+
 def run(
     repo: str,
     rev: str | None,
@@ -315,8 +344,12 @@ def run(
     branch: str | None = None,
     changes_only: bool = False,
     prometheus: str | None = None,
+    subtree: str | None = None,
+    what_if: Sequence[Path] = (),
 ) -> int:
-    """Plan one pass and print it. Exit 0 all placeable, 1 some rejected or invalid, 2 on error."""
+    """Plan one pass and print it. Exit 0 all placeable, 1 some rejected or invalid, 2 on error.
+
+    ``subtree`` (``--path``) reads only that directory; ``what_if`` files are added to the revision."""
     if (inventory is not None) + (palette is not None) + from_status != 1:
         print("error: give exactly one of --inventory FILE, --palette URL or --from-status", file=sys.stderr)
         return EXIT_ERROR
@@ -325,12 +358,13 @@ def run(
         return EXIT_ERROR
     basis: StatusBasis | None = None
     try:
+        path, extra = _files_options(repo, subtree, what_if)
         if from_status:
             desired, routing, observed, basis = observe_status(
-                repo, rev, branch, status_branch or DEFAULT_STATUS_BRANCH
+                repo, rev, branch, status_branch or DEFAULT_STATUS_BRANCH, path, extra
             )
         else:
-            desired = load_desired(repo, rev)
+            desired = load_desired(repo, rev, path, extra)
             if inventory is not None:
                 url = snapshot_url(inventory)
                 snapshot = read_snapshot(inventory)

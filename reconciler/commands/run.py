@@ -36,6 +36,7 @@ from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector
 from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease, default_identity
 from reconciler.server import Server, ServerError, parse_listen, push_ref, webhook_secret_from_env
 from reconciler.source import GitError, watch_directory
+from reconciler.source.select import normalize_subtree
 
 STOP_DEADLINE_SECONDS: Final = 15.0
 """After the first signal the process is gone within this long, whatever is still in flight."""
@@ -174,10 +175,12 @@ def run(
     namespaces: str | None = None,
     shard: str | None = None,
     prometheus: str | None = None,
+    subtree: str | None = None,
 ) -> int:
     try:
         configure_logging(log_level)
         selector, shard = shard_options(namespaces, shard)
+        path = normalize_subtree(subtree)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -197,6 +200,7 @@ def run(
         unhealthy_after=unhealthy_after,
         namespaces=selector,
         shard=shard,
+        subtree=path,
     )
     if watch and not Path(repo).is_dir():
         print(f"error: --watch needs --repo to be a local directory, got {repo}", file=sys.stderr)

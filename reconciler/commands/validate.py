@@ -1,4 +1,9 @@
-"""``reconciler validate PATH [--format text|json|github]`` (DESIGN.md section 8)."""
+"""``reconciler validate PATH [--path DIR] [--format text|json|github]``.
+
+The files read are those of the file rule (``reconciler.source.select``): ``.yaml``/``.yml`` files, no
+dot path (``.github/``, ``.gitlab-ci.yml``), nothing the root's ``.reconcilerignore`` ignores, and only
+the subtree ``DIR`` of PATH with ``--path``. A file named as PATH is read whatever its name.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.source.directory import load_directory
+from reconciler.source.directory import MissingSubtree, load_directory
+from reconciler.source.select import SelectionError
 
 
 def _display_path(root: Path, file: str) -> str:
@@ -51,28 +57,32 @@ def _single_file(diag: Diagnostic) -> Diagnostic:
     return diag
 
 
-def run(path: Path, fmt: str) -> int:
-    """Validate every manifest under ``path``. Exit 0 when valid, 1 on errors, 2 when PATH is missing
-    (the diagnostic is still printed in the chosen format, so an annotation shows it)."""
+def run(path: Path, fmt: str, subtree: str | None = None) -> int:
+    """Validate every manifest under ``path`` (its ``subtree`` only, when given). Exit 0 when valid, 1 on
+    errors, 2 when PATH or the subtree is missing (the diagnostic is still printed in the chosen format,
+    so an annotation shows it)."""
     # The loaded data is acyclic and short-lived: cyclic garbage collection would only cost time. It
     # stays off until the data is gone: the first collection while it lives would walk all of it.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _run(path, fmt)
+        return _run(path, fmt, subtree)
     finally:
         if enabled:
             gc.enable()
 
 
-def _run(path: Path, fmt: str) -> int:
+def _run(path: Path, fmt: str, subtree: str | None) -> int:
     missing = not path.exists()
     if missing and not path.is_symlink():
         diagnostics = [Diagnostic(path.as_posix(), 0, 0, "no such file or directory")]
         resources = files = 0
     else:
-        # PATH itself is what the user named, so a link there is followed; links inside never are.
-        state = load_directory(path.resolve() if path.is_symlink() else path)
+        try:
+            # PATH itself is what the user named, so a link there is followed; links inside never are.
+            state = load_directory(path.resolve() if path.is_symlink() else path, subtree=subtree or "")
+        except (MissingSubtree, SelectionError) as exc:
+            return _unusable(path, str(exc), fmt)
         diagnostics = [
             Diagnostic(
                 file=_display_path(path, d.file),
@@ -114,3 +124,15 @@ def _run(path: Path, fmt: str) -> int:
     if missing:
         return 2
     return 1 if errors else 0
+
+
+def _unusable(path: Path, message: str, fmt: str) -> int:
+    """A ``--path`` that names no directory: exit 2, the reason printed in the chosen format."""
+    diag = Diagnostic(path.as_posix(), 0, 0, message)
+    if fmt == "json":
+        sys.stdout.write(json.dumps([diag.to_json()], indent=2) + "\n")
+    elif fmt == "github":
+        sys.stdout.write(format_github(diag, diag.file) + "\n")
+    else:
+        sys.stdout.write(format_text(diag, diag.file) + "\n")
+    return 2

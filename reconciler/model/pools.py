@@ -47,7 +47,8 @@ class MigRequest:
 class WorkloadRequest:
     """One tenant of a pool: what it asks for and whether it takes part in this pass.
 
-    ``whole`` counts whole GPUs per canonical family; ``mig`` lists MIG instances per (family, profile).
+    ``whole`` counts whole GPUs per canonical family and ``mig`` lists MIG instances per (family,
+    profile), both per replica: each of the ``replicas`` pods asks for that much on one host.
     ``removed`` marks a workload that left the repository or its pool (its previous admission is released).
     """
 
@@ -58,20 +59,25 @@ class WorkloadRequest:
     mig: tuple[MigRequest, ...] = ()
     suspended: bool = False
     removed: bool = False
+    replicas: int = 1
+
+    def total_whole(self) -> dict[GpuFamily, int]:
+        """Whole GPUs per family over all replicas."""
+        return {family: n * self.replicas for family, n in self.whole.items()}
 
     @property
     def label(self) -> str:
         return f"{self.key[0]}/{self.key[1]}"
 
     def limit_counts(self) -> dict[GpuFamily, int]:
-        """GPUs counted against ``gpuLimits`` per family: whole GPUs plus, for MIG instances, the sum of
-        their compute slices over the GPU's slices, rounded up (7 x 1g counts 1; one 3g counts 1). The
-        MIG rule is the catalogue's (``model.mig.family_gpu_equivalents``)."""
-        counts: dict[GpuFamily, int] = dict(self.whole)
+        """GPUs counted against ``gpuLimits`` per family, over all replicas: whole GPUs plus, for MIG
+        instances, the sum of their compute slices over the GPU's slices, rounded up (7 x 1g counts 1; one
+        3g counts 1). The MIG rule is the catalogue's (``model.mig.family_gpu_equivalents``)."""
+        counts: dict[GpuFamily, int] = self.total_whole()
         mig: dict[GpuFamily, dict[str, int]] = {}
         for request in self.mig:
             profiles = mig.setdefault(request.family, {})
-            profiles[request.profile] = profiles.get(request.profile, 0) + request.count
+            profiles[request.profile] = profiles.get(request.profile, 0) + request.count * self.replicas
         for family, profiles in mig.items():
             counts[family] = counts.get(family, 0) + family_gpu_equivalents(family, profiles)
         return counts
@@ -99,11 +105,12 @@ def workload_request(resource: AIWorkload | MLPlatform) -> WorkloadRequest:
             else:
                 mig[(family, entry.mig)] = mig.get((family, entry.mig), 0) + entry.count
         priority, suspend, kind = resource.spec.priority, resource.spec.suspend, "AIWorkload"
+        replicas = resource.spec.replicas
     else:
         for gpu in resource.spec.gpus:
             family = canonical_family(gpu.family)
             whole[family] = whole.get(family, 0) + gpu.count
-        priority, suspend, kind = 0, resource.spec.suspend, "MLPlatform"
+        priority, suspend, kind, replicas = resource.spec.priority, resource.spec.suspend, "MLPlatform", 1
     return WorkloadRequest(
         key=key,
         kind=kind,
@@ -111,6 +118,7 @@ def workload_request(resource: AIWorkload | MLPlatform) -> WorkloadRequest:
         whole={f: n for f, n in sorted(whole.items()) if n > 0},
         mig=tuple(MigRequest(f, p, n) for (f, p), n in sorted(mig.items()) if n > 0),
         suspended=suspend,
+        replicas=replicas,
     )
 
 

@@ -139,6 +139,13 @@ class MLPlatformSpec(Strict):
     gpus: list[GpuRequest] = Field(default_factory=list)
     resource_groups: dict[str, str] = Field(default_factory=dict)
     edge: PlatformEdge | None = None
+    priority: int = Field(
+        default=0,
+        ge=-1_000_000_000,
+        le=1_000_000_000,
+        description="Higher is placed first when not every new platform fits (a shared platform: admitted "
+        "first into its pool). A placed platform is never moved for a higher one.",
+    )
     suspend: bool = False
 
 
@@ -286,7 +293,15 @@ class WorkloadGpuRequest(Strict):
 class AIWorkloadSpec(Strict):
     compute_pool_ref: LocalRef
     workload_profile_ref: LocalRef | None = None
-    gpus: list[WorkloadGpuRequest] = Field(default_factory=list)
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=100_000,
+        description="How many pods of this shape it runs; each replica's GPUs are bound on one host.",
+    )
+    gpus: list[WorkloadGpuRequest] = Field(
+        default_factory=list, description="Per replica: whole GPUs and MIG instances of one pod."
+    )
     priority: int = Field(
         default=0, ge=-1_000_000_000, le=1_000_000_000, description="Higher is admitted first."
     )

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
 
@@ -27,7 +27,6 @@ from reconciler.model.observed import (
     ClusterState,
     ManagedCluster,
 )
-from reconciler.palette.errors import NotFoundError
 from reconciler.resolve import Target, in_scope
 
 PROFILE_TYPES = ("infra", "add-on", "full")  # cluster profile types of a snapshot's catalogue
@@ -233,27 +232,3 @@ def dump_snapshot(snapshot: Snapshot, path: Path) -> None:
         return
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     target.write_text(yaml.dump(data, Dumper=dumper, sort_keys=False), encoding="utf-8")
-
-
-class CloudConfigReader(Protocol):
-    def get_cloud_config(self, config_uid: str) -> dict[str, Any]: ...
-
-
-def read_cloud_configs(
-    client: CloudConfigReader, clusters: Iterable[Mapping[str, Any]]
-) -> dict[str, Mapping[str, Any]]:
-    """Cluster uid -> cloud config of every managed cluster in ``clusters`` (one GET each). Read only when
-    some host's answer was unreadable (:func:`doubtful_clusters`); a cluster whose config is gone (404) is
-    left out, and stays held while the doubt lasts."""
-    configs: dict[str, Mapping[str, Any]] = {}
-    for cluster in clusters:
-        labels = _get(cluster, "metadata", "labels")
-        uid, config_uid = _get(cluster, "metadata", "uid"), cluster_config_uid(cluster)
-        managed = isinstance(labels, Mapping) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
-        if not managed or not uid or not config_uid:
-            continue
-        try:
-            configs[str(uid)] = client.get_cloud_config(config_uid)
-        except NotFoundError:
-            continue
-    return configs

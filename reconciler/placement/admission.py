@@ -2,29 +2,35 @@
 
 ``admit_pool(pool, workloads, previous)`` decides, for every tenant of the pool, one of ``admit`` (admitted
 by this pass), ``admitted`` (kept), ``pending``, ``remove``, ``rejected`` or ``suspended``, and names the
-GPUs bound to it; and counts the pool's capacity per family. The rules, in the order they apply:
+GPUs bound to each of its replicas; and counts the pool's capacity per family. The rules, in the order
+they apply:
 
 1. A workload that left the pool (``removed``, or a previous admission whose workload is gone) is
    ``remove``; a suspended one is ``suspended``. Both free their GPUs for the others in the same pass.
-2. Sticky: a workload admitted before whose request is unchanged and whose GPUs the pool still has is
-   ``admitted`` on the same GPUs, whatever arrives (never pre-empted).
+2. Sticky: a workload admitted before whose request is unchanged, whose every replica is bound on one
+   host, and whose GPUs the pool still has is ``admitted`` on the same GPUs, whatever arrives (never
+   pre-empted).
 3. A MIG request to a pool with ``mig.strategy: none`` (or without a MIG planner) is ``rejected``
    ``MIGUnsupported``; a request above the ComputeProfile's ``gpuLimits`` is ``GPULimitExceeded``.
 4. A dedicated pool belongs to its admitted workload, else to the first eligible one in order; every other
    tenant is ``rejected`` ``PoolDedicated``.
 5. Admitted workloads whose request changed or whose pool lost some of their GPUs are re-bound first
-   (they are running), offered their own GPUs before any other. A changed one that no longer fits keeps
-   its previous GPUs (``pending``, nothing running is taken away); one whose GPUs are gone is released.
+   (they are running), offered their own hosts and GPUs before any other. A changed one that no longer
+   fits keeps its previous GPUs (``pending``, nothing running is taken away); one whose GPUs are gone is
+   released.
 6. New workloads one by one in order (priority high first, then namespace, then name), each all or
-   nothing: every GPU it asks for bound to a concrete GPU, or ``pending``. A later workload that fits is
-   admitted past a pending one (no head-of-line blocking).
+   nothing: every replica's whole GPUs and MIG instances bound on ONE host (a pod cannot span machines;
+   replicas may share a host), whole GPUs only to GPUs not in MIG mode, or ``pending``. A later workload
+   that fits is admitted past a pending one (no head-of-line blocking).
 
-Binding (a decision the design leaves open): a workload's GPUs of one family go to the single host with
-the fewest free GPUs that still holds them all (best fit, so large holes stay for large requests); when
-no host does, hosts with the most free GPUs are filled first (the fewest hosts), then the remainder is
-best-fitted. Ties break by host name, then GPU index. Because GPUs are only ever taken during a pass,
-a pending workload never fits into what is free at its end: no GPU idles while a workload that fits it
-waits.
+Binding (``placement.binding``): a replica goes to the host with the fewest free GPUs of its family that
+still holds it (best fit, so large free blocks stay whole for later multi-GPU replicas); ties by host
+name, then GPU index. A replica with MIG instances goes to the first such host where the MIG planner
+also places its instances; a replica of MIG instances only goes where the planner places them best.
+Pending is ``PoolCapacityExceeded`` when the pool has too few free GPUs in total, ``NoFittingLayout``
+when it has enough but no host holds a replica (the message names the largest free block and its host).
+Each pending workload gets its 1-based ``position`` among the pool's pending workloads in the order
+they were considered.
 """
 
 from __future__ import annotations
@@ -34,63 +40,51 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
 
-from reconciler.inventory import Machine, family_from_model
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import GpuFamily
-from reconciler.model.mig import catalogue_entry, memory_bytes_of
 from reconciler.model.pools import MigRequest, PoolKey, WorkloadKey, WorkloadRequest
+from reconciler.placement.binding import FreeGpus
+from reconciler.placement.shortfall import Shortfall
+from reconciler.placement.units import GpuRef, GpuUnit, MigInstance, gpu_units
+
+__all__ = [
+    "FamilyCapacity",
+    "GpuRef",
+    "GpuUnit",
+    "MigInstance",
+    "MigPlacement",
+    "MigPlanner",
+    "MigRefusal",
+    "PoolAdmission",
+    "PoolState",
+    "PreviousAdmission",
+    "PreviousAdmissions",
+    "ReplicaBinding",
+    "WorkloadAction",
+    "WorkloadAdmission",
+    "admit_pool",
+    "gpu_units",
+]
 
 # --- inputs ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class GpuRef:
-    """One physical GPU: the host's uid and the GPU's device index on it."""
-
-    host_uid: str
-    index: int
-
-
-@dataclass(frozen=True, slots=True)
-class GpuUnit:
-    """A GPU of the pool as a unit of binding (the MIG planner also reads its model and memory)."""
-
-    host_uid: str
-    host_name: str
-    index: int
-    family: GpuFamily
-    mig_capable: bool = False
-    model: str | None = None
-    memory_bytes: int | None = None
-
-    @property
-    def ref(self) -> GpuRef:
-        return GpuRef(self.host_uid, self.index)
-
-    @property
-    def order(self) -> tuple[str, str, int]:
-        return (self.host_name, self.host_uid, self.index)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class MigInstance:
-    """A MIG instance bound to a workload: host, GPU index, profile and start slice."""
-
-    host_uid: str
-    gpu: int
-    profile: str
-    start: int
 
 
 @dataclass(frozen=True, slots=True)
 class PreviousAdmission:
     """What the status branch says a workload held after the last pass that admitted it. ``kind``
-    (AIWorkload or MLPlatform) names the workload's kind when the plan cannot read it (it is gone)."""
+    (AIWorkload or MLPlatform) names the workload's kind when the plan cannot read it (it is gone).
+    ``gpu_replicas``: the replica of each of ``gpus`` (same order); empty means replica 0 for all (a
+    status file written before replicas existed)."""
 
     key: WorkloadKey
     gpus: tuple[GpuRef, ...] = ()
     mig: tuple[MigInstance, ...] = ()
     kind: str = "AIWorkload"
+    gpu_replicas: tuple[int, ...] = ()
+
+    def replica_of(self) -> dict[GpuRef, int]:
+        replicas = self.gpu_replicas if len(self.gpu_replicas) == len(self.gpus) else (0,) * len(self.gpus)
+        return dict(zip(self.gpus, replicas, strict=True))
 
 
 # What the caller read from the status branch: per pool, the admissions its workloads held after the last
@@ -118,59 +112,6 @@ class PoolState:
     @property
     def label(self) -> str:
         return self.key[1]
-
-
-def gpu_units(machines: Iterable[Machine]) -> tuple[GpuUnit, ...]:
-    """The GPUs of a pool's hosts, one unit per device index (0 .. gpu_count-1), in binding order.
-
-    Whole-GPU binding and MIG share these units. Device indices follow the agent's GPU entries in the
-    order reported; a GPU is MIG-capable when the agent says ``migCapable: true`` and its family and
-    memory are in the MIG catalogue (DESIGN.md section 10). A host whose agent reports GPUs of another
-    family, GPUs without a model or fewer GPUs than are placed gets no MIG: which device index is which
-    GPU is then unknown, and a mig-parted config addresses GPUs by index.
-    """
-    return tuple(sorted((u for m in machines for u in _host_units(m)), key=lambda u: u.order))
-
-
-def _host_units(machine: Machine) -> list[GpuUnit]:
-    family = machine.gpu_family
-    if family is None:
-        return []
-    devices = [d for d in machine.gpu_devices if d.count > 0]
-    known = all(family_from_model(d.vendor, d.model) == family for d in devices)
-    per_index = [d for d in devices for _ in range(d.count)] if known else []
-    if len(per_index) != machine.gpu_count:
-        per_index = []
-    units: list[GpuUnit] = []
-    for i in range(machine.gpu_count):
-        device = per_index[i] if per_index else None
-        memory = machine.gpu_memory_bytes
-        capable = False
-        if device is not None:
-            memory = _device_memory(device.memory) or memory
-            capable = catalogue_entry(family, memory, mig_capable=device.mig_capable) is not None
-        units.append(
-            GpuUnit(
-                machine.uid,
-                machine.name,
-                i,
-                family,
-                mig_capable=capable,
-                model=device.model if device is not None else None,
-                memory_bytes=memory,
-            )
-        )
-    return units
-
-
-def _device_memory(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        size = memory_bytes_of(text)
-    except (ValueError, OverflowError):
-        return None
-    return size if size > 0 else None
 
 
 # --- the MIG seam ----------------------------------------------------------------------------------------
@@ -201,9 +142,22 @@ class MigPlanner(Protocol):
         ...
 
     def place(
-        self, key: WorkloadKey, requests: Sequence[MigRequest], whole_free: Sequence[GpuUnit]
+        self,
+        key: WorkloadKey,
+        requests: Sequence[MigRequest],
+        whole_free: Sequence[GpuUnit],
+        hosts: Sequence[str] | None = None,
     ) -> MigPlacement | MigRefusal:
-        """Bind every requested instance at once, switching GPUs of ``whole_free`` to MIG mode if needed."""
+        """Bind every requested instance at once, switching GPUs of ``whole_free`` to MIG mode if needed.
+        ``hosts`` (uids, in order of preference): all the instances on ONE of them (one replica)."""
+        ...
+
+    def checkpoint(self) -> object:
+        """The planner's state, to :meth:`rollback` to when a later replica of the workload fails."""
+        ...
+
+    def rollback(self, state: object) -> None:
+        """Back to a :meth:`checkpoint` (every placement since is undone)."""
         ...
 
     def mig_mode(self) -> frozenset[GpuRef]:
@@ -226,9 +180,34 @@ class WorkloadAction(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaBinding:
+    """Where one replica's whole GPUs are: one host and the GPU indices on it."""
+
+    replica: int
+    host_uid: str
+    host_name: str
+    gpus: tuple[int, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"replica": self.replica, "host": self.host_uid, "gpus": list(self.gpus)}
+
+
+def replica_bindings(gpus: Sequence[GpuUnit], replicas: Sequence[int]) -> list[ReplicaBinding]:
+    """The whole GPUs of a workload grouped by replica and host (``replicas``: the replica of each GPU,
+    empty for all replica 0), by replica then host name."""
+    of = replicas if len(replicas) == len(gpus) else (0,) * len(gpus)
+    groups: dict[tuple[int, str, str], list[int]] = {}
+    for unit, replica in zip(gpus, of, strict=True):
+        groups.setdefault((replica, unit.host_name, unit.host_uid), []).append(unit.index)
+    return [ReplicaBinding(r, uid, name, tuple(sorted(ix))) for (r, name, uid), ix in sorted(groups.items())]
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadAdmission:
     """The decision for one workload. ``gpus`` are the whole GPUs bound to it after this pass (a pending or
-    rejected workload that changed keeps its previous ones); ``mig`` its MIG instances."""
+    rejected workload that changed keeps its previous ones), ``gpu_replicas`` the replica of each (same
+    order); ``mig`` its MIG instances. ``replicas``: how many it asks for; ``position``: its 1-based
+    place among the pool's pending workloads (None when it is not pending)."""
 
     key: WorkloadKey
     pool: PoolKey
@@ -237,6 +216,16 @@ class WorkloadAdmission:
     message: str
     gpus: tuple[GpuUnit, ...] = ()
     mig: tuple[MigInstance, ...] = ()
+    gpu_replicas: tuple[int, ...] = ()
+    replicas: int = 1
+    position: int | None = None
+
+    def bound(self) -> list[ReplicaBinding]:
+        return replica_bindings(self.gpus, self.gpu_replicas)
+
+    def previous(self, kind: str = "AIWorkload") -> PreviousAdmission:
+        """What the status branch records of this decision, as the next pass reads it back."""
+        return PreviousAdmission(self.key, tuple(u.ref for u in self.gpus), self.mig, kind, self.gpu_replicas)
 
     def gpu_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -274,74 +263,6 @@ def _plural(n: int, what: str) -> str:
     return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
-class _Free:
-    """Free whole GPUs of the pool per family and host, and who holds the others."""
-
-    def __init__(self, units: Sequence[GpuUnit]) -> None:
-        self.units = {u.ref: u for u in units}
-        self.by_family: dict[GpuFamily, dict[str, list[GpuUnit]]] = {}
-        for unit in sorted(units, key=lambda u: u.order):
-            self.by_family.setdefault(unit.family, {}).setdefault(unit.host_uid, []).append(unit)
-        self.holder: dict[GpuRef, WorkloadKey] = {}
-        self.mig_mode: set[GpuRef] = set()
-        self.free_n: dict[GpuFamily, int] = {}
-        for unit in units:
-            self.free_n[unit.family] = self.free_n.get(unit.family, 0) + 1
-
-    def count(self, family: GpuFamily) -> int:
-        return self.free_n.get(family, 0)
-
-    def take(self, units: Iterable[GpuUnit], key: WorkloadKey) -> None:
-        for unit in units:
-            self.by_family[unit.family][unit.host_uid].remove(unit)
-            self.free_n[unit.family] -= 1
-            self.holder[unit.ref] = key
-
-    def give_back(self, units: Iterable[GpuUnit]) -> None:
-        for unit in units:
-            if self.holder.pop(unit.ref, None) is None:
-                continue
-            hosts = self.by_family.setdefault(unit.family, {})
-            free = hosts.setdefault(unit.host_uid, [])
-            free.append(unit)
-            free.sort(key=lambda u: u.index)
-            self.free_n[unit.family] = self.free_n.get(unit.family, 0) + 1
-
-    def to_mig(self, refs: Iterable[GpuRef]) -> None:
-        for ref in refs:
-            unit = self.units.get(ref)
-            if unit is None or ref in self.mig_mode:
-                continue
-            self.mig_mode.add(ref)
-            if ref not in self.holder:
-                self.by_family[unit.family][unit.host_uid].remove(unit)
-                self.free_n[unit.family] -= 1
-
-    def choose(self, family: GpuFamily, n: int) -> list[GpuUnit] | None:
-        """``n`` free GPUs of ``family``: best-fit host, else fewest hosts (see the module docstring)."""
-        if self.count(family) < n:
-            return None
-        hosts = self.by_family[family]
-        sizes = [(len(v), v[0].host_name, h) for h, v in hosts.items() if v]
-        chosen: list[GpuUnit] = []
-        remaining = n
-        while remaining > 0:
-            fits = [t for t in sizes if t[0] >= remaining]
-            if fits:
-                chosen.extend(hosts[min(fits)[2]][:remaining])
-                break
-            most = min(sizes, key=lambda t: (-t[0], t[1], t[2]))
-            sizes.remove(most)
-            chosen.extend(hosts[most[2]])
-            remaining = n - len(chosen)
-        return chosen
-
-    def free_units(self) -> list[GpuUnit]:
-        return sorted(
-            (u for hosts in self.by_family.values() for v in hosts.values() for u in v), key=lambda u: u.order
-        )
-
-
 @dataclass
 class _Held:
     """A previously admitted workload's standing at the start of the pass."""
@@ -349,7 +270,12 @@ class _Held:
     previous: PreviousAdmission
     units: list[GpuUnit]  # its previous GPUs the pool still has
     intact: bool  # every previous GPU (and MIG instance) is still there
-    same: bool  # its request is what its GPUs and instances cover
+    same: bool  # its request is what its GPUs and instances cover, each replica on one host
+    replica_of: dict[GpuRef, int] = field(default_factory=dict)
+
+
+# A binding: the whole GPUs with their replica, and the MIG instances (with their replica).
+_Bound = tuple[list[tuple[int, GpuUnit]], tuple[MigInstance, ...]]
 
 
 def admit_pool(
@@ -372,12 +298,12 @@ class _Pass:
     ) -> None:
         self.pool = pool
         self.planner = planner
-        self.free = _Free(pool.gpus)
+        self.free = FreeGpus(pool.gpus)
         self.requests = sorted(workloads, key=_order)
         self.previous = {p.key: p for p in sorted(previous, key=lambda p: p.key)}
         self.decisions: dict[WorkloadKey, WorkloadAdmission] = {}
         self.pending: list[tuple[WorkloadRequest, _Held | None, Reason]] = []
-        self.mig_refusals: dict[WorkloadKey, str] = {}
+        self.mig_refusals: dict[WorkloadKey, MigRefusal] = {}
 
     # -- helpers --
 
@@ -387,38 +313,56 @@ class _Pass:
         action: WorkloadAction,
         reason: Reason | None,
         message: str,
-        units: Iterable[GpuUnit] = (),
+        bound: Iterable[tuple[int, GpuUnit]] = (),
         mig: tuple[MigInstance, ...] = (),
+        replicas: int = 1,
     ) -> None:
+        ordered = sorted(bound, key=lambda b: b[1].order)
         self.decisions[request_key] = WorkloadAdmission(
             key=request_key,
             pool=self.pool.key,
             action=action,
             reason=reason,
             message=message,
-            gpus=tuple(sorted(units, key=lambda u: u.order)),
+            gpus=tuple(u for _, u in ordered),
             mig=tuple(sorted(mig)),
+            gpu_replicas=tuple(r for r, _ in ordered) if any(r for r, _ in ordered) else (),
+            replicas=replicas,
         )
 
+    def _kept(self, state: _Held) -> list[tuple[int, GpuUnit]]:
+        return [(state.replica_of.get(u.ref, 0), u) for u in state.units]
+
     def _held(self, request: WorkloadRequest, prev: PreviousAdmission) -> _Held:
+        replica_of = prev.replica_of()
         units = [self.free.units[r] for r in sorted(set(prev.gpus)) if r in self.free.units]
         intact = len(units) == len(set(prev.gpus))
-        counts: dict[GpuFamily, int] = {}
+        # Per replica: its host(s) and what it holds per (family, profile); "" is a whole GPU.
+        hosts: dict[int, set[str]] = {}
+        holds: dict[int, dict[tuple[GpuFamily, str], int]] = {}
         for unit in units:
-            counts[unit.family] = counts.get(unit.family, 0) + 1
-        mig_now: dict[tuple[GpuFamily, str], int] = {}
+            replica = replica_of.get(unit.ref, 0)
+            hosts.setdefault(replica, set()).add(unit.host_uid)
+            per = holds.setdefault(replica, {})
+            per[(unit.family, "")] = per.get((unit.family, ""), 0) + 1
         for inst in prev.mig:
             gpu = self.free.units.get(GpuRef(inst.host_uid, inst.gpu))
             if gpu is None:
                 intact = False
                 continue
-            mig_now[(gpu.family, inst.profile)] = mig_now.get((gpu.family, inst.profile), 0) + 1
+            hosts.setdefault(inst.replica, set()).add(inst.host_uid)
+            per = holds.setdefault(inst.replica, {})
+            per[(gpu.family, inst.profile)] = per.get((gpu.family, inst.profile), 0) + 1
         if prev.mig and self.planner is None:
             intact = False
-        mig_asked = {(m.family, m.profile): m.count for m in request.mig}
-        asked = {f: n for f, n in request.whole.items() if n > 0}
-        same = counts == asked and mig_now == {k: n for k, n in mig_asked.items() if n > 0}
-        return _Held(prev, units, intact, same)
+        asked = {(f, ""): n for f, n in request.whole.items() if n > 0}
+        asked |= {(m.family, m.profile): m.count for m in request.mig if m.count > 0}
+        same = (
+            set(holds) == set(range(request.replicas))
+            and all(per == asked for per in holds.values())
+            and all(len(h) == 1 for h in hosts.values())
+        )
+        return _Held(prev, units, intact, same, replica_of)
 
     def _static_rejection(self, request: WorkloadRequest) -> tuple[Reason, str] | None:
         pool = self.pool
@@ -434,9 +378,10 @@ class _Pass:
             if limit is not None and count > limit:
                 profile = f"ComputeProfile {pool.profile}" if pool.profile else "the pool's ComputeProfile"
                 mig_note = " (MIG instances rounded up to GPUs)" if request.mig else ""
+                replicas = f" over {request.replicas} replicas" if request.replicas > 1 else ""
                 return Reason.GPU_LIMIT_EXCEEDED, (
-                    f"requests {count} {family} GPUs{mig_note}; {profile} of pool {pool.label} allows at "
-                    f"most {limit} per workload: lower the request or raise gpuLimits"
+                    f"requests {count} {family} GPUs{replicas}{mig_note}; {profile} of pool {pool.label} "
+                    f"allows at most {limit} per workload: lower the request or raise gpuLimits"
                 )
         if request.mig and self.planner is None:
             profiles = ", ".join(sorted({f"{m.profile} ({m.family})" for m in request.mig}))
@@ -446,51 +391,146 @@ class _Pass:
             )
         return None
 
-    def _bind(
-        self, request: WorkloadRequest, own: Sequence[GpuUnit]
-    ) -> tuple[list[GpuUnit], MigPlacement | None] | MigRefusal | None:
-        """Bind the whole request at once, or nothing. ``own`` (its previous GPUs, still held by it) are
-        used first; the rest comes from the free GPUs."""
-        chosen: list[GpuUnit] = []
-        taken: list[GpuUnit] = []
-        for family, n in sorted(request.whole.items()):
-            mine = [u for u in own if u.family == family][:n]
-            extra = self.free.choose(family, n - len(mine)) if n > len(mine) else []
-            if extra is None:
-                self.free.give_back(taken)
+    # -- binding --
+
+    def _bind(self, request: WorkloadRequest, own: Sequence[GpuUnit]) -> _Bound | MigRefusal | None:
+        """Bind every replica at once, or nothing (None: no host holds a replica's whole GPUs). ``own``
+        (its previous GPUs, still held by it) are offered first: their hosts, then those GPUs."""
+        key = request.key
+        own_refs = {u.ref for u in own}
+        prefer = {u.host_uid for u in own}
+        self.free.give_back(own)
+        token = self.planner.checkpoint() if self.planner is not None and request.mig else None
+        bound: list[tuple[int, GpuUnit]] = []
+        instances: list[MigInstance] = []
+        switched: list[GpuRef] = []
+        failure: MigRefusal | None = None
+        for replica in range(request.replicas):
+            got = self._bind_replica(request, own_refs, prefer)
+            if got is None or isinstance(got, MigRefusal):
+                failure = got
+                break
+            units, placed, changed = got
+            bound += [(replica, u) for u in units]
+            instances += [replace(i, replica=replica) for i in placed]
+            switched += changed
+        else:
+            return bound, tuple(sorted(instances))
+        self.free.give_back(u for _, u in bound)
+        self.free.undo_mig(switched)
+        if token is not None and self.planner is not None:
+            self.planner.rollback(token)
+        self.free.take(own, key)
+        return failure
+
+    def _bind_replica(
+        self, request: WorkloadRequest, own: set[GpuRef], prefer: set[str]
+    ) -> tuple[list[GpuUnit], tuple[MigInstance, ...], list[GpuRef]] | MigRefusal | None:
+        families = {f for f, n in request.whole.items() if n > 0} | {m.family for m in request.mig}
+        if not families:
+            return [], (), []  # a replica without GPUs needs none
+        if len(families) > 1:
+            return None  # a host has GPUs of one family: a replica of two families fits on none
+        family = next(iter(families))
+        need = request.whole.get(family, 0)
+        if not request.mig:
+            block = next(self.free.hosts_holding(family, need, prefer), None)
+            if block is None:
                 return None
-            self.free.take(extra, request.key)  # so that the MIG planner sees them taken
-            taken.extend(extra)
-            chosen.extend(mine + extra)
-        placement: MigPlacement | None = None
-        if request.mig:
-            assert self.planner is not None  # a MIG request without a planner is rejected before
-            outcome = self.planner.place(request.key, request.mig, self.free.free_units())
-            if isinstance(outcome, MigRefusal):
-                self.free.give_back(taken)
-                return outcome
-            placement = outcome
-            self.free.to_mig(outcome.switched)
-        return chosen, placement
+            units = self.free.pick(block, family, need, own)
+            self.free.take(units, request.key)
+            return units, (), []
+        if need == 0:
+            return self._place_mig(request, [], self.free.family_hosts(family))
+        refusal: MigRefusal | None = None
+        free = self.free.free_units()  # sorted once; each try leaves out the whole GPUs it takes
+        for block in list(self.free.hosts_holding(family, need, prefer)):
+            units = self.free.pick(block, family, need, own)
+            self.free.take(units, request.key)  # so that the MIG planner sees them taken
+            taken = {u.ref for u in units}
+            whole_free = [u for u in free if u.ref not in taken]
+            got = self._place_mig(request, units, [block.host_uid], whole_free)
+            if not isinstance(got, MigRefusal):
+                return got
+            self.free.give_back(units)
+            if refusal is None or refusal.reason is Reason.MIG_UNSUPPORTED:
+                refusal = got
+        return refusal
+
+    def _place_mig(
+        self,
+        request: WorkloadRequest,
+        units: list[GpuUnit],
+        hosts: Sequence[str],
+        whole_free: Sequence[GpuUnit] | None = None,
+    ) -> tuple[list[GpuUnit], tuple[MigInstance, ...], list[GpuRef]] | MigRefusal:
+        assert self.planner is not None  # a MIG request without a planner is rejected before
+        free = self.free.free_units() if whole_free is None else whole_free
+        outcome = self.planner.place(request.key, request.mig, free, hosts)
+        if isinstance(outcome, MigRefusal):
+            return outcome
+        return units, outcome.instances, self.free.to_mig(outcome.switched)
 
     # -- the pass --
 
     def run(self) -> PoolAdmission:
+        held, candidates = self._start()
+        # Sticky admissions.
+        rest: list[WorkloadRequest] = []
+        for request in candidates:
+            kept = held.get(request.key)
+            if kept is not None and kept.intact and kept.same:
+                msg = f"admitted to pool {self.pool.label}" + self._where(kept.units, kept.previous.mig)
+                self._decide(
+                    request.key,
+                    WorkloadAction.ADMITTED,
+                    Reason.ADMITTED,
+                    msg,
+                    self._kept(kept),
+                    kept.previous.mig,
+                    request.replicas,
+                )
+            else:
+                rest.append(request)
+
+        eligible: list[WorkloadRequest] = []
+        for request in rest:
+            rejection = self._static_rejection(request)
+            if rejection is None:
+                eligible.append(request)
+                continue
+            self._refuse(request, held.get(request.key), WorkloadAction.REJECTED, *rejection)
+
+        if self.pool.mode == "dedicated":
+            eligible = self._dedicated(eligible, held)
+
+        # Admitted workloads that changed or lost GPUs first, then new ones; each in order.
+        again = [r for r in eligible if r.key in held]
+        new = [r for r in eligible if r.key not in held]
+        for request in again + new:
+            self._admit_one(request, held.get(request.key))
+        self._retry_pending()
+        self._explain_pending()
+        return PoolAdmission(self.pool.key, dict(sorted(self.decisions.items())), self._capacity())
+
+    def _start(self) -> tuple[dict[WorkloadKey, _Held], list[WorkloadRequest]]:
+        """Removals and suspensions; previously admitted workloads take back their GPUs until their turn."""
         pool = self.pool
         active = {r.key: r for r in self.requests if not r.removed}
         for key, gone in self.previous.items():
             if key not in active:
                 count = len(gone.gpus)
                 mig = f" and {_plural(len(gone.mig), 'MIG instance')}" if gone.mig else ""
+                replicas = len(set(gone.replica_of().values()) | {i.replica for i in gone.mig}) or 1
                 self._decide(
                     key,
                     WorkloadAction.REMOVE,
                     None,
                     f"left pool {pool.label}: its {_plural(count, 'GPU')}{mig} are released",
+                    replicas=replicas,
                 )
                 if self.planner is not None and gone.mig:
                     self.planner.release(key)
-
         held: dict[WorkloadKey, _Held] = {}
         candidates: list[WorkloadRequest] = []
         for request in self.requests:
@@ -499,7 +539,13 @@ class _Pass:
             prev = self.previous.get(request.key)
             if request.suspended:
                 released = f"; its {_plural(len(prev.gpus), 'GPU')} are released" if prev else ""
-                self._decide(request.key, WorkloadAction.SUSPENDED, Reason.SUSPENDED, f"suspended{released}")
+                self._decide(
+                    request.key,
+                    WorkloadAction.SUSPENDED,
+                    Reason.SUSPENDED,
+                    f"suspended{released}",
+                    replicas=request.replicas,
+                )
                 if self.planner is not None and prev is not None and prev.mig:
                     self.planner.release(request.key)
                 continue
@@ -513,43 +559,7 @@ class _Pass:
             candidates.append(request)
         if self.planner is not None:
             self.free.to_mig(self.planner.mig_mode())
-
-        # Sticky admissions.
-        rest: list[WorkloadRequest] = []
-        for request in candidates:
-            kept = held.get(request.key)
-            if kept is not None and kept.intact and kept.same:
-                msg = f"admitted to pool {pool.label}" + self._where(kept.units, kept.previous.mig)
-                self._decide(
-                    request.key,
-                    WorkloadAction.ADMITTED,
-                    Reason.ADMITTED,
-                    msg,
-                    kept.units,
-                    kept.previous.mig,
-                )
-            else:
-                rest.append(request)
-
-        eligible: list[WorkloadRequest] = []
-        for request in rest:
-            rejection = self._static_rejection(request)
-            if rejection is None:
-                eligible.append(request)
-                continue
-            self._refuse(request, held.get(request.key), WorkloadAction.REJECTED, *rejection)
-
-        if pool.mode == "dedicated":
-            eligible = self._dedicated(eligible, held)
-
-        # Admitted workloads that changed or lost GPUs first, then new ones; each in order.
-        again = [r for r in eligible if r.key in held]
-        new = [r for r in eligible if r.key not in held]
-        for request in again + new:
-            self._admit_one(request, held.get(request.key))
-        self._retry_pending()
-        self._explain_pending()
-        return PoolAdmission(pool.key, dict(sorted(self.decisions.items())), self._capacity())
+        return held, candidates
 
     def _dedicated(
         self, eligible: list[WorkloadRequest], held: Mapping[WorkloadKey, _Held]
@@ -604,15 +614,16 @@ class _Pass:
                 action,
                 reason,
                 f"{message}; keeps its previous admission{keeps} until then",
-                state.units,
+                self._kept(state),
                 state.previous.mig,
+                request.replicas,
             )
             return
         if state is not None:
             self.free.give_back(state.units)
             if self.planner is not None and state.previous.mig:
                 self.planner.release(request.key)
-        self._decide(request.key, action, reason, message)
+        self._decide(request.key, action, reason, message, replicas=request.replicas)
 
     def _where(self, units: Sequence[GpuUnit], mig: Sequence[MigInstance]) -> str:
         parts = []
@@ -639,23 +650,25 @@ class _Pass:
                 self._restore(request, state)
                 self._refuse(request, state, WorkloadAction.REJECTED, outcome.reason, outcome.message)
                 return
-            reason = outcome.reason if isinstance(outcome, MigRefusal) else Reason.POOL_CAPACITY_EXCEEDED
             if isinstance(outcome, MigRefusal):
-                self.mig_refusals[request.key] = outcome.message
-            self._pending(request, state, reason)
+                self.mig_refusals[request.key] = outcome
+                self._pending(request, state, outcome.reason)
+            else:
+                self.mig_refusals.pop(request.key, None)
+                self._pending(request, state, Reason.POOL_CAPACITY_EXCEEDED)  # refined once the pass is over
             return
-        units, placement = outcome
-        surplus = [u for u in own if u not in units]
-        self.free.give_back(surplus)
-        instances = placement.instances if placement is not None else ()
+        bound, instances = outcome
+        units = [u for _, u in bound]
+        self.free.give_back(u for u in own if u not in units)
         again = " again" if state is not None else ""
         self._decide(
             request.key,
             WorkloadAction.ADMIT,
             Reason.ADMITTED,
             f"admitted{again} to pool {pool.label}" + self._where(units, instances),
-            units,
+            bound,
             instances,
+            request.replicas,
         )
 
     def _retry_pending(self) -> None:
@@ -688,84 +701,33 @@ class _Pass:
         self.pending.append((request, state, reason))
 
     def _explain_pending(self) -> None:
-        """Pending messages are written once the pass is over: the free counts they cite are final."""
-        self.totals: dict[GpuFamily, int] = {}
-        for unit in self.pool.gpus:
-            self.totals[unit.family] = self.totals.get(unit.family, 0) + 1
-        self._holds: dict[GpuFamily, dict[WorkloadKey, int]] | None = None
-        for request, state, reason in self.pending:
+        """Pending reasons and messages are written once the pass is over: the free counts they cite are
+        final. Positions follow the order in which the workloads were considered."""
+        shortfall = Shortfall(self.pool.label, self.pool.gpus, self.free)
+        for position, (request, state, reason) in enumerate(self.pending, start=1):
+            refusal = self.mig_refusals.get(request.key)
             if reason is Reason.POOL_NOT_READY:
                 message = f"pool {self.pool.label} is not ready: {self.pool.not_ready}; waits for it"
-            elif request.key in self.mig_refusals:
-                message = self.mig_refusals[request.key]
+            elif refusal is not None:
+                reason, message = refusal.reason, refusal.message
             else:
-                message = self._shortfall(request)
-            if state is not None and state.intact:
-                keeps = self._where(state.units, state.previous.mig)
-                self._decide(
-                    request.key,
-                    WorkloadAction.PENDING,
-                    reason,
-                    f"{message}; keeps its previous admission{keeps} until then",
-                    state.units,
-                    state.previous.mig,
+                reason, message = shortfall.explain(request)
+            keeps = state is not None and state.intact
+            if keeps:
+                assert state is not None
+                message += (
+                    f"; keeps its previous admission{self._where(state.units, state.previous.mig)} until then"
                 )
-            else:
-                self._decide(request.key, WorkloadAction.PENDING, reason, message)
-
-    def _shortfall(self, request: WorkloadRequest) -> str:
-        pool = self.pool
-        totals = self.totals
-        parts: list[str] = []
-        for family, need in sorted(request.whole.items()):
-            free = self.free.count(family)
-            if free >= need:
-                continue
-            total = totals.get(family, 0)
-            short = need - free
-            if total == 0:
-                parts.append(
-                    f"needs {_plural(need, f'{family} GPU')}, pool {pool.label} has none; frees when the "
-                    f"pool grows by {need} (add {family} to its spec.gpus)"
-                )
-                continue
-            head = (
-                f"needs {_plural(need, f'{family} GPU')}, {free} free in pool {pool.label} "
-                f"({total} total, {total - free} admitted)"
+            self._decide(
+                request.key,
+                WorkloadAction.PENDING,
+                reason,
+                message,
+                self._kept(state) if keeps and state is not None else (),
+                state.previous.mig if keeps and state is not None else (),
+                request.replicas,
             )
-            unblock = self._who_frees(family, short, request.key)
-            grow = f"the pool grows by {short}"
-            parts.append(
-                f"{head}; frees when {unblock}, or {grow}" if unblock else f"{head}; frees when {grow}"
-            )
-        if not parts:  # the shortfall is of something other than whole GPUs (cannot happen without MIG)
-            return f"does not fit in pool {pool.label}"
-        return "; ".join(parts)
-
-    def _who_frees(self, family: GpuFamily, short: int, me: WorkloadKey) -> str | None:
-        """The fewest holders whose removal would free ``short`` GPUs of ``family`` (the smallest one that
-        is enough, else the largest first)."""
-        if self._holds is None:  # who holds what, counted once per pass and only when needed
-            self._holds = {}
-            for ref, key in self.free.holder.items():
-                if ref not in self.free.mig_mode:
-                    per = self._holds.setdefault(self.free.units[ref].family, {})
-                    per[key] = per.get(key, 0) + 1
-        holds = {k: n for k, n in self._holds.get(family, {}).items() if k != me}
-        if sum(holds.values()) < short:
-            return None
-        enough = sorted((n, k) for k, n in holds.items() if n >= short)
-        if enough:
-            return f"{_label(enough[0][1])} is removed"
-        chosen: list[WorkloadKey] = []
-        got = 0
-        for n, key in sorted(((-n, k) for k, n in holds.items())):
-            chosen.append(key)
-            got -= n
-            if got >= short:
-                break
-        names = [_label(k) for k in chosen]
-        return f"{', '.join(names[:-1])} and {names[-1]} are removed"
+            self.decisions[request.key] = replace(self.decisions[request.key], position=position)
 
     def _capacity(self) -> dict[str, FamilyCapacity]:
         # GPUs in MIG mode as the pass leaves them: the planner's layouts that nobody uses return to whole.

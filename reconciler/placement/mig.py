@@ -1,6 +1,6 @@
 """MIG layouts: per-GPU layouts, the exact planner for one admission, return to whole, realisation.
 
-DESIGN.md section 10. Pure: no I/O, no clock. Vocabulary:
+See docs/mig.md. Pure: no I/O, no clock. Vocabulary:
 
 - a *placement* is ``(profile name, start)`` on a GPU's memory-slice axis; a *layout* is a set of them that
   do not overlap, start where the profile may start, stay within the GPU's slices, use at most the GPU's
@@ -14,7 +14,7 @@ minimising lexicographically (1) GPUs newly switched to MIG mode, (2) stranded s
 the GPUs used in (host name, GPU index) order: as many instances as possible on the first GPU, then the
 next... Within a GPU it prefers the placement that leaves room for the largest profiles (small
 instances go where they block no 4g), and fills what the request leaves with free instances chosen to
-strand as little as possible (then most compute, fewest, lowest starts), so a host frozen next pass
+strand as little as possible (then most compute, fewest, lowest starts), so a GPU frozen next pass
 still has free instances to offer. Method: dynamic programming over the GPUs in that order with the remaining
 request as state and per-GPU option tables built from the enumerated layouts (exact; see docs/mig.md).
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Hashable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import lru_cache
@@ -57,7 +57,9 @@ class PoolGpu:
 
     ``instances`` is None for a whole GPU (MIG off) and a tuple (possibly empty) in MIG mode. ``bound`` is
     the workload holding a whole GPU. ``gpu_type`` is None for a GPU that is not MIG-capable. ``host`` is
-    the host's identity (its uid in plans); ``host_name``, when given, is what ties break on.
+    the host's identity (its uid in plans); ``host_name``, when given, is what ties break on. ``frozen``:
+    the layout stays this pass (a workload admitted in an earlier pass holds an instance of it): only
+    its free instances can be bound, and it does not return to whole.
     """
 
     host: str
@@ -66,6 +68,7 @@ class PoolGpu:
     bound: str | None = None
     instances: tuple[MigInstance, ...] | None = None
     host_name: str = ""
+    frozen: bool = False
 
     @property
     def mig(self) -> bool:
@@ -94,10 +97,11 @@ class MigPlan:
     gpus: tuple[PoolGpu, ...]
     switched: int  # GPUs this admission switches from whole to MIG mode
     stranded: int  # stranded memory slices over the pool's GPUs in MIG mode, after it
+    changed: tuple[int, ...] = ()  # positions in ``gpus`` of the GPUs this admission changed
 
 
 class MigShortfall(StrEnum):
-    """Why a MIG request cannot be placed (the condition reasons of DESIGN.md sections 9-10)."""
+    """Why a MIG request cannot be placed (the condition reasons of pool admission)."""
 
     MIG_UNSUPPORTED = "MIGUnsupported"
     NO_FITTING_LAYOUT = "NoFittingLayout"
@@ -110,6 +114,10 @@ class MigRefusal:
     message: str
     needed_slices: int  # memory slices the request needs (0 for MIGUnsupported)
     free_slices: int  # memory slices it could use: free whole GPUs, free space, free instances
+    # New whole GPUs of the ``growth_type`` asked for with which it fits (None: not asked, or never).
+    growth: int | None = None
+    # Per requested profile, up to the count asked: instances of it alone the pool could still take.
+    room: tuple[tuple[str, int], ...] = ()
 
 
 # --- per-GPU layouts --------------------------------------------------------------------------------
@@ -248,6 +256,16 @@ def _by_start(placement: Placement) -> tuple[int, str]:
     return (placement[1], placement[0])
 
 
+def state_of(gpu: PoolGpu) -> Hashable:
+    """What the planner sees of a GPU: GPUs in the same state are planned alike (whoever holds them)."""
+    return _shape(gpu, gpu.frozen)
+
+
+def usable_slices(gpu: PoolGpu) -> int:
+    """Memory slices of this GPU a new request could use (0 when bound whole or held entirely)."""
+    return _shape_free(_shape(gpu, gpu.frozen))
+
+
 def stranded_slices(gpu: PoolGpu) -> int:
     """Memory slices of a GPU in MIG mode that no instance covers (0 for a whole GPU)."""
     if gpu.instances is None or gpu.gpu_type is None:
@@ -257,37 +275,57 @@ def stranded_slices(gpu: PoolGpu) -> int:
 
 # --- the planner ------------------------------------------------------------------------------------
 
+# What a GPU's options depend on: its type, whether it is bound whole, whether its layout is frozen, and
+# its layout as (profile, start, bound?) triples (None: whole). Not who holds the instances, so GPUs in
+# the same state share one option table, across admissions too.
+# The type is named by its key (hashing a catalogue entry is slow; shapes are hashed per GPU per admission).
+_Shape = tuple[str | None, bool, bool, tuple[tuple[str, int, bool], ...] | None]
+_TYPES: dict[str, MigGpuType] = {}
+
+
+def _shape(gpu: PoolGpu, frozen: bool) -> _Shape:
+    gpu_type = gpu.gpu_type
+    key = None
+    if gpu_type is not None:
+        key = gpu_type.key
+        if key not in _TYPES:
+            _TYPES[key] = gpu_type
+    if gpu.instances is None:
+        return (key, gpu.bound is not None, frozen, None)
+    layout = tuple((i.profile, i.start, i.workload is not None) for i in gpu.instances)
+    return (key, gpu.bound is not None, frozen, layout)
+
+
+def _type_of(shape: _Shape) -> MigGpuType | None:
+    return None if shape[0] is None else _TYPES[shape[0]]
+
 
 @dataclass(frozen=True, slots=True)
 class _Option:
-    """One way to use one GPU for the request."""
+    """One way to use one GPU for the request (who asks does not matter: see ``_apply``)."""
 
     counts: tuple[int, ...]  # instances per requested profile placed here
     switched: int
     stranded: int
     tie: tuple[Any, ...]
-    instances: tuple[MigInstance, ...] | None  # the GPU's instances afterwards (None: unchanged)
     bound: tuple[Placement, ...]  # the placements bound to the workload
+    # Re-laid out: the free instances around the kept and bound ones. None: the layout stays (a frozen
+    # GPU's free instances are bound, or nothing changes).
+    padding: tuple[Placement, ...] | None
 
 
-def _unchanged(gpu: PoolGpu, width: int) -> _Option:
-    return _Option((0,) * width, 0, stranded_slices(gpu), (0, (), (), ()), None, ())
-
-
-def _options(
-    gpu: PoolGpu, profiles: tuple[str, ...], request: tuple[int, ...], workload: str, frozen: bool
-) -> list[_Option]:
-    """The useful options of one GPU: for each count vector it can hold, the best way to hold it."""
-    width = len(profiles)
-    options = [_unchanged(gpu, width)]
-    gpu_type = gpu.gpu_type
-    if gpu_type is None or gpu.bound is not None or (frozen and gpu.instances is None):
-        return options
+@lru_cache(maxsize=16384)
+def _gpu_options(shape: _Shape, profiles: tuple[str, ...], request: tuple[int, ...]) -> tuple[_Option, ...]:
+    """The useful options of a GPU in this state, the unchanged one first: for each count vector it can
+    hold, the best way to hold it."""
+    gpu_type, (_, whole_bound, frozen, layout) = _type_of(shape), shape
+    unchanged = _Option((0,) * len(profiles), 0, _shape_stranded(shape), (0, (), (), ()), (), None)
+    if gpu_type is None or whole_bound or (frozen and layout is None):
+        return (unchanged,)
     if frozen:
-        assert gpu.instances is not None
-        return options + _bind_free_instances(gpu, profiles, request, workload)
-    kept = tuple(i for i in gpu.instances or () if i.workload is not None)
-    fixed = [(i.profile, i.start) for i in kept]
+        assert layout is not None
+        return (unchanged, *_bind_free_instances(gpu_type, layout, profiles, request, unchanged.stranded))
+    fixed = [(name, start) for name, start, bound in layout or () if bound]
     fixed_mask = layout_mask(gpu_type, fixed)
     fixed_compute = layout_compute(gpu_type, fixed)
     fixed_media = sum(_profile(gpu_type, name).media for name, _ in fixed)
@@ -303,15 +341,51 @@ def _options(
         current = best.get(new.counts)
         if current is not None and (current.stranded, current.tie) <= (ext.stranded, tie):
             continue
-        instances = (
-            *kept,
-            *(MigInstance(start, name, workload) for name, start in new.placements),
-            *(MigInstance(start, name, None) for name, start in ext.padding),
+        switched = 0 if layout is not None else 1
+        best[new.counts] = _Option(new.counts, switched, ext.stranded, tie, new.placements, ext.padding)
+    return (unchanged, *best.values())
+
+
+@lru_cache(maxsize=16384)
+def _shape_stranded(shape: _Shape) -> int:
+    gpu_type, layout = _type_of(shape), shape[3]
+    if gpu_type is None or layout is None:
+        return 0
+    return uncovered(gpu_type, layout_mask(gpu_type, ((name, start) for name, start, _ in layout)))
+
+
+@lru_cache(maxsize=16384)
+def _shape_free(shape: _Shape) -> int:
+    """Memory slices a new request could use on a GPU in this state."""
+    gpu_type, (_, whole_bound, frozen, layout) = _type_of(shape), shape
+    if gpu_type is None or whole_bound:
+        return 0
+    if layout is None:
+        return 0 if frozen else gpu_type.memory_slices
+    if frozen:
+        return sum(_profile(gpu_type, name).size for name, _, bound in layout if not bound)
+    return uncovered(gpu_type, layout_mask(gpu_type, ((n, s) for n, s, bound in layout if bound)))
+
+
+def _apply(gpu: PoolGpu, option: _Option, workload: str) -> tuple[MigInstance, ...]:
+    """The GPU's instances once the option is taken by ``workload``."""
+    if option.padding is None:
+        assert gpu.instances is not None
+        taken = set(option.bound)
+        return tuple(
+            replace(i, workload=workload) if i.workload is None and (i.profile, i.start) in taken else i
+            for i in gpu.instances
         )
-        best[new.counts] = _Option(
-            new.counts, 0 if gpu.mig else 1, ext.stranded, tie, tuple(sorted(instances)), new.placements
+    kept = [i for i in gpu.instances or () if i.workload is not None]
+    return tuple(
+        sorted(
+            (
+                *kept,
+                *(MigInstance(start, name, workload) for name, start in option.bound),
+                *(MigInstance(start, name, None) for name, start in option.padding),
+            )
         )
-    return options + list(best.values())
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,24 +422,26 @@ def _request_layouts(gpu_type: MigGpuType, profiles: tuple[str, ...]) -> tuple[_
 
 
 def _bind_free_instances(
-    gpu: PoolGpu, profiles: tuple[str, ...], request: tuple[int, ...], workload: str
+    gpu_type: MigGpuType,
+    layout: tuple[tuple[str, int, bool], ...],
+    profiles: tuple[str, ...],
+    request: tuple[int, ...],
+    stranded: int,
 ) -> list[_Option]:
-    """On a frozen host a MIG GPU offers only its free instances, lowest start first."""
-    assert gpu.instances is not None
-    free = {
-        name: sorted(i for i in gpu.instances if i.workload is None and i.profile == name)
-        for name in profiles
-    }
+    """A frozen GPU offers only its free instances, lowest start first."""
+    free = {name: sorted(start for n, start, bound in layout if n == name and not bound) for name in profiles}
     limits = [min(len(free[name]), r) for name, r in zip(profiles, request, strict=True)]
-    stranded = stranded_slices(gpu)
     options: list[_Option] = []
     for vector in _vectors(limits):
         if not any(vector):
             continue
-        taken = {i for name, n in zip(profiles, vector, strict=True) for i in free[name][:n]}
-        placed = tuple(sorted(((i.profile, i.start) for i in taken), key=_by_start))
-        instances = tuple(sorted(replace(i, workload=workload) if i in taken else i for i in gpu.instances))
-        options.append(_Option(vector, 0, stranded, (-len(taken), (), placed, ()), instances, placed))
+        placed = tuple(
+            sorted(
+                ((name, start) for name, n in zip(profiles, vector, strict=True) for start in free[name][:n]),
+                key=_by_start,
+            )
+        )
+        options.append(_Option(vector, 0, stranded, (-len(placed), (), placed, ()), placed, None))
     return options
 
 
@@ -378,28 +454,10 @@ def _vectors(limits: Sequence[int]) -> Iterable[tuple[int, ...]]:
             yield (head, *tail)
 
 
-def _free_slices(gpu: PoolGpu, frozen: bool) -> int:
-    """Memory slices a new request could use on this GPU."""
-    if gpu.gpu_type is None or gpu.bound is not None:
-        return 0
-    if gpu.instances is None:
-        return 0 if frozen else gpu.gpu_type.memory_slices
-    if frozen:
-        return sum(_profile(gpu.gpu_type, i.profile).size for i in gpu.instances if i.workload is None)
-    bound = layout_mask(gpu.gpu_type, ((i.profile, i.start) for i in gpu.instances if i.workload))
-    return uncovered(gpu.gpu_type, bound)
-
-
-def _switch_bound(gpus: Sequence[PoolGpu], frozen_hosts: Set[str], request: Mapping[str, int]) -> int:
-    """GPUs some feasible plan switches to MIG: each profile alone on whole free GPUs of one type.
-
-    An optimum switches no more, so no more whole GPUs need searching. Without such a plan: no bound.
-    """
-    fresh = Counter(
-        g.gpu_type
-        for g in gpus
-        if g.gpu_type and g.bound is None and g.instances is None and g.host not in frozen_hosts
-    )
+def _switch_bound(fresh: Mapping[MigGpuType, int], request: Mapping[str, int]) -> int:
+    """GPUs some feasible plan switches to MIG: each profile alone on whole free GPUs of one type
+    (``fresh``: whole, free, unfrozen GPUs per type). An optimum switches no more, so no more whole GPUs
+    need searching. Without such a plan: no bound."""
     bound = sum(request.values())
     for gpu_type, available in fresh.items():
         if any(gpu_type.profile(name) is None for name in request):
@@ -423,22 +481,48 @@ def _shown_request(request: Mapping[str, int]) -> str:
     return ", ".join(f"{name} x{count}" for name, count in sorted(request.items()))
 
 
+@dataclass(slots=True)
+class _Census:
+    """One sweep over the pool's GPUs in (host name, GPU index) order: their states, and what is searched."""
+
+    order: list[int]
+    shapes: list[_Shape]
+    count: Counter[_Shape]
+    stranded: int
+    free: int
+
+
+def _census(gpus: Sequence[PoolGpu], frozen_hosts: Set[str]) -> _Census:
+    keys = [g.order for g in gpus]
+    order = sorted(range(len(gpus)), key=keys.__getitem__)  # linear when already in order
+    shapes = [_shape(gpus[i], gpus[i].frozen or gpus[i].host in frozen_hosts) for i in order]
+    count = Counter(shapes)
+    stranded = sum(_shape_stranded(s) * n for s, n in count.items())
+    free = sum(_shape_free(s) * n for s, n in count.items())
+    return _Census(order, shapes, count, stranded, free)
+
+
 def plan_mig_admission(
     gpus: Sequence[PoolGpu],
     request: Mapping[str, int],
     workload: str,
     frozen_hosts: Set[str] = frozenset(),
+    *,
+    growth_type: MigGpuType | None = None,
 ) -> MigPlan | MigRefusal:
     """Place one workload's MIG instances ({profile: count}) on the pool's GPUs, or say why not.
 
-    ``frozen_hosts`` are the hosts whose layout holds anything admitted in an earlier pass: there only
-    free instances of the existing layout can be bound. Bound instances never move.
+    A GPU is frozen when ``PoolGpu.frozen`` says so or its host is in ``frozen_hosts``: there only free
+    instances of the existing layout can be bound, and a whole GPU stays whole. Bound instances never
+    move. ``growth_type``: on a refusal, count how many new whole GPUs of that type would let it fit
+    (``MigRefusal.growth``), from what the failed search already found.
     """
     wanted = {name: count for name, count in request.items() if count}
     if any(count < 0 for count in wanted.values()):
         raise ValueError(f"negative MIG instance count in request {dict(request)!r}")
+    census = _census(gpus, frozen_hosts)
     if not wanted:
-        return MigPlan((), tuple(gpus), 0, sum(stranded_slices(g) for g in gpus))
+        return MigPlan((), tuple(gpus), 0, census.stranded)
     types = {g.gpu_type.key: g.gpu_type for g in gpus if g.gpu_type is not None}
     missing = sorted(name for name in wanted if not any(t.profile(name) for t in types.values()))
     if missing:
@@ -450,62 +534,174 @@ def plan_mig_admission(
             0,
             0,
         )
-    needed = sum(count * _smallest_size(types.values(), name) for name, count in wanted.items())
-    free = sum(_free_slices(g, g.host in frozen_hosts) for g in gpus)
-
     profiles = tuple(sorted(wanted))
     target = tuple(wanted[name] for name in profiles)
-    order = sorted(range(len(gpus)), key=lambda i: gpus[i].order)
     # GPUs in the same state offer the same options, and an optimum uses the first of them before later
     # ones (the tie prefers earlier GPUs, all else equal), so at most one per requested instance of each
     # state can be touched, and no more whole GPUs than some feasible plan switches: the rest are left
     # out of the search.
     instances = sum(target)
-    switches = _switch_bound(gpus, frozen_hosts, wanted)
-    cache: dict[tuple[Any, ...], list[_Option]] = {}
-    seen: Counter[tuple[Any, ...]] = Counter()
+    fresh: Counter[MigGpuType] = Counter()
+    for shape, n in census.count.items():
+        gpu_type, (_, whole_bound, frozen, layout) = _type_of(shape), shape
+        if gpu_type is not None and not whole_bound and not frozen and layout is None:
+            fresh[gpu_type] += n
+    switches = _switch_bound(fresh, wanted)
+    seen: Counter[_Shape] = Counter()
     searched: list[int] = []
-    tables: list[list[_Option]] = []
-    for i in order:
-        gpu = gpus[i]
-        frozen = gpu.host in frozen_hosts
-        signature = (gpu.gpu_type, gpu.bound is not None, gpu.instances, frozen)
-        if signature not in cache:
-            cache[signature] = _options(gpu, profiles, target, workload, frozen)
-        seen[signature] += 1
-        limit = instances if gpu.mig else min(instances, switches)
-        if len(cache[signature]) > 1 and seen[signature] <= limit:
+    tables: list[tuple[_Option, ...]] = []
+    for i, shape in zip(census.order, census.shapes, strict=True):
+        table = _gpu_options(shape, profiles, target)
+        if len(table) == 1:
+            continue
+        seen[shape] += 1
+        if seen[shape] <= (instances if shape[3] is not None else min(instances, switches)):
             searched.append(i)
-            tables.append(cache[signature])
+            tables.append(table)
     chosen = _search(tables, target)
     if chosen is None:
-        reason = MigShortfall.POOL_CAPACITY_EXCEEDED if needed > free else MigShortfall.NO_FITTING_LAYOUT
-        detail = (
-            "not enough free MIG capacity"
-            if reason is MigShortfall.POOL_CAPACITY_EXCEEDED
-            else "enough slices in total, but no valid layout holds it without moving bound instances"
-        )
-        return MigRefusal(
-            reason,
-            f"needs {_shown_request(wanted)} ({needed} memory slices), {free} free in the pool: {detail}",
-            needed,
-            free,
-        )
+        leftovers = _leftovers(tables, target) if growth_type is not None else ()
+        return _refusal(wanted, census, types, growth_type, leftovers)
     result = list(gpus)
     bindings: list[MigBinding] = []
     switched = 0
-    for i, option in zip(searched, chosen, strict=True):
-        if option.instances is None:
+    stranded = census.stranded
+    for i, table, option in zip(searched, tables, chosen, strict=True):
+        if not option.bound:
             continue
         gpu = gpus[i]
-        result[i] = replace(gpu, instances=option.instances)
+        result[i] = replace(gpu, instances=_apply(gpu, option, workload))
         switched += option.switched
+        stranded += option.stranded - table[0].stranded
         bindings.extend(MigBinding(gpu.host, gpu.index, name, start) for name, start in option.bound)
-    after = tuple(result)
-    return MigPlan(tuple(bindings), after, switched, sum(stranded_slices(g) for g in after))
+    changed = tuple(sorted(i for i, option in zip(searched, chosen, strict=True) if option.bound))
+    return MigPlan(tuple(bindings), tuple(result), switched, stranded, changed)
 
 
-def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Option] | None:
+def _refusal(
+    wanted: Mapping[str, int],
+    census: _Census,
+    types: Mapping[str, MigGpuType],
+    growth_type: MigGpuType | None,
+    leftovers: Iterable[tuple[int, ...]],
+) -> MigRefusal:
+    profiles = tuple(sorted(wanted))
+    target = tuple(wanted[name] for name in profiles)
+    needed = sum(count * _smallest_size(types.values(), name) for name, count in wanted.items())
+    free = census.free
+    reason = MigShortfall.POOL_CAPACITY_EXCEEDED if needed > free else MigShortfall.NO_FITTING_LAYOUT
+    detail = (
+        "not enough free MIG capacity"
+        if reason is MigShortfall.POOL_CAPACITY_EXCEEDED
+        else "enough slices in total, but no valid layout holds it without moving bound instances"
+    )
+    room: Counter[str] = Counter()
+    for shape, n in census.count.items():
+        table = _gpu_options(shape, profiles, target)
+        for k, name in enumerate(profiles):
+            room[name] += n * max(option.counts[k] for option in table)
+    growth = None if growth_type is None else fresh_gpus_needed(growth_type, profiles, leftovers)
+    return MigRefusal(
+        reason,
+        f"needs {_shown_request(wanted)} ({needed} memory slices), {free} free in the pool: {detail}",
+        needed,
+        free,
+        growth=growth,
+        room=tuple((name, min(room[name], wanted[name])) for name in profiles),
+    )
+
+
+def describe_shortfall(
+    gpus: Sequence[PoolGpu], request: Mapping[str, int], *, growth_type: MigGpuType | None = None
+) -> MigRefusal:
+    """The refusal of a request the caller found no place for (e.g. on no single host): memory slices
+    needed and usable, room per profile, and the new whole GPUs of ``growth_type`` that would hold all
+    of it (a new host). Profiles the GPUs do not offer are for ``plan_mig_admission`` to refuse."""
+    wanted = {name: count for name, count in request.items() if count}
+    types = {g.gpu_type.key: g.gpu_type for g in gpus if g.gpu_type is not None}
+    profiles = tuple(sorted(wanted))
+    return _refusal(
+        wanted, _census(gpus, frozenset()), types, growth_type, [tuple(wanted[n] for n in profiles)]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Packing:
+    """Count vectors packed into one integer: a field per profile with a guard bit that a subtraction
+    below zero clears."""
+
+    width: int
+    fields: int
+
+    @staticmethod
+    def of(target: Sequence[int]) -> _Packing:
+        return _Packing(max(target).bit_length() + 1, len(target))
+
+    @property
+    def guard(self) -> int:
+        return sum(1 << (k * self.width + self.width - 1) for k in range(self.fields))
+
+    def pack(self, counts: Sequence[int]) -> int:
+        return sum(c << (k * self.width) for k, c in enumerate(counts))
+
+    def unpack(self, code: int) -> tuple[int, ...]:
+        mask = (1 << self.width) - 1
+        return tuple((code >> (k * self.width)) & mask for k in range(self.fields))
+
+
+def _forward(
+    codes: Sequence[Sequence[int]], start: int, packing: _Packing, room: Sequence[int] | None
+) -> list[set[int]]:
+    """The remaining requests reachable before each position (and after the last), from ``start``;
+    ``room`` (most the GPUs from a position on can take) cuts states that cannot finish."""
+    guard = packing.guard
+
+    def fits(small: int, big: int) -> bool:
+        return ((big | guard) - small) & guard == guard
+
+    reachable: list[set[int]] = [{start} if room is None or fits(start, room[0]) else set()]
+    for pos, row in enumerate(codes):
+        following: set[int] = set()
+        for remaining in reachable[pos]:
+            for code in row:
+                left = (remaining | guard) - code
+                if left & guard == guard and (room is None or fits(left & ~guard, room[pos + 1])):
+                    following.add(left & ~guard)
+        reachable.append(following)
+    return reachable
+
+
+def _leftovers(tables: Sequence[Sequence[_Option]], target: tuple[int, ...]) -> set[tuple[int, ...]]:
+    """What may remain of the request once the searched GPUs took what they can (every way)."""
+    packing = _Packing.of(target)
+    codes = [[packing.pack(option.counts) for option in table] for table in tables]
+    return {packing.unpack(code) for code in _forward(codes, packing.pack(target), packing, None)[-1]}
+
+
+def fresh_gpus_needed(
+    gpu_type: MigGpuType, profiles: tuple[str, ...], leftovers: Iterable[tuple[int, ...]]
+) -> int | None:
+    """The fewest new whole GPUs of ``gpu_type`` that hold one of ``leftovers`` (instances per profile);
+    None when the type lacks a profile."""
+    if any(gpu_type.profile(name) is None for name in profiles):
+        return None
+    vectors = {c.counts for c in _request_layouts(gpu_type, profiles)}
+    level = set(leftovers)
+    gpus = 0
+    while level:
+        if any(not any(v) for v in level):
+            return gpus
+        following: set[tuple[int, ...]] = set()
+        for remaining in level:
+            for vector in vectors:
+                if all(c <= r for c, r in zip(vector, remaining, strict=True)):
+                    following.add(tuple(r - c for r, c in zip(remaining, vector, strict=True)))
+        level = following
+        gpus += 1
+    return None
+
+
+def _search(tables: Sequence[Sequence[_Option]], target: tuple[int, ...]) -> list[_Option] | None:
     """Exact lexicographic minimum over one option per GPU whose counts add up to ``target``.
 
     Key of a choice: (GPUs switched, stranded slices, instances per GPU in order (more on earlier GPUs),
@@ -513,37 +709,20 @@ def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Optio
     and the remaining request, so dynamic programming over (pos, remaining) is exact: a forward pass
     finds the reachable states (suffix capacities cut those that cannot finish), a backward pass the best
     option of each. The two sequence parts of a key are replaced by their rank among the states of the
-    next position, so keys stay flat however many GPUs there are. Count vectors are packed into one
-    integer, a field per profile with a guard bit that a subtraction below zero clears.
+    next position, so keys stay flat however many GPUs there are.
     """
     n = len(tables)
-    width = max(target).bit_length() + 1
-    guard = sum(1 << (k * width + width - 1) for k in range(len(target)))
-
-    def pack(counts: Sequence[int]) -> int:
-        return sum(c << (k * width) for k, c in enumerate(counts))
-
-    def fits(small: int, big: int) -> bool:
-        return ((big | guard) - small) & guard == guard
-
-    codes = [[pack(option.counts) for option in table] for table in tables]
+    packing = _Packing.of(target)
+    guard = packing.guard
+    codes = [[packing.pack(option.counts) for option in table] for table in tables]
     # Most instances the GPUs from pos on can still take, per profile (capped): an upper bound.
     room = [0] * (n + 1)
     totals = [0] * len(target)
     for pos in range(n - 1, -1, -1):
         for k in range(len(target)):
             totals[k] = min(totals[k] + max(option.counts[k] for option in tables[pos]), target[k])
-        room[pos] = pack(totals)
-
-    reachable: list[set[int]] = [{pack(target)}] if fits(pack(target), room[0]) else [set()]
-    for pos in range(n):
-        following: set[int] = set()
-        for remaining in reachable[pos]:
-            for code in codes[pos]:
-                left = (remaining | guard) - code
-                if left & guard == guard and fits(left & ~guard, room[pos + 1]):
-                    following.add(left & ~guard)
-        reachable.append(following)
+        room[pos] = packing.pack(totals)
+    reachable = _forward(codes, packing.pack(target), packing, room)
     if 0 not in reachable[n]:
         return None
 
@@ -581,7 +760,7 @@ def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Optio
             remaining: (e[0], e[1], spread_rank[e[2]], tie_rank[e[3]], e[4]) for remaining, e in found.items()
         }
 
-    remaining = pack(target)
+    remaining = packing.pack(target)
     if remaining not in best[0]:
         return None
     chosen: list[_Option] = []
@@ -592,13 +771,13 @@ def _search(tables: list[list[_Option]], target: tuple[int, ...]) -> list[_Optio
     return chosen
 
 
-def frozen_hosts(gpus: Iterable[PoolGpu], earlier: Set[str]) -> frozenset[str]:
-    """Hosts whose layout is frozen this pass: a workload of ``earlier`` (admitted in an earlier pass)
-    holds something there, a whole GPU or an instance (DESIGN.md section 10, realisation)."""
+def frozen_gpus(gpus: Iterable[PoolGpu], earlier: Set[str]) -> frozenset[tuple[str, int]]:
+    """The GPUs whose layout is frozen this pass, as (host, index): a workload of ``earlier`` (admitted in
+    an earlier pass and still there) holds one of its instances. mig-parted re-creates every instance of
+    a GPU it reconfigures, so such a GPU keeps its layout; the other GPUs of its host may change (a GPU
+    whose configuration already matches is skipped). A GPU bound whole is never re-laid out either."""
     return frozenset(
-        g.host
-        for g in gpus
-        if g.bound in earlier or any(i.workload in earlier for i in g.instances or () if i.workload)
+        (g.host, g.index) for g in gpus if any(i.workload in earlier for i in g.instances or () if i.workload)
     )
 
 
@@ -606,20 +785,76 @@ def frozen_hosts(gpus: Iterable[PoolGpu], earlier: Set[str]) -> frozenset[str]:
 
 
 def release_idle_gpus(gpus: Sequence[PoolGpu], frozen_hosts: Set[str] = frozenset()) -> tuple[PoolGpu, ...]:
-    """GPUs in MIG mode whose instances are all free return to whole, except on frozen hosts.
+    """GPUs in MIG mode whose instances are all free return to whole, except frozen ones (``frozen``, or
+    on a host of ``frozen_hosts``).
 
     Call it once a pass has admitted what it can: a layout nobody holds is then needed by no one, and a
-    whole GPU serves whole-GPU requests and any future layout. A frozen host keeps its layout (changing it
-    would relabel the host while an earlier workload runs there).
+    whole GPU serves whole-GPU requests and any future layout. A frozen GPU keeps its layout (changing it
+    would re-create the instances an earlier workload runs on).
     """
     return tuple(
         replace(g, instances=None)
         if g.instances is not None
+        and not g.frozen
         and g.host not in frozen_hosts
         and all(i.workload is None for i in g.instances)
         else g
         for g in gpus
     )
+
+
+def repad(
+    gpus: Sequence[PoolGpu], demand: Mapping[str, int], only: Set[tuple[str, int]]
+) -> tuple[PoolGpu, ...]:
+    """The GPUs of ``only`` (host, index) with their free instances chosen again for ``demand``
+    ({profile: instances asked for in the pool}); bound instances stay, frozen GPUs are left alone.
+
+    Once a GPU holds a running workload its layout is frozen, and then only its free instances can be
+    bound, so among the paddings that strand as few slices as the planner's, the one made of the
+    profiles the pool asks for is kept (a 3g.40gb beside a 3g rather than a 4g.40gb no one asks for):
+    fewest uncovered slices, then most memory slices in asked-for profiles, then most of them by how
+    often each is asked for, then the planner's order (most compute, fewest instances, lowest starts).
+    """
+    out = list(gpus)
+    for k, gpu in enumerate(gpus):
+        gpu_type = gpu.gpu_type
+        if gpu.instances is None or gpu_type is None or gpu.frozen or (gpu.host, gpu.index) not in only:
+            continue
+        bound = [i for i in gpu.instances if i.workload is not None]
+        placements = [(i.profile, i.start) for i in bound]
+        if any(_profile(gpu_type, name).media for name, _ in placements):
+            continue  # a +me instance: the planner's padding already holds none beside it
+        weights = tuple(sorted((name, n) for name, n in demand.items() if n > 0 and gpu_type.profile(name)))
+        padding = _demand_padding(
+            gpu_type, layout_mask(gpu_type, placements), layout_compute(gpu_type, placements), weights
+        )
+        out[k] = replace(gpu, instances=tuple(sorted((*bound, *(MigInstance(s, n) for n, s in padding)))))
+    return tuple(out)
+
+
+@lru_cache(maxsize=8192)
+def _demand_padding(
+    gpu_type: MigGpuType, mask: int, compute: int, weights: tuple[tuple[str, int], ...]
+) -> tuple[Placement, ...]:
+    asked = dict(weights)
+    best: tuple[Any, ...] | None = None
+    budget = gpu_type.compute_slices - compute
+    for extra, more, count, placements in _plain_layouts(gpu_type):
+        if extra & mask or more > budget:
+            continue
+        useful = [(name, start) for name, start in placements if name in asked]
+        key = (
+            uncovered(gpu_type, mask | extra),
+            -sum(_profile(gpu_type, name).size for name, _ in useful),
+            -sum(asked[name] for name, _ in useful),
+            -more,
+            count,
+            placements,
+        )
+        if best is None or key < best:
+            best = key
+    assert best is not None  # the empty layout always qualifies
+    return tuple(best[-1])
 
 
 @dataclass(frozen=True, slots=True)

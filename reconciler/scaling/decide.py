@@ -118,12 +118,17 @@ class LastAction:
 
 @dataclass(frozen=True, slots=True)
 class PendingDemand:
-    """A workload pending with PoolCapacityExceeded for ``family`` since ``since``, ``gpus`` short."""
+    """A workload pending with PoolCapacityExceeded or NoFittingLayout for ``family`` since ``since``,
+    ``gpus`` short. ``per_host``: the GPUs one host must have to hold one of its replicas (a host that
+    cannot hold a replica is never added for it); ``mig``: its replicas have MIG instances (the host's
+    GPUs must be MIG-capable)."""
 
     workload: str  # namespace/name
     family: GpuFamily
     gpus: int
     since: float
+    per_host: int = 0
+    mig: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +158,7 @@ class Decision:
     evidence: Window | PendingDemand | None = None  # what triggered the action
     abort: LastAction | None = None  # set with ActionFailed: the action to record as Failed
     inputs: DecisionInputs | None = None
+    upcoming: tuple[Upcoming, ...] = ()  # demand scale-ups on their way for pending workloads
 
     @property
     def acts(self) -> bool:
@@ -169,6 +175,40 @@ class Decision:
 
 
 FitsWithout = Callable[[str], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Upcoming:
+    """A demand scale-up on its way for a pending workload: the policy adds ``host`` if the workload is
+    still pending when its ``scaleUpDuration`` window ends at ``at`` (unix seconds)."""
+
+    workload: str  # namespace/name
+    host: str
+    at: float
+    window: float  # scaleUpDuration, seconds
+
+
+def upcoming_demand(
+    spec: ScalingPolicySpec, pool: PoolView, pending: tuple[PendingDemand, ...]
+) -> tuple[Upcoming, ...]:
+    """For each pending workload of a family the policy scales, the host a demand scale-up would add for
+    it (one that holds one of its replicas, within the family's bound) and when its window ends."""
+    out: list[Upcoming] = []
+    for demand in sorted(pending, key=lambda p: (p.since, p.workload)):
+        family = canonical_family(demand.family)
+        rule = next((r for r in spec.gpu if r.canonical == family), None)
+        if rule is None:
+            continue
+        bound = spec.bound_for(family)
+        current = gpus_of(pool.workers, family)
+        room = (bound.max_gpu_count if bound else current) - current
+        host = gpu_host_to_add(
+            family, pool.free, room, shortfall=demand.gpus, per_host=demand.per_host, mig=demand.mig
+        )
+        if host is not None and demand.workload not in {u.workload for u in out}:
+            window = parse_duration(rule.scale_up_duration)
+            out.append(Upcoming(demand.workload, host.name, demand.since + window, window))
+    return tuple(out)
 
 
 def decide(
@@ -192,7 +232,8 @@ def decide(
     pending_t = tuple(pending)
     decision = _Pass(spec, samples, pool, last_action, pending_t, now, fits).run()
     inputs = DecisionInputs(samples, pool, last_action, pending_t, now, tuple(asked))
-    return replace(decision, inputs=inputs)
+    upcoming = upcoming_demand(spec, pool, pending_t) if decision.direction is not Direction.DOWN else ()
+    return replace(decision, inputs=inputs, upcoming=upcoming)
 
 
 def replay(policy: ScalingPolicy | ScalingPolicySpec, inputs: DecisionInputs) -> Decision:
@@ -327,12 +368,21 @@ class _Pass:
             )
             if not waiting:
                 continue
-            first = waiting[0]
             room = self._gpu_room(family)
-            host = gpu_host_to_add(family, free, room, shortfall=first.gpus, exclude=exclude)
-            if host is not None:
-                return self._act(Direction.UP, Trigger.PENDING_DEMAND, family, host, first)
-            blocked = blocked or self._no_host(family, room, exclude)
+            # The longest-waiting workload that one more host lets be admitted.
+            for first in waiting:
+                host = gpu_host_to_add(
+                    family,
+                    free,
+                    room,
+                    shortfall=first.gpus,
+                    exclude=exclude,
+                    per_host=first.per_host,
+                    mig=first.mig,
+                )
+                if host is not None:
+                    return self._act(Direction.UP, Trigger.PENDING_DEMAND, family, host, first)
+            blocked = blocked or self._no_host(family, room, exclude, waiting[0])
         for rule in self.spec.gpu:
             family = rule.canonical
             window = self._window(self.samples.gpu, rule.scale_up_duration, rule.scale_up_threshold, True)
@@ -417,9 +467,23 @@ class _Pass:
         bounds = self.spec.cpu_resource_bounds
         return None if bounds is None else cores_of(self.pool.workers) - bounds.min_cpu_count
 
-    def _no_host(self, resource: str, room: int, exclude: frozenset[str]) -> Decision:
+    def _no_host(
+        self, resource: str, room: int, exclude: frozenset[str], demand: PendingDemand | None = None
+    ) -> Decision:
         what = "host" if resource == CPU else f"{resource} host"
         unit = "cores" if resource == CPU else "GPUs"
+        if demand is not None and room > 0:
+            need = max(demand.gpus, demand.per_host, 1)
+            big = [
+                h for h in self.pool.free if h.family == resource and h.gpus >= need and h.name not in exclude
+            ]
+            if not big or (demand.mig and not any(h.mig_capable for h in big)):
+                kind = "MIG-capable " if demand.mig else ""
+                message = (
+                    f"no free {kind}{what} with at least {need} GPUs to add to {self.pool.name}: one more "
+                    f"host would not let {demand.workload} be admitted"
+                )
+                return self._done(Direction.NONE, ScalingReason.NO_CANDIDATE, message, resource=resource)
         if room <= 0:
             message = f"{self.pool.name} is at its maximum ({unit}): no {what} added"
             return self._done(Direction.NONE, ScalingReason.LIMITED, message, resource=resource)

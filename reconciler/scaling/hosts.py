@@ -23,6 +23,7 @@ class ScalingHost:
     cpus: int
     worker_tagged: bool = False
     bound_gpus: int = 0
+    mig_capable: bool = False  # its GPUs can run MIG (agent and catalogue)
 
 
 def gpus_of(hosts: Iterable[ScalingHost], family: GpuFamily) -> int:
@@ -39,20 +40,27 @@ def gpu_host_to_add(
     room: int,
     shortfall: int | None = None,
     exclude: frozenset[str] = frozenset(),
+    per_host: int = 0,
+    mig: bool = False,
 ) -> ScalingHost | None:
     """One free host of ``family`` with at most ``room`` GPUs (the bound's headroom).
 
-    Section 4's least surplus: the fewest GPUs. For a pending workload (``shortfall`` GPUs missing), the
-    smallest host that covers the shortfall, else the largest that fits (the next action adds more).
+    Section 4's least surplus: the fewest GPUs. For a pending workload (``shortfall``: the GPUs the new
+    host must bring for it to be admitted, each of its replicas on one host), only a host that lets it be
+    admitted: at least ``shortfall`` and ``per_host`` GPUs, MIG-capable for ``mig``; None when no one host
+    would (a host that cannot hold one of its replicas is never added for it).
     """
-    fitting = [h for h in free if h.family == family and 0 < h.gpus <= room and h.name not in exclude]
+    least = max(1, per_host, shortfall or 0)
+    fitting = [
+        h
+        for h in free
+        if h.family == family
+        and least <= h.gpus <= room
+        and h.name not in exclude
+        and (h.mig_capable or not mig)
+    ]
     if not fitting:
         return None
-    if shortfall is not None:
-        covering = [h for h in fitting if h.gpus >= shortfall]
-        if not covering:
-            return min(fitting, key=lambda h: (-h.gpus, h.name))
-        fitting = covering
     return min(fitting, key=lambda h: (h.gpus, h.name))
 
 

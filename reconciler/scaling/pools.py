@@ -14,17 +14,19 @@ The controller calls, in this order (docs/scaling.md, "How the controller runs i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from reconciler.inventory import Machine, Role
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
+from reconciler.model.duration import format_duration
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.observed import ClusterState, cluster_name
 from reconciler.model.pools import PoolKey, WorkloadKey, pool_ref_of, workload_request
 from reconciler.model.resources import AIWorkload, ComputePool, MLPlatform, PrometheusSettings, Settings
 from reconciler.model.scaling import ScalingPolicy, ScalingPolicySpec
-from reconciler.placement.admission import WorkloadAction
+from reconciler.placement.admission import WorkloadAction, gpu_units
 from reconciler.plan import Action, Plan, PoolPlan, ScalingDecision, ScalingPlan
 from reconciler.resolve import compute_profile, is_tenant, platform_settings_name, pool_min_workers
 from reconciler.resolve import workload_profile as workload_profile_of
@@ -145,7 +147,8 @@ def scaling_subjects(
 
 
 def _host(m: Machine, bound: int = 0) -> ScalingHost:
-    return ScalingHost(m.name, m.gpu_family, m.gpu_count, m.cpus, m.worker_tagged, bound)
+    mig = any(u.mig_capable for u in gpu_units([m]))
+    return ScalingHost(m.name, m.gpu_family, m.gpu_count, m.cpus, m.worker_tagged, bound, mig)
 
 
 def bound_units(plan: Plan, pool: PoolPlan) -> dict[str, int]:
@@ -203,24 +206,56 @@ def pending_demand(
     since: Mapping[WorkloadKey, float],
     now: float,
 ) -> tuple[PendingDemand, ...]:
-    """Workloads of the pool pending with PoolCapacityExceeded, one per short family: GPUs short =
-    its whole GPUs of the family - the pool's free GPUs of the family."""
+    """Workloads of the pool pending with PoolCapacityExceeded or NoFittingLayout, one per short family,
+    whole GPUs and MIG instances alike, with the GPUs one new host must bring for it to be admitted.
+
+    Whole GPUs: the replicas the pool's free GPUs do not hold (each on one host) times a replica's GPUs
+    (one new host holds them all). MIG instances count as GPUs (compute slices rounded up, as
+    ``gpuLimits`` count them): one replica's worth. ``per_host``: one replica's GPUs. A workload rejected
+    by a limit is not pending: it never scales a pool."""
+    free = _free_per_host(plan, entry)
     out: list[PendingDemand] = []
     for w in plan.workloads:
         if (w.namespace, w.pool) != entry.key or w.action is not WorkloadAction.PENDING:
             continue
-        if w.reason is not Reason.POOL_CAPACITY_EXCEEDED:
+        if w.reason not in _DEMAND:
             continue
         resource = _tenant(desired, w.key)
         if resource is None:
             continue
         request = workload_request(resource)
-        for family, need in sorted(request.whole.items()):
-            capacity = entry.capacity.get(family)
-            short = need - (capacity.free if capacity is not None else 0)
-            if short > 0:
-                out.append(PendingDemand(f"{w.namespace}/{w.name}", family, short, since.get(w.key, now)))
+        one = replace(request, replicas=1).limit_counts()  # one replica on one host, MIG as GPUs
+        mig = {m.family for m in request.mig}
+        for family, per_host in sorted(one.items()):
+            if per_host <= 0:
+                continue
+            whole = request.whole.get(family, 0)
+            if family in mig or whole <= 0:
+                short = per_host
+            else:
+                room = sum(n // whole for (f, _), n in free.items() if f == family)
+                short = max(request.replicas - room, 1) * per_host
+            label = f"{w.namespace}/{w.name}"
+            out.append(PendingDemand(label, family, short, since.get(w.key, now), per_host, family in mig))
     return tuple(out)
+
+
+def _free_per_host(plan: Plan, entry: PoolPlan) -> dict[tuple[GpuFamily, str], int]:
+    """Free whole GPUs of each worker of the pool after the plan: neither bound nor in MIG mode."""
+    taken: dict[str, int] = {}
+    for w in plan.workloads:
+        if (w.namespace, w.pool) == entry.key and w.action is not WorkloadAction.REMOVE:
+            for unit in w.gpus:
+                taken[unit.host_uid] = taken.get(unit.host_uid, 0) + 1
+    out: dict[tuple[GpuFamily, str], int] = {}
+    for uid in entry.cluster.workers:
+        m = plan.machines.get(uid)
+        if m is not None and m.gpu_family is not None:
+            out[(m.gpu_family, uid)] = max(m.gpu_count - taken.get(uid, 0) - len(entry.mig.get(uid, ())), 0)
+    return out
+
+
+_DEMAND = (Reason.POOL_CAPACITY_EXCEEDED, Reason.NO_FITTING_LAYOUT)
 
 
 def _tenant(desired: DesiredState, key: WorkloadKey) -> AIWorkload | MLPlatform | None:
@@ -248,7 +283,8 @@ def _prometheus_settings(desired: DesiredState, pool: ComputePool) -> Prometheus
 
 def scaling_entry(policy: str | None, decision: Decision | None, message: str | None = None) -> ScalingPlan:
     """The plan's ``scaling`` block of a pool (DESIGN.md section 8): ``up``/``down`` when the decision
-    acts, ``hold`` when it does not, ``none`` without a policy or decision."""
+    acts, ``hold`` when it does not, ``none`` without a policy or decision. ``waiting``: what the pending
+    workloads' messages add about a demand scale-up for them (:func:`demand_notes`)."""
     if policy is None:
         return ScalingPlan(None)
     if decision is None:
@@ -259,7 +295,41 @@ def scaling_entry(policy: str | None, decision: Decision | None, message: str | 
         ScalingDecision(plan_decision(decision)),
         str(decision.reason),
         message if message is not None else decision.message,
+        waiting=demand_notes(decision, policy),
     )
+
+
+def demand_notes(decision: Decision, policy: str) -> dict[str, str]:
+    """Per pending workload (``namespace/name``) for which a demand scale-up is on its way: what its
+    message adds. The host the policy adds, and when its ``scaleUpDuration`` window ends; once it has
+    ended, that the pool grows for it now, or why not yet (the decision's message: cooldown, an action
+    in progress)."""
+    inputs = decision.inputs
+    if inputs is None:
+        return {}
+    now, pool = inputs.now, inputs.pool.name
+    acted_for = decision.evidence.workload if isinstance(decision.evidence, PendingDemand) else None
+    out: dict[str, str] = {}
+    for up in decision.upcoming:
+        if decision.direction is Direction.UP and up.workload == acted_for and decision.host is not None:
+            out[up.workload] = (
+                f"pool {pool} grows by host {decision.host.name} for it (ScalingPolicy {policy})"
+            )
+        elif up.at > now:
+            out[up.workload] = (
+                f"a scale-up of pool {pool} is on its way: ScalingPolicy {policy} adds host {up.host} if it "
+                f"is still pending when its {format_duration(up.window)} window ends at {_iso(up.at)}"
+            )
+        else:
+            out[up.workload] = (
+                f"a scale-up of pool {pool} for it is due since {_iso(up.at)} (ScalingPolicy {policy}): "
+                f"{decision.message}"
+            )
+    return out
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def carried_out(

@@ -379,7 +379,16 @@ def _render_action(a: RecordedAction) -> dict[str, Any]:
 def _render_inputs(i: ActionInputs) -> dict[str, Any]:
     if i.pending is not None:
         p = i.pending
-        pending = {"workload": p.workload, "family": p.family, "gpus": p.gpus, "since": iso(p.since)}
+        pending: dict[str, Any] = {
+            "workload": p.workload,
+            "family": p.family,
+            "gpus": p.gpus,
+            "since": iso(p.since),
+        }
+        if p.per_host:
+            pending["perHost"] = p.per_host
+        if p.mig:
+            pending["mig"] = True
         return {"pending": pending}
     assert i.start is not None and i.end is not None and i.step is not None
     return {
@@ -490,6 +499,8 @@ def _parse_inputs(r: _Reader, data: Any) -> ActionInputs:
             canonical,
             r.count(q.get("gpus", 0), f"{p}.pending.gpus"),
             r.time(q.get("since"), f"{p}.pending.since", required=True) or 0.0,
+            r.count(q.get("perHost", 0), f"{p}.pending.perHost"),
+            q.get("mig") is True,
         )
         return ActionInputs(pending=demand)
     window = r.mapping(m.get("window"), f"{p}.window")

@@ -1,21 +1,25 @@
 """A directory (or one file) of manifests as a source: for ``reconciler validate`` and tests.
 
-Mirrors what the git source guarantees: every ``.yaml``/``.yml`` file, paths relative to the root with
-``/``, ``.git`` skipped, symbolic links never followed (a link could point anywhere on the machine) and
-files over 1 MiB not read.
+Mirrors what the git source guarantees: the manifests the rule of :mod:`reconciler.source.select`
+chooses (``.yaml``/``.yml``, no dot path such as ``.git`` or ``.github``, under ``--path``, not in the
+root's ``.reconcilerignore``), paths relative to the root with ``/``, symbolic links never followed (a
+link could point anywhere on the machine) and files over 1 MiB not read. A file named directly is read
+whatever its name: it is what the user asked for.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler.manifests import MAX_FILE_BYTES, build_desired, parse_file
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic
+from reconciler.source.overlay import overlay
+from reconciler.source.select import IGNORE_FILE, SUFFIXES, FileSelection, SelectionError
 
-SUFFIXES = (".yaml", ".yml")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -27,31 +31,63 @@ def _link(rel: str) -> Diagnostic:
     return Diagnostic(rel, 0, 0, "symbolic link not followed; put the manifest itself in the repository")
 
 
-def read_directory(root: Path) -> tuple[list[tuple[str, bytes]], list[Diagnostic]]:
-    """Every manifest file under ``root`` as ``(relative path, bytes)``, and what could not be read."""
+class MissingSubtree(SelectionError):
+    """``--path`` names no directory under the root that is read: an error, never an empty repository."""
+
+
+def read_directory(root: Path, subtree: str = "") -> tuple[list[tuple[str, bytes]], list[Diagnostic]]:
+    """Every manifest file under ``root`` as ``(relative path, bytes)``, and what could not be read.
+
+    Raises :class:`MissingSubtree` when ``subtree`` is not a directory under ``root`` that is read.
+    """
     files: list[tuple[str, bytes]] = []
     diagnostics: list[Diagnostic] = []
     info = os.lstat(root)
     if not stat.S_ISDIR(info.st_mode):
         _read_one(root, root.name, info, files, diagnostics)
         return files, diagnostics
+    try:
+        selection = FileSelection(_ignore_text(root, diagnostics), subtree)
+    except SelectionError as exc:
+        raise MissingSubtree(str(exc)) from None
+    if selection.subtree:
+        start = root / selection.subtree
+        if start.is_symlink() or not start.is_dir():
+            raise MissingSubtree(f"--path {selection.subtree}: no such directory in {root}")
     stack = [(root, "")]
     while stack:
         directory, prefix = stack.pop()
         with os.scandir(directory) as entries:
             for entry in entries:
                 rel = f"{prefix}{entry.name}"
-                if entry.is_symlink():
-                    if entry.name.endswith(SUFFIXES) or entry.is_dir(follow_symlinks=True):
-                        diagnostics.append(_link(rel))
-                elif entry.is_dir(follow_symlinks=False):
-                    if entry.name != ".git":
+                if entry.is_dir(follow_symlinks=False):
+                    if selection.enters(rel):
                         stack.append((Path(entry.path), f"{rel}/"))
-                elif entry.name.endswith(SUFFIXES) and entry.is_file(follow_symlinks=False):
+                elif selection.excludes(rel):
+                    continue
+                elif entry.is_symlink():
+                    if entry.name.lower().endswith(SUFFIXES) or entry.is_dir(follow_symlinks=True):
+                        diagnostics.append(_link(rel))
+                elif selection.selects(rel) and entry.is_file(follow_symlinks=False):
                     _read_file(entry.path, rel, files, diagnostics)
     files.sort()
     diagnostics.sort(key=Diagnostic.sort_key)
     return files, diagnostics
+
+
+def _ignore_text(root: Path, diagnostics: list[Diagnostic]) -> str:
+    """The root's ``.reconcilerignore``; one that cannot be read is an error (nothing is ignored then)."""
+    path = root / IGNORE_FILE
+    if not path.is_symlink() and not path.exists():
+        return ""
+    found: list[tuple[str, bytes]] = []
+    notes: list[Diagnostic] = []
+    _read_one(path, IGNORE_FILE, os.lstat(path), found, notes)
+    if not found:
+        reason = "; ".join(n.message for n in notes)
+        diagnostics.append(Diagnostic(IGNORE_FILE, 0, 0, f"{IGNORE_FILE} not applied: {reason}"))
+        return ""
+    return found[0][1].decode("utf-8", "replace")
 
 
 def _read_one(
@@ -88,12 +124,20 @@ def _read_file(path: str, rel: str, files: list[tuple[str, bytes]], diagnostics:
         files.append((rel, chunks[0] if len(chunks) == 1 else b"".join(chunks)))
 
 
-def load_directory(root: Path, revision: str | None = None) -> DesiredState:
-    """Load and validate a directory tree (or a single file) of manifests.
+def load_directory(
+    root: Path,
+    revision: str | None = None,
+    subtree: str = "",
+    extra: Sequence[tuple[str, bytes]] = (),
+) -> DesiredState:
+    """Load and validate a directory tree (or a single file) of manifests (``subtree``: ``--path``;
+    ``extra``: what-if files added to it, see :mod:`reconciler.source.overlay`).
 
     A manifest that could not be read may hide a resource, so the state is then marked incomplete.
     """
-    files, diagnostics = read_directory(root)
+    files, diagnostics = read_directory(root, subtree)
+    if extra:
+        files = overlay(files, extra)
     state = build_desired((parse_file(rel, data) for rel, data in files), revision)
     if diagnostics:
         state.complete = False

@@ -33,13 +33,14 @@ from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
 from reconciler.source.cache import ParseCache
 from reconciler.source.errors import SourceError
+from reconciler.source.select import IGNORE_FILE, SUFFIXES, FileSelection, SelectionError
 
 T = TypeVar("T")
 
 # Files larger than this are skipped (with a note): no config document is that large, and the YAML
 # parser should never be handed an arbitrarily large input.
 MAX_BLOB_BYTES = 1 << 20
-YAML_SUFFIXES = (".yaml", ".yml")
+YAML_SUFFIXES = SUFFIXES
 
 _MODE_SYMLINK = "120000"
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
@@ -76,15 +77,8 @@ def is_yaml_path(path: str) -> bool:
     return path.lower().endswith(YAML_SUFFIXES)
 
 
-def list_yaml_entries(repo: git.Repo, sha: str) -> tuple[list[TreeEntry], list[SkippedEntry]]:
-    """Every YAML blob of the commit ``sha``, sorted by path, plus the entries skipped on purpose.
-
-    Symlinks and submodules are skipped whatever their name (a symlink could point anywhere, a
-    submodule's content is not in this repository); blobs over :data:`MAX_BLOB_BYTES` too.
-    """
-    raw = _gitutil.run_bytes(repo.git, "ls-tree", "-r", "-l", "-z", "--full-tree", sha)
-    entries: list[TreeEntry] = []
-    skipped: list[SkippedEntry] = []
+def _tree_records(raw: bytes, sha: str) -> Iterator[tuple[str, str, str, str]]:
+    """(mode, object id, size, path) of each record of ``git ls-tree -r -l -z``."""
     for record in raw.split(b"\0"):
         if not record:
             continue
@@ -93,7 +87,49 @@ def list_yaml_entries(repo: git.Repo, sha: str) -> tuple[list[TreeEntry], list[S
         if len(parts) != 4:
             raise SourceError(f"unexpected git ls-tree output for {sha}: {record[:200]!r}")
         mode, _kind, obj, size = (p.decode("ascii", "replace") for p in parts)
-        path = raw_path.decode("utf-8", "replace")
+        yield mode, obj, size, raw_path.decode("utf-8", "replace")
+
+
+def _ignore_text(repo: git.Repo, root: dict[str, tuple[str, str, str]], skipped: list[SkippedEntry]) -> str:
+    """The root's ``.reconcilerignore`` (mode, object, size by path); one that cannot be read is an error
+    (what it would have ignored is then read, so the state must count as incomplete)."""
+    found = root.get(IGNORE_FILE)
+    if found is None:
+        return ""
+    mode, obj, size = found
+    if mode in (_MODE_SYMLINK, _MODE_SUBMODULE) or int(size) > MAX_BLOB_BYTES:
+        reason = f"{IGNORE_FILE} not applied: a symbolic link, submodule or file over 1 MiB is not read"
+        skipped.append(SkippedEntry(IGNORE_FILE, reason, Severity.ERROR))
+        return ""
+    return read_blob(repo, obj).decode("utf-8", "replace")
+
+
+def list_yaml_entries(
+    repo: git.Repo, sha: str, subtree: str = ""
+) -> tuple[list[TreeEntry], list[SkippedEntry]]:
+    """Every manifest blob of the commit ``sha`` (the rule of :mod:`reconciler.source.select`: ``.yaml``/
+    ``.yml``, no dot path, under ``subtree``, not in ``.reconcilerignore``), sorted by path, plus the
+    entries skipped on purpose.
+
+    Symlinks and submodules are skipped whatever their name (a symlink could point anywhere, a
+    submodule's content is not in this repository); blobs over :data:`MAX_BLOB_BYTES` too. A
+    ``subtree`` that is no directory of the commit is an error, never an empty repository.
+    """
+    raw = _gitutil.run_bytes(repo.git, "ls-tree", "-r", "-l", "-z", "--full-tree", sha)
+    records = list(_tree_records(raw, sha))
+    entries: list[TreeEntry] = []
+    skipped: list[SkippedEntry] = []
+    root = {path: (mode, obj, size) for mode, obj, size, path in records if "/" not in path}
+    try:
+        selection = FileSelection(_ignore_text(repo, root, skipped), subtree)
+    except SelectionError as exc:
+        raise SourceError(str(exc)) from None
+    prefix = selection.prefix
+    if prefix and not any(path.startswith(prefix) for _m, _o, _s, path in records):
+        raise SourceError(f"--path {selection.subtree}: no such directory in commit {sha[:12]}")
+    for mode, obj, size, path in records:
+        if selection.excludes(path):
+            continue
         if mode == _MODE_SYMLINK:
             severity = Severity.ERROR if is_yaml_path(path) else Severity.WARNING
             reason = "symbolic link not followed; put the manifest itself in the repository"
@@ -144,6 +180,7 @@ class GitSource(Generic[T]):
     ``(path, data)`` pairs. ``timeout`` bounds each network git command (ls-remote, fetch) in seconds.
     An instance is safe to share between threads (one lock serialises git). ``on_stale_lock(name)`` is
     called for each lock file a killed git left in the cache and this instance removed (for metrics).
+    ``subtree`` (``--path``) reads only that directory of each revision; paths stay relative to the root.
     """
 
     @overload
@@ -157,6 +194,7 @@ class GitSource(Generic[T]):
         parse_cache_size: int = 100_000,
         timeout: float = _gitutil.NETWORK_TIMEOUT,
         on_stale_lock: Callable[[str], None] | None = None,
+        subtree: str = "",
     ) -> None: ...
 
     @overload
@@ -170,6 +208,7 @@ class GitSource(Generic[T]):
         parse_cache_size: int = 100_000,
         timeout: float = _gitutil.NETWORK_TIMEOUT,
         on_stale_lock: Callable[[str], None] | None = None,
+        subtree: str = "",
     ) -> None: ...
 
     def __init__(
@@ -182,6 +221,7 @@ class GitSource(Generic[T]):
         parse_cache_size: int = 100_000,
         timeout: float = _gitutil.NETWORK_TIMEOUT,
         on_stale_lock: Callable[[str], None] | None = None,
+        subtree: str = "",
     ) -> None:
         try:
             self._location = _gitutil.normalize_url(url)
@@ -189,6 +229,7 @@ class GitSource(Generic[T]):
             raise SourceError(str(exc)) from None
         self.url = _gitutil.redact(self._location)
         self.branch = branch
+        self.subtree = subtree
         self.timeout = timeout
         self.cache_dir = cache_dir or _gitutil.default_cache_dir("source", self._location)
         self._parsed: ParseCache[T] = ParseCache(
@@ -307,6 +348,19 @@ class GitSource(Generic[T]):
         subject, _, author = out.strip("\n").partition("\x1f")
         return subject.strip(), author.strip()
 
+    def commit_message(self, sha: str) -> str | None:
+        """The whole message of commit ``sha`` (its trailers, e.g. ``Reconciler-Allow-Deletions``), read
+        from the cache (no network); None when the cache lacks it."""
+        if not _FULL_SHA.fullmatch(sha):
+            return None
+        with self._operation() as repo:
+            if _gitutil.rev_parse(repo.git, f"{sha}^{{commit}}") is None:
+                return None
+            try:
+                return _gitutil.run(repo.git, "log", "-1", "--no-show-signature", "--format=%B", sha, "--")
+            except GitError:
+                return None
+
     def _drop_ref(self, repo: git.Repo) -> None:
         try:
             _gitutil.run(repo.git, "update-ref", "-d", self._ref)
@@ -325,7 +379,9 @@ class GitSource(Generic[T]):
         repo = self._cache()
         commit = resolve_commit(repo, sha)
         try:
-            entries, skipped = list_yaml_entries(repo, commit)
+            entries, skipped = list_yaml_entries(repo, commit, self.subtree)
+        except SourceError:
+            raise
         except GitError as exc:
             raise SourceError(f"cannot list the tree of {sha}: {exc}") from None
         if commit == sha:
@@ -401,7 +457,7 @@ def work_tree_head(path: Path) -> tuple[bool, str | None]:
 
 
 def read_revision(
-    repo: str, rev: str | None = None, *, skipped: list[SkippedEntry] | None = None
+    repo: str, rev: str | None = None, *, skipped: list[SkippedEntry] | None = None, subtree: str = ""
 ) -> tuple[str, list[tuple[str, bytes]]]:
     """One revision's YAML files, read from git objects: ``(commit sha, [(path, bytes), ...])``.
 
@@ -409,7 +465,7 @@ def read_revision(
     or a URL (cloned bare into a temporary directory that is removed afterwards). ``rev`` is any
     revision git understands; the default is ``HEAD`` (the default branch of a URL). Symlinks,
     submodules and oversized files are left out, as in :meth:`GitSource.read_tree`; pass a list as
-    ``skipped`` to receive their notes.
+    ``skipped`` to receive their notes. ``subtree`` (``--path``) reads only that directory.
     """
     try:
         location = _gitutil.normalize_url(repo)
@@ -424,7 +480,7 @@ def read_revision(
             raise SourceError(f"{location} is not a git repository") from None
         local.git.update_environment(**_gitutil.git_env())
         try:
-            return _read_files(local, rev or "HEAD", skipped)
+            return _read_files(local, rev or "HEAD", skipped, subtree)
         finally:
             local.close()
     with tempfile.TemporaryDirectory(prefix="reconciler-rev-") as tmp:
@@ -436,17 +492,19 @@ def read_revision(
         clone = git.Repo(target)
         clone.git.update_environment(**_gitutil.git_env())
         try:
-            return _read_files(clone, rev or "HEAD", skipped)
+            return _read_files(clone, rev or "HEAD", skipped, subtree)
         finally:
             clone.close()
 
 
 def _read_files(
-    repo: git.Repo, rev: str, skipped: list[SkippedEntry] | None
+    repo: git.Repo, rev: str, skipped: list[SkippedEntry] | None, subtree: str
 ) -> tuple[str, list[tuple[str, bytes]]]:
     sha = resolve_commit(repo, rev)
     try:
-        entries, notes = list_yaml_entries(repo, sha)
+        entries, notes = list_yaml_entries(repo, sha, subtree)
+    except SourceError:
+        raise
     except GitError as exc:
         raise SourceError(f"cannot list the tree of {rev}: {exc}") from None
     if skipped is not None:

@@ -27,9 +27,10 @@ from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
 from reconciler.source.cache import ParseCache, blob_id
-from reconciler.source.directory import read_directory
+from reconciler.source.directory import MissingSubtree, read_directory
 from reconciler.source.errors import SourceError
 from reconciler.source.git import list_yaml_entries
+from reconciler.source.select import SelectionError
 
 T = TypeVar("T")
 
@@ -86,10 +87,11 @@ def _identity(path: str, data: bytes) -> tuple[str, bytes]:
 class DirectorySource(Generic[T]):
     """Manifests of a local directory, with the ``sync()`` / ``read_parsed()`` shape of GitSource.
 
-    ``sync()`` takes a snapshot (through ``read_directory``: no symlink followed, ``.git`` skipped,
-    files over 1 MiB not read) and returns its revision (see the module docstring); ``read_parsed``
-    and ``read_tree`` return that snapshot, so one pass sees one consistent set of files even while
-    they are being edited. Parsed files are cached by blob id, as in GitSource.
+    ``sync()`` takes a snapshot (through ``read_directory``: the manifests the file rule selects, under
+    ``subtree`` when given, no symlink followed, files over 1 MiB not read) and returns its revision
+    (see the module docstring); ``read_parsed`` and ``read_tree`` return that snapshot, so one pass sees
+    one consistent set of files even while they are being edited. Parsed files are cached by blob id, as
+    in GitSource.
     """
 
     @overload
@@ -99,6 +101,7 @@ class DirectorySource(Generic[T]):
         *,
         parse: None = None,
         parse_cache_size: int = 100_000,
+        subtree: str = "",
     ) -> None: ...
 
     @overload
@@ -108,6 +111,7 @@ class DirectorySource(Generic[T]):
         *,
         parse: Callable[[str, bytes], T],
         parse_cache_size: int = 100_000,
+        subtree: str = "",
     ) -> None: ...
 
     def __init__(
@@ -116,8 +120,10 @@ class DirectorySource(Generic[T]):
         *,
         parse: Callable[[str, bytes], T] | None = None,
         parse_cache_size: int = 100_000,
+        subtree: str = "",
     ) -> None:
         self.path = Path(path).resolve()
+        self.subtree = subtree
         self.url = str(self.path)
         self._parsed: ParseCache[T] = ParseCache(
             parse or cast(Callable[[str, bytes], T], _identity), parse_cache_size
@@ -136,7 +142,9 @@ class DirectorySource(Generic[T]):
             if not self.path.is_dir():
                 raise SourceError(f"{self.path} is not a directory")
             try:
-                files, diagnostics = read_directory(self.path)
+                files, diagnostics = read_directory(self.path, self.subtree)
+            except (MissingSubtree, SelectionError) as exc:
+                raise SourceError(str(exc)) from None
             except OSError as exc:
                 raise SourceError(f"cannot read {self.path}: {exc.strerror or exc}") from None
             snapshot = [(rel, blob_id(data), data) for rel, data in files]
@@ -167,7 +175,7 @@ class DirectorySource(Generic[T]):
             head = _gitutil.rev_parse(repo.git, "HEAD^{commit}")
             if head is None:
                 return None, {}
-            entries, _skipped = list_yaml_entries(repo, head)
+            entries, _skipped = list_yaml_entries(repo, head, self.subtree)
             return head, {e.path: e.blob for e in entries}
         except GitError:
             return None, {}

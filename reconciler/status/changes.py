@@ -272,6 +272,13 @@ def _capacity_moves(change: Change) -> list[str]:
     return moves
 
 
+def _decision(scaling: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The decision of a pool's ``status.scaling`` block (``decision: {decision, reason, message}``), or the
+    block itself when it carries them at its top level."""
+    inner = scaling.get("decision")
+    return inner if isinstance(inner, Mapping) else scaling
+
+
 def pool_notes(change: Change) -> list[str]:
     """What moved inside a pool: workloads admitted or gone, GPUs admitted per family, the scaling
     decision with its reason and message, the hosts whose MIG layout changed."""
@@ -286,7 +293,8 @@ def pool_notes(change: Change) -> list[str]:
             + " ".join([*(f"+{w}" for w in sorted(new - old)), *(f"-{w}" for w in sorted(old - new))])
         )
     notes += _capacity_moves(change)
-    scaling, before = _mapping(change.after, "scaling"), _mapping(change.before, "scaling")
+    scaling = _decision(_mapping(change.after, "scaling"))
+    before = _decision(_mapping(change.before, "scaling"))
     keys = ("decision", "reason", "message")
     quiet = change.before is None and scaling.get("decision") in (None, "none")  # a new pool, no policy
     if scaling and not quiet and [scaling.get(k) for k in keys] != [before.get(k) for k in keys]:

@@ -145,16 +145,28 @@ def _workload_details(row: ResourceRow) -> list[str]:
     lines = [f"pool: {pool_of(row)}"]
     allocation = row.status.get("allocation")
     if isinstance(allocation, Mapping):
-        bound: dict[str, list[str]] = {}
+        # With several replicas, each line says which replica it is (each replica is on one host).
+        several = isinstance(allocation.get("replicas"), int) and allocation["replicas"] > 1
+
+        def number(item: Mapping[str, Any]) -> int:
+            value = item.get("replica")
+            return value if isinstance(value, int) else 0
+
+        def replica(item: Mapping[str, Any]) -> str:
+            return f"replica {number(item)}: " if several else ""
+
+        bound: dict[tuple[int, str], list[str]] = {}
         for b in allocation.get("bound") or []:
             if isinstance(b, Mapping):
-                bound.setdefault(str(b.get("hostName") or b.get("host")), []).append(str(b.get("gpu")))
-        for host, gpus in sorted(bound.items()):
-            lines.append(f"whole GPUs: {host} GPU {', '.join(gpus)}")
+                host = str(b.get("hostName") or b.get("host"))
+                bound.setdefault((number(b), host), []).append(str(b.get("gpu")))
+        for (which, host), gpus in sorted(bound.items()):
+            prefix = f"replica {which}: " if several else ""
+            lines.append(f"{prefix}whole GPUs: {host} GPU {', '.join(gpus)}")
         for m in allocation.get("mig") or []:
             if isinstance(m, Mapping):
                 lines.append(
-                    f"MIG instance: {m.get('hostName') or m.get('host')} GPU {m.get('gpu')} "
+                    f"{replica(m)}MIG instance: {m.get('hostName') or m.get('host')} GPU {m.get('gpu')} "
                     f"{m.get('profile')}@{m.get('start')}"
                 )
     return lines

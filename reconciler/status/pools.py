@@ -75,14 +75,20 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _replica(item: Mapping[str, Any]) -> int:
+    """The replica an entry belongs to: 0 when the file predates replicas (or the value is not a count)."""
+    replica = _int(item.get("replica"))
+    return replica if replica is not None and replica >= 0 else 0
+
+
 def _admission(key: WorkloadKey, kind: str, allocation: Mapping[str, Any]) -> PreviousAdmission:
-    gpus: set[GpuRef] = set()
+    gpus: dict[GpuRef, int] = {}
     for item in allocation.get("bound") or []:
         if not isinstance(item, Mapping):
             continue
         host, index = item.get("host"), _int(item.get("gpu"))
         if isinstance(host, str) and index is not None:
-            gpus.add(GpuRef(host, index))
+            gpus.setdefault(GpuRef(host, index), _replica(item))
     mig: set[MigInstance] = set()
     for item in allocation.get("mig") or []:
         if not isinstance(item, Mapping):
@@ -94,9 +100,10 @@ def _admission(key: WorkloadKey, kind: str, allocation: Mapping[str, Any]) -> Pr
             _int(item.get("start")),
         )
         if isinstance(host, str) and isinstance(profile, str) and gpu is not None and start is not None:
-            mig.add(MigInstance(host, gpu, profile, start))
+            mig.add(MigInstance(host, gpu, profile, start, _replica(item)))
     ordered = tuple(sorted(gpus, key=lambda r: (r.host_uid, r.index)))
-    return PreviousAdmission(key, ordered, tuple(sorted(mig)), kind)
+    replicas = tuple(gpus[r] for r in ordered) if any(gpus.values()) else ()
+    return PreviousAdmission(key, ordered, tuple(sorted(mig)), kind, replicas)
 
 
 def read_pool_records(docs: Mapping[str, Mapping[str, Any]]) -> PoolRecords:
@@ -153,9 +160,13 @@ def scaling_blocks(docs: Mapping[str, Mapping[str, Any]]) -> dict[PoolKey, tuple
     return out
 
 
+_DEMAND = (str(Reason.POOL_CAPACITY_EXCEEDED), str(Reason.NO_FITTING_LAYOUT))
+
+
 def pending_since(docs: Mapping[str, Mapping[str, Any]]) -> dict[WorkloadKey, float]:
     """When each workload started waiting for capacity: its Ready condition's ``lastTransitionTime``
-    while it is Pending with ``PoolCapacityExceeded`` (unix seconds). Others are left out."""
+    while it is Pending with ``PoolCapacityExceeded`` or ``NoFittingLayout`` (unix seconds). Others are
+    left out."""
     out: dict[WorkloadKey, float] = {}
     for path, doc in docs.items():
         where = _split(path)
@@ -167,7 +178,7 @@ def pending_since(docs: Mapping[str, Mapping[str, Any]]) -> dict[WorkloadKey, fl
         for condition in status.get("conditions") or []:
             if not isinstance(condition, Mapping) or condition.get("type") != "Ready":
                 continue
-            if condition.get("reason") != str(Reason.POOL_CAPACITY_EXCEEDED):
+            if condition.get("reason") not in _DEMAND:
                 continue
             try:
                 since = datetime.fromisoformat(str(condition.get("lastTransitionTime")))
@@ -272,11 +283,22 @@ def workload_document(
         "pool": w.pool,
     }
     if w.gpus or w.mig:
+        replica_of = w.gpu_replicas if len(w.gpu_replicas) == len(w.gpus) else (0,) * len(w.gpus)
         status["allocation"] = {
+            "replicas": w.replicas,
             "gpus": w.gpu_counts(),
-            "bound": [{"host": u.host_uid, "hostName": u.host_name, "gpu": u.index} for u in w.gpus],
+            "bound": [
+                {"host": u.host_uid, "hostName": u.host_name, "gpu": u.index, "replica": r}
+                for u, r in zip(w.gpus, replica_of, strict=True)
+            ],
             "mig": [
-                {"host": m.host_uid, "gpu": m.gpu, "profile": m.profile, "start": m.start}
+                {
+                    "host": m.host_uid,
+                    "gpu": m.gpu,
+                    "profile": m.profile,
+                    "start": m.start,
+                    "replica": m.replica,
+                }
                 for m in sorted(w.mig)
             ],
         }
