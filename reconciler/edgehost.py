@@ -99,6 +99,8 @@ class HostFacts:
     @property
     def addresses(self) -> tuple[str, ...]:
         """The host's IP addresses: its default NIC's first, then the others, then ``hostAddress``."""
+        if not self.nics:
+            return (self.host_address,) if self.host_address else ()
         ordered = sorted(self.nics, key=lambda n: (not n.is_default, n.name))
         found = [n.ip for n in ordered]
         if self.host_address and self.host_address not in found:
