@@ -150,14 +150,25 @@ def _gpu(entry: Any) -> GpuDevice | None:
             return None
     else:
         count = 1  # the schema allows an entry without a count: one device
-    return GpuDevice(
-        vendor=_text(entry.get("vendor")),
-        model=_text(entry.get("model")),
-        count=count,
-        memory=_optional_text(entry.get("memory")),
-        mig_capable=entry.get("migCapable") is True,
-        mig_strategy=_optional_text(entry.get("migStrategy")),
+    key = (
+        _text(entry.get("vendor")),
+        _text(entry.get("model")),
+        count,
+        _optional_text(entry.get("memory")),
+        entry.get("migCapable") is True,
+        _optional_text(entry.get("migStrategy")),
     )
+    # A fleet has few kinds of GPU entry: equal devices are one immutable value, built once.
+    device = _DEVICES.get(key)
+    if device is None:
+        if len(_DEVICES) >= _DEVICES_MAX:
+            _DEVICES.clear()
+        device = _DEVICES[key] = GpuDevice(*key)
+    return device
+
+
+_DEVICES: dict[tuple[str, str, int, str | None, bool, str | None], GpuDevice] = {}
+_DEVICES_MAX = 4096
 
 
 def _nic(entry: Any) -> Nic | None:
@@ -278,7 +289,12 @@ def read_host(item: Any) -> HostFacts | None:
         r.bad.append(("spec.device.gpus", entries))
     nics_raw = device.get("nics")
     nics = tuple(n for n in map(_nic, nics_raw) if n is not None) if isinstance(nics_raw, list) else ()
-    project = r.text(r.mapping(spec, "projectMeta", "spec.projectMeta"), "uid", "spec.projectMeta.uid")
+    project_meta = spec.get("projectMeta")
+    if type(project_meta) is not dict:
+        project_meta = r.mapping(spec, "projectMeta", "spec.projectMeta")
+    project = project_meta.get("uid")
+    if project is not None and type(project) is not str:
+        project = r.text(project_meta, "uid", "spec.projectMeta.uid")
     health = status.get("health")
     if type(health) is not dict:
         health = r.mapping(status, "health", "status.health")
