@@ -450,22 +450,24 @@ def _fill_stages(pools: Sequence[_Pool], families: Collection[GpuFamily]) -> lis
 
 
 def _gpu_workers(
-    trial: _Trial, pools: Sequence[_Pool], family: GpuFamily, request: int, current: Sequence[Machine]
+    trial: _Trial, pools: Sequence[_Pool], request: int, current: Sequence[Machine]
 ) -> tuple[list[str], int] | None:
     """The GPU workers of one family: the optimal set over the current workers and the free hosts.
 
     Fewest surplus GPUs, then fewest hosts, over everything on offer; among equally good sets the one
     that keeps the most current workers (sticky), then by host key. So a spec change is met in one step,
     adding and removing hosts together, and never holds more GPUs than that set. Returns (uids, GPUs).
+    ``pools`` are the worker pools of the family (:meth:`_FreeHosts.workers_of`), ``current`` its
+    current workers.
     """
     free_by_count: dict[int, list[_Pool]] = {}
     available: dict[int, int] = {}
+    used = trial.used
     for p in pools:
-        if p.role is Role.WORKER and p.family == family:
-            free = trial.avail(p)
-            if free > 0:
-                free_by_count.setdefault(p.count, []).append(p)
-                available[p.count] = available.get(p.count, 0) + free
+        free = len(p.hosts) - p.head - used.get(p.idx, 0)
+        if free > 0:
+            free_by_count.setdefault(p.count, []).append(p)
+            available[p.count] = available.get(p.count, 0) + free
     mine: dict[int, list[Machine]] = {}
     for host in sorted(current, key=_host_key):
         if host.gpu_count > 0:
@@ -537,7 +539,7 @@ def _place(
     for family, request in req.gpus.items():
         mine = [known[u] for u in existing_workers if u in known and known[u].gpu_family == family]
         family_pools = free.workers_of(arch, req.groups, family)
-        got_gpus = _gpu_workers(trial, family_pools, family, request, mine)
+        got_gpus = _gpu_workers(trial, family_pools, request, mine)
         if got_gpus is None:
             short = sum(m.gpu_count for m in mine) + _free_gpus(trial, family_pools, family)
             return Rejection(
