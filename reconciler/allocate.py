@@ -46,6 +46,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
 
 from reconciler import resolve
@@ -172,14 +173,28 @@ def optimal_count_vectors(available: Mapping[int, int], request: int) -> list[di
 
     ``available`` maps a per-host GPU count to how many such hosts are free. Returns [] when the
     request cannot be met. A bounded knapsack over counts: any optimal set sums to less than
-    ``request + max count`` (else a host could be dropped), so the tables stay small.
+    ``request + max count`` (else a host could be dropped), so the tables stay small. No sum below
+    that bound takes more than ``bound // count`` hosts of a count, so availability is capped there
+    and the answer is remembered for the capped shape (a large fleet asks the same few questions).
     """
     counts = sorted(c for c, a in available.items() if c > 0 and a > 0)
     if request <= 0:
         return [{}]
+    if not counts:
+        return []
+    bound = request + counts[-1] - 1
+    shape = tuple((c, min(available[c], bound // c)) for c in counts)
+    return [dict(v) for v in _optimal_vectors(shape, request)]
+
+
+@lru_cache(maxsize=4096)
+def _optimal_vectors(shape: tuple[tuple[int, int], ...], request: int) -> tuple[dict[int, int], ...]:
+    """:func:`optimal_count_vectors` of capped availability ``shape`` ((count, hosts), counts sorted)."""
+    available = dict(shape)
+    counts = [c for c, _ in shape]
     total = sum(c * available[c] for c in counts)
     if total < request:
-        return []
+        return ()
     top = min(request + counts[-1] - 1, total)
     n = len(counts)
     # suffix[i][s]: fewest hosts from count groups i.. summing to exactly s
@@ -201,7 +216,7 @@ def optimal_count_vectors(available: Mapping[int, int], request: int) -> list[di
         suffix[i] = row
     best_sum = next((s for s in range(request, top + 1) if suffix[0][s] < _INF), None)
     if best_sum is None:
-        return []
+        return ()
     best_hosts = suffix[0][best_sum]
     vectors: list[dict[int, int]] = []
 
@@ -220,7 +235,7 @@ def optimal_count_vectors(available: Mapping[int, int], request: int) -> list[di
                 chosen.pop(c, None)
 
     walk(0, best_sum, best_hosts, {})
-    return vectors
+    return tuple(vectors)
 
 
 # The order of equally good hosts: hosts that carry no resource group first (they are the ones a platform
