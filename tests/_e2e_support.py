@@ -48,7 +48,28 @@ def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
         yield server
 
 
-def controller(remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path, **options: object) -> Controller:
+class PinnedClock:
+    """A clock that moves only when the test moves it (``at``): status timestamps, cooldowns and how
+    long a workload has waited are what the test says, whatever second it runs in."""
+
+    def __init__(self, at: float = 1_790_000_000.0) -> None:
+        self.at = at
+
+    def time(self) -> float:
+        return self.at
+
+    def monotonic(self) -> float:
+        return self.at
+
+
+def controller(
+    remote: RemoteRepo,
+    emulator: EmulatorServer,
+    tmp_path: Path,
+    *,
+    clock: PinnedClock | None = None,
+    **options: object,
+) -> Controller:
     opts = ControllerOptions(
         repo=str(remote.bare),
         palette_url=emulator.url,
@@ -56,7 +77,7 @@ def controller(remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path, **o
         palette_rate_limits=RateLimits.off(),
         **options,  # type: ignore[arg-type]
     )
-    return Controller(opts)
+    return Controller(opts, clock=clock)
 
 
 def status_doc(remote: RemoteRepo, path: str) -> dict[str, object]:

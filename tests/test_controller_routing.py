@@ -57,7 +57,7 @@ def routed(tmp_path: Path, palette_url: str | None = None) -> Any:
     desired = load_files([(k, v.encode()) for k, v in files.items()], revision="r1")
     assert ("MLPlatform", "team", "broken") in desired.invalid
     options = ControllerOptions(repo=str(tmp_path / "unused.git"), palette_url=palette_url)
-    return Controller(options, environ={})._route(desired)
+    return Controller(options, environ={}).parts.observer.route(desired)
 
 
 def test_platforms_follow_their_compute_profile_settings_else_the_project(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from reconciler.emulator import EmulatorServer
 from reconciler.metrics import PassOutcome
 from reconciler.plan import Action
 from tests._e2e_support import (
+    PinnedClock,
     clusters_by_name,
     controller,
     copy_sample,
@@ -190,8 +191,9 @@ def test_a_hand_edit_of_the_status_branch_is_repaired_by_the_next_idle_pass(
     remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
 ) -> None:
     """The branch is read, not assumed: with nothing changed in git or Palette, the next pass still
-    notices that someone edited (or deleted) a status file and writes it back."""
-    ctl = controller(remote, emulator, tmp_path)
+    notices that someone edited (or deleted) a status file and writes it back (its condition's time is
+    the repair's: the clock is pinned, so that is the same second whenever the test runs)."""
+    ctl = controller(remote, emulator, tmp_path, clock=PinnedClock())
     settle(ctl)
     ctl.reconcile_once()
     path = "project-a/mlplatforms/notebooks.yaml"

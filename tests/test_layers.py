@@ -1,48 +1,28 @@
-"""Import rules between layers (DESIGN.md section 2), checked on the source, as import-linter would.
+"""Import rules the import-linter contracts (pyproject.toml, run by ``lint-imports``) cannot say.
 
-Pure modules never import I/O modules or I/O libraries; only ``reconciler.palette`` talks HTTP to
-Palette, and only ``reconciler.source`` and ``reconciler.status`` talk to git.
+The layers, the independence of the pass's stages, the pure core and the emulator are the tool's; here:
+only ``reconciler.palette`` and ``reconciler.prometheus`` talk HTTP and only ``reconciler.source`` and
+``reconciler.status`` talk git (a rule over every module, not a layer); the lease and the clock know
+no backend; and no stage or pipeline module asks which implementation stands behind a port.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "reconciler"
-
-PURE = [
-    "model",
-    "manifests",
-    "placement",
-    "inventory.py",
-    "edgehost.py",
-    "resolve.py",
-    "allocate.py",
-    "plan.py",
-    "deletions.py",
-    "compute_status.py",
-    "profiles.py",
-    "plan_report.py",
-    "scaling",
-    "status/render.py",
-    "status/changes.py",
-]
-IO_MODULES = (
-    "reconciler.palette",
-    "reconciler.prometheus",
-    "reconciler.source",
-    "reconciler.status",
-    "reconciler.apply",
-    "reconciler.controller",
-    "reconciler.server",
-    "reconciler.emulator",
-    "reconciler.commands",
-    "reconciler.cli",
+IMPLEMENTATIONS = (
+    "GitSource",
+    "DirectorySource",
+    "StatusStore",
+    "ShardStatusStore",
+    "NoStatus",
+    "ScalingStage",
 )
-IO_LIBRARIES = ("httpx", "git", "watchfiles", "uvicorn", "starlette", "socket", "subprocess", "requests")
 
 
 def imports(path: Path) -> set[str]:
@@ -55,32 +35,8 @@ def imports(path: Path) -> set[str]:
     return found
 
 
-def files(parts: list[str]) -> list[Path]:
-    out: list[Path] = []
-    for part in parts:
-        target = PACKAGE / part
-        out.extend(sorted(target.rglob("*.py")) if target.is_dir() else [target])
-    return out
-
-
 def starts(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
-
-
-# Pure modules inside an I/O package (``reconciler.status.render``): other pure modules may import them.
-PURE_MODULES = {
-    "reconciler." + p.relative_to(PACKAGE).with_suffix("").as_posix().replace("/", ".") for p in files(PURE)
-}
-
-
-@pytest.mark.parametrize("path", files(PURE), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_pure_modules_import_no_io(path: Path) -> None:
-    bad = sorted(
-        n
-        for n in imports(path)
-        if (starts(n, IO_MODULES) and n not in PURE_MODULES) or starts(n, IO_LIBRARIES)
-    )
-    assert bad == [], f"{path.relative_to(PACKAGE)} imports I/O: {bad}"
 
 
 def test_only_the_palette_package_speaks_http_and_only_source_and_status_speak_git() -> None:
@@ -90,48 +46,27 @@ def test_only_the_palette_package_speaks_http_and_only_source_and_status_speak_g
         names = imports(path)
         # The emulator is a server, not a client of Palette; the webhook server is starlette, not httpx.
         # Prometheus (utilisation for scaling) is the one other HTTP service the reconciler reads.
-        if starts_any(names, ("httpx",)) and not rel.startswith(("palette/", "prometheus/")):
+        if any(starts(n, ("httpx",)) for n in names) and not rel.startswith(("palette/", "prometheus/")):
             offenders.append(f"{rel}: httpx")
-        if starts_any(names, ("git",)) and not rel.startswith(("source/", "status/")):
+        if any(starts(n, ("git",)) for n in names) and not rel.startswith(("source/", "status/")):
             offenders.append(f"{rel}: git")
     assert offenders == []
 
 
-def starts_any(names: set[str], prefixes: tuple[str, ...]) -> bool:
-    return any(starts(n, prefixes) for n in names)
-
-
-@pytest.mark.parametrize("path", files(["runtime"]), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_runtime_speaks_neither_git_nor_palette(path: Path) -> None:
-    """``runtime/`` holds what a lease is, not where it lives: the git lease is in ``source/``."""
+@pytest.mark.parametrize("name", ["lease.py", "clock.py"])
+def test_the_lease_and_the_clock_speak_neither_git_nor_palette(name: str) -> None:
+    """``runtime/lease.py`` holds what a lease is, not where it lives: the git lease is in ``source/``."""
     banned = ("git", "httpx", "reconciler.source", "reconciler.status", "reconciler.palette")
-    bad = sorted(n for n in imports(path) if starts(n, banned))
-    assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"
+    assert sorted(n for n in imports(PACKAGE / "runtime" / name) if starts(n, banned)) == []
 
 
-def test_status_snapshot_format_is_pure() -> None:
-    """``status/snapshot.py`` is the snapshot format, not the branch: no git, no HTTP, no Palette client.
-    Besides pure modules it uses only ``palette.observe`` (the snapshot reader, which reads files but
-    speaks neither HTTP nor git), so the format has one reader."""
-    path = PACKAGE / "status" / "snapshot.py"
-    allowed = PURE_MODULES | {"reconciler.palette.observe"}
-    bad = sorted(
-        n for n in imports(path) if n not in allowed and (starts(n, IO_MODULES) or starts(n, IO_LIBRARIES))
-    )
-    assert bad == []
-    observe = imports(PACKAGE / "palette" / "observe.py")
-    assert not [
-        n for n in observe if starts(n, IO_LIBRARIES) or (starts(n, IO_MODULES) and n not in PURE_MODULES)
-    ]
-
-
-def test_the_emulator_imports_nothing_from_the_client() -> None:
-    """The emulator shares Palette's shapes and limits (observe, pacing), never the client's code."""
-    client_side = ("reconciler.palette.client", "reconciler.palette.hosts", "reconciler.palette.retry")
+def test_no_stage_asks_which_implementation_stands_behind_a_port() -> None:
+    """Stages speak to ports (``runtime/ports.py``, ``runtime/branch.py``, ``scaling.stage.SampleSource``);
+    only ``runtime/wiring.py`` names the implementations it builds."""
+    pattern = re.compile(r"isinstance\([^)]*\b(" + "|".join(IMPLEMENTATIONS) + r")\b")
     offenders = [
-        f"{path.relative_to(PACKAGE)}: {name}"
-        for path in sorted((PACKAGE / "emulator").rglob("*.py"))
-        for name in sorted(imports(path))
-        if starts(name, client_side) or name == "reconciler.palette"
+        str(path.relative_to(PACKAGE))
+        for path in sorted((PACKAGE / "runtime").rglob("*.py"))
+        if path.name != "wiring.py" and pattern.search(path.read_text())
     ]
     assert offenders == []

@@ -24,6 +24,7 @@ import yaml
 from reconciler.model.observed import managed_labels
 from reconciler.model.pools import pool_cluster_labels
 from reconciler.plan_report import MARKDOWN_LIMIT
+from reconciler.resolve import route
 from reconciler.status.snapshot import render_snapshot, target_file
 from tests._contract_support import (
     SAMPLE_INVENTORY,
@@ -80,13 +81,41 @@ def deployed(
     return hosts, clusters, placed
 
 
-def config_without_workloads(root: Path) -> Path:
-    """The sample repository without its AIWorkloads: the status branch does not record admissions yet
-    (no writer of workload status files), so every workload would be planned ``admit`` again."""
+def sample_config(root: Path) -> Path:
+    """The sample repository: platforms, pools and their workloads (admitted ones stay ``admitted``),
+    without ``sweep``: it waits for GPUs, and a pending workload is a change ``--changes-only`` lists
+    (only ``unchanged`` and ``admitted`` entries are left out), which these pull requests do not make."""
     config = root / "sample"
     shutil.copytree(SAMPLE_REPO, config)
-    shutil.rmtree(config / "project-b" / "workloads")
+    (config / "project-b" / "workloads" / "sweep.yaml").unlink()
     return config
+
+
+def workload_files(config: Path, inventory: Path, revision: str) -> dict[str, bytes | str]:
+    """The workloads' status files as the controller writes them once they are admitted as planned
+    offline: each one's pool and the GPUs and MIG instances it holds (what the next pass keeps)."""
+    from reconciler.commands import plan as plan_command
+    from reconciler.status.pools import workload_document
+    from reconciler.status.render import dump
+
+    desired = plan_command.load_desired(str(config), None)
+    url = plan_command.snapshot_url(inventory)
+    routing = route(desired, url)
+    observed = plan_command.observe_snapshot(plan_command.read_snapshot(inventory), routing, url)
+    planned = plan_command.plan_pass(desired, routing, observed, max_deletions=1)
+    files: dict[str, bytes | str] = {}
+    for w in planned.workloads:
+        _phase, doc = workload_document(
+            w,
+            revision=revision,
+            inputs="",
+            outcome=None,
+            attached=(),
+            previous=None,
+            now="2026-01-10T10:00:00Z",
+        )
+        files[f"{w.namespace}/aiworkloads/{w.name}.yaml"] = dump(doc)
+    return files
 
 
 def status_file(namespace: str, name: str, entry: dict[str, Any], revision: str) -> str:
@@ -129,7 +158,7 @@ def deployed_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[ConfigRepo,
     """The sample config on main, deployed as planned; the status branch records it; a pull-request
     branch ``more-gpus`` raises project-a/notebooks from 4 to 6 H100 GPUs."""
     root = tmp_path_factory.mktemp("from-status")
-    repo = make_config_repo(root, source=config_without_workloads(root))
+    repo = make_config_repo(root, source=sample_config(root))
     hosts, clusters, placed = deployed(repo.work, SAMPLE_INVENTORY)
     main = repo.head()
     files: dict[str, bytes | str] = {
@@ -140,6 +169,7 @@ def deployed_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[ConfigRepo,
         files[f"{p['namespace']}/mlplatforms/{p['name']}.yaml"] = status_file(
             p["namespace"], p["name"], p, main
         )
+    files.update(workload_files(repo.work, SAMPLE_INVENTORY, main))  # admitted as planned
     write_status_branch(repo, files)
     git("checkout", "-q", "-b", "more-gpus", cwd=repo.work)
     path = repo.work / NOTEBOOKS
@@ -222,6 +252,10 @@ def test_without_changes_only_every_entry_says_what_changes_against_the_deployed
     }
     assert placed["pools"], "the sample's pools are deployed too"
     assert {p["name"]: p["action"] for p in doc["pools"]} == {p["name"]: "unchanged" for p in placed["pools"]}
+    # Recorded admissions are kept: every workload the status branch says runs is `admitted`, not `admit`.
+    assert {w["name"]: w["action"] for w in doc["workloads"]} == {
+        w["name"]: "admitted" for w in placed["workloads"]
+    }
 
 
 def test_default_revision_is_the_config_branch_head_and_nothing_changes(
@@ -302,7 +336,7 @@ def test_missing_snapshots_are_exit_two_naming_the_target_and_file(tmp_path: Pat
 
 
 def test_a_target_routed_but_never_observed_is_exit_two(tmp_path: Path) -> None:
-    repo = make_config_repo(tmp_path, source=config_without_workloads(tmp_path))
+    repo = make_config_repo(tmp_path, source=sample_config(tmp_path))
     hosts, clusters, _ = deployed(repo.work, SAMPLE_INVENTORY)
     other = "http://127.0.0.1:8080"
     write_status_branch(
@@ -446,7 +480,7 @@ def test_a_repository_url_is_cloned_once_and_planned_the_same(
 
 def test_a_recorded_palette_endpoint_routes_as_run_did(tmp_path: Path) -> None:
     """``run --palette URL`` observed every namespace at URL: the plan routes there too."""
-    repo = make_config_repo(tmp_path, source=config_without_workloads(tmp_path))
+    repo = make_config_repo(tmp_path, source=sample_config(tmp_path))
     hosts, clusters, _ = deployed(repo.work, SAMPLE_INVENTORY)
     emulator = "http://127.0.0.1:8080"
     files: dict[str, bytes | str] = {
@@ -466,7 +500,7 @@ def test_a_recorded_palette_endpoint_routes_as_run_did(tmp_path: Path) -> None:
 def test_recorded_targets_nothing_routes_to_are_planned_as_run_plans_them(tmp_path: Path) -> None:
     """A recorded target with a snapshot has its orphan clusters planned for deletion; one that was never
     observed (no snapshot) is skipped with a warning, as ``run`` skips an unreachable one."""
-    repo = make_config_repo(tmp_path, source=config_without_workloads(tmp_path))
+    repo = make_config_repo(tmp_path, source=sample_config(tmp_path))
     hosts, clusters, _ = deployed(repo.work, SAMPLE_INVENTORY)
     old, gone = ("https://old.example.com", "p-old"), ("https://gone.example.com", None)
     orphan = {

@@ -8,7 +8,9 @@ one of ``--inventory FILE`` (a snapshot, offline), ``--palette URL`` (online, AP
 recorded on the status branch; no Palette, no key). Every way, each namespace is routed as ``run``
 routes it (one routing function, :func:`reconciler.resolve.route`): each sees the hosts of its
 Settings' project only (``spec.projectMeta.uid`` = ``defaultProjectID``), and the pass is planned by
-the same :func:`reconciler.plan.plan_targets`, so the plan is what the next pass would do.
+``run``'s own plan stage (:func:`reconciler.runtime.stages.plan.plan_pass`) with the same inputs,
+including, with ``--from-status``, what the last pass recorded (admissions, MIG layouts, pool modes,
+scaled pool sizes), so the plan is what the next pass would do.
 ``--changes-only`` filters the plan's JSON before any format renders it; the exit code is always that of
 the whole plan. Exit codes: 0 every platform valid and placeable, 1 some platform rejected or
 invalid (or some manifest could not be read at all), 2 an error (usage, unreadable repository or
@@ -19,18 +21,25 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler import plan_report as report
+from reconciler.deletions import approved_deletions
 from reconciler.inventory import ExcludedHost, Inventory, Machine, discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env
 from reconciler.palette.observe import Snapshot
-from reconciler.plan import Observed, Plan, free_capacity, merge, plan_targets
+from reconciler.plan import Observed, Plan, free_capacity, merge
 from reconciler.resolve import Routing, Target, route
+from reconciler.runtime.stages.plan import plan_pass as plan_stage
+from reconciler.runtime.stages.plan import snapshot_observation
+from reconciler.scaling.stage import NoSamples
+from reconciler.status.records import NO_RECORDS, Records, read_records
 
 EXIT_OK, EXIT_REJECTED, EXIT_ERROR = 0, 1, 2
 
@@ -108,14 +117,6 @@ def read_snapshot(path: Path) -> Snapshot:
         raise PlanError(f"inventory {path}: {exc}") from None
 
 
-def _observation(snapshot: Snapshot) -> Observed:
-    from reconciler.palette.observe import managed_clusters
-
-    inventory = discover(snapshot.edge_hosts)
-    clusters = managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid())
-    return Observed(inventory, clusters)
-
-
 def snapshot_url(path: Path) -> str:
     """The endpoint an offline plan routes every namespace to: the snapshot stands for Palette."""
     return f"inventory:{path}"
@@ -129,7 +130,7 @@ def observe_snapshot(snapshot: Snapshot, routing: Routing, url: str) -> dict[Tar
     """
     from reconciler.palette.observe import scoped
 
-    whole = _observation(snapshot)
+    whole = snapshot_observation(snapshot)
     targets = set(routing.targets)
     targets |= {Target(url, c.project_uid) for c in whole.clusters}
     if not targets:
@@ -141,7 +142,7 @@ def observe_snapshot(snapshot: Snapshot, routing: Routing, url: str) -> dict[Tar
         whole_seen = len(part.edge_hosts) == len(snapshot.edge_hosts) and len(part.clusters) == len(
             snapshot.clusters
         )
-        observed[t] = whole if whole_seen else _observation(part)
+        observed[t] = whole if whole_seen else snapshot_observation(part)
     return observed
 
 
@@ -186,22 +187,31 @@ def plan_pass(
     observed: Mapping[Target, Observed],
     max_deletions: int,
     prometheus: str | None = None,
+    *,
+    records: Records = NO_RECORDS,
+    now: float | None = None,
+    approved: int | None = None,
 ) -> Plan:
-    """The plan of one pass over every target, as ``run`` would carry it out. With ``prometheus`` (a URL),
-    pools with a scaling policy show the scaling decision of this moment (without the status branch: no
-    recorded action, so no cooldown)."""
-    plans = plan_targets(desired, routing, observed, max_deletions=max_deletions)
+    """The plan of one pass over every target, made by the plan stage ``run`` uses
+    (:func:`reconciler.runtime.stages.plan.plan_pass`) with the same inputs: ``records`` are what the
+    status branch recorded (none offline). With ``prometheus`` (a URL), pools with a scaling policy show
+    the scaling decision of this moment; without it no pool is decided and each keeps its recorded size."""
+    from reconciler.prometheus.stage import ScalingStage
+
+    with ScalingStage(prometheus) if prometheus is not None else nullcontext() as stage:
+        planned = plan_stage(
+            desired,
+            routing,
+            observed,
+            records,
+            samples=stage if stage is not None else NoSamples(),
+            now=time.time() if now is None else now,
+            max_deletions=max_deletions,
+            approved_deletions=approved,
+        )
+    plans = planned.plans
     diagnostics = next(iter(plans.values())).diagnostics if plans else desired.diagnostics
-    merged = merge(desired.revision, plans, diagnostics)
-    if prometheus is None:
-        return merged
-    import time
-
-    from reconciler.prometheus.stage import ScalingStage, evaluate
-
-    with ScalingStage(prometheus) as stage:
-        outcomes = evaluate(stage, desired, plans.values(), time.time())
-    return merged.with_scaling({key: o.entry for key, o in outcomes.items()})
+    return merge(desired.revision, plans, diagnostics)
 
 
 # --- from the status branch ----------------------------------------------------------------------
@@ -217,6 +227,7 @@ class StatusBasis:
     branch: str
     commit: str | None
     observed_revision: str | None
+    approved_deletions: int | None = None  # the revision's Reconciler-Allow-Deletions trailer
 
 
 def observe_status(
@@ -226,9 +237,11 @@ def observe_status(
     status_branch: str,
     subtree: str = "",
     extra: Sequence[tuple[str, bytes]] = (),
-) -> tuple[DesiredState, Routing, dict[Target, Observed], StatusBasis]:
+) -> tuple[DesiredState, Routing, dict[Target, Observed], StatusBasis, Records]:
     """The desired state of ``rev`` (default: the config branch's head) routed as ``run`` routes it,
-    each target observed as the status branch last recorded it (``inventory/*.json``).
+    each target observed as the status branch last recorded it (``inventory/*.json``), and what the
+    last pass recorded there (admissions, MIG layouts, pool modes, scaled sizes), which ``run``'s next
+    pass plans with too.
 
     The config branch is ``branch``, else the one ``reconciler.yaml`` records, else ``main``. Targets
     are those routed plus those ``reconciler.yaml`` lists (``run`` keeps observing a target whose last
@@ -237,7 +250,6 @@ def observe_status(
     """
     from reconciler.source._gitutil import GitError, redact
     from reconciler.status.reader import StatusBranch
-    from reconciler.status.render import parse_recorded, whole_record
     from reconciler.status.snapshot import SnapshotError, read_snapshots, recorded_palette
 
     try:
@@ -252,10 +264,11 @@ def observe_status(
                     "committed a pass yet, or the branch was not fetched "
                     f"(git fetch origin {status_branch}:{status_branch})"
                 )
-            files = whole_record(status.files())
+            files = status.record()
             try:
                 snapshots = read_snapshots(files)
-                recorded = parse_recorded(files)
+                records = read_records(files)
+                recorded = records.recorded
                 palette = recorded_palette(files)
             except SnapshotError as exc:
                 raise PlanError(f"status branch {status_branch}: {exc}") from None
@@ -267,7 +280,8 @@ def observe_status(
                         f"no config branch {name!r} in {redact(repo)}; name the revision with --rev"
                     )
             desired = load_desired(status.location, rev, subtree, extra)
-            basis = StatusBasis(status_branch, status.tip, recorded.revision)
+            message = status.commit_message(desired.revision) if desired.revision else None
+            basis = StatusBasis(status_branch, status.tip, recorded.revision, approved_deletions(message))
     except GitError as exc:
         raise PlanError(f"cannot read the status branch {status_branch} of {redact(repo)}: {exc}") from None
     routing = route(desired, palette)
@@ -293,8 +307,8 @@ def observe_status(
             file=sys.stderr,
         )
     targets = (routing.targets | recorded_targets) - set(unseen)
-    observed = {t: _observation(snapshots[(t.url, t.project_uid)]) for t in targets}
-    return desired, routing, observed, basis
+    observed = {t: snapshot_observation(snapshots[(t.url, t.project_uid)]) for t in targets}
+    return desired, routing, observed, basis, records
 
 
 def _targets_text(targets: list[Target]) -> str:
@@ -357,12 +371,15 @@ def run(
         print("error: --status-branch and --branch only apply with --from-status", file=sys.stderr)
         return EXIT_ERROR
     basis: StatusBasis | None = None
+    records = NO_RECORDS
     try:
         path, extra = _files_options(repo, subtree, what_if)
         if from_status:
-            desired, routing, observed, basis = observe_status(
+            desired, routing, observed, basis, records = observe_status(
                 repo, rev, branch, status_branch or DEFAULT_STATUS_BRANCH, path, extra
             )
+            for problem in records.problems:  # planned as run plans them; said as run logs them
+                print(f"warning: {problem.meaning}: {problem.error}", file=sys.stderr)
         else:
             desired = load_desired(repo, rev, path, extra)
             if inventory is not None:
@@ -376,7 +393,10 @@ def run(
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    plan = plan_pass(desired, routing, observed, max_deletions, prometheus)
+    approved = basis.approved_deletions if basis is not None else None
+    plan = plan_pass(
+        desired, routing, observed, max_deletions, prometheus, records=records, approved=approved
+    )
     document = plan.to_json()
     if changes_only:
         document = report.changes_only(document)

@@ -29,11 +29,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.logging import configure_logging, get_logger
 from reconciler.metrics import PassOutcome
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector
 from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease, default_identity
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.outcome import PassResult
+from reconciler.runtime.pipeline import Pipeline
+from reconciler.runtime.wiring import build
 from reconciler.server import Server, ServerError, parse_listen, push_ref, webhook_secret_from_env
 from reconciler.source import GitError, watch_directory
 from reconciler.source.select import normalize_subtree
@@ -49,7 +52,7 @@ class _Stopper:
     """Signal handling: the first signal asks the controller to stop; a second one, or the deadline,
     ends the process at once."""
 
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: Pipeline) -> None:
         self._controller = controller
         self._log = get_logger(component="run")
         self.signalled = False
@@ -184,7 +187,6 @@ def run(
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    log = get_logger(component="run")
     options = ControllerOptions(
         repo=repo,
         branch=branch,
@@ -206,18 +208,11 @@ def run(
         print(f"error: --watch needs --repo to be a local directory, got {repo}", file=sys.stderr)
         return 2
     try:
-        controller = Controller(options)
+        controller = build(options)
     except GitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if dry_run:
-        log.info("dry run: plans are logged; nothing is written to Palette or git")
-    if shard is not None:
-        log.info(
-            "shard: only these namespaces are planned, applied and reported",
-            shard=shard,
-            namespaces=str(selector),
-        )
+    _say_mode(options)
     # One writer (DESIGN.md section 7). A dry run writes nothing, so it takes no lease; --watch reads a
     # local directory that one person edits, so it takes none either.
     kind = "none" if dry_run or watch else lease_kind
@@ -235,24 +230,47 @@ def run(
         print(f"error: cannot set up the {kind} lease: {exc}", file=sys.stderr)
         return 2
     if once:
-        stopper = _Stopper(controller)
-        stopper.install()
-        if not controller.lease.acquire():
-            holder = controller.lease.holder() or "another instance"
-            controller.close()
-            print(f"error: the writer lease is held by {holder}; nothing was written", file=sys.stderr)
-            return 1
-        try:
-            result = controller.reconcile_once()
-        finally:
-            controller.lease.release()
-            controller.close()
-        if result.interrupted or stopper.signalled:
-            return INTERRUPTED
-        if result.not_ready is not None:
-            print(f"error: {result.not_ready}", file=sys.stderr)
-            return 2
-        return 0 if result.outcome in _DONE else 1
+        return _run_once(controller)
+    return _serve(controller, branch=branch, listen=listen, watch=watch, lease_duration=lease_duration)
+
+
+def _say_mode(options: ControllerOptions) -> None:
+    log = get_logger(component="run")
+    if options.dry_run:
+        log.info("dry run: plans are logged; nothing is written to Palette or git")
+    if options.shard is not None:
+        log.info(
+            "shard: only these namespaces are planned, applied and reported",
+            shard=options.shard,
+            namespaces=str(options.namespaces),
+        )
+
+
+def _run_once(controller: Pipeline) -> int:
+    """``--once``: one pass under the lease; exit 0 done, 1 failed, 2 not ready, 130 interrupted."""
+    stopper = _Stopper(controller)
+    stopper.install()
+    if not controller.lease.acquire():
+        holder = controller.lease.holder() or "another instance"
+        controller.close()
+        print(f"error: the writer lease is held by {holder}; nothing was written", file=sys.stderr)
+        return 1
+    try:
+        result = controller.reconcile_once()
+    finally:
+        controller.lease.release()
+        controller.close()
+    if result.interrupted or stopper.signalled:
+        return INTERRUPTED
+    if result.not_ready is not None:
+        print(f"error: {result.not_ready}", file=sys.stderr)
+        return 2
+    return 0 if result.outcome in _DONE else 1
+
+
+def _serve(controller: Pipeline, *, branch: str, listen: str, watch: bool, lease_duration: float) -> int:
+    """The loop, with the webhook/metrics server, the lease keeper and (``--watch``) the file watcher."""
+    log = get_logger(component="run")
 
     def on_webhook(payload: dict[str, Any]) -> bool:
         """Start a pass for a push to the followed branch; anything else (a tag, our own status
@@ -288,13 +306,9 @@ def run(
             server.mark_ready()
 
     if watch:
-        watcher = threading.Thread(
-            target=watch_directory,
-            args=(Path(repo), controller.request_pass, controller.stopping),
-            name="watch",
-            daemon=True,
-        )
-        watcher.start()
+        repo = Path(controller.options.repo)
+        args = (repo, controller.request_pass, controller.stopping)
+        threading.Thread(target=watch_directory, args=args, name="watch", daemon=True).start()
 
     def on_lease_change(held: bool) -> None:
         controller.metrics.set_lease_held(held)

@@ -25,7 +25,6 @@ from reconciler.source._gitutil import GitError
 from reconciler.status.details import attention_section, details, pools_section
 from reconciler.status.page import render
 from reconciler.status.reader import StatusBranch
-from reconciler.status.render import whole_record
 from reconciler.status.view import (
     PLURAL_OF,
     SHOWN_KINDS,
@@ -185,7 +184,7 @@ def _mig(files: Mapping[str, bytes]) -> dict[str, list[Mapping[str, Any]]]:
 def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, html_out: Path | None) -> int:
     if branch.ref is None:
         raise _CommandError(f"no status branch {branch.branch!r} in the repository (has a pass run yet?)")
-    files = whole_record(branch.files())  # a sharded branch's shards/*.yaml read as one record
+    files = branch.record()  # a sharded branch's shards/*.yaml read as one record
     found = rows(files)
     revision = recorded_revision(files)
     if revision is None:

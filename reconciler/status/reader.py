@@ -9,6 +9,7 @@ Nothing is checked out; no hook of the repository runs.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -17,6 +18,7 @@ import git
 
 from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
+from reconciler.status.render import whole_record
 
 _FIELD = "\x1f"
 _RECORD = "\x1e"
@@ -148,6 +150,33 @@ class StatusBranch:
             return None
         subject, _, author = out.strip().partition(_FIELD)
         return subject, author
+
+    def newest(self, revisions: Sequence[str]) -> str | None:
+        """The revision every other one of ``revisions`` is an ancestor of (the config branch's newest
+        of them); None when the history does not say (unknown commits, diverged revisions)."""
+        for candidate in revisions:
+            if all(other == candidate or self._is_ancestor(other, candidate) for other in revisions):
+                return candidate
+        return None
+
+    def _is_ancestor(self, older: str, newer: str) -> bool:
+        try:
+            _gitutil.run(self._repo.git, "merge-base", "--is-ancestor", older, newer)
+        except GitError:
+            return False
+        return True
+
+    def record(self) -> Mapping[str, bytes]:
+        """Every file of the tip, a sharded branch's records read as one ``reconciler.yaml`` whose
+        revision is the newest any shard reported."""
+        return whole_record(self.files(), newest=self.newest)
+
+    def commit_message(self, sha: str) -> str | None:
+        """The whole message of a config commit (its trailers), when this repository has it."""
+        try:
+            return str(_gitutil.run(self._repo.git, "log", "-1", "--format=%B", sha, "--"))
+        except GitError:
+            return None
 
     def close(self) -> None:
         self._repo.close()

@@ -388,11 +388,15 @@ def _target_key(target: tuple[str, str | None]) -> tuple[str, str]:
 SHARDS_DIR = "shards/"
 
 
-def whole_record(files: Mapping[str, bytes]) -> Mapping[str, bytes]:
+def whole_record(
+    files: Mapping[str, bytes], newest: Callable[[Sequence[str]], str | None] | None = None
+) -> Mapping[str, bytes]:
     """The status tree as a reader of the whole branch needs it: a sharded branch has no
     ``reconciler.yaml`` but one ``shards/<name>.yaml`` per shard (same shape); they are combined into one
-    ``reconciler.yaml`` (every shard's targets; the branch, revision and ``palette`` of the first shard
-    by name that records them). An unsharded tree is returned as it is."""
+    ``reconciler.yaml`` (every shard's targets; the branch and ``palette`` of the first shard by name
+    that records them; the revision is the newest any shard reported: ``newest`` picks it among the
+    shards' revisions from the config history, else the first shard's). An unsharded tree is returned as
+    it is."""
     if RECONCILER_FILE in files:
         return files
     docs = [
@@ -413,6 +417,9 @@ def whole_record(files: Mapping[str, bytes]) -> Mapping[str, bytes]:
                 project = item.get("projectUid")
                 targets.add((item["url"], project if isinstance(project, str) else None))
     combined["targets"] = [{"url": u, "projectUid": p} for u, p in sorted(targets, key=_target_key)]
+    revisions = sorted({str(doc["revision"]) for doc in docs if doc.get("revision")})
+    if newest is not None and len(revisions) > 1:
+        combined["revision"] = newest(revisions) or combined["revision"]
     return {**files, RECONCILER_FILE: dump({k: v for k, v in combined.items() if v is not None})}
 
 

@@ -1,0 +1,83 @@
+"""The values stages hand each other (frozen: a stage makes a new one, never changes the last)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.inventory import Inventory
+from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.observed import ManagedCluster
+from reconciler.model.pools import PoolKey, WorkloadKey
+from reconciler.plan import Plan
+from reconciler.resolve import Target
+from reconciler.scaling.stage import ScalingOutcome
+from reconciler.status.pools import WorkloadOutcome
+from reconciler.status.records import Records
+from reconciler.status.render import Outcome
+from reconciler.status.snapshot import render_snapshot
+
+__all__ = ["Applied", "Loaded", "Observation", "ObservedTarget", "Planned"]
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """The plan stage's result: one plan per Palette target, and each scaled pool's outcome."""
+
+    plans: Mapping[Target, Plan]
+    scaling: Mapping[PoolKey, ScalingOutcome] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What fetch and load made: the revision held, its desired state and the status branch's records
+    (read once per pass)."""
+
+    revision: str | None
+    desired: DesiredState
+    records: Records
+
+
+@dataclass
+class ObservedTarget:
+    """One Palette target as read: machines and managed clusters (and the raw listing, for the
+    status branch's inventory snapshot, rendered once per observation)."""
+
+    inventory: Inventory
+    clusters: Sequence[ManagedCluster]
+    fingerprint: str
+    raw_hosts: Sequence[Any] = field(default_factory=list)  # host JSON as listed
+    raw_clusters: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    _snapshot: bytes | None = None
+
+    def snapshot(self) -> bytes:
+        if self._snapshot is None:
+            self._snapshot = render_snapshot(list(self.raw_hosts), list(self.raw_clusters))
+        return self._snapshot
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The observe stage's result: what was read, and which targets could not be read and why."""
+
+    observed: Mapping[Target, ObservedTarget] = field(default_factory=dict)
+    failed: Mapping[Target, str] = field(default_factory=dict)  # transient: PaletteUnavailable
+    stalled: Mapping[Target, str] = field(default_factory=dict)  # refused key: PaletteUnauthorized
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The apply stage's result: what Palette was asked and answered."""
+
+    clusters: Mapping[PlatformKey, Outcome] = field(default_factory=dict)  # platform clusters
+    pools: Mapping[PoolKey, Outcome] = field(default_factory=dict)
+    workloads: Mapping[WorkloadKey, WorkloadOutcome] = field(default_factory=dict)
+    failed_profiles: Mapping[PlatformKey, Outcome] = field(default_factory=dict)  # a workload's profiles
+    at: float | None = None  # when the pool writes finished (a scaling action's cooldown runs from it)
+    refused: Mapping[Target, str] = field(default_factory=dict)  # targets that refused the key meanwhile
+
+    @property
+    def writes(self) -> dict[PlatformKey, Outcome]:
+        """Every Palette write of the pass (failed profile changes count as writes)."""
+        return {**self.clusters, **self.pools, **self.failed_profiles}

@@ -1,0 +1,151 @@
+"""The plan stage: desired state, observation and the status branch's records -> the pass's plans.
+
+``run`` and every mode of ``reconciler plan`` call :func:`plan_pass` with the same inputs (the records
+of the status branch, or none when nothing deployed is known), so a pull request's plan is what the
+merge's pass does (docs/reconciling.md). Scaling is this stage's inner loop (docs/scaling.md, "How the
+controller runs it"): pools with a policy request their current size (``spec.gpus`` and the recorded
+actions); the decisions are made on that plan with the utilisation the :class:`SampleSource` gives; an
+action is planned with its target size and confirmed against that plan; the pass's plan (made with the
+final sizes) carries each pool's decision. Pools without a policy: one plan, no query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from reconciler.inventory import discover
+from reconciler.model.desired import DesiredState
+from reconciler.model.gpu import GpuFamily
+from reconciler.model.pools import POOL_KIND, PoolKey, cluster_kind
+from reconciler.palette.observe import Snapshot, managed_clusters
+from reconciler.plan import Observation, Observed, Plan, gpus_of, merge, plan_targets
+from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
+from reconciler.runtime.facts import Planned
+from reconciler.scaling.pools import pool_sizes
+from reconciler.scaling.stage import NoSamples, SampleSource, confirm, evaluate
+from reconciler.status.drift import plan_drift
+from reconciler.status.records import Records
+from reconciler.status.snapshot import SnapshotError, read_snapshots
+
+Sizes = Mapping[PoolKey, Mapping[GpuFamily, int]]
+
+
+def plan_pass(
+    desired: DesiredState,
+    routing: Routing,
+    observed: Mapping[Target, Observation],
+    records: Records,
+    *,
+    samples: SampleSource,
+    now: float,
+    max_deletions: int = 1,
+    namespaces: NamespaceSelector = EVERY_NAMESPACE,
+    approved_deletions: int | None = None,
+) -> Planned:
+    """The plans of one pass over every observed target (the prune guard counts the whole pass;
+    ``approved_deletions``: the revision's ``Reconciler-Allow-Deletions`` trailer)."""
+
+    def plan(sizes: Sizes | None) -> dict[Target, Plan]:
+        return plan_targets(
+            desired,
+            routing,
+            observed,
+            max_deletions=max_deletions,
+            namespaces=namespaces,
+            previous=records.pools.previous,
+            pool_modes=records.pools.modes,
+            previous_layouts=records.pools.layouts,
+            sizes=sizes,
+            approved_deletions=approved_deletions,
+        )
+
+    sizes = _current_sizes(desired, observed, records)
+    if not sizes:
+        return Planned(plan(None))
+    first = plan(sizes)
+    outcomes = evaluate(
+        samples, desired, first.values(), now, records.scaling, records.pending_since, skip=records.unreadable
+    )
+    if not outcomes:
+        return Planned(first)
+    plans = first
+    if any(o.acts for o in outcomes.values()):  # plan again with the actions' sizes
+        acting = {k: dict(o.target) for k, o in outcomes.items() if o.acts}
+        plans = plan({**sizes, **acting})
+        outcomes = confirm(outcomes, first, plans)
+        if any(o.withdrawn for o in outcomes.values()):  # back to its size: plan once more
+            plans = plan({**sizes, **{k: dict(o.target) for k, o in outcomes.items()}})
+    entries = {k: o.entry for k, o in outcomes.items()}
+    return Planned({t: p.with_scaling(entries) for t, p in plans.items()}, outcomes)
+
+
+def _current_sizes(
+    desired: DesiredState, observed: Mapping[Target, Observation], records: Records
+) -> dict[PoolKey, Mapping[GpuFamily, int]]:
+    """Each pool with a policy at the size its record implies; a pool whose record could not be read
+    keeps the GPUs its cluster has (it is not decided this pass)."""
+    sizes: dict[PoolKey, Mapping[GpuFamily, int]] = dict(pool_sizes(desired, records.scaling))
+    kept = set(records.unreadable & set(sizes))
+    if not kept:
+        return sizes
+    machines = {uid: m for o in observed.values() for uid, m in o.inventory.by_uid().items()}
+    for o in observed.values():
+        for cluster in o.clusters:
+            if cluster_kind(cluster.labels) == POOL_KIND and cluster.key in kept:
+                kept.discard(cluster.key)  # the first target that holds it, as observed
+                sizes[cluster.key] = {GpuFamily(f): n for f, n in gpus_of(cluster.workers, machines).items()}
+    return sizes
+
+
+def recorded_observation(
+    records: Records, targets: Iterable[Target], namespaces: NamespaceSelector = EVERY_NAMESPACE
+) -> dict[Target, Observed] | None:
+    """Each target as the status branch recorded it (what ``plan --from-status`` plans against); None
+    when some target has no readable snapshot (then no pull request could have been planned either)."""
+    try:
+        snapshots = read_snapshots(records.files)
+    except SnapshotError:
+        return None
+    out: dict[Target, Observed] = {}
+    for target in targets:
+        snapshot = snapshots.get((target.url, target.project_uid))
+        if snapshot is None:
+            return None
+        seen = snapshot_observation(snapshot)
+        out[target] = Observed(seen.inventory, [c for c in seen.clusters if namespaces.owns(c.namespace)])
+    return out
+
+
+def snapshot_observation(snapshot: Snapshot) -> Observed:
+    """A target as an inventory snapshot shows it (machines and managed clusters)."""
+    inventory = discover(snapshot.edge_hosts)
+    return Observed(inventory, managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid()))
+
+
+def drift(
+    desired: DesiredState,
+    routing: Routing,
+    planned: Planned,
+    records: Records,
+    *,
+    max_deletions: int,
+    namespaces: NamespaceSelector,
+    approved_deletions: int | None = None,
+) -> list[str]:
+    """What this pass does differently from the plan a pull request of this revision was shown (made
+    against the recorded inventory, with no Prometheus); empty when they agree or it cannot be told."""
+    recorded = recorded_observation(records, planned.plans.keys(), namespaces)
+    if recorded is None:
+        return []
+    expected = plan_pass(
+        desired,
+        routing,
+        recorded,
+        records,
+        samples=NoSamples(),
+        now=0.0,
+        max_deletions=max_deletions,
+        namespaces=namespaces,
+        approved_deletions=approved_deletions,
+    )
+    return plan_drift(merge(desired.revision, expected.plans, []), merge(desired.revision, planned.plans, []))

@@ -1,0 +1,126 @@
+"""The composition root: options in, a :class:`~reconciler.runtime.pipeline.Pipeline` out.
+
+It is the one place that knows which implementations stand behind the stages' ports: a git branch or a
+local directory as the ``Source`` (only git has a ``History``), the status store (a shard's own, or a
+directory without git: :class:`~reconciler.runtime.branch.NoStatus`), the Palette clients, Prometheus.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from reconciler.manifests import parse_file
+from reconciler.metrics import Metrics
+from reconciler.palette.client import PaletteClient
+from reconciler.prometheus.stage import ScalingStage
+from reconciler.resolve import Target
+from reconciler.runtime.branch import NoStatus, StatusBranch
+from reconciler.runtime.clock import SYSTEM_CLOCK, Clock
+from reconciler.runtime.lease import Lease, NoLease
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.parts import Parts
+from reconciler.runtime.pipeline import Pipeline
+from reconciler.runtime.ports import History, Source
+from reconciler.runtime.stages.observe import ClientFactory, Observer
+from reconciler.source import DirectorySource, GitSource
+from reconciler.status.store import ShardStatusStore, StatusStore
+
+
+def status_store(options: ControllerOptions) -> StatusBranch:
+    workdir = options.cache_dir / "status" if options.cache_dir else None
+    if options.shard is None:
+        return StatusStore(options.repo, options.status_branch, workdir)
+    return ShardStatusStore(
+        options.repo, options.status_branch, workdir, shard=options.shard, namespaces=options.namespaces
+    )
+
+
+def open_source(
+    options: ControllerOptions,
+) -> tuple[Source, History | None, StatusBranch, Callable[[], None]]:
+    """The config source, its history (None for a directory read as it is on disk), the status branch,
+    and what closes them."""
+    if options.watch:
+        # A local working directory: read as it is on disk; status goes to its repository if it has one.
+        directory = DirectorySource(Path(options.repo), parse=parse_file, subtree=options.subtree)
+        has_git = (Path(options.repo) / ".git").exists()
+        status = status_store(options) if has_git else NoStatus()
+        return directory, None, status, status.close
+    cache = options.cache_dir
+    git = GitSource(
+        options.repo,
+        options.branch,
+        cache / "source" if cache else None,
+        parse=parse_file,
+        subtree=options.subtree,
+    )
+    status = status_store(options)
+
+    def close() -> None:
+        git.close()
+        status.close()
+
+    return git, git, status, close
+
+
+def palette_clients(options: ControllerOptions, metrics: Metrics) -> ClientFactory:
+    def make(target: Target, key: str) -> PaletteClient:
+        return PaletteClient(
+            target.url,
+            key,
+            target.project_uid,
+            on_request=metrics.on_palette_request,
+            rate_limits=options.palette_rate_limits,
+            on_wait=metrics.on_palette_rate_limit_wait,
+        )
+
+    return make
+
+
+def parts(
+    options: ControllerOptions,
+    *,
+    metrics: Metrics | None = None,
+    environ: Mapping[str, str] | None = None,
+    client_factory: ClientFactory | None = None,
+    lease: Lease | None = None,
+    clock: Clock | None = None,
+) -> Parts:
+    if options.namespaces.everything != (options.shard is None):
+        raise ValueError("a shard needs both namespaces and a shard name")
+    metrics = metrics or Metrics()
+    env = environ if environ is not None else os.environ
+    source, history, status, close_source = open_source(options)
+    observer = Observer(
+        client_factory or palette_clients(options, metrics),
+        env,
+        palette_url=options.palette_url,
+        namespaces=options.namespaces,
+        sudden_threshold=options.sudden_change,
+    )
+    samples = ScalingStage(options.prometheus_url, environ=env)
+
+    def close() -> None:
+        observer.close()
+        close_source()
+        samples.close()
+
+    return Parts(
+        options=options,
+        source=source,
+        history=history,
+        status=status,
+        observer=observer,
+        samples=samples,
+        metrics=metrics,
+        lease=lease if lease is not None else NoLease(),
+        clock=clock if clock is not None else SYSTEM_CLOCK,
+        close=close,
+    )
+
+
+def build(options: ControllerOptions, **kwargs: object) -> Pipeline:
+    """A pipeline for ``options`` (see :func:`parts` for what may be injected)."""
+    return Pipeline(parts(options, **kwargs))  # type: ignore[arg-type]

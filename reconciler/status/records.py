@@ -1,0 +1,79 @@
+"""What the last pass left on the status branch, read once per pass into one value (pure).
+
+``run`` reads it at the start of every pass and ``plan --from-status`` from the branch it plans
+against; both plan with it, so the pull request's plan is the pass's plan: the admissions and MIG
+layouts a pool holds, each pool's mode, the profiles attached for each workload, the scaling records
+(the size a policy's actions left a pool at) and when each pending workload started waiting.
+``plan --inventory`` and ``plan --palette`` plan with :data:`NO_RECORDS` (nothing deployed is known).
+
+A recorded value that cannot be read is named in :attr:`Records.problems` (the caller logs it) and
+planned as if absent, except a scaling block: its pool keeps the size it has and is not scaled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model.pools import PoolKey, WorkloadKey
+from reconciler.scaling import ScalingStatusError
+from reconciler.scaling import parse as parse_scaling
+from reconciler.scaling.record import ScalingStatus
+from reconciler.status.pools import PoolRecords, pending_since, read_pool_records, scaling_blocks
+from reconciler.status.render import Recorded, parse_previous, parse_recorded
+
+POOL_PROBLEM = "unreadable pool status: its MIG layout is planned afresh"
+SCALING_PROBLEM = "unreadable scaling status: the pool keeps its size, not scaled"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A recorded value that could not be read: what it means for the pass, and the error."""
+
+    meaning: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class Records:
+    """The status branch before a pass, parsed."""
+
+    files: Mapping[str, bytes] = field(default_factory=dict)  # the tree as read
+    docs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # every parseable YAML file
+    recorded: Recorded = field(
+        default_factory=Recorded
+    )  # reconciler.yaml (a shard's record on a sharded branch)
+    pools: PoolRecords = field(default_factory=PoolRecords)
+    scaling: Mapping[PoolKey, ScalingStatus | None] = field(default_factory=dict)
+    unreadable: frozenset[PoolKey] = frozenset()  # pools whose status.scaling did not parse
+    pending_since: Mapping[WorkloadKey, float] = field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()
+
+
+NO_RECORDS = Records()
+
+
+def read_records(tree: Mapping[str, bytes]) -> Records:
+    """Parse a status tree (path -> bytes) once: everything a pass plans and reports with."""
+    docs = parse_previous(tree)
+    pools = read_pool_records(docs)
+    problems = [Problem(POOL_PROBLEM, p) for p in pools.problems]
+    scaling: dict[PoolKey, ScalingStatus | None] = {}
+    unreadable: set[PoolKey] = set()
+    for key, (path, block) in scaling_blocks(docs).items():
+        try:
+            scaling[key] = parse_scaling(block, f"{path}: status.scaling")
+        except ScalingStatusError as exc:
+            problems.append(Problem(SCALING_PROBLEM, str(exc)))
+            unreadable.add(key)
+    return Records(
+        files=dict(tree),
+        docs=docs,
+        recorded=parse_recorded(tree),
+        pools=pools,
+        scaling=scaling,
+        unreadable=frozenset(unreadable),
+        pending_since=pending_since(docs),
+        problems=tuple(problems),
+    )

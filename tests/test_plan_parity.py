@@ -1,0 +1,255 @@
+"""Plan is apply (DESIGN.md section 7): ``plan --from-status`` shows what ``run``'s next pass does.
+
+One repository with platforms, a shared pool (whole-GPU and MIG workloads, a scaling policy that has
+scaled it up once for a pending workload) and a dedicated pool, run by the in-process controller
+against the emulator and a real git remote, with a pinned clock (the scale-up's demand has waited long
+enough because the test moves the clock, not because it sleeps). After it settles:
+
+- at the same revision, ``reconciler plan --from-status`` equals the controller's next pass entry for
+  entry (actions, reasons, hosts, admissions, bound GPUs, MIG instances, sizes), and ``--changes-only``
+  lists nothing: admitted workloads are ``admitted`` (not ``admit``), the scaled pool keeps its size;
+- a follow-up commit planned before its merge equals what the pass after the merge does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.controller import Controller, ControllerOptions, PassResult
+from reconciler.emulator import EmulatorServer
+from reconciler.palette.observe import load_snapshot
+from reconciler.palette.pacing import RateLimits
+from reconciler.plan import merge
+from tests._contract_support import run_cli
+from tests._e2e_support import API_KEY, SAMPLE, PinnedClock, sample_files
+from tests._git_support import RemoteRepo, git
+from tests._loop_support import status_files
+
+pytestmark = pytest.mark.e2e
+
+POOL = "project-b/pools/shared-a100.yaml"
+POOL_STATUS = "project-b/computepools/shared-a100.yaml"
+OFFLINE = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
+
+POLICY = {
+    "apiVersion": "spectrocloud.com/v1alpha1",
+    "kind": "ScalingPolicy",
+    "metadata": {"name": "gpu-autoscale", "namespace": "project-b"},
+    "spec": {
+        "gpu": [
+            {
+                "family": "NVIDIA-A100",
+                "scaleUpThreshold": 80,
+                "scaleDownThreshold": 30,
+                "scaleUpDuration": "30s",
+                "scaleDownDuration": "30s",
+            }
+        ],
+        "gpuResourceBounds": [{"family": "NVIDIA-A100", "minGPUCount": 8, "maxGPUCount": 24}],
+        "cooldownDuration": "1h",
+        "abortDuration": "2h",
+    },
+}
+
+
+def workload(name: str, count: int, mig: str | None = None) -> str:
+    gpus: dict[str, Any] = {"family": "NVIDIA-A100", "count": count}
+    if mig is not None:
+        gpus["mig"] = mig
+    return yaml.safe_dump(
+        {
+            "apiVersion": "spectrocloud.com/v1alpha1",
+            "kind": "AIWorkload",
+            "metadata": {"name": name, "namespace": "project-b"},
+            "spec": {"computePoolRef": {"name": "shared-a100"}, "gpus": [gpus]},
+        }
+    )
+
+
+def config() -> dict[str, bytes | str | None]:
+    """The sample without the platform ``training`` (its A100 hosts may join the pool), the shared pool
+    MIG-enabled with a scaling policy, and one MIG workload beside the sample's whole-GPU ones (sweep is
+    pending for want of GPUs: demand that scales the pool up)."""
+    files: dict[str, bytes | str | None] = dict(sample_files())
+    del files["project-b/platforms/training.yaml"]
+    pool = yaml.safe_load((SAMPLE / POOL).read_text())
+    pool["spec"]["resourceGroups"] = {"network-pool": "3"}
+    pool["spec"]["mig"] = {"strategy": "mixed"}
+    pool["spec"]["scalingPolicyRef"] = {"name": "gpu-autoscale"}
+    files[POOL] = yaml.safe_dump(pool)
+    files["project-b/scalingpolicy.yaml"] = yaml.safe_dump(POLICY)
+    files["project-b/workloads/mig-serve.yaml"] = workload("mig-serve", 2, "1g.10gb")
+    return files
+
+
+@pytest.fixture
+def mig_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
+    """The sample inventory with the A100 hosts' GPUs MIG-capable."""
+    monkeypatch.setenv("PALETTE_API_KEY", API_KEY)
+    raw = json.loads((SAMPLE / "inventory.json").read_text())
+    for host in raw["edgeHosts"]:
+        if host["metadata"]["name"].startswith("gpu-a100-"):
+            for gpu in host["spec"]["device"]["gpus"]:
+                gpu["migCapable"] = True
+    path = tmp_path / "inventory-mig.json"
+    path.write_text(json.dumps(raw))
+    with EmulatorServer.from_snapshot(
+        load_snapshot(path), API_KEY, provision_seconds=0.3, delete_seconds=0.2, rate_limits=RateLimits.off()
+    ) as server:
+        yield server
+
+
+def entries(document: dict[str, Any]) -> dict[str, dict[tuple[str, str], Any]]:
+    """A plan's entries by section and (namespace, name), as the plan JSON shows them. A pool's scaling
+    block is left out: ``run`` asks Prometheus (here: none, a decision that says so), ``plan`` without
+    ``--prometheus`` decides nothing; both plan the pool at the size its record implies."""
+    out: dict[str, dict[tuple[str, str], Any]] = {}
+    for section in ("platforms", "pools", "workloads"):
+        found: dict[tuple[str, str], Any] = {}
+        for entry in document[section]:
+            shown = {k: v for k, v in entry.items() if k != "scaling"}
+            found.setdefault((entry["namespace"], entry["name"]), []).append(shown)
+        out[section] = found
+    return out
+
+
+def pass_document(result: PassResult) -> dict[str, Any]:
+    document = merge(result.revision, result.plans, []).to_json()
+    assert isinstance(document, dict)
+    return document
+
+
+def plan_document(remote: RemoteRepo, *args: str) -> dict[str, Any]:
+    done = run_cli(
+        "plan", "--repo", str(remote.bare), "--from-status", "--format", "json", *args, env=OFFLINE
+    )
+    assert done.returncode in (0, 1), done.stderr
+    document = json.loads(done.stdout)
+    assert isinstance(document, dict)
+    return document
+
+
+def settled(ctl: Controller, remote: RemoteRepo, passes: int = 40) -> PassResult:
+    """Passes until one commits nothing and every platform and pool is Running."""
+    for _ in range(passes):
+        result = ctl.reconcile_once()
+        docs = status_files(remote)
+        phases = [
+            d["status"].get("phase")
+            for p, d in docs.items()
+            if "/mlplatforms/" in p or "/computepools/" in p
+            if isinstance(d.get("status"), dict) and d["status"].get("pool") is None
+        ]
+        if result.commit is None and result.writes == 0 and phases and set(phases) == {"Running"}:
+            return result
+        time.sleep(0.3)
+    raise AssertionError("the controller did not settle")
+
+
+@pytest.fixture
+def steady(
+    mig_emulator: EmulatorServer, tmp_path: Path
+) -> Iterator[tuple[Controller, RemoteRepo, PinnedClock]]:
+    """The controller after it settled, the pool scaled up once for the pending workload."""
+    (tmp_path / "git").mkdir()
+    remote = RemoteRepo(tmp_path / "git")
+    remote.commit(config(), "platforms, pools, workloads and a scaling policy")
+    clock = PinnedClock()
+    opts = ControllerOptions(
+        repo=str(remote.bare),
+        palette_url=mig_emulator.url,
+        cache_dir=tmp_path / "cache",
+        palette_rate_limits=RateLimits.off(),
+    )
+    ctl = Controller(opts, environ={"PALETTE_API_KEY": API_KEY}, clock=clock)
+    try:
+        settled(ctl, remote)
+        before = status_files(remote)[POOL_STATUS]["status"]["allocation"]["gpus"]
+        clock.at += 120  # sweep has waited longer than scaleUpDuration: the pool grows by one host
+        settled(ctl, remote)
+        after = status_files(remote)[POOL_STATUS]["status"]
+        assert sum(after["allocation"]["gpus"].values()) > sum(before.values()), after
+        assert after["scaling"]["lastAction"]["direction"] == "up", after["scaling"]
+        yield ctl, remote, clock
+    finally:
+        ctl.close()
+
+
+def test_plan_from_status_is_the_next_pass_entry_for_entry(
+    steady: tuple[Controller, RemoteRepo, PinnedClock],
+) -> None:
+    ctl, remote, _clock = steady
+    planned = plan_document(remote)
+    changes = plan_document(remote, "--changes-only")
+    done = ctl.reconcile_once()
+
+    assert done.writes == 0 and done.commit is None
+    assert planned["revision"] == done.revision == remote.head()
+    assert entries(planned) == entries(pass_document(done))
+    actions = {w["name"]: w["action"] for w in planned["workloads"]}
+    assert actions["mig-serve"] == actions["batch-train"] == "admitted", actions
+    assert any(w["mig"] for w in planned["workloads"]), "a MIG workload holds its instances"
+    assert [changes[s] for s in ("platforms", "pools", "workloads")] == [[], [], []], changes
+
+
+def test_a_pull_requests_plan_is_what_the_pass_after_its_merge_does(
+    steady: tuple[Controller, RemoteRepo, PinnedClock],
+) -> None:
+    ctl, remote, _clock = steady
+    notebooks = yaml.safe_load((remote.work / "project-a/platforms/notebooks.yaml").read_text())
+    notebooks["spec"]["gpus"] = [{"family": "NVIDIA-H100", "count": 5}]
+    sha = remote.commit(
+        {
+            "project-a/platforms/notebooks.yaml": yaml.safe_dump(notebooks),
+            "project-b/workloads/notebook.yaml": None,
+            "project-b/workloads/mig-batch.yaml": workload("mig-batch", 1, "1g.10gb"),
+            "project-b/workloads/eval.yaml": workload("eval", 1),
+        },
+        "notebooks: 5 H100; an evaluation and a MIG batch instead of the notebook",
+        push=False,
+    )
+    git("push", "-q", "origin", "HEAD:refs/heads/pull-request", cwd=remote.work)
+    before_merge = plan_document(remote, "--rev", "pull-request")
+    git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=remote.work)  # the merge
+    merged = ctl.reconcile_once()
+
+    assert merged.revision == before_merge["revision"] == sha
+    assert entries(before_merge) == entries(pass_document(merged))
+    actions = {e["name"]: e["action"] for s in ("platforms", "workloads") for e in before_merge[s]}
+    assert (actions["notebooks"], actions["notebook"], actions["eval"]) == ("scale", "remove", "admit")
+    # Whatever admission answers the MIG newcomer (a slice of the held layout, or a wait), both say it.
+    assert actions["mig-batch"] in ("admit", "pending")
+    body = git("log", "-1", "--format=%B", "reconciler/status", cwd=remote.bare)
+    assert merged.commit is not None and "the pull request's plan said" not in body
+
+
+def test_a_merge_whose_inventory_changed_since_its_plan_says_what_differs_in_the_status_commit(
+    steady: tuple[Controller, RemoteRepo, PinnedClock], mig_emulator: EmulatorServer
+) -> None:
+    ctl, remote, _clock = steady
+    notebooks = yaml.safe_load((remote.work / "project-a/platforms/notebooks.yaml").read_text())
+    notebooks["spec"]["gpus"] = [{"family": "NVIDIA-H100", "count": 5}]
+    remote.commit(
+        {"project-a/platforms/notebooks.yaml": yaml.safe_dump(notebooks)}, "notebooks: 5", push=False
+    )
+    git("push", "-q", "origin", "HEAD:refs/heads/pull-request", cwd=remote.work)
+    planned = plan_document(remote, "--rev", "pull-request")
+    (entry,) = [p for p in planned["platforms"] if p["name"] == "notebooks"]
+    running = status_files(remote)["project-a/mlplatforms/notebooks.yaml"]["status"]["allocation"]
+    (joining,) = set(entry["workers"]) - set(running["workers"])
+    mig_emulator.state.patch_host(joining, {"healthState": "unhealthy"})  # taken away before the merge
+    git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=remote.work)
+    merged = ctl.reconcile_once()
+
+    assert merged.commit is not None
+    body = git("log", "-1", "--format=%B", "reconciler/status", cwd=remote.bare)
+    assert "differs from the plan made against the inventory last recorded" in body
+    (line,) = [ln for ln in body.splitlines() if ln.startswith("- project-a/notebooks: ")]
+    assert joining in line.split("; the pass does")[0] and joining not in line.split("; the pass does")[1]
