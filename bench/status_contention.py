@@ -43,9 +43,14 @@ def rival(remote: Path, work: Path, every: float, stop: threading.Event, landed:
     while not stop.is_set():
         n += 1
         blob = git("hash-object", "-w", "--stdin", cwd=work, stdin=f"n: {n}\n")
-        tree = git("mktree", cwd=work, stdin=f"100644 blob {blob}\trival.yaml\n")
         for _ in range(20):
             git("fetch", "--quiet", str(remote), f"+refs/heads/{BRANCH}:refs/heads/{BRANCH}", cwd=work)
+            # Another writer's file on top of the tip's (the store's own are kept): a race the store
+            # may rebuild over; a rival replacing the store's files would be a conflict, not retried.
+            listing = git("ls-tree", BRANCH, cwd=work).splitlines()
+            entries = [e for e in listing if not e.endswith("\trival.yaml")]
+            entries.append(f"100644 blob {blob}\trival.yaml")
+            tree = git("mktree", cwd=work, stdin="\n".join(entries) + "\n")
             commit = git("commit-tree", tree, "-p", BRANCH, "-m", f"rival {n}", cwd=work)
             push = ["git", "push", "--quiet", str(remote), f"{commit}:refs/heads/{BRANCH}"]
             if subprocess.run(push, cwd=work, env=ENV, capture_output=True, check=False).returncode == 0:

@@ -16,7 +16,7 @@ reads as absent, as the schema allows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -107,6 +107,9 @@ class HostFacts:
             found.append(self.host_address)
         return tuple(found)
 
+
+# A host as the readers take it: a search item (or snapshot entry), or the facts already read from one.
+HostItem = Mapping[str, Any] | HostFacts
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -239,11 +242,14 @@ def _problem(path: str, value: Any) -> str:
 
 
 def read_host(item: Any) -> HostFacts | None:
-    """One search item -> its facts; None when the item is not even an object.
+    """One search item -> its facts; None when the item is not even an object. Facts already read
+    (what :class:`reconciler.palette.hosts.HostLister` keeps) are returned as they are.
 
     Hot (every host of every listing): plain dicts and strings, what Palette sends, are taken inline;
     anything else goes through :class:`_Reader`, which says what is unreadable.
     """
+    if type(item) is HostFacts:
+        return item
     if type(item) is not dict and not isinstance(item, Mapping):
         return None
     r = _Reader()
@@ -424,28 +430,30 @@ def _nic_item(nic: Nic) -> dict[str, Any]:
 
 
 def carry_readable(
-    current: list[dict[str, Any]], doubtful: set[str], prior: Iterable[Mapping[str, Any]]
-) -> tuple[list[dict[str, Any]], list[str]]:
+    current: Sequence[HostItem], doubtful: set[str], prior: Iterable[HostItem]
+) -> tuple[list[HostItem], list[str]]:
     """The hosts of a listing with each ``doubtful`` (unreadable) host that was a cluster member in its
     last readable copy (``prior``: the last observation, or the status branch's snapshot) replaced by
     that copy, as invalid is not absent for manifests: a member's GPUs and cluster are what was last
     read right, never "fewer" or "free". A doubtful host that was free stays unreadable (never placed).
-    Returns the hosts and the uids carried."""
+    Hosts are search items or the facts read from them. Returns the hosts and the uids carried."""
     if not doubtful:
-        return current, []
-    last: dict[str, Mapping[str, Any]] = {}
+        return list(current), []
+    last: dict[str, HostItem] = {}
     for item in prior:
         facts = read_host(item)
         if facts is not None and facts.uid in doubtful and not facts.unreadable and facts.cluster_uid:
             last[facts.uid] = item
     if not last:
-        return current, []
-    out: list[dict[str, Any]] = []
+        return list(current), []
+    out: list[HostItem] = []
     carried: list[str] = []
     for item in current:
-        uid = _text(_mapping(item.get("metadata")).get("uid"))
+        facts = read_host(item)
+        uid = facts.uid if facts is not None else ""
         if uid in last:
-            out.append(dict(last[uid]))
+            kept = last[uid]
+            out.append(kept if isinstance(kept, HostFacts) else dict(kept))
             carried.append(uid)
         else:
             out.append(item)

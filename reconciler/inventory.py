@@ -453,7 +453,7 @@ def _discover_host(item: Any) -> Machine | ExcludedHost | None:
     return classify(facts) if facts is not None else None
 
 
-def discover(edge_hosts: Iterable[Mapping[str, Any]]) -> Inventory:
+def discover(edge_hosts: Iterable[Mapping[str, Any] | HostFacts]) -> Inventory:
     """Turn raw ``POST /v1/dashboard/edgehosts/search`` items into machines and excluded hosts.
 
     Never raises on odd data: what cannot be understood about a PaletteAI host excludes it with a reason.

@@ -32,9 +32,11 @@ class Drift:
     fingerprint: str  # of the changed observation: the same fingerprint next pass confirms it
 
     def sudden(self, threshold: float = DEFAULT_THRESHOLD) -> bool:
-        hosts = self.hosts_before > 0 and self.hosts_changed / self.hosts_before > threshold
-        clusters = self.clusters_before > 0 and self.clusters_gone / self.clusters_before > threshold
-        return hosts or clusters
+        """Over ``threshold`` of the hosts or of the clusters, and more than one (one host or cluster
+        going is never sudden, however small the fleet)."""
+        hosts = self.hosts_changed > 1 and self.hosts_changed / max(self.hosts_before, 1) > threshold
+        gone = self.clusters_gone > 1 and self.clusters_gone / max(self.clusters_before, 1) > threshold
+        return hosts or gone
 
     def message(self, threshold: float = DEFAULT_THRESHOLD) -> str:
         return (
@@ -55,11 +57,12 @@ def drift(
     after: Inventory,
     clusters_before: Iterable[ManagedCluster],
     clusters_after: Iterable[ManagedCluster],
+    expected_gone: Iterable[str] = (),
 ) -> Drift:
     """What changed from ``before`` to ``after``: a host that vanished, became unusable (excluded), or
     changed GPU family, GPU count or role counts; a host that appeared does not (new capacity cannot move
     what runs), nor one that joined or left a cluster or changed health; a cluster that was Deleting
-    may vanish."""
+    may vanish, and so may one this reconciler deleted or replaced since (``expected_gone``)."""
     old: Mapping[str, Machine] = before.by_uid()
     new: Mapping[str, Machine] = after.by_uid()
     changed = 0
@@ -67,7 +70,10 @@ def drift(
         now = new.get(uid)
         if now is None or _facts(now) != _facts(machine):
             changed += 1
-    known_before = {c.uid for c in clusters_before if c.known_state is not ClusterState.DELETING}
+    ours = set(expected_gone)
+    known_before = {
+        c.uid for c in clusters_before if c.known_state is not ClusterState.DELETING and c.uid not in ours
+    }
     known_after = {c.uid for c in clusters_after}
     gone = len(known_before - known_after)
     digest = hashlib.sha256(

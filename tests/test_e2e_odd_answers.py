@@ -4,6 +4,7 @@ answers are right again. Real emulator over HTTP, real git; the faults are the e
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -18,16 +19,21 @@ HOSTS = r"^/v1/dashboard/edgehosts/search$"
 CLUSTERS = r"^/v1/dashboard/spectroclusters/search$"
 
 
-def settle(ctl: Controller, emulator: EmulatorServer) -> None:
-    """Passes until every platform is Running and a pass writes nothing to Palette."""
-    for _ in range(60):
+def settle(ctl: Controller, emulator: EmulatorServer, timeout: float = 120.0) -> None:
+    """Passes until every cluster (platforms' and pools') is Running and two passes in a row write
+    nothing to Palette (profiles attached, nothing left to do)."""
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while time.monotonic() < deadline:
         before = emulator.stats.writes()
         result = ctl.reconcile_once()
-        running = result.phases and all(str(p) == "Running" for p in result.phases.values())
+        emulator.state.sweep()
+        clusters = list(emulator.state.clusters.values())
+        running = bool(clusters) and all(emulator.state.cluster_state(c) == "Running" for c in clusters)
         calm = result.outcome in (PassOutcome.SUCCESS, PassOutcome.SKIPPED)
-        if running and calm and emulator.stats.writes() == before:
+        quiet = quiet + 1 if running and calm and emulator.stats.writes() == before else 0
+        if quiet >= 2:
             return
-        emulator.state.sweep()  # clusters move Pending -> Running on the emulator's clock (0.3 s)
     raise AssertionError("the loop did not settle")
 
 
@@ -60,10 +66,13 @@ def test_an_empty_cluster_listing_creates_nothing(
     writes = emulator.stats.writes()
     emulator.faults.add([FaultRule(path=CLUSTERS, corrupt="empty", corrupt_next=3)])
 
-    result = ctl.reconcile_once()
+    # First the sudden change (every managed cluster gone at once) waits for a second look; the second
+    # look finds the clusters the status branch records by uid: the listing is incomplete.
+    results = [ctl.reconcile_once() for _ in range(3)]
     assert emulator.stats.writes() == writes  # no create POST for the clusters the listing left out
-    assert result.outcome is PassOutcome.ERROR
-    assert result.error is not None and "did not list" in result.error
+    assert all(r.outcome is PassOutcome.ERROR for r in results)
+    assert "changed at once" in str(results[0].error)
+    assert all("did not list" in str(r.error) for r in results[1:])
 
     emulator.faults.clear()
     after = ctl.reconcile_once()

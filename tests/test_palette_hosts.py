@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.edgehost import HostFacts, read_host
 from reconciler.emulator import EmulatorServer
 from reconciler.metrics import PassOutcome
 from reconciler.palette.hosts import HostLister, format_time
@@ -26,8 +27,8 @@ def _hosts(n: int) -> list[dict[str, Any]]:
     return [host(f"edge-{i:03d}") for i in range(n)]
 
 
-def _health(listing: list[dict[str, Any]]) -> dict[str, str]:
-    return {h["metadata"]["uid"]: h["status"]["health"]["state"] for h in listing}
+def _health(listing: list[HostFacts]) -> dict[str, str]:
+    return {h.uid: h.health for h in listing}
 
 
 def test_an_idle_read_costs_one_page_not_the_whole_inventory() -> None:
@@ -66,8 +67,8 @@ def test_changes_additions_and_removals_all_reach_the_listing() -> None:
         assert lister.last_requests == 1 + 3  # the changes since, then the sweep
         assert "edge-050" not in _health(listing) and "edge-new" in _health(listing)
         assert lister.list() == sorted(
-            server.state.snapshot_view()["edgeHosts"],
-            key=lambda h: (h["metadata"]["name"], h["metadata"]["uid"]),
+            (read_host(h) for h in server.state.snapshot_view()["edgeHosts"]),
+            key=lambda h: (h.name, h.uid) if h else ("", ""),
         )
 
 
@@ -240,11 +241,11 @@ def test_no_change_is_lost_whatever_happens_during_the_listings(data: st.DataObj
             # One quiet read: every change so far is in; only removed hosts may linger until a sweep.
             quiet["on"] = True
             clock.advance(5)
-            listing = {h["metadata"]["uid"]: h for h in lister.list()}
-            truth = {h["metadata"]["uid"]: h for h in server.state.snapshot_view()["edgeHosts"]}
+            listing = {h.uid: h for h in lister.list()}
+            truth = {h["metadata"]["uid"]: read_host(h) for h in server.state.snapshot_view()["edgeHosts"]}
             assert {u: listing[u] for u in truth} == truth
             clock.advance(3600)
-            swept = {h["metadata"]["uid"]: h for h in lister.list()}
+            swept = {h.uid: h for h in lister.list()}
             assert swept == truth
 
 
@@ -281,3 +282,21 @@ def test_a_palette_refusing_the_date_filter_gets_full_listings_instead() -> None
             lister.list()
             assert lister.last_requests == 3
     assert _health(listing)["edge-010"] == "unhealthy"
+
+
+def test_hosts_are_kept_as_facts_and_a_change_nobody_reads_moves_nothing() -> None:
+    clock = FakeClock()
+    with running(_hosts(60), clock=clock) as server, client(server) as palette:
+        lister = HostLister(palette, clock=clock, overlap=1.0)
+        clock.advance(10)
+        first = lister.list()
+        assert all(isinstance(h, HostFacts) for h in first)
+        version = lister.version
+        clock.advance(5)
+        admin(server, "PUT", "hosts/edge-001", host("edge-001"))  # the same host again: a newer timestamp
+        clock.advance(5)
+        assert lister.list() == first and lister.last_requests == 1
+        assert lister.version == version, "a timestamp alone is no change of the inventory"
+        admin(server, "PATCH", "hosts/edge-002", {"healthState": "unhealthy"})
+        clock.advance(5)
+        assert _health(lister.list())["edge-002"] == "unhealthy" and lister.version == version + 1

@@ -256,3 +256,33 @@ def test_the_palette_endpoint_run_used_is_read_when_recorded() -> None:
         "http://127.0.0.1:8080"
     )
     assert recorded_palette({RECONCILER_FILE: b"palette: [\n"}) is None
+
+
+def test_snapshot_bytes_are_json_dumps_with_indent_one_and_only_changed_hosts_are_encoded_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import reconciler.status.snapshot as snapshot_module
+
+    hosts, clusters = _inventory()
+    profiles = [{"uid": "p-1", "name": "edge", "type": "infra"}]
+    data = render_snapshot(hosts, clusters, profiles)
+    doc = json.loads(data)
+    assert data == (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    assert json.loads(render_snapshot([], [])) == {"clusters": [], "edgeHosts": []}
+    assert (
+        render_snapshot([], []) == (json.dumps({"clusters": [], "edgeHosts": []}, indent=1) + "\n").encode()
+    )
+
+    encoded: list[str] = []
+    real = snapshot_module.host_item
+    monkeypatch.setattr(snapshot_module, "host_item", lambda facts: encoded.append(facts.uid) or real(facts))
+    facts = [read_host(h) for h in hosts]
+    render_snapshot(facts, clusters, profiles)
+    changed = copy.deepcopy(hosts)
+    changed[0]["status"]["health"]["state"] = "unhealthy"
+    encoded.clear()
+    again = render_snapshot(changed, clusters, profiles)
+    assert encoded == [hosts[0]["metadata"]["uid"]], "the unchanged hosts' text is reused"
+    assert (
+        again == (json.dumps(json.loads(again), indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    )

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.status import StatusError, StatusStore, format_message
+from reconciler.status.store import StatusConflict
 from tests._git_support import GIT_ENV, RemoteRepo, git, git_daemon, git_http_server
 
 BRANCH = "reconciler/status"
@@ -62,8 +63,7 @@ def hand_commit(remote: RemoteRepo, files: Mapping[str, bytes | None], message: 
 
 class RivalWriter:
     """Another writer of the status branch with plain git, as fast as it gets: fetch the tip, commit its
-    own file on it, push (no force). Its tree holds only its file, so each of its commits also undoes
-    the store's files, which the store's next write puts back."""
+    own file on it (keeping the tip's other files), push (no force)."""
 
     def __init__(self, remote: RemoteRepo, path: Path) -> None:
         git("init", "--quiet", "--bare", str(path), cwd=remote.bare.parent)
@@ -74,10 +74,17 @@ class RivalWriter:
     def push_one(self, n: int) -> bool:
         """Fetch, commit, push; on a lost race fetch and try again at once. True when it landed."""
         blob = git_input(f"n: {n}\n", "hash-object", "-w", "--stdin", cwd=self.path)
-        tree = git_input(f"100644 blob {blob}\trival.yaml\n", "mktree", cwd=self.path)
         for _ in range(20):
             self.attempts += 1
             git("fetch", "--quiet", self.url, f"+refs/heads/{BRANCH}:refs/heads/{BRANCH}", cwd=self.path)
+            kept = [
+                line
+                for line in git("ls-tree", BRANCH, cwd=self.path).splitlines()
+                if "\trival.yaml" not in line
+            ]
+            tree = git_input(
+                "\n".join([*kept, f"100644 blob {blob}\trival.yaml"]) + "\n", "mktree", cwd=self.path
+            )
             commit = git("commit-tree", tree, "-p", BRANCH, "-m", f"rival {n}", cwd=self.path).strip()
             proc = subprocess.run(
                 ["git", "push", "--quiet", self.url, f"{commit}:refs/heads/{BRANCH}"],
@@ -183,17 +190,15 @@ def test_a_write_after_another_writer_pushed_builds_on_its_tip(remote: RemoteRep
     assert git("rev-list", BRANCH, cwd=remote.bare).split() == [rebuilt, other, base]
 
 
-def test_a_push_that_loses_a_race_is_rebuilt_on_the_winners_tip(remote: RemoteRepo, tmp_path: Path) -> None:
-    ours = store_for(remote, tmp_path, "ours", retry_delay=0)
-    base = ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {"Source-Revision": "1" * 40})
-    assert base is not None
-    # Another writer's commit on top of base, which the remote moves the branch to while our push is in
-    # flight (after our fetch): our push then fails its compare on the server, a genuine lost race.
+def race_on_push(remote: RemoteRepo, tmp_path: Path, path: str) -> str:
+    """Another writer's commit (adding ``path``) on top of the branch, which the remote moves the branch
+    to while our next push is in flight (after our fetch): that push fails its compare on the server,
+    a genuine lost race. Returns the winner's commit."""
     git("fetch", "--quiet", "origin", BRANCH, cwd=remote.work)
     git("checkout", "--quiet", "-B", "theirs", "FETCH_HEAD", cwd=remote.work)
-    (remote.work / COMPUTE_FILE).parent.mkdir(parents=True, exist_ok=True)
-    (remote.work / COMPUTE_FILE).write_text("theirs\n")
-    git("add", COMPUTE_FILE, cwd=remote.work)
+    (remote.work / path).parent.mkdir(parents=True, exist_ok=True)
+    (remote.work / path).write_text("theirs\n")
+    git("add", path, cwd=remote.work)
     git("commit", "--quiet", "-m", "theirs", cwd=remote.work)
     winner = git("rev-parse", "HEAD", cwd=remote.work).strip()
     git("push", "--quiet", "origin", "HEAD:refs/heads/side", cwd=remote.work)
@@ -204,13 +209,90 @@ def test_a_push_that_loses_a_race_is_rebuilt_on_the_winners_tip(remote: RemoteRe
         f"env -u GIT_QUARANTINE_PATH git update-ref refs/heads/{BRANCH} {winner}\n"
     )
     hook.chmod(0o755)
+    return winner
+
+
+def test_a_push_that_loses_a_race_to_another_writers_file_is_rebuilt_on_the_winners_tip(
+    remote: RemoteRepo, tmp_path: Path
+) -> None:
+    ours = store_for(remote, tmp_path, "ours", retry_delay=0)
+    base = ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {"Source-Revision": "1" * 40})
+    assert base is not None
+    winner = race_on_push(remote, tmp_path, "notes/theirs.txt")
 
     rebuilt = ours.write({PLATFORM_FILE: status("Running")}, "ours 2", {"Source-Revision": "3" * 40})
     assert rebuilt is not None
     assert ours.conflict_count == 1 and ours.push_count == 3
     assert parents(remote, rebuilt) == [winner], "rebuilt on the winner's tip, not forced over it"
     assert is_ancestor(remote, base, rebuilt)
-    assert ours.read() == {PLATFORM_FILE: status("Running")}, "the same files, on the new tip"
+    assert ours.read() == {PLATFORM_FILE: status("Running"), "notes/theirs.txt": b"theirs\n"}
+
+
+def test_a_push_that_loses_a_race_to_a_change_of_its_own_files_is_not_retried(
+    remote: RemoteRepo, tmp_path: Path
+) -> None:
+    ours = store_for(remote, tmp_path, "ours", retry_delay=0)
+    ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {"Source-Revision": "1" * 40})
+    winner = race_on_push(remote, tmp_path, COMPUTE_FILE)  # a file the reconciler owns: another instance
+    with pytest.raises(StatusConflict, match="edge-compute"):
+        ours.write({PLATFORM_FILE: status("Running")}, "ours 2", {"Source-Revision": "3" * 40})
+    assert ours.push_count == 2, "one compare-and-swap lost, no blind retry"
+    assert git("rev-parse", BRANCH, cwd=remote.bare).strip() == winner
+
+
+def test_a_write_is_a_compare_and_swap_on_the_tip_it_read(remote: RemoteRepo, tmp_path: Path) -> None:
+    ours = store_for(remote, tmp_path, "ours")
+    ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {})
+    planned = ours.tip()
+    assert ours.known_tip == planned
+    moved = hand_commit(remote, {PLATFORM_FILE: status("Running")}, "the new lease holder")
+    with pytest.raises(StatusConflict):
+        ours.write({PLATFORM_FILE: status("Provisioning")}, "stale", {})
+    assert git("rev-parse", BRANCH, cwd=remote.bare).strip() == moved, "a stale writer never goes back"
+    with pytest.raises(StatusConflict):
+        ours.write({PLATFORM_FILE: status("Provisioning")}, "stale", {}, expected=planned)
+    assert ours.read() == {PLATFORM_FILE: status("Running")}
+    assert ours.write({PLATFORM_FILE: status("Deleting")}, "planned again", {}) is not None
+
+
+def test_a_write_asks_the_lease_right_before_it_pushes(remote: RemoteRepo, tmp_path: Path) -> None:
+    ours = store_for(remote, tmp_path, "ours")
+    first = ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {}, may_push=lambda: True)
+    with pytest.raises(StatusError, match="lease"):
+        ours.write({PLATFORM_FILE: status("Running")}, "ours 2", {}, may_push=lambda: False)
+    assert git("rev-parse", BRANCH, cwd=remote.bare).strip() == first
+
+
+def test_files_the_reconciler_does_not_own_are_kept(remote: RemoteRepo, tmp_path: Path) -> None:
+    store = store_for(remote, tmp_path)
+    store.write({PLATFORM_FILE: status("Pending"), COMPUTE_FILE: b"c\n"}, "p1", {})
+    hand_commit(remote, {"README.md": b"notes\n", "project-a/notes/x.yaml": b"x\n"}, "someone's notes")
+    store.write({PLATFORM_FILE: status("Running")}, "p2", {})
+    assert store_for(remote, tmp_path, "reader").read() == {
+        PLATFORM_FILE: status("Running"),
+        "README.md": b"notes\n",
+        "project-a/notes/x.yaml": b"x\n",
+    }, "the compute file (ours, no longer due) is removed; the others' files stay"
+
+
+def test_a_5000_resource_status_commit_is_written_with_a_capped_body(
+    remote: RemoteRepo, tmp_path: Path
+) -> None:
+    store = store_for(remote, tmp_path)
+    files = {f"project-a/mlplatforms/p-{n:05d}.yaml": status("Running") for n in range(5000)}
+    body = "\n".join(
+        f"project-a/p-{n:05d}: Pending -> Running (Provisioned) +3 hosts {'x' * 160}" for n in range(5000)
+    )
+    assert len(body) > 128 * 1024, "larger than one command-line argument may be"
+    commit = store.write(files, f"5000 created\n\n{body}", {"Source-Revision": "1" * 40})
+    assert commit is not None
+    message = git("log", "-1", "--format=%B", commit, cwd=remote.bare)
+    lines = message.strip().splitlines()
+    assert lines[0] == "5000 created" and lines[2].startswith("project-a/p-00000:")
+    assert "... and 4,800 more; the files carry the detail" in message
+    assert len([line for line in lines if line.startswith("project-a/p-")]) == 200
+    assert lines[-1] == "Source-Revision: " + "1" * 40
+    assert len(git("ls-tree", "-r", "--name-only", commit, cwd=remote.bare).split()) == 5000
 
 
 def test_a_hand_edit_on_the_branch_is_repaired_by_the_next_write_of_the_same_files(
@@ -356,10 +438,16 @@ def test_tree_ids_match_git_for_nested_and_sorted_entries(remote: RemoteRepo, tm
     assert store.tree_id(files) == git("rev-parse", f"{commit}^{{tree}}", cwd=remote.bare).strip()
 
 
-@pytest.mark.parametrize("bad", ["/abs.yaml", "a/../b.yaml", "a//b.yaml", ".git/config", "a/"])
-def test_invalid_paths_are_refused(bad: str, remote: RemoteRepo, tmp_path: Path) -> None:
+@pytest.mark.parametrize("bad", ["/abs.yaml", "a/../b.yaml", "a//b.yaml", ".git/config", "a/", "a.yaml/b"])
+def test_an_invalid_path_is_left_out_and_never_blocks_the_others(
+    bad: str, remote: RemoteRepo, tmp_path: Path
+) -> None:
+    store = store_for(remote, tmp_path)
     with pytest.raises(ValueError):
-        store_for(remote, tmp_path).write({bad: b"x"}, "bad", {})
+        store.tree_id({bad: b"x", "a.yaml": b"a\n"})
+    commit = store.write({PLATFORM_FILE: status("Running"), "a.yaml": b"a\n", bad: b"x"}, "bad", {})
+    assert commit is not None
+    assert store.read() == {PLATFORM_FILE: status("Running"), "a.yaml": b"a\n"}
 
 
 def test_format_message_appends_trailers_in_git_format() -> None:
@@ -407,8 +495,11 @@ def test_parallel_writers_never_lose_a_commit(remote: RemoteRepo, tmp_path: Path
     def writer(w: int) -> None:
         try:
             for n in range(4):
-                files = {f"project-a/computes/writer-{w}.yaml": f"n: {n}\n".encode()}
-                commit = stores[w].write(files, f"writer {w} pass {n}", {"Source-Revision": str(n) * 40})
+                own = f"project-a/computes/writer-{w}.yaml"
+                files = {own: f"n: {n}\n".encode()}
+                commit = stores[w].write(
+                    files, f"writer {w} pass {n}", {"Source-Revision": str(n) * 40}, owned=own.__eq__
+                )
                 if commit is not None:
                     made.append(commit)
         except BaseException as exc:
@@ -424,3 +515,33 @@ def test_parallel_writers_never_lose_a_commit(remote: RemoteRepo, tmp_path: Path
     assert len(made) == 12
     assert set(made) <= history, "every commit a writer reported is still on the branch (no force-push)"
     assert len(history) == 12
+
+
+def test_read_docs_parses_each_blob_once_and_json_as_json(
+    remote: RemoteRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import reconciler.status.store as store_module
+
+    parsed: list[str] = []
+    real = store_module.load
+
+    def counting(path: str, data: bytes) -> object:
+        parsed.append(path)
+        return real(path, data)
+
+    monkeypatch.setattr(store_module, "load", counting)
+    store = store_for(remote, tmp_path)
+    snapshot = "inventory/api.example.com-tenant.json"
+    files = {
+        PLATFORM_FILE: status("Running"),
+        COMPUTE_FILE: b"- not a mapping\n",
+        snapshot: b'{"edgeHosts": []}',
+    }
+    store.write(files, "p1", {})
+    assert store.read_docs() == {PLATFORM_FILE: {"kind": "MLPlatform", "status": {"phase": "Running"}}}
+    assert sorted(parsed) == [COMPUTE_FILE, PLATFORM_FILE], "the snapshot is not parsed unless asked for"
+    hand_commit(remote, {COMPUTE_FILE: b"kind: Compute\n"}, "one file moved")
+    parsed.clear()
+    docs = store.read_docs(include=lambda _path: True)
+    assert sorted(parsed) == [snapshot, COMPUTE_FILE], "unchanged blobs are not parsed again"
+    assert docs[snapshot] == {"edgeHosts": []} and docs[COMPUTE_FILE] == {"kind": "Compute"}

@@ -42,8 +42,9 @@ def test_written_trees_are_valid_git_trees_and_read_back_unchanged(
     branch = f"status/example-{n}"
     work: Path = shared.bare.parent / f"store-{n}"
     with StatusStore(str(shared.bare), branch, work) as store:
-        one = store.write(first, "first", {"Source-Revision": "1" * 40})
-        two = store.write(second, "second", {"Source-Revision": "2" * 40})
+        # A writer owning every path: the second tree replaces the first whole.
+        one = store.write(first, "first", {"Source-Revision": "1" * 40}, owned=lambda _path: True)
+        two = store.write(second, "second", {"Source-Revision": "2" * 40}, owned=lambda _path: True)
         assert one is not None
         assert (two is None) == (first == second)
         tip = two or one

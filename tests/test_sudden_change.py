@@ -54,3 +54,12 @@ def test_a_cluster_that_was_deleting_may_vanish() -> None:
     before = fleet(4)
     clusters = [cluster(f"p{i}", [], [f"h{i:02d}"], state="Deleting") for i in range(4)]
     assert not drift(before, before, clusters, []).sudden()
+
+
+def test_one_going_is_never_sudden_and_our_own_deletions_are_expected() -> None:
+    before = fleet(3)
+    clusters = [cluster(f"p{i}", [], [f"h{i:02d}"]) for i in range(3)]
+    assert not drift(before, Inventory(before.machines[1:]), clusters, clusters[1:]).sudden()
+    assert drift(before, before, clusters, clusters[2:]).sudden()
+    deleted = [c.uid for c in clusters[:2]]
+    assert not drift(before, before, clusters, clusters[2:], expected_gone=deleted).sudden()

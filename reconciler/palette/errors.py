@@ -105,6 +105,16 @@ class TransportError(PaletteError):
     error_class = ErrorClass.TRANSIENT
 
 
+class DoubtfulAnswer(PaletteError):
+    """Successful answers that are not believed (an incomplete listing, a sudden change not yet seen
+    twice): the target is read as unavailable for the pass, and read again next pass."""
+
+    error_class = ErrorClass.TRANSIENT
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class ClientError(PaletteError):
     """Any other 4xx: the request itself is wrong (a bad body, a conflict such as a host in use)."""
 

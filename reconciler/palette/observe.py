@@ -64,7 +64,7 @@ def cluster_config_uid(cluster: Mapping[str, Any]) -> str | None:
 
 def managed_clusters(
     clusters: Iterable[Mapping[str, Any]],
-    edge_hosts: Iterable[Mapping[str, Any]],
+    edge_hosts: Iterable[Mapping[str, Any] | HostFacts],
     machines: Mapping[str, Machine] | None = None,
     configs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[ManagedCluster]:

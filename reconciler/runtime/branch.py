@@ -4,7 +4,7 @@ recorded) and the report stage (what it writes over)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from reconciler.logging import get_logger
@@ -20,7 +20,18 @@ class StatusBranch(Protocol):
 
     def read(self) -> Mapping[str, bytes]: ...
 
-    def write(self, files: Mapping[str, bytes], message: str, trailers: Mapping[str, str]) -> str | None: ...
+    def write(
+        self,
+        files: Mapping[str, bytes],
+        message: str,
+        trailers: Mapping[str, str],
+        *,
+        expected: str | None,
+        may_push: Callable[[], bool] | None,
+    ) -> str | None:
+        """Write ``files``: a compare-and-swap on ``expected`` (the tip the pass planned from), after
+        ``may_push`` (the writer lease) said yes right before the push."""
+        ...
 
     def close(self) -> None: ...
 
@@ -37,7 +48,15 @@ class NoStatus:
     def read(self) -> Mapping[str, bytes]:
         return self._tree
 
-    def write(self, files: Mapping[str, bytes], message: str, trailers: Mapping[str, str]) -> str | None:
+    def write(
+        self,
+        files: Mapping[str, bytes],
+        message: str,
+        trailers: Mapping[str, str],
+        *,
+        expected: str | None = None,
+        may_push: Callable[[], bool] | None = None,
+    ) -> str | None:
         log.info("status not written: the directory is not a git repository", files=len(files))
         self._tree = dict(files)
         return None

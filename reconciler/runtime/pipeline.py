@@ -161,6 +161,7 @@ class Pipeline:
             drift = self._drift(desired, routing, planned, records)
             applied = self._apply(desired, plans, records)  # 5. apply
             seen = self.parts.observer.refused(desired, plans, seen, applied.writes)
+            self.parts.observer.expect_gone(plans)
             result = self._report(desired, routing, planned, seen, applied, records, drift)  # 6. report
         writes = applied.writes
         result.outcome, result.error = classify(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import unquote
 
 import git
 
@@ -30,6 +31,16 @@ _URL_SCHEMES = frozenset({"file", "git", "ssh", "http", "https"})
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCP_RE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:")
 _USERINFO_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+_HTTP_USERINFO_RE = re.compile(r"^(https?://)([^/@\s]*)@(.+)$", re.IGNORECASE)
+# The credential helper git runs for a URL that carried ``user:token@``: it answers from the
+# environment of that one git process, so the token is neither on a command line (``ps``) nor in any
+# config file (a temporary clone keeps the bare URL).
+_USER_ENV = "RECONCILER_GIT_USERNAME"
+_PASSWORD_ENV = "RECONCILER_GIT_PASSWORD"
+_CREDENTIAL_HELPER = (
+    f'!f() {{ test "$1" = get || exit 0; '
+    f"printf 'username=%s\\npassword=%s\\n' \"${_USER_ENV}\" \"${_PASSWORD_ENV}\"; }}; f"
+)
 
 
 # Lock files git creates next to what it updates and renames into place when done. A git killed in
@@ -128,8 +139,41 @@ def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
+def credentials_env(username: str, password: str) -> dict[str, str]:
+    """Environment for one git process that answers an HTTP credential request with ``username`` and
+    ``password`` (a credential helper given as ``GIT_CONFIG_*`` variables, after the helpers
+    configured elsewhere are reset, so no stored credential is used instead)."""
+    base = os.environ.get("GIT_CONFIG_COUNT", "0")
+    start = int(base) if base.isdigit() else 0
+    env = {"GIT_CONFIG_COUNT": str(start + 2), _USER_ENV: username, _PASSWORD_ENV: password}
+    for index, value in enumerate(("", _CREDENTIAL_HELPER), start):
+        env[f"GIT_CONFIG_KEY_{index}"] = "credential.helper"
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    return env
+
+
+def split_credentials(args: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``args`` with the userinfo of an ``http(s)://user:token@`` URL removed, and the environment that
+    hands it to git by the credential helper instead (empty when no argument carried any)."""
+    env: dict[str, str] = {}
+    out: list[str] = []
+    for arg in args:
+        match = _HTTP_USERINFO_RE.match(arg)
+        if match is not None:
+            user, _, password = match.group(2).partition(":")
+            if not env:
+                env = credentials_env(unquote(user), unquote(password))
+            arg = match.group(1) + match.group(3)
+        out.append(arg)
+    return tuple(out), env
+
+
 def _execute(repo_git: git.Git, args: tuple[str, ...], timeout: float, **kwargs: Any) -> str | bytes:
-    """``git <args>`` through GitPython with a timeout; GitError with git's own (redacted) message."""
+    """``git <args>`` through GitPython with a timeout; GitError with git's own (redacted) message.
+    Credentials in an HTTP URL go to git through its environment (:func:`split_credentials`)."""
+    args, secret_env = split_credentials(args)
+    if secret_env:
+        kwargs["env"] = {**(kwargs.get("env") or {}), **secret_env}
     try:
         out = repo_git.execute(
             ["git", *args], kill_after_timeout=timeout, with_extended_output=False, **kwargs

@@ -13,7 +13,9 @@ T = TypeVar("T")
 def blob_id(data: bytes) -> str:
     """The git blob id of ``data`` (what ``git hash-object`` prints), so files on disk and blobs in git
     share one cache key."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    hasher = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
+    hasher.update(data)  # no copy of header + data
+    return hasher.hexdigest()
 
 
 class ParseCache(Generic[T]):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import cluster_name
 from reconciler.model.resources import (
+    DNS1123_LABEL,
     PLURALS,
     Compute,
     ComputeProfile,
@@ -43,6 +45,7 @@ from reconciler.resolve import (
 )
 
 _READY_PHASES = {Phase.RUNNING}
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +58,44 @@ class Outcome:
     unauthorized: bool = False  # Palette refused the key (401/403): the target stalls
 
 
+INVALID_DIR = "_invalid"  # status of documents whose namespace is no valid name ("_" is in none)
+_INVALID_PREFIX = "_invalid-"  # ... and of documents whose name is none
+_VALID_NAME = re.compile(DNS1123_LABEL)
+_INVALID_FILE = re.compile(r"^_invalid-[0-9a-f]{16}$")
+_STATUS_PLURALS = frozenset(PLURALS.values())
+
+
+def _valid_name(text: str) -> bool:
+    return len(text) <= 63 and _VALID_NAME.match(text) is not None
+
+
 def status_path(kind: str, namespace: str, name: str) -> str:
-    return f"{namespace}/{PLURALS[kind]}/{name}.yaml"
+    """Where a resource's status file lives: ``<namespace>/<kind plural>/<name>.yaml``.
+
+    Paths are built only from valid names (DNS-1123 labels). A document whose name or namespace is not
+    one (an invalid document: ``..``, ``.git``, a ``/``) is keyed by a digest of what it says instead:
+    ``<namespace>/<plural>/_invalid-<digest>.yaml``, or ``_invalid/<plural>/<digest>.yaml`` when the
+    namespace is the invalid part. Its status says Invalid, and no path of it can reach outside its
+    directory or make the tree unwritable.
+    """
+    plural = PLURALS[kind]
+    if _valid_name(namespace) and _valid_name(name):
+        return f"{namespace}/{plural}/{name}.yaml"
+    digest = hashlib.sha256(f"{kind}\0{namespace}\0{name}".encode()).hexdigest()[:16]
+    if _valid_name(namespace):
+        return f"{namespace}/{plural}/{_INVALID_PREFIX}{digest}.yaml"
+    return f"{INVALID_DIR}/{plural}/{digest}.yaml"
+
+
+def is_status_path(path: str) -> bool:
+    """Whether ``path`` is one :func:`status_path` can return (a resource's status file)."""
+    parts = path.split("/")
+    if len(parts) != 3 or parts[1] not in _STATUS_PLURALS or not parts[2].endswith(".yaml"):
+        return False
+    stem = parts[2][: -len(".yaml")]
+    if parts[0] == INVALID_DIR:
+        return re.fullmatch(r"[0-9a-f]{16}", stem) is not None
+    return _valid_name(parts[0]) and (_valid_name(stem) or _INVALID_FILE.match(stem) is not None)
 
 
 # -- observedRevision: the newest revision whose inputs for the resource changed --------------------
@@ -463,14 +502,26 @@ def dump(doc: Mapping[str, Any]) -> bytes:
     return yaml.safe_dump(dict(doc), sort_keys=False, default_flow_style=False, width=120).encode()
 
 
+def load(path: str, data: bytes) -> Any:
+    """One status branch file parsed: JSON as JSON (the ``inventory/`` snapshots: many times faster
+    than YAML), anything else with the C YAML loader. None when it does not parse."""
+    try:
+        if path.endswith(".json"):
+            return json.loads(data)
+        return yaml.load(data, Loader=_Loader)
+    except (ValueError, yaml.YAMLError):
+        return None
+
+
 def parse_previous(files: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
-    """Previous status documents by path; unreadable ones are ignored (they are rewritten)."""
+    """Previous status documents by path; unreadable ones are ignored (they are rewritten). The
+    ``inventory/`` snapshots are no status documents and are not parsed (``plan --from-status`` reads
+    them with :func:`reconciler.status.snapshot.read_snapshots`)."""
     out: dict[str, dict[str, Any]] = {}
     for path, data in files.items():
-        try:
-            doc = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except yaml.YAMLError:
+        if path.startswith("inventory/"):
             continue
+        doc = load(path, data)
         if isinstance(doc, dict):
             out[path] = doc
     return out

@@ -1,4 +1,5 @@
-"""The status branch's inventory snapshots (DESIGN.md section 6), pure: no git, no network, no clock.
+"""The status branch's inventory snapshots, pure: no git, no network, no clock (a memo of each host's
+encoded text makes a re-render after a few changes cheap; it changes no result).
 
 Each Palette target the reconciler manages has one file, ``inventory/<host>-<projectUid or "tenant">.json``,
 holding the last inventory observed there in the snapshot format of section 5. It keeps only what
@@ -24,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from reconciler.edgehost import host_item, read_host
+from reconciler.edgehost import HostFacts, host_item, read_host
 from reconciler.model.observed import ManagedCluster
 from reconciler.palette.observe import Snapshot, managed_clusters, parse_snapshot
 from reconciler.status.render import RECONCILER_FILE, parse_previous, parse_recorded
@@ -88,7 +89,7 @@ def _profile_item(profile: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render_snapshot(
-    edge_hosts: Iterable[Mapping[str, Any]],
+    edge_hosts: Iterable[Mapping[str, Any] | HostFacts],
     clusters: Iterable[Mapping[str, Any]],
     cluster_profiles: Iterable[Mapping[str, Any]] = (),
 ) -> bytes:
@@ -99,21 +100,59 @@ def render_snapshot(
     moved during the search) is kept once, as first seen. Without a catalogue, ``clusterProfiles`` is
     left out (the emulator then accepts any profile uid, as for any snapshot without one).
     """
-    hosts = list(edge_hosts)
-    items: dict[str, dict[str, Any]] = {}
-    for raw in hosts:
+    facts_by_uid: dict[str, HostFacts] = {}
+    for raw in edge_hosts:
         facts = read_host(raw)
-        if facts is not None and facts.uid and facts.uid not in items:
-            items[facts.uid] = host_item(facts)
-    managed = {c.uid: _cluster_item(c) for c in managed_clusters(clusters, hosts)}
-    doc: dict[str, Any] = {
-        "edgeHosts": [items[uid] for uid in sorted(items)],
-        "clusters": [managed[uid] for uid in sorted(managed)],
-    }
+        if facts is not None and facts.uid and facts.uid not in facts_by_uid:
+            facts_by_uid[facts.uid] = facts
+    managed = {c.uid: _cluster_item(c) for c in managed_clusters(clusters, list(facts_by_uid.values()))}
+    sections: list[tuple[bytes, list[bytes]]] = []
     profiles = sorted((_profile_item(p) for p in cluster_profiles), key=lambda p: p["uid"])
     if profiles:
-        doc["clusterProfiles"] = profiles
-    return (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+        sections.append((b"clusterProfiles", [_item_text(p) for p in profiles]))
+    sections.append((b"clusters", [_item_text(managed[uid]) for uid in sorted(managed)]))
+    sections.append((b"edgeHosts", _host_texts([facts_by_uid[uid] for uid in sorted(facts_by_uid)])))
+    # One join into the final bytes: no intermediate copy of a 60 MB document.
+    pieces: list[bytes] = [b"{\n"]
+    for index, (key, texts) in enumerate(sections):
+        pieces.append(b' "%s": ' % key)
+        if texts:
+            pieces.append(b"[\n")
+            for position, text in enumerate(texts):
+                pieces.extend((b",\n", text) if position else (text,))
+            pieces.append(b"\n ]")
+        else:
+            pieces.append(b"[]")
+        pieces.append(b",\n" if index < len(sections) - 1 else b"\n}\n")
+    return b"".join(pieces)
+
+
+def _item_text(item: Mapping[str, Any]) -> bytes:
+    """One entry of a snapshot's list, exactly as ``json.dumps(doc, indent=1, sort_keys=True)`` writes
+    it there (two levels deep), in UTF-8: the document is assembled from these, so only changed hosts
+    are encoded again."""
+    text = json.dumps(item, indent=1, sort_keys=True, ensure_ascii=False)
+    return ("  " + text.replace("\n", "\n  ")).encode("utf-8")
+
+
+# The text of each host last rendered, by uid, with the facts it was rendered from: a host whose facts
+# did not change is not encoded again (rendering 100,000 hosts otherwise costs seconds per change).
+_HOST_TEXTS: dict[str, tuple[HostFacts, bytes]] = {}
+
+
+def _host_texts(hosts: list[HostFacts]) -> list[bytes]:
+    texts: list[bytes] = []
+    for facts in hosts:
+        known = _HOST_TEXTS.get(facts.uid)
+        if known is None or (known[0] is not facts and known[0] != facts):
+            known = (facts, _item_text(host_item(facts)))
+            _HOST_TEXTS[facts.uid] = known
+        texts.append(known[1])
+    if len(_HOST_TEXTS) > 4 * len(hosts) + 10_000:  # hosts long gone: keep the ones just rendered
+        current = {facts.uid for facts in hosts}
+        for uid in [uid for uid in _HOST_TEXTS if uid not in current]:
+            del _HOST_TEXTS[uid]
+    return texts
 
 
 def recorded_palette(files: Mapping[str, bytes]) -> str | None:

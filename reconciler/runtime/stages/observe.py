@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reconciler.edgehost import carry_readable
+from reconciler.edgehost import HostFacts, carry_readable
 from reconciler.inventory import discover
 from reconciler.logging import get_logger
 from reconciler.model.conditions import Reason
@@ -23,11 +23,11 @@ from reconciler.model.resources import Settings
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.cloud_configs import read_cloud_configs
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env, read_key_file
-from reconciler.palette.errors import PaletteError, UnauthorizedError
+from reconciler.palette.errors import DoubtfulAnswer, PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
 from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD
-from reconciler.plan import Plan
+from reconciler.plan import Action, Plan
 from reconciler.resolve import NamespaceSelector, Routing, Target, route
 from reconciler.runtime.facts import Observation, ObservedTarget
 from reconciler.runtime.options import DEFAULT_KEY_ENV, KeyRef
@@ -66,6 +66,7 @@ class Observer:
         self._factory = client_factory
         self._sudden_threshold = sudden_threshold  # 1.0 or more: never held
         self._unconfirmed: dict[Target, str] = {}  # a sudden change seen once, by its fingerprint
+        self._expected_gone: set[str] = set()  # clusters the last apply deleted or replaced
         self._environ = environ
         self._palette_url = palette_url
         self._namespaces = namespaces
@@ -141,6 +142,15 @@ class Observer:
                 stalled[target] = self.stall(target, desired, denied[0].error or "Palette refused the key")
         return replace(seen, stalled=stalled)
 
+    def expect_gone(self, plans: Mapping[Target, Plan]) -> None:
+        """The clusters this pass's plans delete or replace: their going is no sudden change."""
+        entries = [e for plan in plans.values() for e in (*plan.platforms, *(p.cluster for p in plan.pools))]
+        self._expected_gone = {
+            e.existing.uid
+            for e in entries
+            if e.existing is not None and e.action in (Action.DELETE, Action.REPLACE)
+        }
+
     def client(self, target: Target) -> PaletteClient:
         client = self._clients.get(target)
         if client is None:
@@ -199,9 +209,11 @@ class Observer:
         gap = listing_gap(found)
         if gap is not None:
             self._observed.pop(target, None)  # read it afresh next pass
-            raise PaletteError(gap, method="POST", path="/v1/dashboard/spectroclusters/search")
+            raise DoubtfulAnswer(gap)
 
-    def _prior_hosts(self, target: Target, recorded: Mapping[str, bytes]) -> list[dict[str, Any]]:
+    def _prior_hosts(
+        self, target: Target, recorded: Mapping[str, bytes]
+    ) -> list[Mapping[str, Any] | HostFacts]:
         """The hosts as last read right: the last observation in memory, else the status branch's
         inventory snapshot of the target (a restarted process)."""
         last = self._observed.get(target)
@@ -220,7 +232,7 @@ class Observer:
         if lister is None or lister.client is not client:  # reads what changed since its last read
             lister = self._host_listers[target] = HostLister(client)
         before = client.requests_sent(DASHBOARD)
-        hosts = lister.list()
+        hosts: list[Mapping[str, Any] | HostFacts] = list(lister.list())  # facts, read once per page
         raw_clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
         self.dashboard_requests[target] = client.requests_sent(DASHBOARD) - before
         # The lister's version moves whenever a host does; the cluster listing's order is stable.
@@ -256,7 +268,7 @@ class Observer:
         last = self._observed.get(target)
         if last is None or self._sudden_threshold >= 1.0:
             return
-        change = drift(last.inventory, seen.inventory, last.clusters, seen.clusters)
+        change = drift(last.inventory, seen.inventory, last.clusters, seen.clusters, self._expected_gone)
         if not change.sudden(self._sudden_threshold):
             self._unconfirmed.pop(target, None)
             return
@@ -265,4 +277,4 @@ class Observer:
             self._unconfirmed.pop(target, None)
             return
         self._unconfirmed[target] = change.fingerprint
-        raise PaletteError(change.message(self._sudden_threshold), path="/v1/dashboard/edgehosts/search")
+        raise DoubtfulAnswer(change.message(self._sudden_threshold))

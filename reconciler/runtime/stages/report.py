@@ -50,6 +50,9 @@ def write_status(
     """Push ``tree`` for ``revision`` (raises :class:`GitError` when the lease was lost or git failed)."""
     if not holds_lease():
         raise GitError("the writer lease was lost (or could not be renewed in time); status not written")
+    # The tip this pass's status was built from: the push is a compare-and-swap on it, so a writer that
+    # lost the lease meanwhile never moves a file back (the store retries only over others' files).
+    planned = reader.tip
     records = reader.records()  # read again when another writer moved it
     current, recorded = records.files, records.recorded
     mismatch = branch_mismatch(recorded.branch, branches.branch, branches.status_branch, branches.switch)
@@ -69,7 +72,11 @@ def write_status(
     notes.extend(extra)
     summary = history.commit_summary(revision) if history is not None and revision else None
     commit = reader.branch.write(
-        tree, commit_message(current, tree, notes, scaling=list(scaling)), source_trailers(revision, summary)
+        tree,
+        commit_message(current, tree, notes, scaling=list(scaling)),
+        source_trailers(revision, summary),
+        expected=planned,
+        may_push=holds_lease,
     )
     reader.wrote(tree, commit)
     if commit:
