@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
 
 from reconciler import resolve
@@ -172,14 +173,28 @@ def optimal_count_vectors(available: Mapping[int, int], request: int) -> list[di
 
     ``available`` maps a per-host GPU count to how many such hosts are free. Returns [] when the
     request cannot be met. A bounded knapsack over counts: any optimal set sums to less than
-    ``request + max count`` (else a host could be dropped), so the tables stay small.
+    ``request + max count`` (else a host could be dropped), so the tables stay small. No sum below
+    that bound takes more than ``bound // count`` hosts of a count, so availability is capped there
+    and the answer is remembered for the capped shape (a large fleet asks the same few questions).
     """
     counts = sorted(c for c, a in available.items() if c > 0 and a > 0)
     if request <= 0:
         return [{}]
+    if not counts:
+        return []
+    bound = request + counts[-1] - 1
+    shape = tuple((c, min(available[c], bound // c)) for c in counts)
+    return [dict(v) for v in _optimal_vectors(shape, request)]
+
+
+@lru_cache(maxsize=4096)
+def _optimal_vectors(shape: tuple[tuple[int, int], ...], request: int) -> tuple[dict[int, int], ...]:
+    """:func:`optimal_count_vectors` of capped availability ``shape`` ((count, hosts), counts sorted)."""
+    available = dict(shape)
+    counts = [c for c, _ in shape]
     total = sum(c * available[c] for c in counts)
     if total < request:
-        return []
+        return ()
     top = min(request + counts[-1] - 1, total)
     n = len(counts)
     # suffix[i][s]: fewest hosts from count groups i.. summing to exactly s
@@ -201,7 +216,7 @@ def optimal_count_vectors(available: Mapping[int, int], request: int) -> list[di
         suffix[i] = row
     best_sum = next((s for s in range(request, top + 1) if suffix[0][s] < _INF), None)
     if best_sum is None:
-        return []
+        return ()
     best_hosts = suffix[0][best_sum]
     vectors: list[dict[int, int]] = []
 
@@ -220,7 +235,7 @@ def optimal_count_vectors(available: Mapping[int, int], request: int) -> list[di
                 chosen.pop(c, None)
 
     walk(0, best_sum, best_hosts, {})
-    return vectors
+    return tuple(vectors)
 
 
 # The order of equally good hosts: hosts that carry no resource group first (they are the ones a platform
@@ -290,17 +305,29 @@ class _Trial:
         return len(pool.hosts) - pool.head - self.used.get(pool.idx, 0)
 
     def peek(self, pools: Iterable[_Pool], n: int) -> list[_Free]:
-        """The first ``n`` free hosts over ``pools`` by GPU count, then host key."""
-        streams = []
+        """The first ``n`` free hosts over ``pools`` by GPU count, then host key.
+
+        A merge of the pools' sorted host lists that looks at each pool's next host only: a pool's
+        hosts share its count and rank, and no host is in two pools, so the keys never tie.
+        """
+        used = self.used
+        heads: list[tuple[int, int, str, str, int, _Pool]] = []
         for p in pools:
-            start = p.head + self.used.get(p.idx, 0)
-            chunk = p.hosts[start : start + n]
-            if chunk:
-                rank = p.rank
-                streams.append([_Free(p.count, rank, name, uid, p.idx) for name, uid in chunk])
-        if len(streams) == 1:
-            return streams[0][:n]
-        return list(itertools.islice(heapq.merge(*streams), n))
+            start = p.head + used.get(p.idx, 0)
+            if start < len(p.hosts):
+                name, uid = p.hosts[start]
+                heads.append((p.count, p.rank, name, uid, start, p))
+        out: list[_Free] = []
+        heapq.heapify(heads)
+        while heads and len(out) < n:
+            count, rank, name, uid, i, p = heads[0]
+            out.append(_Free(count, rank, name, uid, p.idx))
+            if i + 1 < len(p.hosts):
+                name, uid = p.hosts[i + 1]
+                heapq.heapreplace(heads, (count, rank, name, uid, i + 1, p))
+            else:
+                heapq.heappop(heads)
+        return out
 
     def take(self, pools: Iterable[_Pool], n: int) -> list[_Free]:
         chosen = self.peek(pools, n)
@@ -333,7 +360,11 @@ class _FreeHosts:
                 )
             )
         self._matching: dict[tuple[str, tuple[tuple[str, str], ...]], list[_Pool]] = {}
-        self._in_groups: dict[tuple[tuple[str, str], ...], list[_Pool]] = {}
+        self._in_groups: dict[tuple[tuple[str, str], ...], dict[str, list[_Pool]]] = {}
+        # Sub-lists of ``matching`` (membership never changes, only heads move): looked up once each.
+        self._workers: dict[tuple[str, tuple[tuple[str, str], ...], GpuFamily], list[_Pool]] = {}
+        self._control_planes: dict[tuple[str, tuple[tuple[str, str], ...]], list[_Pool]] = {}
+        self._stages: dict[tuple[object, ...], list[list[_Pool]]] = {}
 
     def matching(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
         key = (arch, tuple(sorted(groups.items())))
@@ -347,14 +378,45 @@ class _FreeHosts:
             self._matching[key] = found
         return found
 
+    def workers_of(self, arch: str, groups: Mapping[str, str], family: GpuFamily) -> list[_Pool]:
+        """The GPU worker pools of one family among :meth:`matching`."""
+        key = (arch, tuple(sorted(groups.items())), family)
+        found = self._workers.get(key)
+        if found is None:
+            pools = self.matching(arch, groups)
+            found = self._workers[key] = [p for p in pools if p.role is Role.WORKER and p.family == family]
+        return found
+
+    def control_planes(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
+        """The control-plane pools among :meth:`matching`."""
+        key = (arch, tuple(sorted(groups.items())))
+        found = self._control_planes.get(key)
+        if found is None:
+            pools = self.matching(arch, groups)
+            found = self._control_planes[key] = [p for p in pools if p.role is Role.CONTROL_PLANE]
+        return found
+
+    def fill_stages(
+        self, arch: str, groups: Mapping[str, str], families: Collection[GpuFamily]
+    ) -> list[list[_Pool]]:
+        """:func:`_fill_stages` of :meth:`matching` for a request of ``families``."""
+        key = (arch, tuple(sorted(groups.items())), tuple(sorted(families)))
+        found = self._stages.get(key)
+        if found is None:
+            found = self._stages[key] = _fill_stages(self.matching(arch, groups), frozenset(families))
+        return found
+
     def arches(self, groups: Mapping[str, str]) -> list[str]:
         """Architectures with at least one free host in ``groups``, in name order."""
         key = tuple(sorted(groups.items()))
-        pools = self._in_groups.get(key)
-        if pools is None:
-            pools = [p for p in self.pools if all(p.groups.get(k) == v for k, v in groups.items())]
-            self._in_groups[key] = pools
-        return sorted({p.arch for p in pools if p.head < len(p.hosts)})
+        by_arch = self._in_groups.get(key)
+        if by_arch is None:
+            by_arch = {}
+            for p in self.pools:
+                if all(p.groups.get(k) == v for k, v in groups.items()):
+                    by_arch.setdefault(p.arch, []).append(p)
+            self._in_groups[key] = by_arch
+        return sorted(a for a, pools in by_arch.items() if any(p.head < len(p.hosts) for p in pools))
 
     def commit(self, trial: _Trial) -> None:
         for idx, m in trial.used.items():
@@ -392,34 +454,39 @@ def _hosts(n: int, kind: str) -> str:
     return f"{n} {kind} host" + ("" if n == 1 else "s")
 
 
-def _fill_stages(pools: Sequence[_Pool], req: Requirements) -> list[list[_Pool]]:
+def _fill_stages(pools: Sequence[_Pool], families: Collection[GpuFamily]) -> list[list[_Pool]]:
     """The seed's fill order for the minimum: worker-tagged, then requested families, then any GPUs."""
     workers = [p for p in pools if p.role is Role.WORKER]
     return [
         [p for p in workers if p.tagged],
-        [p for p in workers if not p.tagged and p.family is not None and p.family in req.gpus],
-        [p for p in workers if not p.tagged and p.family is not None and p.family not in req.gpus],
+        [p for p in workers if not p.tagged and p.family is not None and p.family in families],
+        [p for p in workers if not p.tagged and p.family is not None and p.family not in families],
     ]
 
 
 def _gpu_workers(
-    trial: _Trial, pools: Sequence[_Pool], family: GpuFamily, request: int, current: Sequence[Machine]
+    trial: _Trial, pools: Sequence[_Pool], request: int, current: Sequence[Machine]
 ) -> tuple[list[str], int] | None:
     """The GPU workers of one family: the optimal set over the current workers and the free hosts.
 
     Fewest surplus GPUs, then fewest hosts, over everything on offer; among equally good sets the one
     that keeps the most current workers (sticky), then by host key. So a spec change is met in one step,
     adding and removing hosts together, and never holds more GPUs than that set. Returns (uids, GPUs).
+    ``pools`` are the worker pools of the family (:meth:`_FreeHosts.workers_of`), ``current`` its
+    current workers.
     """
     free_by_count: dict[int, list[_Pool]] = {}
+    available: dict[int, int] = {}
+    used = trial.used
     for p in pools:
-        if p.role is Role.WORKER and p.family == family and trial.avail(p) > 0:
+        free = len(p.hosts) - p.head - used.get(p.idx, 0)
+        if free > 0:
             free_by_count.setdefault(p.count, []).append(p)
+            available[p.count] = available.get(p.count, 0) + free
     mine: dict[int, list[Machine]] = {}
     for host in sorted(current, key=_host_key):
         if host.gpu_count > 0:
             mine.setdefault(host.gpu_count, []).append(host)
-    available = {c: sum(trial.avail(p) for p in ps) for c, ps in free_by_count.items()}
     for c, ms in mine.items():
         available[c] = available.get(c, 0) + len(ms)
     vectors = optimal_count_vectors(available, request)
@@ -472,7 +539,6 @@ def _place(
     known: Mapping[str, Machine],
 ) -> _Outcome | Rejection:
     """Place one platform on one architecture; with ``existing`` hosts, scale in place around them."""
-    pools = free.matching(arch, req.groups)
     trial = _Trial()
     where = _where(req.groups, arch if show_arch else None)
 
@@ -487,9 +553,10 @@ def _place(
     gpus: dict[str, int] = {}
     for family, request in req.gpus.items():
         mine = [known[u] for u in existing_workers if u in known and known[u].gpu_family == family]
-        got_gpus = _gpu_workers(trial, pools, family, request, mine)
+        family_pools = free.workers_of(arch, req.groups, family)
+        got_gpus = _gpu_workers(trial, family_pools, request, mine)
         if got_gpus is None:
-            short = sum(m.gpu_count for m in mine) + _free_gpus(trial, pools, family)
+            short = sum(m.gpu_count for m in mine) + _free_gpus(trial, family_pools, family)
             return Rejection(
                 Reason.INSUFFICIENT_COMPUTE, f"needs {request} {family} GPUs{where}, {short} available"
             )
@@ -504,8 +571,7 @@ def _place(
         control_plane = kept[: req.control_plane]
     missing_cp = req.control_plane - len(control_plane)
     if missing_cp > 0:
-        cp_pools = [p for p in pools if p.role is Role.CONTROL_PLANE]
-        got = trial.take(cp_pools, missing_cp)
+        got = trial.take(free.control_planes(arch, req.groups), missing_cp)
         if len(got) < missing_cp:
             have = len(control_plane) + len(got)
             return Rejection(
@@ -528,7 +594,7 @@ def _place(
         fill.append((m.gpu_count, m.gpu_family or ""))
     missing = req.min_workers - len(workers)
     if missing > 0:
-        for stage in _fill_stages(pools, req):
+        for stage in free.fill_stages(arch, req.groups, req.gpus):
             got = trial.take(stage, missing)
             for f in got:
                 workers.append(f.uid)

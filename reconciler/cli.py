@@ -139,10 +139,16 @@ def plan(
     ),
 ) -> None:
     """Show what a pass would do. Exit 0 all placeable, 1 rejected/invalid, 2 error."""
+    import gc
+
     from reconciler.commands import plan as cmd
 
-    raise typer.Exit(
-        cmd.run(
+    # One pass over data without reference cycles: the cyclic collector would only rescan the
+    # snapshot's hosts over and over (a fifth of the time at 10,000 hosts).
+    previous = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        code = cmd.run(
             repo,
             rev,
             inventory,
@@ -157,7 +163,9 @@ def plan(
             subtree=subtree,
             what_if=what_if or (),
         )
-    )
+    finally:
+        gc.set_threshold(*previous)
+    raise typer.Exit(code)
 
 
 @app.command()

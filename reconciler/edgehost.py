@@ -99,6 +99,8 @@ class HostFacts:
     @property
     def addresses(self) -> tuple[str, ...]:
         """The host's IP addresses: its default NIC's first, then the others, then ``hostAddress``."""
+        if not self.nics:
+            return (self.host_address,) if self.host_address else ()
         ordered = sorted(self.nics, key=lambda n: (not n.is_default, n.name))
         found = [n.ip for n in ordered]
         if self.host_address and self.host_address not in found:
@@ -151,14 +153,25 @@ def _gpu(entry: Any) -> GpuDevice | None:
             return None
     else:
         count = 1  # the schema allows an entry without a count: one device
-    return GpuDevice(
-        vendor=_text(entry.get("vendor")),
-        model=_text(entry.get("model")),
-        count=count,
-        memory=_optional_text(entry.get("memory")),
-        mig_capable=entry.get("migCapable") is True,
-        mig_strategy=_optional_text(entry.get("migStrategy")),
+    key = (
+        _text(entry.get("vendor")),
+        _text(entry.get("model")),
+        count,
+        _optional_text(entry.get("memory")),
+        entry.get("migCapable") is True,
+        _optional_text(entry.get("migStrategy")),
     )
+    # A fleet has few kinds of GPU entry: equal devices are one immutable value, built once.
+    device = _DEVICES.get(key)
+    if device is None:
+        if len(_DEVICES) >= _DEVICES_MAX:
+            _DEVICES.clear()
+        device = _DEVICES[key] = GpuDevice(*key)
+    return device
+
+
+_DEVICES: dict[tuple[str, str, int, str | None, bool, str | None], GpuDevice] = {}
+_DEVICES_MAX = 4096
 
 
 def _nic(entry: Any) -> Nic | None:
@@ -230,24 +243,42 @@ def _problem(path: str, value: Any) -> str:
 
 def read_host(item: Any) -> HostFacts | None:
     """One search item -> its facts; None when the item is not even an object. Facts already read
-    (what :class:`reconciler.palette.hosts.HostLister` keeps) are returned as they are."""
+    (what :class:`reconciler.palette.hosts.HostLister` keeps) are returned as they are.
+
+    Hot (every host of every listing): plain dicts and strings, what Palette sends, are taken inline;
+    anything else goes through :class:`_Reader`, which says what is unreadable.
+    """
     if type(item) is HostFacts:
         return item
     if type(item) is not dict and not isinstance(item, Mapping):
         return None
     r = _Reader()
-    metadata = r.mapping(item, "metadata", "metadata")
-    labels = r.mapping(metadata, "labels", "metadata.labels")
+    metadata = item.get("metadata")
+    if type(metadata) is not dict:
+        metadata = r.mapping(item, "metadata", "metadata")
+    labels = metadata.get("labels")
+    if type(labels) is not dict:
+        labels = r.mapping(metadata, "labels", "metadata.labels")
     uid = _text(metadata.get("uid"))
-    spec = r.mapping(item, "spec", "spec")
-    device = r.mapping(spec, "device", "spec.device")
-    status = r.mapping(item, "status", "status")
-    raw_arch = r.text(device, "archType", "spec.device.archType")
+    spec = item.get("spec")
+    if type(spec) is not dict:
+        spec = r.mapping(item, "spec", "spec")
+    device = spec.get("device")
+    if type(device) is not dict:
+        device = r.mapping(spec, "device", "spec.device")
+    status = item.get("status")
+    if type(status) is not dict:
+        status = r.mapping(item, "status", "status")
+    raw_arch = device.get("archType")
+    if raw_arch is not None and type(raw_arch) is not str:
+        raw_arch = r.text(device, "archType", "spec.device.archType")
     if raw_arch:
         arch, shown_arch = canonical_arch(raw_arch), raw_arch
     else:
         arch, shown_arch = DEFAULT_ARCH, None
-    cpu = r.mapping(device, "cpu", "spec.device.cpu")
+    cpu = device.get("cpu")
+    if type(cpu) is not dict:
+        cpu = r.mapping(device, "cpu", "spec.device.cpu")
     cores = cpu.get("cores")
     if cores is not None and (_int(cores) is None or cores < 0):
         r.bad.append(("spec.device.cpu.cores", cores))
@@ -264,15 +295,26 @@ def read_host(item: Any) -> HostFacts | None:
         r.bad.append(("spec.device.gpus", entries))
     nics_raw = device.get("nics")
     nics = tuple(n for n in map(_nic, nics_raw) if n is not None) if isinstance(nics_raw, list) else ()
-    project = r.text(r.mapping(spec, "projectMeta", "spec.projectMeta"), "uid", "spec.projectMeta.uid")
-    health = r.mapping(status, "health", "status.health")
-    state = (r.text(status, "state", "status.state") or "").lower()
-    for key in ("inUseClustersRef", "inUseClusters"):
-        if not _refs_readable(status.get(key)):
-            r.bad.append((f"status.{key}", status.get(key)))
-    ref = cluster_ref(status)
+    project_meta = spec.get("projectMeta")
+    if type(project_meta) is not dict:
+        project_meta = r.mapping(spec, "projectMeta", "spec.projectMeta")
+    project = project_meta.get("uid")
+    if project is not None and type(project) is not str:
+        project = r.text(project_meta, "uid", "spec.projectMeta.uid")
+    health = status.get("health")
+    if type(health) is not dict:
+        health = r.mapping(status, "health", "status.health")
+    health_state = health.get("state")
+    if health_state is not None and type(health_state) is not str:
+        health_state = r.text(health, "state", "status.health.state")
+    state = status.get("state")
+    if state is not None and type(state) is not str:
+        state = r.text(status, "state", "status.state")
+    state = state.lower() if state else ""
+    ref = _read_refs(status, r)
     if state == "in-use" and ref is None and not any(p.startswith("status.inUse") for p, _ in r.bad):
         r.bad.append(("status.state", "in-use"))
+    host = spec.get("host")
     return HostFacts(
         uid=uid,
         name=_text(metadata.get("name")) or uid,
@@ -280,15 +322,34 @@ def read_host(item: Any) -> HostFacts | None:
         raw_arch=shown_arch,
         cpu_cores=cores if cores else None,
         gpus=gpus,
-        tags={k if type(k) is str else str(k): label_text(v) for k, v in labels.items()},
+        tags={
+            k if type(k) is str else str(k): v if type(v) is str else label_text(v) for k, v in labels.items()
+        },
         project_uid=project or None,
-        health=(r.text(health, "state", "status.health.state") or "").lower(),
+        health=health_state.lower() if health_state else "",
         state=state,
         cluster_uid=ref,
-        host_address=_optional_text(_mapping(spec.get("host")).get("hostAddress")),
+        host_address=_optional_text(host.get("hostAddress")) if type(host) is dict else None,
         nics=nics,
         unreadable=tuple(r.bad),
     )
+
+
+_REF_KEYS = ("inUseClustersRef", "inUseClusters")
+
+
+def _read_refs(status: Mapping[str, Any], r: _Reader) -> str | None:
+    """The cluster a host is in use by (:func:`cluster_ref`); either ref list present but unreadable is
+    noted in ``r``. Absent, null and empty lists (almost every free host) are told at once."""
+    named = False
+    for key in _REF_KEYS:
+        refs = status.get(key)
+        if refs is None or (type(refs) is list and not refs):
+            continue
+        named = True
+        if not _refs_readable(refs):
+            r.bad.append((f"status.{key}", refs))
+    return cluster_ref(status) if named else None
 
 
 def host_item(facts: HostFacts) -> dict[str, Any]:

@@ -62,7 +62,25 @@ def unbuildable(desired: DesiredState) -> list[Clustered]:
     """Valid, non-suspended dedicated platforms and pools whose cluster would have no cluster profile."""
     clustered: list[Clustered] = [p for p in desired.platforms() if not is_tenant(p)]
     clustered += list(desired.of_kind(ComputePool))
-    return [p for p in clustered if not p.spec.suspend and not platform_cluster_profiles(desired, p)]
+    # The profiles depend on the namespace and the two references only: thousands of platforms of a
+    # namespace share a few answers.
+    known: dict[tuple[str, str | None, str | None], bool] = {}
+    out: list[Clustered] = []
+    for p in clustered:
+        if p.spec.suspend:
+            continue
+        ref, workload = p.spec.compute_profile_ref, p.spec.workload_profile_ref
+        key = (
+            p.metadata.namespace,
+            ref.name if ref is not None and ref.name else None,
+            workload.name if workload is not None else None,
+        )
+        has = known.get(key)
+        if has is None:
+            has = known[key] = bool(platform_cluster_profiles(desired, p))
+        if not has:
+            out.append(p)
+    return out
 
 
 def _diagnostic(desired: DesiredState, platform: Clustered, severity: Severity) -> Diagnostic:

@@ -134,11 +134,24 @@ def vip(resource: Clustered, profile: ComputeProfile | None) -> Vip | None:
 
 def vip_problem(value: str) -> str | None:
     """Why ``value`` is not a usable VIP (an IPv4 or IPv6 address), or None."""
+    text = value.strip()
+    if _plain_ipv4(text):
+        return None
     try:
-        ipaddress.ip_address(value.strip())
+        ipaddress.ip_address(text)
     except ValueError:
         return f"{value!r} is not an IP address (e.g. 10.10.189.24)"
     return None
+
+
+def _plain_ipv4(text: str) -> bool:
+    """Dotted-quad IPv4 as ``ipaddress`` accepts it (no leading zeros), told without parsing: every
+    platform of a tree has a VIP."""
+    parts = text.split(".")
+    return len(parts) == 4 and all(
+        p.isascii() and p.isdigit() and len(p) <= 3 and (p == "0" or p[0] != "0") and int(p) <= 255
+        for p in parts
+    )
 
 
 # --- minimum workers -----------------------------------------------------------------------------

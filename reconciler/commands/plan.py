@@ -57,16 +57,13 @@ def load_desired(
     """The desired state of ``repo`` (a directory's files, or one git revision): under ``subtree``
     (``--path``), with the what-if files ``extra`` added (``reconciler.source.overlay``)."""
     from reconciler.source.directory import MissingSubtree
-    from reconciler.source.errors import SourceError
     from reconciler.source.overlay import overlay
 
     path = Path(repo)
     if path.is_symlink():  # --repo is what the user named: follow it (links inside are never followed)
         path = path.resolve()
     if rev is None and (path.is_dir() or path.is_file()):
-        from reconciler.source.git import work_tree_head
-
-        bare, head = work_tree_head(path) if path.is_dir() else (False, None)
+        bare, head = _work_tree_head(path) if path.is_dir() else (False, None)
         if not bare:
             from reconciler.source.directory import load_directory
 
@@ -76,6 +73,7 @@ def load_desired(
                 raise PlanError(str(exc)) from None
     from reconciler.manifests import load_files
     from reconciler.model.diagnostics import Severity
+    from reconciler.source.errors import SourceError
     from reconciler.source.git import SkippedEntry, read_revision
 
     skipped: list[SkippedEntry] = []
@@ -96,6 +94,16 @@ def load_desired(
     if any(s.severity is Severity.ERROR for s in skipped):
         desired.complete = False  # a skipped manifest may hold a resource: plan no deletion
     return desired
+
+
+def _work_tree_head(path: Path) -> tuple[bool, str | None]:
+    """``work_tree_head`` of a directory; a plain one (no ``.git``, not a bare repository) is told
+    without loading git."""
+    if not (path / ".git").exists() and not (path / "HEAD").is_file():
+        return False, None
+    from reconciler.source.git import work_tree_head
+
+    return work_tree_head(path)
 
 
 def read_snapshot(path: Path) -> Snapshot:
@@ -127,7 +135,15 @@ def observe_snapshot(snapshot: Snapshot, routing: Routing, url: str) -> dict[Tar
     targets |= {Target(url, c.project_uid) for c in whole.clusters}
     if not targets:
         targets.add(Target(url, None))
-    return {t: whole if t.project_uid is None else snapshot_observation(scoped(snapshot, t)) for t in targets}
+    observed: dict[Target, Observed] = {}
+    for t in targets:
+        part = scoped(snapshot, t)
+        # A scope holding every host and cluster (one project) is the whole snapshot: observed once.
+        whole_seen = len(part.edge_hosts) == len(snapshot.edge_hosts) and len(part.clusters) == len(
+            snapshot.clusters
+        )
+        observed[t] = whole if whole_seen else snapshot_observation(part)
+    return observed
 
 
 def observe_palette(url: str, routing: Routing) -> dict[Target, Observed]:

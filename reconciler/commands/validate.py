@@ -61,20 +61,28 @@ def run(path: Path, fmt: str, subtree: str | None = None) -> int:
     """Validate every manifest under ``path`` (its ``subtree`` only, when given). Exit 0 when valid, 1 on
     errors, 2 when PATH or the subtree is missing (the diagnostic is still printed in the chosen format,
     so an annotation shows it)."""
+    # The loaded data is acyclic and short-lived: cyclic garbage collection would only cost time. It
+    # stays off until the data is gone: the first collection while it lives would walk all of it.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(path, fmt, subtree)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _run(path: Path, fmt: str, subtree: str | None) -> int:
     missing = not path.exists()
     if missing and not path.is_symlink():
         diagnostics = [Diagnostic(path.as_posix(), 0, 0, "no such file or directory")]
         resources = files = 0
     else:
-        # The loaded data is acyclic and short-lived: cyclic garbage collection would only cost time.
-        gc.disable()
         try:
             # PATH itself is what the user named, so a link there is followed; links inside never are.
             state = load_directory(path.resolve() if path.is_symlink() else path, subtree=subtree or "")
         except (MissingSubtree, SelectionError) as exc:
             return _unusable(path, str(exc), fmt)
-        finally:
-            gc.enable()
         diagnostics = [
             Diagnostic(
                 file=_display_path(path, d.file),

@@ -188,14 +188,19 @@ class MemoLoader(yaml.CSafeLoader):
     every manifest. Path resolvers are not used, so their per-node hooks are skipped."""
 
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> Any:
-        if kind is yaml.ScalarNode and implicit[0]:
-            tag = _TAGS.get(value)
-            if tag is None:
-                tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
-                if len(_TAGS) >= _TAGS_MAX:
-                    _TAGS.clear()
-                _TAGS[value] = tag
-            return tag
+        if kind is yaml.ScalarNode:
+            if implicit[0]:
+                tag = _TAGS.get(value)
+                if tag is None:
+                    tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+                    if len(_TAGS) >= _TAGS_MAX:
+                        _TAGS.clear()
+                    _TAGS[value] = tag
+                return tag
+            if not self.yaml_path_resolvers:
+                return _STR  # a quoted scalar: what the resolver answers without path resolvers
+        elif not self.yaml_path_resolvers:
+            return _SEQ if kind is yaml.SequenceNode else _MAP  # likewise for collections
         return super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
 
     def descend_resolver(self, current_node: Any, current_index: Any) -> None:

@@ -144,6 +144,8 @@ def _family_entries(gpus: Any, with_mig: bool, tenant: bool) -> list[Problem]:
 
 def check_pools(docs: Sequence[PoolDoc]) -> None:
     """Cross-resource rules of pools and tenants; problems and warnings are added to the documents."""
+    if not any(_pool_related(doc) for doc in docs):
+        return  # no pool, workload or tenant: every rule below is about one of them
     _check_name_clashes(docs)
     index = _Index(docs)
     for doc in docs:
@@ -166,6 +168,12 @@ def check_pools(docs: Sequence[PoolDoc]) -> None:
     _check_pool_vips(docs, index)
     _warn_tenants(docs, index)
     _warn_unscaled_families(docs, index)
+
+
+def _pool_related(doc: PoolDoc) -> bool:
+    if doc.kind in ("ComputePool", "AIWorkload"):
+        return True
+    return isinstance(doc.resource, MLPlatform) and pool_ref_of(doc.resource) is not None
 
 
 class _Index:

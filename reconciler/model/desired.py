@@ -64,6 +64,8 @@ class DesiredState:
     # (kind -> identities in order), rebuilt when ``resources`` changes size: resources are added or
     # removed while loading, never swapped one for one afterwards. Not part of equality.
     _by_kind: dict[str, list[Identity]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # namespace -> its Project (the first by name), rebuilt with ``_by_kind``.
+    _projects: dict[str, Project] = field(default_factory=dict, init=False, repr=False, compare=False)
     _indexed_size: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
@@ -78,15 +80,24 @@ class DesiredState:
 
     def of_kind(self, cls: type[R]) -> Iterator[R]:
         """Valid resources of one kind, in (namespace, name) order."""
-        if self._indexed_size != len(self.resources):
-            self._by_kind = {}
-            for identity in sorted(self.resources):
-                self._by_kind.setdefault(identity[0], []).append(identity)
-            self._indexed_size = len(self.resources)
+        self._index()
         for identity in self._by_kind.get(cls.__name__, []):
             resource = self.resources[identity].resource
             if isinstance(resource, cls):
                 yield resource
+
+    def _index(self) -> None:
+        if self._indexed_size == len(self.resources):
+            return
+        self._by_kind = {}
+        for identity in sorted(self.resources):
+            self._by_kind.setdefault(identity[0], []).append(identity)
+        self._projects = {}
+        for identity in self._by_kind.get("Project", []):
+            project = self.resources[identity].resource
+            if isinstance(project, Project):
+                self._projects.setdefault(identity[1], project)
+        self._indexed_size = len(self.resources)
 
     def platforms(self) -> list[MLPlatform]:
         return list(self.of_kind(MLPlatform))
@@ -98,10 +109,8 @@ class DesiredState:
 
     def project(self, namespace: str) -> Project | None:
         """The namespace's Project (the first by name if there are several)."""
-        for project in self.of_kind(Project):
-            if project.metadata.namespace == namespace:
-                return project
-        return None
+        self._index()
+        return self._projects.get(namespace)
 
     # The fallback rules themselves live in reconciler.resolve; these are conveniences over them.
 

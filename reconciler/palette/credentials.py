@@ -10,8 +10,6 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from reconciler.logging import register_secret
-
 API_KEY_ENV = "PALETTE_API_KEY"
 API_KEY_FILE_ENV = "PALETTE_API_KEY_FILE"
 
@@ -27,7 +25,7 @@ def read_key_file(path: str) -> str:
         raise MissingAPIKey(f"API key file {path} cannot be read ({exc.strerror or exc})") from None
     if not key:
         raise MissingAPIKey(f"API key file {path} is empty")
-    register_secret(key)
+    _register(key)
     return key
 
 
@@ -36,8 +34,15 @@ def api_key_from_env(environ: Mapping[str, str] | None = None, *, name: str = AP
     env = os.environ if environ is None else environ
     key = env.get(name, "").strip()
     if key:
-        register_secret(key)
+        _register(key)
         return key
     if env.get(API_KEY_FILE_ENV):
         return read_key_file(env[API_KEY_FILE_ENV])
     raise MissingAPIKey(f"no Palette API key: set {name} (or {API_KEY_FILE_ENV} to a file holding it)")
+
+
+def _register(key: str) -> None:
+    """Hand a key to the log redactor (imported here: offline commands never read a key nor log)."""
+    from reconciler.logging import register_secret
+
+    register_secret(key)
