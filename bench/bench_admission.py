@@ -1,4 +1,4 @@
-"""Benchmark of admission into compute pools at scale (DESIGN.md section 9).
+"""Benchmark of admission into compute pools at scale (docs/pools.md).
 
 10,000 hosts in 100 pools (a pool's hosts are 2-, 4- and 8-GPU machines of one or two families) and
 10,000 workloads (1-16 GPUs, priorities -1..3, a few suspended, a few with a second family), generated

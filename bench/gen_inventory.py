@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate large, realistic inventory snapshots (DESIGN.md section 5 format) for benchmarks.
+"""Generate large, realistic inventory snapshots (docs/palette.md format) for benchmarks.
 
     python bench/gen_inventory.py --hosts 10000 --seed 1 --out /tmp/inventory.json
 

@@ -1,8 +1,8 @@
 """The allocation engine: which machines each dedicated MLPlatform and each ComputePool gets, or exactly
 why it cannot be placed (pure).
 
-Every rule of DESIGN.md section 4 lives in this file. A ComputePool is placed by the same rules, as a
-dedicated platform requesting the pool's ``gpus`` (DESIGN.md section 9): no ``gpuLimits`` on the pool
+Every rule of docs/allocation.md lives in this file. A ComputePool is placed by the same rules, as a
+dedicated platform requesting the pool's ``gpus`` (docs/pools.md): no ``gpuLimits`` on the pool
 itself, and its own minimum-worker precedence (:func:`reconciler.resolve.pool_min_workers`). The engine
 is a pure function of the desired state, the machine inventory and the clusters that already exist; it
 never does I/O or reads a clock.

@@ -1,7 +1,7 @@
 """Carry out a plan through the Palette client: create, scale, replace and delete, idempotently.
 
 Idempotency rests on observation, not on memory: the pass that produced the plan listed the managed
-clusters by their labels (DESIGN.md section 5), so ``create`` is only planned for a platform that has no
+clusters by their labels (docs/palette.md), so ``create`` is only planned for a platform that has no
 cluster. A reconciler killed after a create finds that cluster by its labels on restart and adopts it.
 ``replace`` deletes the old cluster; a later pass creates the new one once the hosts are free again
 (Palette refuses a host that is still part of a cluster).
@@ -207,7 +207,7 @@ def apply_plan(
     return {p.key: r for p, r in zip(todo, results, strict=True) if r is not None}
 
 
-# --- compute pools (DESIGN.md sections 9 and 10) -----------------------------------------------------
+# --- compute pools (docs/pools.md) -----------------------------------------------------
 
 
 def _pool(desired: DesiredState, p: PlatformPlan) -> tuple[ComputePool, ComputeProfile]:

@@ -1,4 +1,4 @@
-"""The ``reconciler`` command (DESIGN.md section 8).
+"""The ``reconciler`` command (docs/planning.md).
 
 This module only declares the command line; each command's work lives in ``reconciler.commands.<name>``
 and is imported lazily so that ``reconciler validate`` does not pay for the HTTP or git stacks.

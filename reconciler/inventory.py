@@ -1,7 +1,7 @@
 """Palette edge hosts -> machines with roles, capacity and resource groups (pure).
 
 The types below are the contract between discovery and allocation. ``discover`` implements every
-discovery rule of DESIGN.md section 4 and the seed's device-tag table:
+discovery rule of docs/allocation.md and the seed's device-tag table:
 
 - Only hosts tagged ``palette.ai: "true"`` (case-insensitive) are considered; any other host is neither a
   machine nor excluded, it is simply not PaletteAI's.

@@ -1,4 +1,4 @@
-"""Desired allocations vs existing clusters -> the actions of one pass (pure; DESIGN.md section 8).
+"""Desired allocations vs existing clusters -> the actions of one pass (pure; docs/planning.md).
 
 Decisions the design leaves open, written down here:
 
@@ -21,7 +21,7 @@ Decisions the design leaves open, written down here:
   ``namespaces`` argument of :func:`plan_targets`): a managed cluster of a namespace it does not own is
   not planned, never an orphan, and not counted by its prune guard.
 
-Pools and workloads (DESIGN.md section 9):
+Pools and workloads (docs/pools.md):
 
 - A ComputePool gets a cluster entry exactly as a dedicated platform does (:attr:`PoolPlan.cluster`,
   ``kind`` ComputePool), placed by :func:`reconciler.allocate.place` in one (namespace, name) order with
@@ -234,7 +234,7 @@ class PoolPlan:
     cluster: PlatformPlan
     mode: str | None  # shared | dedicated; None when the pool is gone or invalid and its cluster says none
     capacity: Mapping[str, FamilyCapacity] = field(default_factory=dict)
-    # host uid -> GPUs in MIG mode with their instances (DESIGN.md section 8); empty without MIG
+    # host uid -> GPUs in MIG mode with their instances (docs/planning.md); empty without MIG
     mig: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     mig_config: Mapping[str, Any] | None = None
     scaling: ScalingPlan = field(default_factory=lambda: ScalingPlan(None))
@@ -384,7 +384,7 @@ class Plan:
     deletions_note: str = ""
 
     def to_json(self, scaling: Mapping[PoolKey, ScalingPlan] | None = None) -> dict[str, Any]:
-        """Exactly the ``plan --format json`` object of DESIGN.md section 8; ``scaling``: the scaling
+        """Exactly the ``plan --format json`` object of docs/planning.md; ``scaling``: the scaling
         entries of pools to show instead of the plan's own (see :meth:`with_scaling`)."""
         plan = self.with_scaling(scaling) if scaling else self
         return {
@@ -622,7 +622,7 @@ def with_pool_sizes(
     desired: DesiredState, sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None
 ) -> DesiredState:
     """The desired state with each sized pool requesting its current size (GPUs per family) instead of
-    its ``spec.gpus``: a pool with a scaling policy (DESIGN.md sections 9 and 11, the size computed by
+    its ``spec.gpus``: a pool with a scaling policy (docs/pools.md, the size computed by
     :func:`reconciler.scaling.current_size`). Pools not in ``sizes`` keep their ``spec.gpus``."""
     if not sizes:
         return desired
@@ -650,7 +650,7 @@ def _entries(
     a cluster whose platform or pool is gone is a ``delete`` here (the prune guard, over the whole pass,
     comes after). ``tenants``: invalid workloads, among them invalid MLPlatforms known to be tenants,
     which are workload entries, not platform entries (unless they have a platform cluster)."""
-    desired = reject_unbuildable(desired)  # no cluster profile: invalid, InvalidSpec (DESIGN.md section 3)
+    desired = reject_unbuildable(desired)  # no cluster profile: invalid, InvalidSpec (docs/validation.md)
     machines = inventory.by_uid()
     platform_clusters, pool_clusters = split_clusters(clusters)
     decisions = place(desired, inventory, clusters, pool_modes)

@@ -1,6 +1,6 @@
 """Plans for people: markdown for pull-request comments and plain text for CI logs (pure).
 
-Both render the ``plan --format json`` object of DESIGN.md section 8, so every output format says the
+Both render the ``plan --format json`` object of docs/planning.md, so every output format says the
 same thing. Markdown puts a summary table first and the details in collapsed sections (problems first),
 shows host names beside uids, and never exceeds ``limit`` characters (GitHub refuses comments over
 65,536): rows that do not fit are counted in a closing line, never cut mid-table. Text prints one line
@@ -24,7 +24,7 @@ _CHANGES = ("create", "replace", "scale", "delete", "admit", "remove")
 _QUIET = ("suspended", "unchanged", "admitted")
 _ORDER = _PROBLEMS + _CHANGES + _QUIET
 _SECTIONS = (("platforms", "Platforms"), ("pools", "Pools"), ("workloads", "Workloads"))
-# Entries with nothing to do: what ``--changes-only`` leaves out (DESIGN.md section 8).
+# Entries with nothing to do: what ``--changes-only`` leaves out (docs/planning.md).
 UNCHANGED_ACTIONS = frozenset({"unchanged", "admitted"})
 
 FreeRow = tuple[str, int, int]  # (kind: a GPU family, "cpu-worker" or "control-plane", free hosts, free GPUs)

@@ -1,4 +1,4 @@
-"""Which Palette cluster profiles a platform's cluster is built from (pure; DESIGN.md section 3).
+"""Which Palette cluster profiles a platform's cluster is built from (pure; docs/validation.md).
 
 Palette builds an edge-native cluster from at least one infrastructure (or full) cluster profile. The
 rule lives in :func:`cluster_profiles`: the Settings' ``spec.palette.clusterProfiles`` (the

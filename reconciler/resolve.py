@@ -1,6 +1,6 @@
 """Every fallback and precedence rule of the resources, and routing to Palette, in one place (pure).
 
-DESIGN.md sections 3-5. Whoever needs one of these answers (validation, allocation, planning, the
+docs/validation.md. Whoever needs one of these answers (validation, allocation, planning, the
 controller, the applier) asks here, so a rule is written once:
 
 - ComputeProfile of a platform or ComputePool: its ``computeProfileRef.name``, else its Project's.
@@ -207,7 +207,7 @@ def pool_min_workers(
     pool: ComputePool, profile: ComputeProfile, workload: WorkloadProfile | None
 ) -> int | Invalid:
     """Minimum worker nodes of a pool's cluster: its WorkloadProfile's label > the pool's
-    ``minWorkerNodes`` > the profile's > none (0) (DESIGN.md section 9)."""
+    ``minWorkerNodes`` > the profile's > none (0) (docs/pools.md)."""
     label = _min_nodes_label(workload)
     if label is not None:
         return label

@@ -1,6 +1,6 @@
 """Black-box helpers for the contract tests: the installed ``reconciler`` command, real git, a real emulator.
 
-The contract tests check DESIGN.md sections 3, 5, 6 and 8 from the outside, as an acceptance test would:
+The contract tests check docs/validation.md from the outside, as an acceptance test would:
 they only start subprocesses and read files, git objects and HTTP answers. Every command run through
 ``run_cli`` is also checked for the API key in its output, so the "secrets never in any output" rule is
 exercised by every test, not by one.

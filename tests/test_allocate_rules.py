@@ -1,4 +1,4 @@
-"""One test per allocation rule of DESIGN.md section 4 and the seed's worked examples."""
+"""One test per allocation rule of docs/allocation.md and the seed's worked examples."""
 
 from __future__ import annotations
 

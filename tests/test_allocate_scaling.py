@@ -1,4 +1,4 @@
-"""Scaling in one step (DESIGN.md section 4) and host preference among equally good hosts."""
+"""Scaling in one step (docs/allocation.md) and host preference among equally good hosts."""
 
 from __future__ import annotations
 

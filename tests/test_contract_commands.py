@@ -1,4 +1,4 @@
-"""Contract of ``emulator``, ``inventory show|export``, ``schemas`` and ``demo`` (DESIGN.md 3, 5 and 8)."""
+"""Contract of ``emulator``, ``inventory show|export``, ``schemas`` and ``demo`` (docs/validation.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract of ``reconciler plan`` (DESIGN.md section 8), black box: output shape, sorting, exit codes."""
+"""Contract of ``reconciler plan`` (docs/planning.md), black box: output shape, sorting, exit codes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract of ``reconciler run --once`` and the status branch (DESIGN.md sections 5, 6 and 7), black box.
+"""Contract of ``reconciler run --once`` and the status branch (docs/palette.md), black box.
 
 One module-wide story against a real bare repository and ``reconciler emulator`` on loopback: the first
 pass, then passes until everything is Running, a no-op pass, another status branch, a broken file, and
@@ -97,7 +97,7 @@ def test_status_branch_has_one_file_per_platform_and_compute(loop: Loop) -> None
     expected |= {f"{ns}/computes/{n}.yaml" for ns, n in SAMPLE_COMPUTES}
     assert expected <= files
     resources = {f for f in files if f != "reconciler.yaml" and not f.startswith("inventory/")}
-    assert "reconciler.yaml" in files  # DESIGN.md section 6: branch, revision, targets
+    assert "reconciler.yaml" in files  # docs/status-branch.md: branch, revision, targets
     assert all(re.fullmatch(r"[a-z0-9-]+/[a-z]+s/[a-z0-9-]+\.yaml", f) for f in resources), files
 
 
@@ -372,7 +372,7 @@ def test_without_palette_flag_each_namespace_uses_its_settings(tmp_path: Path) -
 
 
 def test_a_file_that_stops_parsing_reports_invalid_after_a_restart(loop: Loop) -> None:
-    """DESIGN.md section 7: a resource whose file stops parsing keeps its cluster; its status says Invalid."""
+    """docs/reconciling.md: a resource whose file stops parsing keeps its cluster; its status says Invalid."""
     target = loop.repo.work / "project-b" / "platforms" / "training.yaml"
     target.write_text(
         "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: training\nspec: [\n"

@@ -1,4 +1,4 @@
-"""Contract of ``reconciler validate PATH [--format text|json|github]`` (DESIGN.md 3 and 8), black box."""
+"""Contract of ``reconciler validate PATH [--format text|json|github]`` (docs/validation.md), black box."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_github_annotation_paths_are_relative_to_where_validate_runs(tmp_path: P
 
 
 def test_nonexistent_path_is_an_error_not_a_crash(tmp_path: Path) -> None:
-    """DESIGN.md section 8: an unreadable PATH exits 2, and the error is still reported in the format."""
+    """docs/planning.md: an unreadable PATH exits 2, and the error is still reported in the format."""
     missing = tmp_path / "nope"
     code, diags = _json_diagnostics(str(missing))
     assert code == 2

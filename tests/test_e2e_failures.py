@@ -1,4 +1,4 @@
-"""A failed read of git or of Palette never looks like "desired = nothing" (DESIGN.md section 7)."""
+"""A failed read of git or of Palette never looks like "desired = nothing" (docs/reconciling.md)."""
 
 from __future__ import annotations
 

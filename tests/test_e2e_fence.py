@@ -1,4 +1,4 @@
-"""The revision fence (DESIGN.md section 7): a pass applies and reports only the config branch's head.
+"""The revision fence (docs/reconciling.md): a pass applies and reports only the config branch's head.
 
 Two instances on one bare repository (no lease: the fence alone must keep them from undoing each
 other), a rollback of the branch, and a status branch that follows another config branch.

@@ -1,4 +1,4 @@
-"""One writer (DESIGN.md section 7) with real processes and the default git lease: two `reconciler run`
+"""One writer (docs/reconciling.md) with real processes and the default git lease: two `reconciler run`
 on one repository, only the lease holder writes; the standby is ready, says that it stands by on
 /readyz?verbose and in /metrics, and takes over when the holder dies (lease expiry) or stops
 (release). `run --once` writes nothing while another instance holds the lease."""

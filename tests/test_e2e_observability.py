@@ -1,4 +1,4 @@
-"""What an operator sees of the loop (DESIGN.md section 8): /healthz and /readyz, the pass summary
+"""What an operator sees of the loop (docs/planning.md): /healthz and /readyz, the pass summary
 line and one warning per rejection, ``--log-level``, ``--dry-run`` and ``--interval``."""
 
 from __future__ import annotations

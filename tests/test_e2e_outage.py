@@ -1,4 +1,4 @@
-"""A Palette outage never erases status; a refused key stalls its target (DESIGN.md sections 5, 6).
+"""A Palette outage never erases status; a refused key stalls its target (docs/palette.md).
 
 Real parts: the sample repository in a bare remote, the emulator on a fixed loopback port (stopped and
 started again for the outage), controllers reading and writing the real status branch.

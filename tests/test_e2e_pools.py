@@ -1,5 +1,5 @@
 """Compute pools and workloads end to end: the controller against the emulator and a real git remote
-(DESIGN.md sections 9 and 10): pool cluster, admission, profiles attached and detached, status files."""
+(docs/pools.md): pool cluster, admission, profiles attached and detached, status files."""
 
 from __future__ import annotations
 

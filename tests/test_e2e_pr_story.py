@@ -1,4 +1,4 @@
-"""The pull-request story end to end (DESIGN.md sections 6 and 8), black box: a config repository with a
+"""The pull-request story end to end (docs/status-branch.md), black box: a config repository with a
 deployed state (real `run --once` passes against the emulator, which write `reconciler.yaml` and the
 `inventory/` snapshots to the status branch), a branch that raises one platform's GPUs, planned from the
 status branch with no Palette and no key; then the merge, a pass, and `status --history` naming it."""

@@ -1,5 +1,5 @@
 """Scaling policies in the loop: the in-process controller against the emulator, a real git remote and a
-real Prometheus scraping the emulator's ``/metrics/clusters`` (DESIGN.md section 11, docs/scaling.md).
+real Prometheus scraping the emulator's ``/metrics/clusters`` (docs/scaling.md, docs/scaling.md).
 
 One pool (``project-b/shared-a100``, 8 NVIDIA-A100 GPUs, network-pool 3: three free 8-GPU A100 hosts
 may join) with a policy of short windows (3 s at a 1 s step, 10 s cooldown) and one workload holding 4

@@ -1,4 +1,4 @@
-"""Shards with real processes and real git (DESIGN.md section 12): two `reconciler run --namespaces`
+"""Shards with real processes and real git (docs/operations.md): two `reconciler run --namespaces`
 on one config repository and one Palette (the emulator). Each holds its own lease, creates only its
 namespace's clusters and writes only its status files; a shard never prunes another's clusters, even
 when they are removed from git while their shard is down; the status branch keeps both shards' files."""

@@ -1,4 +1,4 @@
-"""Graceful stop (DESIGN.md section 7), with a real ``reconciler run`` process and a few hundred
+"""Graceful stop (docs/reconciling.md), with a real ``reconciler run`` process and a few hundred
 platforms: SIGTERM mid-pass stops new Palette writes at once, the requests in flight finish, the status
 of what was done is committed, and the process exits in time (0 for the loop, 130 for ``--once``)."""
 

@@ -1,5 +1,5 @@
 """A Palette endpoint whose last platform was removed while no reconciler ran is still pruned
-(DESIGN.md section 6, ``reconciler.yaml`` ``targets``), under the usual ``--max-deletions`` guard.
+(docs/status-branch.md, ``reconciler.yaml`` ``targets``), under the usual ``--max-deletions`` guard.
 
 Two emulators stand for two Palette endpoints: project-a's Settings name one, project-b's the other
 (no ``--palette``). Every pass is a fresh ``reconciler run --once`` process.

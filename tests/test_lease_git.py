@@ -1,4 +1,4 @@
-"""The git lease (one writer, DESIGN.md section 7) between real contenders on a real bare repository.
+"""The git lease (one writer, docs/reconciling.md) between real contenders on a real bare repository.
 
 Each contender has its own cache, as two reconciler processes on two machines would. Durations are
 shortened to seconds; the rules are the same as with the 60 s default.

@@ -3,7 +3,7 @@
 Hypothesis drives the real :class:`Controller` against the real Palette emulator on loopback and a real
 bare git repository through random sequences of operations (add, delete, scale, break and fix platform
 files, suspend, resource groups, host health flips, controller restarts, passes) and checks the safety
-rules of DESIGN.md section 7 and the allocation rules of section 4 after every pass. A seeded random walk
+rules of docs/reconciling.md and the allocation rules of section 4 after every pass. A seeded random walk
 over the same operations reaches deeper states within the same time budget.
 """
 
@@ -458,7 +458,7 @@ class ReconcileLoop(RuleBasedStateMachine):
         assert all(API_KEY not in p.message for p in result.plan)
 
     def check_observed_revision(self, key: Key, observed: str, head: str) -> None:
-        """DESIGN.md section 6: ``observedRevision`` moves to the head exactly when the platform's own
+        """docs/status-branch.md: ``observedRevision`` moves to the head exactly when the platform's own
         inputs changed since the last pass (here only its document changes; profiles stay)."""
         model = self.model.get(key)
         # Compared as data: an edit that only reorders keys changes no input.
@@ -477,7 +477,7 @@ class ReconcileLoop(RuleBasedStateMachine):
         self.reported[key] = (observed, document)
 
     def check_allocation(self, p: PlatformPlan, after: World) -> None:
-        """DESIGN.md section 4 for a placed platform: the request is met, on hosts of one architecture
+        """docs/allocation.md for a placed platform: the request is met, on hosts of one architecture
         that carry the platform's resource groups, and the cluster holds exactly the planned hosts."""
         placed = p.action in (Action.CREATE, Action.SCALE) or (
             p.action is Action.UNCHANGED and p.reason in (Reason.PROVISIONED, Reason.PROVISIONING)

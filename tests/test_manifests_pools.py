@@ -1,4 +1,4 @@
-"""Validation of ComputePools, AIWorkloads and shared MLPlatforms (DESIGN.md sections 3 and 9)."""
+"""Validation of ComputePools, AIWorkloads and shared MLPlatforms (docs/validation.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reproducible installs (DESIGN.md section 12): one lock file of exact versions, used everywhere."""
+"""Reproducible installs (docs/operations.md): one lock file of exact versions, used everywhere."""
 
 from __future__ import annotations
 

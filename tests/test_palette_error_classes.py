@@ -1,4 +1,4 @@
-"""Error classes (DESIGN.md section 5): transient ones are retried, 401/403 and other 4xx never are."""
+"""Error classes (docs/palette.md): transient ones are retried, 401/403 and other 4xx never are."""
 
 from __future__ import annotations
 

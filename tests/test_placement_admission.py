@@ -1,4 +1,4 @@
-"""Admission into one pool, rule by rule (DESIGN.md section 9)."""
+"""Admission into one pool, rule by rule (docs/pools.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The planner: one test per action rule of DESIGN.md section 8 and the prune guard."""
+"""The planner: one test per action rule of docs/planning.md and the prune guard."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``reconciler plan --from-status`` end to end (DESIGN.md sections 6 and 8), with real git and the
+"""``reconciler plan --from-status`` end to end (docs/status-branch.md), with real git and the
 installed command: a pull request planned against what the status branch says is deployed, with no
 Palette and no key.
 

@@ -1,4 +1,4 @@
-"""Plan is apply (DESIGN.md section 7): ``plan --from-status`` shows what ``run``'s next pass does.
+"""Plan is apply (docs/reconciling.md): ``plan --from-status`` shows what ``run``'s next pass does.
 
 One repository with platforms, a shared pool (whole-GPU and MIG workloads, a scaling policy that has
 scaled it up once for a pending workload) and a dedicated pool, run by the in-process controller

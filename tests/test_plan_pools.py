@@ -1,4 +1,4 @@
-"""Planning ComputePools and their workloads (DESIGN.md sections 4, 8 and 9): placement beside the
+"""Planning ComputePools and their workloads (docs/allocation.md): placement beside the
 platforms, admission on the planned hosts, and the plan's JSON."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The scaling decision on synthetic series: every rule of DESIGN.md section 11 and every default."""
+"""The scaling decision on synthetic series: every rule of docs/scaling.md and every default."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a status commit says, and when a status file changes (DESIGN.md section 6), tested as pure
+"""What a status commit says, and when a status file changes (docs/status-branch.md), tested as pure
 functions: the inputs fingerprint behind ``observedRevision``, and the message built from the diff of
 two status trees."""
 

@@ -1,4 +1,4 @@
-"""``reconciler status`` (DESIGN.md section 8), black box against a real bare repository whose status
+"""``reconciler status`` (docs/planning.md), black box against a real bare repository whose status
 branch was written by real ``run --once`` passes against the emulator; the HTML page is rendered by
 headless Chromium (Debian's package; CI installs it) and its screenshot checked."""
 

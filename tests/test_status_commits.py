@@ -1,4 +1,4 @@
-"""Status commits against real git and the emulator (DESIGN.md section 6): a merge touches only the
+"""Status commits against real git and the emulator (docs/status-branch.md): a merge touches only the
 status files of the resources it changed, the message names them, and the trailers name the config
 commit (sha, subject, author) so that "which pull request caused this" is one ``git log`` away."""
 

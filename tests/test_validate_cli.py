@@ -1,4 +1,4 @@
-"""``reconciler validate``: exit codes and the text, json and github formats (DESIGN.md section 8)."""
+"""``reconciler validate``: exit codes and the text, json and github formats (docs/planning.md)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 ``show`` reads edge hosts from Palette (``--palette``) or from a snapshot file (``--inventory``), runs the
 same discovery the reconciler runs, and prints the Compute view: a table for people, YAML or JSON (the
 Compute status shape of :mod:`reconciler.compute_status`) for machines. ``export`` writes a snapshot
-(DESIGN.md section 5) that the emulator and offline ``plan`` read.
+(docs/palette.md) that the emulator and offline ``plan`` read.
 
 Online, every edge host is read (no server-side tag filter): ``palette.ai`` is matched case-insensitively
 by discovery, which a ``key:value`` search filter would not do. The API key comes only from

@@ -1,4 +1,4 @@
-"""``reconciler plan``: what one pass would do, without doing it (DESIGN.md section 8).
+"""``reconciler plan``: what one pass would do, without doing it (docs/planning.md).
 
 The desired state comes from ``--repo``: a directory is read as it is on disk (the working tree of a
 pull request, its revision the work tree's HEAD when it is a git work tree); with ``--rev``, or for a

@@ -6,12 +6,12 @@ ready). It exits 1 when the pass failed (git or Palette unreachable, a Palette w
 that refused the key), 2 on a usage error or when the status branch follows another config branch
 (without ``--switch-branch``), and 130 when a signal interrupted it.
 
-Shards (DESIGN.md section 12): ``--namespaces PATTERNS --shard NAME`` makes this instance own exactly
+Shards (docs/operations.md): ``--namespaces PATTERNS --shard NAME`` makes this instance own exactly
 the namespaces matching the globs; it holds its own lease (``reconciler/lease-<NAME>``, or the Lease
 ``paletteai-reconciler-<NAME>``) and writes its own status files and record ``shards/<NAME>.yaml``.
 One without the other is a usage error (exit 2).
 
-Graceful stop (DESIGN.md section 7): the first SIGTERM or SIGINT stops new Palette writes at once; the
+Graceful stop (docs/reconciling.md): the first SIGTERM or SIGINT stops new Palette writes at once; the
 requests in flight finish, the status of what was done is committed, and the process exits (0 for the
 loop, 130 for an interrupted ``--once``). A watchdog ends the process (130) 15 s after the signal
 whatever is still running; a second signal ends it (130) at once.
@@ -116,7 +116,7 @@ def make_lease(
     name: str | None = None,
     on_stale_lock: Callable[[str], None] | None = None,
 ) -> Lease:
-    """The lease of ``run --lease KIND`` (DESIGN.md section 7).
+    """The lease of ``run --lease KIND`` (docs/reconciling.md).
 
     ``git``: the branch ``reconciler/lease`` of the config repository (``name`` gives a shard its own,
     ``reconciler/lease-<name>``); ``kubernetes``: a ``coordination.k8s.io/v1`` Lease in the pod's
@@ -213,7 +213,7 @@ def run(
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _say_mode(options)
-    # One writer (DESIGN.md section 7). A dry run writes nothing, so it takes no lease; --watch reads a
+    # One writer (docs/reconciling.md). A dry run writes nothing, so it takes no lease; --watch reads a
     # local directory that one person edits, so it takes none either.
     kind = "none" if dry_run or watch else lease_kind
     try:

@@ -58,7 +58,7 @@ def timestamp(seconds: float) -> str:
 # Fields of an edge host entity (v1EdgeNativeMachinePoolHostEntity) kept on the pool's hosts.
 _HOST_FIELDS = ("hostName", "nic", "twoNodeCandidatePriority")
 
-# Catalogue types (DESIGN.md section 5) -> Palette's profile types; infra and full can build a cluster.
+# Catalogue types (docs/palette.md) -> Palette's profile types; infra and full can build a cluster.
 PALETTE_PROFILE_TYPES = {"infra": "infra", "full": "cluster", "add-on": "add-on"}
 _BUILDING_TYPES = ("infra", "cluster")
 

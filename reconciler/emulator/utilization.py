@@ -1,4 +1,4 @@
-"""Utilisation of the emulator's clusters, exported for a stock Prometheus to scrape (DESIGN.md section 11).
+"""Utilisation of the emulator's clusters, exported for a stock Prometheus to scrape (docs/scaling.md).
 
 ``PATCH /__emulator/clusters/{uid}/utilization`` (``{"gpu": 0.9, "cpu": 0.5}``, ratios 0-1) sets a
 cluster's utilisation; ``GET /metrics/clusters`` (Prometheus text format, no key, like the admin

@@ -340,8 +340,8 @@ def _profile_of(platform: MLPlatform, index: _Index) -> ComputeProfile | None:
 def _check_admission(items: list[_Doc], index: _Index) -> None:
     """Warn about valid platforms that allocation will refuse whatever the inventory holds.
 
-    A request above the ComputeProfile's ``gpuLimits`` is rejected with GPULimitExceeded (DESIGN.md
-    section 4). Saying so at validation time lets a pull request catch it; the platform itself stays
+    A request above the ComputeProfile's ``gpuLimits`` is rejected with GPULimitExceeded
+    (docs/allocation.md). Saying so at validation time lets a pull request catch it; the platform itself stays
     valid (a rejection keeps an existing cluster). A shared-mode platform is a tenant of its pool: the
     pool rules (``pool_rules``) warn about what admission will refuse.
     """
@@ -434,7 +434,7 @@ def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredS
         diagnostics.extend(diags)
         if ident is not None:
             state.invalid.setdefault(ident, []).extend(diags)
-    diagnostics.extend(profile_warnings(state))  # plan and run will reject these (DESIGN.md section 3)
+    diagnostics.extend(profile_warnings(state))  # plan and run will reject these (docs/validation.md)
     state.diagnostics = sorted(diagnostics, key=Diagnostic.sort_key)
     return state
 

@@ -1,4 +1,4 @@
-"""Validation rules of compute pools and their tenants (DESIGN.md sections 3, 9 and 10).
+"""Validation rules of compute pools and their tenants (docs/validation.md).
 
 Two entry points, each called with one line from the loader:
 
@@ -218,7 +218,7 @@ class _Index:
 
 def _check_name_clashes(docs: Sequence[PoolDoc]) -> None:
     """An MLPlatform and a ComputePool of one namespace cannot share a name: both would be the cluster
-    ``<namespace>-<name>`` (DESIGN.md section 5). Both documents get the error, each naming the other."""
+    ``<namespace>-<name>`` (docs/palette.md). Both documents get the error, each naming the other."""
     by_name: dict[tuple[str, str], dict[str, list[PoolDoc]]] = defaultdict(lambda: defaultdict(list))
     for doc in docs:
         if doc.kind in ("MLPlatform", "ComputePool") and doc.namespace and doc.name:

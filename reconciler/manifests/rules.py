@@ -18,7 +18,7 @@ from reconciler.resolve import MIN_NODES_LABEL, min_nodes_problem, parse_min_nod
 
 
 def check_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
-    """Per-resource rules of DESIGN.md section 3 for one document of a known kind."""
+    """Per-resource rules of docs/validation.md for one document of a known kind."""
     spec = data.get("spec")
     spec = spec if isinstance(spec, dict) else {}
     if kind == "ComputeProfile":

@@ -1,4 +1,4 @@
-"""The stable vocabulary of condition reasons and phases (DESIGN.md section 6)."""
+"""The stable vocabulary of condition reasons and phases (docs/status-branch.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class Reason(StrEnum):
     PALETTE_UNAUTHORIZED = "PaletteUnauthorized"
     PRUNE_BLOCKED = "PruneBlocked"
     REPLACE_BLOCKED = "ReplaceBlocked"
-    # Pools and workloads (DESIGN.md section 9)
+    # Pools and workloads (docs/pools.md)
     ADMITTED = "Admitted"
     POOL_CAPACITY_EXCEEDED = "PoolCapacityExceeded"
     POOL_DEDICATED = "PoolDedicated"

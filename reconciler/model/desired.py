@@ -105,7 +105,7 @@ class DesiredState:
     def invalid_platforms(self) -> list[PlatformKey]:
         return sorted((ns, name) for (kind, ns, name) in self.invalid if kind == "MLPlatform")
 
-    # -- reference resolution (DESIGN.md section 3): always inside the resource's own namespace --
+    # -- reference resolution (docs/validation.md): always inside the resource's own namespace --
 
     def project(self, namespace: str) -> Project | None:
         """The namespace's Project (the first by name if there are several)."""

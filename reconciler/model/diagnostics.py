@@ -37,7 +37,7 @@ class Diagnostic:
     reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The shape of ``validate --format json`` (DESIGN.md section 8)."""
+        """The shape of ``validate --format json`` (docs/planning.md)."""
         return {
             "file": self.file,
             "line": self.line,

@@ -1,6 +1,6 @@
 """GPU family names in one canonical form.
 
-DESIGN.md section 4: family names compare case-insensitively, with spaces, ``-`` and ``_`` equivalent.
+docs/allocation.md: family names compare case-insensitively, with spaces, ``-`` and ``_`` equivalent.
 The canonical form is upper case with runs of separators collapsed into one ``-``
 (``nvidia h100`` -> ``NVIDIA-H100``), which is also the spelling shown in plans and status files.
 """

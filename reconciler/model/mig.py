@@ -1,6 +1,6 @@
 """The MIG catalogue: which GPU instance profiles a MIG-capable GPU offers, and where each may start.
 
-DESIGN.md section 10 and ``shared/mig/NOTES.md`` section 2. Profile names and sizes depend on the GPU
+docs/mig.md and ``shared/mig/NOTES.md`` section 2. Profile names and sizes depend on the GPU
 model *and* its memory (``1g.10gb`` is a doubled-memory 1g on an A100 40GB but the smallest profile on
 an A100 80GB), so the catalogue is keyed by (family, memory), never by profile name alone.
 
@@ -180,7 +180,7 @@ def entry_by_key(key: str) -> MigGpuType:
 
 
 def gpu_equivalents(gpu_type: MigGpuType, request: Mapping[str, int]) -> int:
-    """Whole GPUs a MIG request counts as against ``gpuLimits`` (DESIGN.md section 9 step 2).
+    """Whole GPUs a MIG request counts as against ``gpuLimits`` (docs/pools.md).
 
     The sum of the instances' compute slices over the GPU's compute slices, rounded up: 7 x 1g counts 1,
     one 3g counts 1. KeyError for a profile the GPU type does not have.

@@ -12,7 +12,7 @@ NAME_LABEL = "palette.ai/name"
 
 
 def cluster_name(namespace: str, name: str) -> str:
-    """Managed clusters are named ``<namespace>-<name>`` (DESIGN.md section 5)."""
+    """Managed clusters are named ``<namespace>-<name>`` (docs/palette.md)."""
     return f"{namespace}-{name}"
 
 

@@ -1,4 +1,4 @@
-"""What a workload asks of its pool, resolved from an AIWorkload or a shared MLPlatform (DESIGN.md section 9).
+"""What a workload asks of its pool, resolved from an AIWorkload or a shared MLPlatform (docs/pools.md).
 
 One place turns both kinds of tenant into the same request, and one place counts a request against the
 pool's ComputeProfile ``gpuLimits`` (whole GPUs plus MIG instances rounded up to GPUs).

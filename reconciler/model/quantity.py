@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-# M, MB, G, GB are decimal; MiB, GiB binary (DESIGN.md section 4). Case-insensitive. Mi and Gi are the
+# M, MB, G, GB are decimal; MiB, GiB binary (docs/allocation.md). Case-insensitive. Mi and Gi are the
 # Kubernetes spellings of MiB and GiB (section 10: agents report GPU memory as "80Gi" too).
 _UNITS = {
     "m": 10**6,

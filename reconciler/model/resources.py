@@ -1,4 +1,4 @@
-"""Pydantic models of the resource kinds (DESIGN.md sections 3 and 9).
+"""Pydantic models of the resource kinds (docs/validation.md).
 
 Field names are snake_case in Python and camelCase on the wire (aliases). Unknown fields are errors,
 so a typo such as ``minWorkerNode`` is reported instead of silently ignored. Cross-field and
@@ -219,7 +219,7 @@ class PaletteSettings(Strict):
 
 
 class PrometheusSettings(Strict):
-    """Where scaling policies read utilisation (DESIGN.md section 11); ``--prometheus URL`` replaces it."""
+    """Where scaling policies read utilisation (docs/scaling.md); ``--prometheus URL`` replaces it."""
 
     url: str = Field(min_length=1, pattern=r"^https?://\S+$")
     bearer_token_secret_ref: SecretRef | None = None
@@ -248,7 +248,7 @@ class Compute(Strict):
     spec: ComputeSpec = Field(default_factory=ComputeSpec)
 
 
-# --- ComputePool, AIWorkload (DESIGN.md section 9) ---------------------------------------------------
+# --- ComputePool, AIWorkload (docs/pools.md) ---------------------------------------------------
 
 MIG_PROFILE = r"^[1-8]g\.[0-9]+gb([+-][a-z]+(\.[a-z]+)*)?$"
 
@@ -343,7 +343,7 @@ KINDS: dict[str, tuple[str, type[Strict]]] = {
     "ScalingPolicy": ("spectrocloud.com/v1alpha1", ScalingPolicy),
 }
 
-# Status files live at <namespace>/<plural>/<name>.yaml (DESIGN.md section 6).
+# Status files live at <namespace>/<plural>/<name>.yaml (docs/status-branch.md).
 PLURALS: dict[str, str] = {
     "ComputeProfile": "computeprofiles",
     "MLPlatform": "mlplatforms",

@@ -1,4 +1,4 @@
-"""The ``ScalingPolicy`` kind (``spectrocloud.com/v1alpha1``, DESIGN.md section 11).
+"""The ``ScalingPolicy`` kind (``spectrocloud.com/v1alpha1``, docs/scaling.md).
 
 PaletteAI's field names; durations are Go duration strings parsed by :mod:`reconciler.model.duration`;
 thresholds are percentages. Rules inside one object (up above down, ``min <= max``) are validators

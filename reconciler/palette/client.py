@@ -1,4 +1,4 @@
-"""A synchronous httpx client of the Palette API subset (DESIGN.md section 5).
+"""A synchronous httpx client of the Palette API subset (docs/palette.md).
 
 Why it looks the way it does:
 - every call has a timeout and goes through one ``_call`` that retries with a :class:`RetryPolicy`
@@ -286,7 +286,7 @@ class PaletteClient:
         params = {"configUid": config_uid}
         self._call("POST", MACHINE_POOLS, params, json=dict(entity), idempotent=False, mutating=True)
 
-    # --- cluster profiles of a cluster (DESIGN.md sections 5 and 9) --------------------------------
+    # --- cluster profiles of a cluster (docs/palette.md) --------------------------------
 
     def get_cluster_profiles(self, uid: str) -> list[dict[str, Any]]:
         """The profiles attached to a cluster (``v1SpectroClusterProfileList.profiles``)."""

@@ -4,7 +4,7 @@ Each error carries the HTTP status, Palette's V1Error ``code``/``message`` when 
 request method and path. None of them ever holds the API key: the key lives only in the client's request
 headers and is scrubbed from any server text that echoes it back.
 
-The three classes (DESIGN.md section 5) live here and only here: :func:`classify` sorts any exception,
+The three classes (docs/palette.md) live here and only here: :func:`classify` sorts any exception,
 :func:`error_for_status` turns an HTTP answer into its typed error, and the client's retry loop and the
 controller both read the class rather than status codes.
 """

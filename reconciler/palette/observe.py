@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - libyaml missing
 
 @dataclass(frozen=True)
 class Snapshot:
-    """An inventory snapshot (DESIGN.md section 5): edge hosts as the search returns them, clusters as
+    """An inventory snapshot (docs/palette.md): edge hosts as the search returns them, clusters as
     ``GET /v1/spectroclusters/{uid}`` returns them, and the cluster profile catalogue the emulator knows
     (``{uid, name, type: infra|add-on|full}``; None when the snapshot has none)."""
 

@@ -1,4 +1,4 @@
-"""Palette's rate limits, as token buckets (DESIGN.md section 5), and the resync rule derived from them.
+"""Palette's rate limits, as token buckets (docs/palette.md), and the resync rule derived from them.
 
 Palette documents its limits per parent path prefix: 10 requests/s with a burst of 5 on ``/v1/dashboard``
 (every search, so every inventory read) and 50 requests/s on ``/v1/spectroclusters`` and the other

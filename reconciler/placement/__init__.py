@@ -1,1 +1,1 @@
-"""Placement (pure): which workloads each compute pool admits, on which concrete GPUs (DESIGN.md 9-10)."""
+"""Placement (pure): which workloads each compute pool admits, on which concrete GPUs (docs/pools.md)."""

@@ -1,4 +1,4 @@
-"""Admission of workloads into one compute pool, on concrete GPUs (DESIGN.md section 9), pure.
+"""Admission of workloads into one compute pool, on concrete GPUs (docs/pools.md), pure.
 
 ``admit_pool(pool, workloads, previous)`` decides, for every tenant of the pool, one of ``admit`` (admitted
 by this pass), ``admitted`` (kept), ``pending``, ``remove``, ``rejected`` or ``suspended``, and names the

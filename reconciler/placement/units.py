@@ -60,7 +60,7 @@ def gpu_units(machines: Iterable[Machine]) -> tuple[GpuUnit, ...]:
 
     Whole-GPU binding and MIG share these units. Device indices follow the agent's GPU entries in the
     order reported; a GPU is MIG-capable when the agent says ``migCapable: true`` and its family and
-    memory are in the MIG catalogue (DESIGN.md section 10). A host whose agent reports GPUs of another
+    memory are in the MIG catalogue (docs/mig.md). A host whose agent reports GPUs of another
     family, GPUs without a model or fewer GPUs than are placed gets no MIG: which device index is which
     GPU is then unknown, and a mig-parted config addresses GPUs by index.
     """

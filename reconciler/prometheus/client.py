@@ -1,7 +1,7 @@
 """A synchronous httpx client of Prometheus's range queries.
 
 - One call, ``query_range``, with a timeout; no retries: a pass that cannot read utilisation simply does
-  not scale down (DESIGN.md section 11), and the next pass asks again.
+  not scale down (docs/scaling.md), and the next pass asks again.
 - A sample whose value is NaN or infinite (Prometheus's answer to ``0/0``, say) is left out: it reads
   as missing, so a series whose latest step is NaN is stale and one with only NaN has no data.
 - Errors are typed: :class:`PrometheusUnavailable` (no answer, timeout, HTTP 5xx, an answer that is not

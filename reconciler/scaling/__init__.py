@@ -1,4 +1,4 @@
-"""Scaling policies' decisions (DESIGN.md section 11): pure, replayable, one host per action.
+"""Scaling policies' decisions (docs/scaling.md): pure, replayable, one host per action.
 
 The shell fetches utilisation (``reconciler.prometheus.observe``), describes the pool, and calls
 :func:`decide`; everything the decision used is recorded in it, so :func:`replay` repeats it.

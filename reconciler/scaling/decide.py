@@ -1,4 +1,4 @@
-"""The scaling decision (DESIGN.md section 11, "Precisely"): pure, one pool, one pass, at most one host.
+"""The scaling decision (docs/scaling.md, "Precisely"): pure, one pool, one pass, at most one host.
 
 ``decide(policy, samples, pool, last_action, pending, now)`` reads no clock and no network; everything
 it used is in :attr:`Decision.inputs`, so :func:`replay` gives the same decision from the record.
@@ -51,7 +51,7 @@ class Direction(StrEnum):
 
 
 class ScalingReason(StrEnum):
-    """The decision's reason: ``ScaledUp``, ``ScaledDown`` and ``ScalingLimited`` are DESIGN.md section 6's
+    """The decision's reason: ``ScaledUp``, ``ScaledDown`` and ``ScalingLimited`` are docs/status-branch.md's
     vocabulary; the others say why nothing happened."""
 
     SCALED_UP = "ScaledUp"

@@ -1,4 +1,4 @@
-"""Which host a scaling action adds or removes (DESIGN.md sections 4 and 11), over plain host descriptions.
+"""Which host a scaling action adds or removes (docs/allocation.md), over plain host descriptions.
 
 The caller offers only hosts that may join the pool (available, the pool's architecture and resource
 groups) and describes the pool's current workers with the GPUs admission has bound on each. Ties always

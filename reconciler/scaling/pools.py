@@ -169,7 +169,7 @@ def fits_without(plan: Plan, pool: PoolPlan) -> Callable[[str], bool]:
     """Admission's answer to "do the admitted workloads still fit without this host?" (by host name).
 
     Admission binds every admitted workload's GPUs and MIG instances and never moves what is bound
-    (DESIGN.md section 9 step 3): the admitted workloads keep fitting exactly when the host holds none
+    (docs/pools.md): the admitted workloads keep fitting exactly when the host holds none
     of their units. So the answer is read from the plan's bindings, the same binding as admission's."""
     holding = set(bound_units(plan, pool))
     names = {uid: m.name for uid, m in plan.machines.items()}
@@ -282,7 +282,7 @@ def _prometheus_settings(desired: DesiredState, pool: ComputePool) -> Prometheus
 
 
 def scaling_entry(policy: str | None, decision: Decision | None, message: str | None = None) -> ScalingPlan:
-    """The plan's ``scaling`` block of a pool (DESIGN.md section 8): ``up``/``down`` when the decision
+    """The plan's ``scaling`` block of a pool (docs/planning.md): ``up``/``down`` when the decision
     acts, ``hold`` when it does not, ``none`` without a policy or decision. ``waiting``: what the pending
     workloads' messages add about a demand scale-up for them (:func:`demand_notes`)."""
     if policy is None:
@@ -342,7 +342,7 @@ def carried_out(
     Section 4's sticky placement chooses the hosts for a size; it may pick another host than the
     decision's (an equal one). That is accepted when the plan only adds hosts (up), or only removes hosts
     that hold none of the admitted workloads' GPUs or MIG instances (down): autoscaling never removes
-    capacity that admitted workloads hold (DESIGN.md section 7)."""
+    capacity that admitted workloads hold (docs/reconciling.md)."""
     entry = plan.get_pool(*key)
     if entry is None:
         return (), "the pool is not in the plan"

@@ -23,7 +23,7 @@ class Metric(StrEnum):
 
 class Availability(StrEnum):
     """Whether a pass's metrics can be used, and if not why. Any but ``AVAILABLE`` makes the condition
-    ``PrometheusAvailable=False`` with reason ``PrometheusUnavailable`` (DESIGN.md section 6's vocabulary);
+    ``PrometheusAvailable=False`` with reason ``PrometheusUnavailable`` (docs/status-branch.md's vocabulary);
     the cause is in its message."""
 
     AVAILABLE = "Available"

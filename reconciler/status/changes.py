@@ -1,6 +1,6 @@
 """What a status commit changed, and its message (pure: two status trees in, text out).
 
-DESIGN.md section 6. The diff of the status tree (the files before -> after) is the one source of
+docs/status-branch.md. The diff of the status tree (the files before -> after) is the one source of
 truth for "what changed": a status file differs exactly when something about its own resource did.
 The message names the changes:
 

@@ -1,4 +1,5 @@
-"""Status documents of pools and workloads, and what the next pass reads back from them (DESIGN.md 6, 9).
+"""Status documents of pools and workloads, and what the next pass reads back from them
+(docs/status-branch.md).
 
 Pure (the clock comes in as ``now``). A pool's file is a platform's (phase, conditions, cluster,
 allocation) plus ``mode``, ``capacity`` per family, the ``admitted`` workloads, the MIG layout per host

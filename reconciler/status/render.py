@@ -1,6 +1,6 @@
 """Status documents of one pass (pure: the clock comes in as ``now``).
 
-DESIGN.md section 6. A status file changes only when something about its own resource changed: phase,
+docs/status-branch.md. A status file changes only when something about its own resource changed: phase,
 reason, message, cluster state, allocation, or its inputs. ``observedRevision`` is the newest revision
 whose inputs for the resource differ from the previous ones: each file stores ``inputsHash``, a
 fingerprint of the resource's document and of those it references as resolved for it
@@ -197,7 +197,7 @@ def resource_inputs(desired: DesiredState, kind: str, namespace: str, name: str)
 
 def observed_fields(revision: str | None, inputs: str, previous: Mapping[str, Any] | None) -> dict[str, Any]:
     """``observedRevision`` and ``inputsHash`` of a status: the previous status's revision while its
-    inputs are the same, else ``revision`` (DESIGN.md section 6). Every kind's status starts with these."""
+    inputs are the same, else ``revision`` (docs/status-branch.md). Every kind's status starts with these."""
     before = (previous or {}).get("status")
     if isinstance(before, Mapping) and before.get(INPUTS_HASH) == inputs and before.get(OBSERVED_REVISION):
         return {OBSERVED_REVISION: str(before[OBSERVED_REVISION]), INPUTS_HASH: inputs}
@@ -336,7 +336,7 @@ def unreachable_status(
     message: str,
     now: str,
 ) -> tuple[Phase, dict[str, Any]]:
-    """The status of an MLPlatform whose Palette could not be read (DESIGN.md section 6).
+    """The status of an MLPlatform whose Palette could not be read (docs/status-branch.md).
 
     It never loses facts: the last reported phase, cluster, allocation, observed revision and inputs
     fingerprint are kept (the inputs count as observed only once Palette could be read again);

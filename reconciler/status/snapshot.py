@@ -159,8 +159,9 @@ def recorded_palette(files: Mapping[str, bytes]) -> str | None:
     """The ``palette`` of ``reconciler.yaml``: the endpoint ``run --palette`` pointed every namespace at.
 
     ``plan --from-status`` routes with it, so it routes exactly as that ``run`` did (without it a plan
-    would route to the Settings' ``hostUrl``, where ``run`` never went). An extension of DESIGN.md
-    section 6: :func:`reconciler.status.render.reconciler_document` has to write it for it to be used.
+    would route to the Settings' ``hostUrl``, where ``run`` never went). An extension of the
+    status branch's format (docs/status-branch.md):
+    :func:`reconciler.status.render.reconciler_document` has to write it for it to be used.
     """
     data = files.get(RECONCILER_FILE)
     doc = parse_previous({RECONCILER_FILE: data}).get(RECONCILER_FILE) if data is not None else None

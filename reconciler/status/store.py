@@ -57,7 +57,7 @@ from reconciler.status.snapshot import target_file
 _TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
 _AUTHOR = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>]*)>\s*$")
 _FILE_MODE = b"100644"
-RECORD_FILE = "reconciler.yaml"  # the root record of an unsharded instance (DESIGN.md section 6)
+RECORD_FILE = "reconciler.yaml"  # the root record of an unsharded instance (docs/status-branch.md)
 SHARDS_DIR = "shards"
 INVENTORY_DIR = "inventory"
 _TREE_MODE = b"40000"
@@ -205,7 +205,7 @@ def format_message(message: str, trailers: Mapping[str, str]) -> str:
 
 
 class StatusStore:
-    """Status files on an orphan branch of the config repository (DESIGN.md section 6).
+    """Status files on an orphan branch of the config repository (docs/status-branch.md).
 
     ``url`` is a local path, ``file://``, ``git://``, ``ssh://`` or ``https://`` URL of the config
     repository; ``workdir`` a private bare repository used to build commits (default a stable
