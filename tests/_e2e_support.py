@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,3 +110,20 @@ def platform_clusters(emulator: EmulatorServer) -> dict[str, list[str]]:
     emulator.state.sweep()
     pools = {c.name for c in list(emulator.state.clusters.values()) if c.labels.get(KIND_LABEL) == POOL_KIND}
     return {name: uids for name, uids in clusters_by_name(emulator).items() if name not in pools}
+
+
+@pytest.fixture
+def mig_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
+    """The sample inventory with its pool host's A100 80GB GPUs MIG-capable."""
+    monkeypatch.setenv("PALETTE_API_KEY", API_KEY)
+    raw = json.loads((SAMPLE / "inventory.json").read_text())
+    for host in raw["edgeHosts"]:
+        if host["metadata"]["name"] == "gpu-a100-03":
+            for gpu in host["spec"]["device"]["gpus"]:
+                gpu["migCapable"] = True
+    path = tmp_path / "inventory-mig.json"
+    path.write_text(json.dumps(raw))
+    with EmulatorServer.from_snapshot(
+        load_snapshot(path), API_KEY, provision_seconds=0.3, delete_seconds=0.2, rate_limits=RateLimits.off()
+    ) as server:
+        yield server

@@ -5,20 +5,16 @@ revert moves nothing. Removing two workloads at once is held back until a commit
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
-from reconciler.palette.observe import load_snapshot
-from reconciler.palette.pacing import RateLimits
-from tests._e2e_support import API_KEY, SAMPLE, controller
+from tests._e2e_support import SAMPLE, controller
 from tests._git_support import RemoteRepo, git
 from tests._loop_support import status_files
 from tests.test_e2e_pools import POOL_FILE, TRAINING, TRITON, attached, repo_with, workload
@@ -27,23 +23,6 @@ A100 = "NVIDIA-A100"
 PROFILE_FILE = "project-b/computeprofile-a100.yaml"
 POLICY_FILE = "project-b/scalingpolicy-a100.yaml"
 WORKLOADS = ("a-whole", "b-sliced", "c-small")
-
-
-@pytest.fixture
-def mig_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
-    """The sample inventory with the pool host's A100 80GB GPUs MIG-capable."""
-    monkeypatch.setenv("PALETTE_API_KEY", API_KEY)
-    raw = json.loads((SAMPLE / "inventory.json").read_text())
-    for host in raw["edgeHosts"]:
-        if host["metadata"]["name"] == "gpu-a100-03":
-            for gpu in host["spec"]["device"]["gpus"]:
-                gpu["migCapable"] = True
-    path = tmp_path / "inventory-mig.json"
-    path.write_text(json.dumps(raw))
-    with EmulatorServer.from_snapshot(
-        load_snapshot(path), API_KEY, provision_seconds=0.2, delete_seconds=0.1, rate_limits=RateLimits.off()
-    ) as server:
-        yield server
 
 
 def _policy() -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,8 @@ from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
 from reconciler.emulator.faults import FaultRule
 from reconciler.model.pools import KIND_LABEL, POOL_KIND
-from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
-from tests._e2e_support import API_KEY, SAMPLE, controller, sample_files
+from tests._e2e_support import SAMPLE, controller, sample_files
 from tests._git_support import RemoteRepo
 from tests._loop_support import fast_controller, status_files
 
@@ -160,23 +158,6 @@ def test_a_pool_admits_attaches_once_running_and_frees_a_removed_workloads_gpus_
     taken = {(b["host"], b["gpu"]) for b in second["allocation"]["bound"]}
     assert not taken & {(b["host"], b["gpu"]) for b in third["allocation"]["bound"]}
     assert pool_cluster(emulator).uid == cluster.uid  # removing a workload is not a cluster deletion
-
-
-@pytest.fixture
-def mig_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
-    """The sample inventory with its pool host's A100 80GB GPUs MIG-capable."""
-    monkeypatch.setenv("PALETTE_API_KEY", API_KEY)
-    raw = json.loads((SAMPLE / "inventory.json").read_text())
-    for host in raw["edgeHosts"]:
-        if host["metadata"]["name"] == "gpu-a100-03":
-            for gpu in host["spec"]["device"]["gpus"]:
-                gpu["migCapable"] = True
-    path = tmp_path / "inventory-mig.json"
-    path.write_text(json.dumps(raw))
-    with EmulatorServer.from_snapshot(
-        load_snapshot(path), API_KEY, provision_seconds=0.3, delete_seconds=0.2, rate_limits=RateLimits.off()
-    ) as server:
-        yield server
 
 
 def test_a_mig_pool_renders_layouts_config_machine_pools_and_the_workloads_instances(
