@@ -42,8 +42,9 @@ Decisions that the design leaves open, written down here once:
 
 from __future__ import annotations
 
-import heapq
 import itertools
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -288,11 +289,120 @@ class _Pool:
     count: int
     groups: Mapping[str, str]
     hosts: list[tuple[str, str]]  # (name, uid), sorted
+    rank: int  # 1 when the pool's hosts carry resource groups (they come after those that carry none)
     head: int = 0
+    streams: list[_Stream] = field(default_factory=list)  # the streams this pool is part of
 
-    @property
-    def rank(self) -> int:
-        return 1 if self.groups else 0
+
+class _Stream:
+    """The hosts of a fixed list of pools in the order they are taken: fewest GPUs, then host key.
+
+    Built once per list (a merge of the pools' sorted host lists, one segment per GPU count). A pool is
+    only consumed from its head, so a host once taken stays taken until :meth:`_FreeHosts.restore`:
+    each segment keeps where its first host not taken is, and the first n free hosts cost about n
+    steps instead of a merge over every pool (a fleet has hundreds of pools per architecture).
+    """
+
+    __slots__ = (
+        "counts",
+        "ends",
+        "free",
+        "index",
+        "pool_at",
+        "pools",
+        "pos_at",
+        "positions",
+        "segment_of",
+        "stale",
+        "starts",
+    )
+
+    def __init__(self, pools: Sequence[_Pool], index: Sequence[_Pool]) -> None:
+        self.pools = list(pools)
+        self.index = index  # every pool by its idx
+        by_count: dict[int, list[_Pool]] = {}
+        for p in self.pools:
+            by_count.setdefault(p.count, []).append(p)
+        self.counts = sorted(by_count)
+        self.segment_of = {p.idx: n for n, c in enumerate(self.counts) for p in by_count[c]}
+        self.pool_at, self.pos_at = array("i"), array("i")  # (pool idx, position in its pool), in order
+        self.ends: list[int] = []
+        for c in self.counts:
+            order = sorted(
+                (p.rank, name, uid, p.idx, i) for p in by_count[c] for i, (name, uid) in enumerate(p.hosts)
+            )
+            self.pool_at.extend(x[3] for x in order)
+            self.pos_at.extend(x[4] for x in order)
+            self.ends.append(len(self.pool_at))
+        # Where each pool's hosts are in the order, so that a restore finds the starts again directly.
+        self.positions = {p.idx: array("i", bytes(4 * len(p.hosts))) for p in self.pools}
+        for k, (idx, i) in enumerate(zip(self.pool_at, self.pos_at, strict=True)):
+            self.positions[idx][i] = k
+        self.starts: list[int] = []
+        self.free: list[int] = []  # hosts not taken, per segment
+        self.stale = True
+        self.reset()
+        for p in self.pools:
+            p.streams.append(self)
+
+    def reset(self) -> None:
+        """Every segment's start and free count from the pools' heads, when they may have moved back."""
+        if not self.stale:
+            return
+        self.starts, self.free = self.ends[:], [0] * len(self.counts)
+        for p in self.pools:
+            seg = self.segment_of[p.idx]
+            self.free[seg] += len(p.hosts) - p.head
+            if p.head < len(p.hosts):
+                self.starts[seg] = min(self.starts[seg], self.positions[p.idx][p.head])
+        self.stale = False
+
+    def _advance(self, seg: int) -> int:
+        """The segment's first host not taken (moves its start there)."""
+        k, end = self.starts[seg], self.ends[seg]
+        pool_at, pos_at, index = self.pool_at, self.pos_at, self.index
+        while k < end and pos_at[k] < index[pool_at[k]].head:
+            k += 1
+        self.starts[seg] = k
+        return k
+
+    def available(self, used: Mapping[int, int]) -> dict[int, int]:
+        """Hosts free per GPU count, less those a trial has ``used`` (pool idx -> hosts)."""
+        self.reset()
+        free = self.free[:]
+        for idx, m in used.items():
+            seg = self.segment_of.get(idx)
+            if seg is not None:
+                free[seg] -= m
+        return {c: n for c, n in zip(self.counts, free, strict=True) if n > 0}
+
+    def first(self, n: int, used: Mapping[int, int], count: int | None = None) -> list[_Free]:
+        """The first ``n`` hosts not taken nor ``used`` by a trial (of one GPU ``count``, if given)."""
+        out: list[_Free] = []
+        if n <= 0:
+            return out
+        self.reset()
+        if count is None:
+            segments: Iterable[int] = range(len(self.counts))
+        else:
+            seg = self.segment_of_count(count)
+            segments = () if seg is None else (seg,)
+        pool_at, pos_at, index = self.pool_at, self.pos_at, self.index
+        for seg in segments:
+            k, end = self._advance(seg), self.ends[seg]
+            while k < end:
+                p, i = index[pool_at[k]], pos_at[k]
+                k += 1
+                if i >= p.head + used.get(p.idx, 0):
+                    name, uid = p.hosts[i]
+                    out.append(_Free(p.count, p.rank, name, uid, p.idx))
+                    if len(out) == n:
+                        return out
+        return out
+
+    def segment_of_count(self, count: int) -> int | None:
+        seg = bisect_left(self.counts, count)
+        return seg if seg < len(self.counts) and self.counts[seg] == count else None
 
 
 class _Trial:
@@ -304,36 +414,18 @@ class _Trial:
     def avail(self, pool: _Pool) -> int:
         return len(pool.hosts) - pool.head - self.used.get(pool.idx, 0)
 
-    def peek(self, pools: Iterable[_Pool], n: int) -> list[_Free]:
-        """The first ``n`` free hosts over ``pools`` by GPU count, then host key.
+    def peek(self, stream: _Stream, n: int, count: int | None = None) -> list[_Free]:
+        """The first ``n`` free hosts of ``stream`` by GPU count, then host key (of one ``count``)."""
+        return stream.first(n, self.used, count)
 
-        A merge of the pools' sorted host lists that looks at each pool's next host only: a pool's
-        hosts share its count and rank, and no host is in two pools, so the keys never tie.
-        """
-        used = self.used
-        heads: list[tuple[int, int, str, str, int, _Pool]] = []
-        for p in pools:
-            start = p.head + used.get(p.idx, 0)
-            if start < len(p.hosts):
-                name, uid = p.hosts[start]
-                heads.append((p.count, p.rank, name, uid, start, p))
-        out: list[_Free] = []
-        heapq.heapify(heads)
-        while heads and len(out) < n:
-            count, rank, name, uid, i, p = heads[0]
-            out.append(_Free(count, rank, name, uid, p.idx))
-            if i + 1 < len(p.hosts):
-                name, uid = p.hosts[i + 1]
-                heapq.heapreplace(heads, (count, rank, name, uid, i + 1, p))
-            else:
-                heapq.heappop(heads)
-        return out
-
-    def take(self, pools: Iterable[_Pool], n: int) -> list[_Free]:
-        chosen = self.peek(pools, n)
+    def take(self, stream: _Stream, n: int, count: int | None = None) -> list[_Free]:
+        chosen = stream.first(n, self.used, count)
         for free in chosen:
             self.used[free.pool] = self.used.get(free.pool, 0) + 1
         return chosen
+
+
+GroupsKey = tuple[tuple[str, str], ...]
 
 
 class _FreeHosts:
@@ -357,14 +449,13 @@ class _FreeHosts:
                     count=first.gpu_count,
                     groups=dict(first.resource_groups),
                     hosts=sorted((m.name, m.uid) for m in ms),
+                    rank=1 if first.resource_groups else 0,
                 )
             )
-        self._matching: dict[tuple[str, tuple[tuple[str, str], ...]], list[_Pool]] = {}
-        self._in_groups: dict[tuple[tuple[str, str], ...], dict[str, list[_Pool]]] = {}
-        # Sub-lists of ``matching`` (membership never changes, only heads move): looked up once each.
-        self._workers: dict[tuple[str, tuple[tuple[str, str], ...], GpuFamily], list[_Pool]] = {}
-        self._control_planes: dict[tuple[str, tuple[tuple[str, str], ...]], list[_Pool]] = {}
-        self._stages: dict[tuple[object, ...], list[list[_Pool]]] = {}
+        self._matching: dict[tuple[str, GroupsKey], list[_Pool]] = {}
+        self._in_groups: dict[GroupsKey, dict[str, list[_Pool]]] = {}
+        # Streams over sub-lists of ``matching`` (membership never changes, only heads move), made once.
+        self._streams: dict[tuple[object, ...], _Stream] = {}
 
     def matching(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
         key = (arch, tuple(sorted(groups.items())))
@@ -378,33 +469,34 @@ class _FreeHosts:
             self._matching[key] = found
         return found
 
-    def workers_of(self, arch: str, groups: Mapping[str, str], family: GpuFamily) -> list[_Pool]:
+    def _stream(self, key: tuple[object, ...], pools: Callable[[], list[_Pool]]) -> _Stream:
+        found = self._streams.get(key)
+        if found is None:
+            found = self._streams[key] = _Stream(pools(), self.pools)
+        return found
+
+    def workers_of(self, arch: str, groups: Mapping[str, str], family: GpuFamily) -> _Stream:
         """The GPU worker pools of one family among :meth:`matching`."""
-        key = (arch, tuple(sorted(groups.items())), family)
-        found = self._workers.get(key)
-        if found is None:
-            pools = self.matching(arch, groups)
-            found = self._workers[key] = [p for p in pools if p.role is Role.WORKER and p.family == family]
-        return found
+        return self._stream(
+            ("workers", arch, tuple(sorted(groups.items())), family),
+            lambda: [p for p in self.matching(arch, groups) if p.role is Role.WORKER and p.family == family],
+        )
 
-    def control_planes(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
+    def control_planes(self, arch: str, groups: Mapping[str, str]) -> _Stream:
         """The control-plane pools among :meth:`matching`."""
-        key = (arch, tuple(sorted(groups.items())))
-        found = self._control_planes.get(key)
-        if found is None:
-            pools = self.matching(arch, groups)
-            found = self._control_planes[key] = [p for p in pools if p.role is Role.CONTROL_PLANE]
-        return found
+        return self._stream(
+            ("control planes", arch, tuple(sorted(groups.items()))),
+            lambda: [p for p in self.matching(arch, groups) if p.role is Role.CONTROL_PLANE],
+        )
 
-    def fill_stages(
-        self, arch: str, groups: Mapping[str, str], families: Collection[GpuFamily]
-    ) -> list[list[_Pool]]:
-        """:func:`_fill_stages` of :meth:`matching` for a request of ``families``."""
-        key = (arch, tuple(sorted(groups.items())), tuple(sorted(families)))
-        found = self._stages.get(key)
-        if found is None:
-            found = self._stages[key] = _fill_stages(self.matching(arch, groups), frozenset(families))
-        return found
+    def fill_stage(
+        self, arch: str, groups: Mapping[str, str], families: Collection[GpuFamily], stage: int
+    ) -> _Stream:
+        """Stage ``stage`` of :func:`_fill_stages` of :meth:`matching` for a request of ``families``."""
+        return self._stream(
+            ("fill", arch, tuple(sorted(groups.items())), tuple(sorted(families)), stage),
+            lambda: _fill_stages(self.matching(arch, groups), frozenset(families))[stage],
+        )
 
     def arches(self, groups: Mapping[str, str]) -> list[str]:
         """Architectures with at least one free host in ``groups``, in name order."""
@@ -420,15 +512,23 @@ class _FreeHosts:
 
     def commit(self, trial: _Trial) -> None:
         for idx, m in trial.used.items():
-            self.pools[idx].head += m
+            pool = self.pools[idx]
+            pool.head += m
+            for stream in pool.streams:
+                stream.free[stream.segment_of[idx]] -= m
 
     def heads(self) -> tuple[int, ...]:
         """What is taken so far (for a search to come back to with :meth:`restore`)."""
         return tuple(p.head for p in self.pools)
 
     def restore(self, heads: Sequence[int]) -> None:
+        moved = False
         for pool, head in zip(self.pools, heads, strict=True):
+            moved = moved or head != pool.head
             pool.head = head
+        if moved:  # each stream finds its starts again when next used
+            for stream in self._streams.values():
+                stream.stale = True
 
 
 # --- one platform --------------------------------------------------------------------------------
@@ -464,25 +564,21 @@ def _fill_stages(pools: Sequence[_Pool], families: Collection[GpuFamily]) -> lis
     ]
 
 
+FILL_STAGES = 3  # the stages of :func:`_fill_stages`
+
+
 def _gpu_workers(
-    trial: _Trial, pools: Sequence[_Pool], request: int, current: Sequence[Machine]
+    trial: _Trial, stream: _Stream, request: int, current: Sequence[Machine]
 ) -> tuple[list[str], int] | None:
     """The GPU workers of one family: the optimal set over the current workers and the free hosts.
 
     Fewest surplus GPUs, then fewest hosts, over everything on offer; among equally good sets the one
     that keeps the most current workers (sticky), then by host key. So a spec change is met in one step,
     adding and removing hosts together, and never holds more GPUs than that set. Returns (uids, GPUs).
-    ``pools`` are the worker pools of the family (:meth:`_FreeHosts.workers_of`), ``current`` its
+    ``stream`` holds the worker pools of the family (:meth:`_FreeHosts.workers_of`), ``current`` its
     current workers.
     """
-    free_by_count: dict[int, list[_Pool]] = {}
-    available: dict[int, int] = {}
-    used = trial.used
-    for p in pools:
-        free = len(p.hosts) - p.head - used.get(p.idx, 0)
-        if free > 0:
-            free_by_count.setdefault(p.count, []).append(p)
-            available[p.count] = available.get(p.count, 0) + free
+    available = stream.available(trial.used)
     mine: dict[int, list[Machine]] = {}
     for host in sorted(current, key=_host_key):
         if host.gpu_count > 0:
@@ -498,7 +594,7 @@ def _gpu_workers(
 
     def free_part(count: int, m: int) -> list[_Free]:
         k = m - min(m, len(mine.get(count, ())))
-        return trial.peek(free_by_count[count], k) if k > 0 else []
+        return trial.peek(stream, k, count) if k > 0 else []
 
     def order(vector: Mapping[int, int]) -> tuple[int, list[HostKey]]:
         hosts = [_host_key(x) for c, m in vector.items() for x in mine.get(c, [])[:m]]
@@ -511,12 +607,12 @@ def _gpu_workers(
         keep = mine.get(count, [])[:n]
         uids += [x.uid for x in keep]
         if n > len(keep):
-            uids += [f.uid for f in trial.take(free_by_count[count], n - len(keep))]
+            uids += [f.uid for f in trial.take(stream, n - len(keep), count)]
     return uids, sum(c * m for c, m in best.items())
 
 
-def _free_gpus(trial: _Trial, pools: Sequence[_Pool], family: GpuFamily) -> int:
-    return sum(trial.avail(p) * p.count for p in pools if p.role is Role.WORKER and p.family == family)
+def _free_gpus(trial: _Trial, stream: _Stream) -> int:
+    return sum(c * n for c, n in stream.available(trial.used).items())
 
 
 def _fresh(req: Requirements, free: _FreeHosts, arch: str, show_arch: bool) -> _Outcome | Rejection:
@@ -553,10 +649,10 @@ def _place(
     gpus: dict[str, int] = {}
     for family, request in req.gpus.items():
         mine = [known[u] for u in existing_workers if u in known and known[u].gpu_family == family]
-        family_pools = free.workers_of(arch, req.groups, family)
-        got_gpus = _gpu_workers(trial, family_pools, request, mine)
+        family_hosts = free.workers_of(arch, req.groups, family)
+        got_gpus = _gpu_workers(trial, family_hosts, request, mine)
         if got_gpus is None:
-            short = sum(m.gpu_count for m in mine) + _free_gpus(trial, family_pools, family)
+            short = sum(m.gpu_count for m in mine) + _free_gpus(trial, family_hosts)
             return Rejection(
                 Reason.INSUFFICIENT_COMPUTE, f"needs {request} {family} GPUs{where}, {short} available"
             )
@@ -594,8 +690,8 @@ def _place(
         fill.append((m.gpu_count, m.gpu_family or ""))
     missing = req.min_workers - len(workers)
     if missing > 0:
-        for stage in free.fill_stages(arch, req.groups, req.gpus):
-            got = trial.take(stage, missing)
+        for stage in range(FILL_STAGES):
+            got = trial.take(free.fill_stage(arch, req.groups, req.gpus, stage), missing)
             for f in got:
                 workers.append(f.uid)
                 fill.append((f.gpus, free.pools[f.pool].family or ""))

@@ -23,7 +23,7 @@ import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from reconciler.plan import Observed, Plan, free_capacity, merge
 from reconciler.resolve import Routing, Target, route
 from reconciler.runtime.stages.plan import plan_pass as plan_stage
 from reconciler.runtime.stages.plan import snapshot_observation
-from reconciler.scaling.stage import NoSamples
+from reconciler.scaling.stage import NoSamples, SampleSource
 from reconciler.status.records import NO_RECORDS, Records, read_records
 
 EXIT_OK, EXIT_REJECTED, EXIT_ERROR = 0, 1, 2
@@ -196,15 +196,18 @@ def plan_pass(
     (:func:`reconciler.runtime.stages.plan.plan_pass`) with the same inputs: ``records`` are what the
     status branch recorded (none offline). With ``prometheus`` (a URL), pools with a scaling policy show
     the scaling decision of this moment; without it no pool is decided and each keeps its recorded size."""
-    from reconciler.prometheus.stage import ScalingStage
+    samples: AbstractContextManager[SampleSource] = nullcontext(NoSamples())
+    if prometheus is not None:  # the HTTP stack is imported only when a plan queries Prometheus
+        from reconciler.prometheus.stage import ScalingStage
 
-    with ScalingStage(prometheus) if prometheus is not None else nullcontext() as stage:
+        samples = ScalingStage(prometheus)
+    with samples as source:
         planned = plan_stage(
             desired,
             routing,
             observed,
             records,
-            samples=stage if stage is not None else NoSamples(),
+            samples=source,
             now=time.time() if now is None else now,
             max_deletions=max_deletions,
             approved_deletions=approved,
