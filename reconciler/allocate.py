@@ -736,13 +736,34 @@ def _best_fresh(
         what = what or _hosts(req.control_plane, "control-plane")
         return Rejection(Reason.INSUFFICIENT_COMPUTE, f"needs {what}{where}, 0 available")
     show = len(arches) > 1
-    results = [(a, _fresh(req, free, a, show)) for a in arches]
-    placed = [(a, o) for a, o in results if isinstance(o, _Outcome)]
-    if placed:
-        return min(placed, key=lambda ao: _outcome_key(*ao))
-    return Rejection(
-        Reason.INSUFFICIENT_COMPUTE, "; ".join(o.message for _, o in results if isinstance(o, Rejection))
-    )
+    best: tuple[str, _Outcome] | None = None
+    failures: list[str] = []
+    for arch in arches:
+        if best is not None and _cannot_beat(req, free, arch, _outcome_key(*best)):
+            continue  # (its message is only shown when no architecture fits, and one does)
+        outcome = _fresh(req, free, arch, show)
+        if isinstance(outcome, Rejection):
+            failures.append(outcome.message)
+        elif best is None or _outcome_key(arch, outcome) < _outcome_key(*best):
+            best = (arch, outcome)
+    if best is not None:
+        return best
+    return Rejection(Reason.INSUFFICIENT_COMPUTE, "; ".join(failures))
+
+
+def _cannot_beat(req: Requirements, free: _FreeHosts, arch: str, best: tuple[int, int, str]) -> bool:
+    """Whether a new cluster on ``arch`` surely comes after ``best`` (:func:`_outcome_key`), told from
+    the GPU counts on offer alone: its GPU workers have at least the knapsack's surplus and hosts, fill
+    workers only add GPUs, and a placed cluster has exactly its control plane and at least its minimum
+    of workers. A platform tries every architecture; most lose on this bound without being placed."""
+    surplus, gpu_hosts = 0, 0
+    for family, request in req.gpus.items():
+        vectors = optimal_count_vectors(free.workers_of(arch, req.groups, family).available({}), request)
+        if not vectors:
+            return True  # its GPUs cannot be met there
+        surplus += sum(c * m for c, m in vectors[0].items()) - request
+        gpu_hosts += sum(vectors[0].values())
+    return (surplus, req.control_plane + max(req.min_workers, gpu_hosts), arch) > best
 
 
 def _cluster_arch(cluster: ManagedCluster, known: Mapping[str, Machine]) -> str | None:
