@@ -48,6 +48,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import attrgetter
 from typing import NamedTuple
 
 from reconciler import resolve
@@ -290,6 +291,7 @@ class _Pool:
     groups: Mapping[str, str]
     hosts: list[tuple[str, str]]  # (name, uid), sorted
     rank: int  # 1 when the pool's hosts carry resource groups (they come after those that carry none)
+    order: list[int]  # each host's place among all free hosts by name (:class:`_FreeHosts`)
     head: int = 0
     streams: list[_Stream] = field(default_factory=list)  # the streams this pool is part of
 
@@ -317,9 +319,9 @@ class _Stream:
         "starts",
     )
 
-    def __init__(self, pools: Sequence[_Pool], index: Sequence[_Pool]) -> None:
+    def __init__(self, pools: Sequence[_Pool], free: _FreeHosts) -> None:
         self.pools = list(pools)
-        self.index = index  # every pool by its idx
+        self.index = free.pools  # every pool by its idx
         by_count: dict[int, list[_Pool]] = {}
         for p in self.pools:
             by_count.setdefault(p.count, []).append(p)
@@ -328,11 +330,10 @@ class _Stream:
         self.pool_at, self.pos_at = array("i"), array("i")  # (pool idx, position in its pool), in order
         self.ends: list[int] = []
         for c in self.counts:
-            order = sorted(
-                (p.rank, name, uid, p.idx, i) for p in by_count[c] for i, (name, uid) in enumerate(p.hosts)
-            )
-            self.pool_at.extend(x[3] for x in order)
-            self.pos_at.extend(x[4] for x in order)
+            for rank in (0, 1):  # hosts without resource groups first, each part by name (``free.order``)
+                order = sorted(g for p in by_count[c] if p.rank == rank for g in p.order)
+                self.pool_at.extend(free.pool_of[g] for g in order)
+                self.pos_at.extend(free.position_of[g] for g in order)
             self.ends.append(len(self.pool_at))
         # Where each pool's hosts are in the order, so that a restore finds the starts again directly.
         self.positions = {p.idx: array("i", bytes(4 * len(p.hosts))) for p in self.pools}
@@ -426,30 +427,56 @@ class _Trial:
 
 
 GroupsKey = tuple[tuple[str, str], ...]
+_NAME_UID = attrgetter("name", "uid")
+
+
+def _pool_order(key: tuple[object, ...]) -> str:
+    """The order of the pools (any fixed order would do; this one is the engine's since its start)."""
+    arch, worker, *rest = key
+    return repr((arch, str(Role.WORKER if worker else Role.CONTROL_PLANE), *rest))
 
 
 class _FreeHosts:
     def __init__(self, machines: Iterable[Machine]) -> None:
-        keyed: dict[tuple[object, ...], list[Machine]] = {}
-        for m in machines:
-            groups = tuple(sorted(m.resource_groups.items()))
-            key = (m.arch, str(m.role), m.worker_tagged, m.gpu_family or "", m.gpu_count, groups)
-            keyed.setdefault(key, []).append(m)
+        ordered = sorted(machines, key=_NAME_UID)
+        keyed: dict[tuple[object, ...], list[int]] = {}  # pool key -> the hosts' places in ``ordered``
+        for n, m in enumerate(ordered):
+            groups = m.resource_groups
+            key = (
+                m.arch,
+                m.role is Role.WORKER,
+                m.worker_tagged,
+                m.gpu_family or "",
+                m.gpu_count,
+                tuple(sorted(groups.items())) if groups else (),
+            )
+            found = keyed.get(key)
+            if found is None:
+                keyed[key] = [n]
+            else:
+                found.append(n)
+        # Each host's pool and position in it, by its place in name order (the streams' order).
+        self.pool_of = array("i", bytes(4 * len(ordered)))
+        self.position_of = array("i", bytes(4 * len(ordered)))
         self.pools: list[_Pool] = []
-        for pool_key in sorted(keyed, key=repr):
-            ms = keyed[pool_key]
-            first = ms[0]
+        for pool_key in sorted(keyed, key=_pool_order):
+            places = keyed[pool_key]
+            first = ordered[places[0]]
+            idx = len(self.pools)
+            for i, n in enumerate(places):
+                self.pool_of[n], self.position_of[n] = idx, i
             self.pools.append(
                 _Pool(
-                    idx=len(self.pools),
+                    idx=idx,
                     arch=first.arch,
                     role=first.role,
                     tagged=first.worker_tagged,
                     family=first.gpu_family if first.gpu_count > 0 else None,
                     count=first.gpu_count,
                     groups=dict(first.resource_groups),
-                    hosts=sorted((m.name, m.uid) for m in ms),
+                    hosts=[(ordered[n].name, ordered[n].uid) for n in places],
                     rank=1 if first.resource_groups else 0,
+                    order=places,
                 )
             )
         self._matching: dict[tuple[str, GroupsKey], list[_Pool]] = {}
@@ -472,7 +499,7 @@ class _FreeHosts:
     def _stream(self, key: tuple[object, ...], pools: Callable[[], list[_Pool]]) -> _Stream:
         found = self._streams.get(key)
         if found is None:
-            found = self._streams[key] = _Stream(pools(), self.pools)
+            found = self._streams[key] = _Stream(pools(), self)
         return found
 
     def workers_of(self, arch: str, groups: Mapping[str, str], family: GpuFamily) -> _Stream:
@@ -1001,13 +1028,18 @@ def place(
     inventory: Inventory,
     clusters: Sequence[ManagedCluster],
     pool_modes: Mapping[PoolKey, str] | None = None,
+    *,
+    machines: Mapping[str, Machine] | None = None,
 ) -> Placement:
     """Decide every valid, non-suspended dedicated platform and pool: an allocation, or a rejection.
 
     Suspended and invalid ones are not decided; their clusters keep their hosts. ``pool_modes`` is the
     mode the status branch last reported per pool, used when a pool's cluster lacks the mode label.
+    ``machines``: the inventory's machines by uid, when the caller has that map already.
     """
-    known = {m.uid: m for m in sorted(inventory.machines, key=lambda m: (m.name, m.uid))}
+    known = machines if machines is not None else {m.uid: m for m in inventory.machines}
+    if len(known) < len(inventory.machines):  # a uid listed twice: the last by name wins
+        known = {m.uid: m for m in sorted(inventory.machines, key=_NAME_UID)}
     occupied = {u for c in clusters for u in c.hosts}
     free = _FreeHosts(m for m in known.values() if m.available and m.uid not in occupied)
     platform_clusters, pool_clusters = split_clusters(clusters)

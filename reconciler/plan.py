@@ -653,7 +653,7 @@ def _entries(
     desired = reject_unbuildable(desired)  # no cluster profile: invalid, InvalidSpec (docs/validation.md)
     machines = inventory.by_uid()
     platform_clusters, pool_clusters = split_clusters(clusters)
-    decisions = place(desired, inventory, clusters, pool_modes)
+    decisions = place(desired, inventory, clusters, pool_modes, machines=machines)
 
     platforms: dict[PlatformKey, PlatformPlan] = {}
     for p in desired.platforms():
@@ -1037,13 +1037,13 @@ def make_plan(
     blocked = guarded.blocked
     pool_entries = {k: _blocked(e, blocked) for k, e in found.pools.items()}
     pools, workloads = _admit(found, pool_entries, previous or {}, invalid, previous_layouts or {}, guarded)
-    workloads += _strays(desired, {w.key for w in workloads}, invalid, {}, previous or {}, inventory.by_uid())
+    workloads += _strays(desired, {w.key for w in workloads}, invalid, {}, previous or {}, found.machines)
     families = {m.gpu_family for m in inventory.machines if m.gpu_family}
     plan = Plan(
         revision=desired.revision,
         platforms=[_blocked(found.platforms[k], blocked) for k in sorted(found.platforms)],
         diagnostics=plan_diagnostics(desired, families),
-        machines=inventory.by_uid(),
+        machines=found.machines,
         pools=pools,
         workloads=sorted(workloads, key=lambda w: w.sort_key),
         deletions_note=guarded.note,
@@ -1205,13 +1205,15 @@ def plan_targets(
             desired.revision,
             [_blocked(f.platforms[k], blocked) for k in sorted(f.platforms)],
             diagnostics,
-            machines=observed[target].inventory.by_uid(),
+            machines=f.machines,
             pools=pools,
             workloads=workloads,
             deletions_note=guarded.note,
         ).with_scaling(scaling or {})
     if order:
-        every_machine = {u: m for seen in observed.values() for u, m in seen.inventory.by_uid().items()}
+        every_machine = found[order[0]].machines  # the same map when there is one target
+        if len(order) > 1:
+            every_machine = {u: m for t in observed for u, m in found[t].machines.items()}
         strays = _strays(desired, planned, invalid, routing.pool_unavailable, previous, every_machine)
         first = plans[order[0]]
         plans[order[0]] = replace(
