@@ -179,14 +179,18 @@ def optimal_count_vectors(available: Mapping[int, int], request: int) -> list[di
     that bound takes more than ``bound // count`` hosts of a count, so availability is capped there
     and the answer is remembered for the capped shape (a large fleet asks the same few questions).
     """
-    counts = sorted(c for c, a in available.items() if c > 0 and a > 0)
+    return [dict(v) for v in _optimal(available, request)]
+
+
+def _optimal(available: Mapping[int, int], request: int) -> tuple[dict[int, int], ...]:
+    """:func:`optimal_count_vectors`, shared with its cache (read-only)."""
     if request <= 0:
-        return [{}]
+        return ({},)
+    counts = sorted(c for c, a in available.items() if c > 0 and a > 0)
     if not counts:
-        return []
+        return ()
     bound = request + counts[-1] - 1
-    shape = tuple((c, min(available[c], bound // c)) for c in counts)
-    return [dict(v) for v in _optimal_vectors(shape, request)]
+    return _optimal_vectors(tuple((c, min(available[c], bound // c)) for c in counts), request)
 
 
 @lru_cache(maxsize=4096)
@@ -289,7 +293,7 @@ class _Pool:
     family: GpuFamily | None
     count: int
     groups: Mapping[str, str]
-    hosts: list[tuple[str, str]]  # (name, uid), sorted
+    hosts: list[Machine]  # by name, uid
     rank: int  # 1 when the pool's hosts carry resource groups (they come after those that carry none)
     order: list[int]  # each host's place among all free hosts by name (:class:`_FreeHosts`)
     head: int = 0
@@ -395,8 +399,8 @@ class _Stream:
                 p, i = index[pool_at[k]], pos_at[k]
                 k += 1
                 if i >= p.head + used.get(p.idx, 0):
-                    name, uid = p.hosts[i]
-                    out.append(_Free(p.count, p.rank, name, uid, p.idx))
+                    m = p.hosts[i]
+                    out.append(_Free(p.count, p.rank, m.name, m.uid, p.idx))
                     if len(out) == n:
                         return out
         return out
@@ -427,6 +431,12 @@ class _Trial:
 
 
 GroupsKey = tuple[tuple[str, str], ...]
+
+
+def _groups_key(groups: Mapping[str, str]) -> GroupsKey:
+    return tuple(sorted(groups.items())) if groups else ()
+
+
 _NAME_UID = attrgetter("name", "uid")
 
 
@@ -440,11 +450,12 @@ class _FreeHosts:
     def __init__(self, machines: Iterable[Machine]) -> None:
         ordered = sorted(machines, key=_NAME_UID)
         keyed: dict[tuple[object, ...], list[int]] = {}  # pool key -> the hosts' places in ``ordered``
+        worker = Role.WORKER
         for n, m in enumerate(ordered):
             groups = m.resource_groups
             key = (
                 m.arch,
-                m.role is Role.WORKER,
+                m.role is worker,
                 m.worker_tagged,
                 m.gpu_family or "",
                 m.gpu_count,
@@ -474,7 +485,7 @@ class _FreeHosts:
                     family=first.gpu_family if first.gpu_count > 0 else None,
                     count=first.gpu_count,
                     groups=dict(first.resource_groups),
-                    hosts=[(ordered[n].name, ordered[n].uid) for n in places],
+                    hosts=[ordered[n] for n in places],
                     rank=1 if first.resource_groups else 0,
                     order=places,
                 )
@@ -485,7 +496,7 @@ class _FreeHosts:
         self._streams: dict[tuple[object, ...], _Stream] = {}
 
     def matching(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
-        key = (arch, tuple(sorted(groups.items())))
+        key = (arch, _groups_key(groups))
         found = self._matching.get(key)
         if found is None:
             found = [
@@ -505,14 +516,14 @@ class _FreeHosts:
     def workers_of(self, arch: str, groups: Mapping[str, str], family: GpuFamily) -> _Stream:
         """The GPU worker pools of one family among :meth:`matching`."""
         return self._stream(
-            ("workers", arch, tuple(sorted(groups.items())), family),
+            ("workers", arch, _groups_key(groups), family),
             lambda: [p for p in self.matching(arch, groups) if p.role is Role.WORKER and p.family == family],
         )
 
     def control_planes(self, arch: str, groups: Mapping[str, str]) -> _Stream:
         """The control-plane pools among :meth:`matching`."""
         return self._stream(
-            ("control planes", arch, tuple(sorted(groups.items()))),
+            ("control planes", arch, _groups_key(groups)),
             lambda: [p for p in self.matching(arch, groups) if p.role is Role.CONTROL_PLANE],
         )
 
@@ -521,13 +532,13 @@ class _FreeHosts:
     ) -> _Stream:
         """Stage ``stage`` of :func:`_fill_stages` of :meth:`matching` for a request of ``families``."""
         return self._stream(
-            ("fill", arch, tuple(sorted(groups.items())), tuple(sorted(families)), stage),
+            ("fill", arch, _groups_key(groups), tuple(sorted(families)), stage),
             lambda: _fill_stages(self.matching(arch, groups), frozenset(families))[stage],
         )
 
     def arches(self, groups: Mapping[str, str]) -> list[str]:
         """Architectures with at least one free host in ``groups``, in name order."""
-        key = tuple(sorted(groups.items()))
+        key = _groups_key(groups)
         by_arch = self._in_groups.get(key)
         if by_arch is None:
             by_arch = {}
@@ -577,6 +588,16 @@ def _where(groups: Mapping[str, str], arch: str | None) -> str:
     return text
 
 
+class _Where(NamedTuple):
+    """:func:`_where`, written only when a rejection says it."""
+
+    groups: Mapping[str, str]
+    arch: str | None
+
+    def __str__(self) -> str:
+        return _where(self.groups, self.arch)
+
+
 def _hosts(n: int, kind: str) -> str:
     return f"{n} {kind} host" + ("" if n == 1 else "s")
 
@@ -612,7 +633,7 @@ def _gpu_workers(
             mine.setdefault(host.gpu_count, []).append(host)
     for c, ms in mine.items():
         available[c] = available.get(c, 0) + len(ms)
-    vectors = optimal_count_vectors(available, request)
+    vectors = _optimal(available, request)
     if not vectors:
         return None
 
@@ -663,7 +684,7 @@ def _place(
 ) -> _Outcome | Rejection:
     """Place one platform on one architecture; with ``existing`` hosts, scale in place around them."""
     trial = _Trial()
-    where = _where(req.groups, arch if show_arch else None)
+    where = _Where(req.groups, arch if show_arch else None)
 
     def serves(uid: str) -> bool:
         m = known.get(uid)
@@ -785,7 +806,7 @@ def _cannot_beat(req: Requirements, free: _FreeHosts, arch: str, best: tuple[int
     of workers. A platform tries every architecture; most lose on this bound without being placed."""
     surplus, gpu_hosts = 0, 0
     for family, request in req.gpus.items():
-        vectors = optimal_count_vectors(free.workers_of(arch, req.groups, family).available({}), request)
+        vectors = _optimal(free.workers_of(arch, req.groups, family).available({}), request)
         if not vectors:
             return True  # its GPUs cannot be met there
         surplus += sum(c * m for c, m in vectors[0].items()) - request
@@ -1041,7 +1062,7 @@ def place(
     if len(known) < len(inventory.machines):  # a uid listed twice: the last by name wins
         known = {m.uid: m for m in sorted(inventory.machines, key=_NAME_UID)}
     occupied = {u for c in clusters for u in c.hosts}
-    free = _FreeHosts(m for m in known.values() if m.available and m.uid not in occupied)
+    free = _FreeHosts([m for m in known.values() if m.available and m.uid not in occupied])
     platform_clusters, pool_clusters = split_clusters(clusters)
     reported = pool_modes or {}
 
