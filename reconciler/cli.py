@@ -143,10 +143,11 @@ def plan(
 
     from reconciler.commands import plan as cmd
 
-    # One pass over data without reference cycles: the cyclic collector would only rescan the
-    # snapshot's hosts over and over (a fifth of the time at 10,000 hosts).
-    previous = gc.get_threshold()
-    gc.set_threshold(100_000, 50, 100)
+    # One pass over data with few reference cycles: the cyclic collector would only traverse the
+    # snapshot's hosts and the plan as they are made (about 8% of the time at 100,000 hosts) to free
+    # some 250,000 objects of cyclic garbage early; the peak memory measured the same without it.
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         code = cmd.run(
             repo,
@@ -164,7 +165,8 @@ def plan(
             what_if=what_if or (),
         )
     finally:
-        gc.set_threshold(*previous)
+        if enabled:
+            gc.enable()
     raise typer.Exit(code)
 
 
