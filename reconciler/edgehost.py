@@ -285,9 +285,16 @@ def read_host(item: Any) -> HostFacts | None:
     status = item.get("status")
     if type(status) is not dict:
         status = _mapping_at(item, "status", "status", bad)
-    arch, shown_arch = _read_arch(device, bad)
-    cores = _read_cores(device, bad)
-    gpus = _read_gpus(device, bad)
+    # Each field's common shape is taken inline; anything else is read by its own helper.
+    shown_arch = device.get("archType")
+    if type(shown_arch) is str and shown_arch in _ARCHES:
+        arch: str | None = _ARCHES[shown_arch]
+    else:
+        arch, shown_arch = _read_arch(device, bad)
+    cpu = device.get("cpu")
+    if not (type(cpu) is dict and type(cores := cpu.get("cores")) is int and cores > 0):
+        cores = _read_cores(device, bad)
+    gpus = _read_gpus(device, bad) if "gpus" in device else ()
     nics_raw = device.get("nics")
     nics = (
         tuple(n for n in map(_nic, nics_raw) if n is not None)
@@ -310,7 +317,11 @@ def read_host(item: Any) -> HostFacts | None:
     if state is not None and type(state) is not str:
         state = _text_at(status, "state", "status.state", bad)
     state = state.lower() if state else ""
-    ref = _read_refs(status, bad)
+    refs = status.get("inUseClustersRef")
+    if (refs is None or (type(refs) is list and not refs)) and status.get("inUseClusters") is None:
+        ref = None
+    else:
+        ref = _read_refs(status, bad)
     if state == "in-use" and ref is None and not any(p.startswith("status.inUse") for p, _ in bad):
         bad.append(("status.state", "in-use"))
     host = spec.get("host")

@@ -231,6 +231,11 @@ def _parse_family_tag(value: str) -> GpuFamily:
         raise _TagError(f"tag {GPU_FAMILY_TAG}: {_shown(value)} is not a GPU family name") from exc
 
 
+# The resource groups of every host that has none: one shared empty value (read-only, as every
+# Machine's are: ``Mapping``), not a dict per host.
+_NO_GROUPS: Mapping[str, str] = {}
+
+
 class _Tags:
     """The PaletteAI tags of one host, parsed; ``problems`` lists the ones that did not parse.
     (A plain slots class: made for every host, where a dataclass's default factories cost.)"""
@@ -253,7 +258,7 @@ class _Tags:
         self.gpus: int | None = None
         self.gpu_memory: int | None = None
         self.gpu_family: GpuFamily | None = None
-        self.resource_groups: dict[str, str] = {}
+        self.resource_groups: Mapping[str, str] = _NO_GROUPS  # a dict once a group is read
         self.problems: list[str] = []
 
 
@@ -269,7 +274,10 @@ def _add_resource_group(tags: _Tags, key: str, value: str) -> None:
     elif not value or value == BARE_TAG_VALUE:
         tags.problems.append(f"tag {key}: resource group tag without a value")
     else:
-        tags.resource_groups[group] = value
+        if tags.resource_groups is _NO_GROUPS:
+            tags.resource_groups = {group: value}
+        else:
+            tags.resource_groups = {**tags.resource_groups, group: value}
 
 
 def _parse_tags(labels: Mapping[str, str]) -> _Tags:
@@ -444,9 +452,9 @@ def classify(facts: HostFacts) -> Machine | ExcludedHost | None:
         gpus.notes,
         why,
         facts.project_uid,
-        facts.addresses,
+        facts.addresses if facts.nics or not facts.host_address else (facts.host_address,),
         facts.gpus,
-        facts.primary_nic,
+        facts.primary_nic if facts.nics else None,
     )
 
 

@@ -450,3 +450,37 @@ def test_a_host_without_uid_is_excluded() -> None:
 def test_odd_items_never_crash_discovery(item: Any) -> None:
     inventory = discover([item])
     assert all(isinstance(m, Machine) for m in inventory.machines)
+
+
+def test_discovery_builds_the_machine_that_machine_itself_builds() -> None:
+    """Discovery sets a Machine's fields through its slots (faster than its frozen ``__init__``): every
+    field is set, and the result is equal, field by field, to ``Machine(...)``."""
+    from dataclasses import fields
+
+    from reconciler.edgehost import GpuDevice, Nic
+    from reconciler.inventory import HostState, Role, _machine
+
+    values: dict[str, Any] = {
+        "uid": "u-1",
+        "name": "host-1",
+        "arch": "arm64",
+        "cpus": 64,
+        "gpu_family": canonical_family("NVIDIA-H100"),
+        "gpu_count": 8,
+        "gpu_memory_bytes": 80 * 10**9,
+        "role": Role.WORKER,
+        "worker_tagged": True,
+        "resource_groups": {"network-pool": "3"},
+        "state": HostState.IN_USE,
+        "cluster_uid": "c-1",
+        "notes": ("a note",),
+        "unavailable_reason": "why",
+        "project_uid": "p-1",
+        "addresses": ("10.0.0.1",),
+        "gpu_devices": (GpuDevice("NVIDIA", "H100", 8),),
+        "nic": Nic("eth0", "10.0.0.1"),
+    }
+    assert [f.name for f in fields(Machine)] == list(values)
+    built = _machine(*values.values())
+    assert built == Machine(**values)
+    assert {f.name: getattr(built, f.name) for f in fields(Machine)} == values
