@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,12 @@ class Snapshot:
     edge_hosts: list[dict[str, Any]] = field(default_factory=list)
     clusters: list[dict[str, Any]] = field(default_factory=list)
     cluster_profiles: list[dict[str, Any]] | None = None
+
+    @cached_property
+    def host_facts(self) -> list[HostFacts]:
+        """Each edge host read once (:func:`reconciler.edgehost.read_host`), in order: discovery, cluster
+        membership and project scope all take these, never the JSON again."""
+        return [f for f in map(read_host, self.edge_hosts) if f is not None]
 
 
 def _get(obj: Any, *keys: str) -> Any:
@@ -161,13 +168,13 @@ def cluster_project(cluster: Mapping[str, Any], members: Iterable[HostFacts]) ->
 
 
 def scoped(snapshot: Snapshot, target: Target) -> Snapshot:
-    """The part of a snapshot a target sees, as Palette (and the emulator) scope a ``ProjectUid``."""
+    """The part of a snapshot a target sees, as Palette (and the emulator) scope a ``ProjectUid``. The
+    part carries the facts of its hosts: they are not read again."""
     if target.project_uid is None:
         return snapshot
-    facts = [read_host(h) for h in snapshot.edge_hosts]
-    hosts = [
-        h for h, f in zip(snapshot.edge_hosts, facts, strict=True) if f and in_scope(f.project_uid, target)
-    ]
+    facts: list[HostFacts | None] = list(snapshot.host_facts)
+    if len(facts) != len(snapshot.edge_hosts):  # some item is not an object (never in a parsed file)
+        facts = [read_host(h) for h in snapshot.edge_hosts]
     members: dict[str, list[HostFacts]] = {}
     for f in facts:
         if f is not None and f.cluster_uid:
@@ -177,7 +184,13 @@ def scoped(snapshot: Snapshot, target: Target) -> Snapshot:
         for c in snapshot.clusters
         if in_scope(cluster_project(c, members.get(str(_get(c, "metadata", "uid")), [])), target)
     ]
-    return Snapshot(edge_hosts=hosts, clusters=clusters)
+    keep = [f is not None and in_scope(f.project_uid, target) for f in facts]
+    part = Snapshot(
+        edge_hosts=[h for h, k in zip(snapshot.edge_hosts, keep, strict=True) if k], clusters=clusters
+    )
+    # Seeds the part's cached ``host_facts`` (a cached_property keeps its value in the instance dict).
+    part.__dict__["host_facts"] = [f for f, k in zip(facts, keep, strict=True) if f is not None and k]
+    return part
 
 
 def parse_snapshot(text: str, *, json_first: bool = False) -> Snapshot:
