@@ -535,19 +535,39 @@ def role_of(facts: HostFacts) -> Role:
     return _role(tags.worker, tags.control_plane, gpus)
 
 
-def discover(edge_hosts: Iterable[Mapping[str, Any] | HostFacts]) -> Inventory:
+# What discovery made of one host: a machine, an excluded host, or None (not PaletteAI's).
+Classified = Machine | ExcludedHost | None
+# A caller's memo of :func:`discover` between calls: uid -> (the facts classified, what they gave).
+DiscoveryMemo = dict[str, tuple[HostFacts, Classified]]
+
+
+def discover(
+    edge_hosts: Iterable[Mapping[str, Any] | HostFacts], memo: DiscoveryMemo | None = None
+) -> Inventory:
     """Turn raw ``POST /v1/dashboard/edgehosts/search`` items (or the facts already read from them)
     into machines and excluded hosts.
 
     Never raises on odd data: what cannot be understood about a PaletteAI host excludes it with a reason.
     A uid seen twice (a page boundary shifting under a concurrent change) counts once, first one wins.
     Machines and excluded hosts are sorted by name, then uid, so the same hosts always give the same result.
+
+    ``memo`` (kept by the caller between calls, e.g. one per Palette target): a host given as the very
+    facts object classified last time (the host lister keeps an unchanged host's) is not classified
+    again; afterwards the memo holds this call's hosts only. The result is the same with or without it.
     """
     machines: dict[str, Machine] = {}
     excluded: dict[str, ExcludedHost] = {}
+    fresh: DiscoveryMemo = {}
     for item in edge_hosts:
         facts = item if type(item) is HostFacts else read_host(item)
-        host = classify(facts) if facts is not None else None
+        if facts is None:
+            continue
+        if memo is None:
+            host = classify(facts)
+        else:
+            last = memo.get(facts.uid)
+            host = last[1] if last is not None and last[0] is facts else classify(facts)
+            fresh.setdefault(facts.uid, (facts, host))
         if host is None:
             continue
         uid = host.uid
@@ -557,6 +577,9 @@ def discover(edge_hosts: Iterable[Mapping[str, Any] | HostFacts]) -> Inventory:
             machines[uid] = host
         else:
             excluded[uid or f"\0{len(excluded)}"] = host  # type: ignore[assignment]
+    if memo is not None:
+        memo.clear()
+        memo.update(fresh)
     return Inventory(
         machines=tuple(sorted(machines.values(), key=_by_name)),
         excluded=tuple(sorted(excluded.values(), key=_by_name)),

@@ -484,3 +484,24 @@ def test_discovery_builds_the_machine_that_machine_itself_builds() -> None:
     built = _machine(*values.values())
     assert built == Machine(**values)
     assert {f.name: getattr(built, f.name) for f in fields(Machine)} == values
+
+
+def test_a_memo_classifies_only_the_hosts_whose_facts_changed() -> None:
+    """The loop keeps each unchanged host's facts object between passes: with a memo, discovery reuses
+    what it made of those and classifies only new or changed hosts; the inventory is the same."""
+    from reconciler.edgehost import read_host
+    from reconciler.inventory import DiscoveryMemo
+
+    facts = [read_host(edge_host(f"h-{n}", gpus=[gpu("H100", count=n % 3)])) for n in range(6)]
+    hosts = [f for f in facts if f is not None]
+    memo: DiscoveryMemo = {}
+    first = discover(hosts, memo)
+    assert first == discover(hosts)
+    changed = read_host(edge_host("h-1", labels={"palette.ai/worker": "true"}))
+    assert changed is not None
+    second = discover([hosts[0], changed, *hosts[2:]], memo)
+    assert second == discover([hosts[0], changed, *hosts[2:]])
+    before, after = first.by_uid(), second.by_uid()
+    assert all(after[uid] is before[uid] for uid in ("h-0", "h-2", "h-3", "h-4", "h-5"))
+    assert after["h-1"].worker_tagged and not before["h-1"].worker_tagged
+    assert sorted(memo) == [f"h-{n}" for n in range(6)] and memo["h-1"][0] is changed
