@@ -343,6 +343,12 @@ def read_host(item: Any) -> HostFacts | None:
     )
 
 
+def read_hosts(items: Iterable[Any]) -> list[HostFacts]:
+    """The facts of each item that is an object, in order: read once, then handed to discovery,
+    membership and project scope alike."""
+    return [f for f in map(read_host, items) if f is not None]
+
+
 def _read_arch(device: Mapping[str, Any], bad: _Bad) -> tuple[str | None, str | None]:
     """(canonical architecture or None when unknown, the agent's text when it gave one)."""
     raw = device.get("archType")

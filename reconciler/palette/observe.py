@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.edgehost import HostFacts, read_host
+from reconciler.edgehost import HostFacts, read_host, read_hosts
 from reconciler.inventory import Machine, Role, role_of
 from reconciler.membership import config_roles, doubtful_membership, held_reason
 from reconciler.model.observed import (
@@ -52,7 +52,7 @@ class Snapshot:
     def host_facts(self) -> list[HostFacts]:
         """Each edge host read once (:func:`reconciler.edgehost.read_host`), in order: discovery, cluster
         membership and project scope all take these, never the JSON again."""
-        return [f for f in map(read_host, self.edge_hosts) if f is not None]
+        return read_hosts(self.edge_hosts)
 
 
 def _get(obj: Any, *keys: str) -> Any:
