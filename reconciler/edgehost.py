@@ -142,9 +142,9 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _gpu(entry: Any) -> GpuDevice | None:
-    """One ``gpus[]`` entry; None when it is not an object or its ``gpuCount`` is present but not a
-    count (unreadable: the caller marks the host)."""
+def _gpu(entry: Any) -> tuple[GpuDevice] | None:
+    """One ``gpus[]`` entry, as a one-device tuple; None when it is not an object or its ``gpuCount`` is
+    present but not a count (unreadable: the caller marks the host)."""
     if type(entry) is not dict and not isinstance(entry, Mapping):
         return None
     if "gpuCount" in entry:
@@ -165,16 +165,17 @@ def _gpu(entry: Any) -> GpuDevice | None:
         entry.get("migCapable") is True,
         strategy if type(strategy) is str and strategy else None,
     )
-    # A fleet has few kinds of GPU entry: equal devices are one immutable value, built once.
+    # A fleet has few kinds of GPU entry: equal devices are one immutable value, built once, and so is
+    # the tuple of a host with one entry (most hosts).
     device = _DEVICES.get(key)
     if device is None:
         if len(_DEVICES) >= _DEVICES_MAX:
             _DEVICES.clear()
-        device = _DEVICES[key] = GpuDevice(*key)
+        device = _DEVICES[key] = (GpuDevice(*key),)
     return device
 
 
-_DEVICES: dict[tuple[str, str, int, str | None, bool, str | None], GpuDevice] = {}
+_DEVICES: dict[tuple[str, str, int, str | None, bool, str | None], tuple[GpuDevice]] = {}
 _DEVICES_MAX = 4096
 
 
@@ -376,14 +377,14 @@ def _read_gpus(device: Mapping[str, Any], bad: _Bad) -> tuple[GpuDevice, ...]:
     """The agent's GPU entries; all of them or, when one is unreadable, none (and the host noted)."""
     entries = device.get("gpus")
     if isinstance(entries, list):
-        read = []
+        read: tuple[GpuDevice, ...] = ()
         for entry in entries:
-            gpu = _gpu(entry)
-            if gpu is None:
+            one = _gpu(entry)
+            if one is None:
                 bad.append(("spec.device.gpus", entries))
                 return ()
-            read.append(gpu)
-        return tuple(read)
+            read = read + one if read else one
+        return read
     if entries is not None:
         bad.append(("spec.device.gpus", entries))
     return ()

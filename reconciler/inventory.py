@@ -267,6 +267,9 @@ _HARDWARE_AND_ROLE_TAGS = frozenset(
 )
 
 
+_UNTAGGED = _Tags()  # most hosts carry no tag but palette.ai: no object made for them
+
+
 def _add_resource_group(tags: _Tags, key: str, value: str) -> None:
     group = key[len(RESOURCE_GROUP_PREFIX) :]
     if not group:
@@ -281,11 +284,15 @@ def _add_resource_group(tags: _Tags, key: str, value: str) -> None:
 
 
 def _parse_tags(labels: Mapping[str, str]) -> _Tags:
-    tags = _Tags()
+    """The host's PaletteAI tags; :data:`_UNTAGGED` (shared, never changed) when it carries none."""
+    tags = _UNTAGGED
     for key, value in labels.items():
+        if key not in _HARDWARE_AND_ROLE_TAGS and not key.startswith(RESOURCE_GROUP_PREFIX):
+            continue
+        if tags is _UNTAGGED:
+            tags = _Tags()
         if key not in _HARDWARE_AND_ROLE_TAGS:
-            if key.startswith(RESOURCE_GROUP_PREFIX):
-                _add_resource_group(tags, key, value)
+            _add_resource_group(tags, key, value)
             continue
         try:
             if key == WORKER_TAG:
@@ -422,9 +429,7 @@ def classify(facts: HostFacts) -> Machine | ExcludedHost | None:
         return None
     uid = facts.uid
     tags = _parse_tags(facts.tags)
-    problems = tags.problems
-    if not uid:
-        problems.insert(0, "the edge host has no metadata.uid")
+    problems = [*tags.problems] if uid else ["the edge host has no metadata.uid", *tags.problems]
     if facts.arch is None:
         problems.append(f"the agent reports an unknown architecture {_shown(str(facts.raw_arch))}")
     gpus = _agent_gpus(facts.gpus, tags)
