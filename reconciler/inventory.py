@@ -402,14 +402,17 @@ def _tagged_gpus(tags: _Tags) -> _Gpus:
     return _NO_GPUS
 
 
+_AVAILABLE, _IN_USE = (HostState.AVAILABLE, ""), (HostState.IN_USE, "")
+
+
 def _host_state(facts: HostFacts) -> tuple[HostState, str]:
     """Availability, and for an unavailable host why (shown by ``inventory show``)."""
     if facts.health != "healthy":
         return HostState.UNAVAILABLE, f"health is {facts.health or 'not reported'}"
     if facts.state == "in-use" or (facts.cluster_uid is not None and facts.state == "ready"):
-        return HostState.IN_USE, ""
+        return _IN_USE
     if facts.state == "ready":
-        return HostState.AVAILABLE, ""
+        return _AVAILABLE
     return HostState.UNAVAILABLE, f"state is {facts.state or 'not reported'} (not ready)"
 
 
