@@ -210,8 +210,10 @@ def parse_snapshot(text: str, *, json_first: bool = False) -> Snapshot:
         raise ValueError("snapshot edgeHosts must be a list of objects")
     if not isinstance(clusters, list) or not all(isinstance(c, dict) for c in clusters):
         raise ValueError("snapshot clusters must be a list of objects")
-    for index, host in enumerate(hosts):
-        if not _get(host, "metadata", "uid"):
+    for host in hosts:  # 100,000 hosts: the common shape inline, the index found only for the message
+        metadata = host.get("metadata")
+        if not (metadata.get("uid") if type(metadata) is dict else _get(metadata, "uid")):
+            index = next(i for i, h in enumerate(hosts) if h is host)
             raise ValueError(f"snapshot edgeHosts[{index}] has no metadata.uid")
     profiles = data.get("clusterProfiles")
     if profiles is not None:
