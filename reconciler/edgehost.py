@@ -244,15 +244,16 @@ def _problem(path: str, value: Any) -> str:
     return f"{path} is unreadable ({type(value).__name__ if value is not None else 'null'}: {shown})"
 
 
-def _tags(labels: Mapping[Any, Any]) -> dict[str, str]:
-    """Labels as text. Almost always they already are (Palette's are strings): copied as they are."""
+def _tags(labels: Mapping[Any, Any]) -> Mapping[str, str]:
+    """Labels as text. Almost always they already are (Palette's are strings): then the item's own
+    mapping is kept, not copied (it is the same size as a copy, and facts are never written)."""
     for key, value in labels.items():
         if type(value) is not str or type(key) is not str:
             return {
                 k if type(k) is str else str(k): v if type(v) is str else label_text(v)
                 for k, v in labels.items()
             }
-    return dict(labels)
+    return labels
 
 
 def read_host(item: Any) -> HostFacts | None:
