@@ -148,10 +148,8 @@ def _gpu(entry: Any) -> tuple[GpuDevice] | None:
     if type(entry) is not dict and not isinstance(entry, Mapping):
         return None
     if "gpuCount" in entry:
-        count = entry["gpuCount"]
-        if type(count) is not int and (not isinstance(count, int) or isinstance(count, bool)):
-            return None
-        if count < 0:
+        count = _int(entry["gpuCount"])
+        if count is None or count < 0:
             return None
     else:
         count = 1  # the schema allows an entry without a count: one device
@@ -309,23 +307,7 @@ def read_host(item: Any) -> HostFacts | None:
     project = project_meta.get("uid")
     if project is not None and type(project) is not str:
         project = _text_at(project_meta, "uid", "spec.projectMeta.uid", bad)
-    health = status.get("health")
-    if type(health) is not dict:
-        health = _mapping_at(status, "health", "status.health", bad)
-    health_state = health.get("state")
-    if health_state is not None and type(health_state) is not str:
-        health_state = _text_at(health, "state", "status.health.state", bad)
-    state = status.get("state")
-    if state is not None and type(state) is not str:
-        state = _text_at(status, "state", "status.state", bad)
-    state = state.lower() if state else ""
-    refs = status.get("inUseClustersRef")
-    if (refs is None or (type(refs) is list and not refs)) and status.get("inUseClusters") is None:
-        ref = None
-    else:
-        ref = _read_refs(status, bad)
-    if state == "in-use" and ref is None and not any(p.startswith("status.inUse") for p, _ in bad):
-        bad.append(("status.state", "in-use"))
+    health, state, ref = _read_status(status, bad)
     host = spec.get("host")
     return HostFacts(
         uid,
@@ -336,7 +318,7 @@ def read_host(item: Any) -> HostFacts | None:
         gpus,
         _tags(labels),
         project or None,
-        health_state.lower() if health_state else "",
+        health,
         state,
         ref,
         _optional_text(host.get("hostAddress")) if type(host) is dict else None,
@@ -349,6 +331,29 @@ def read_hosts(items: Iterable[Any]) -> list[HostFacts]:
     """The facts of each item that is an object, in order: read once, then handed to discovery,
     membership and project scope alike."""
     return [f for f in map(read_host, items) if f is not None]
+
+
+def _read_status(status: Mapping[str, Any], bad: _Bad) -> tuple[str, str, str | None]:
+    """(health, state, both in lower case; the cluster the host is in use by). A host ``in-use`` that
+    names no cluster is unreadable: it is never read as free."""
+    health = status.get("health")
+    if type(health) is not dict:
+        health = _mapping_at(status, "health", "status.health", bad)
+    health_state = health.get("state")
+    if health_state is not None and type(health_state) is not str:
+        health_state = _text_at(health, "state", "status.health.state", bad)
+    state = status.get("state")
+    if state is not None and type(state) is not str:
+        state = _text_at(status, "state", "status.state", bad)
+    state = state.lower() if state else ""
+    refs = status.get("inUseClustersRef")
+    if (refs is None or (type(refs) is list and not refs)) and status.get("inUseClusters") is None:
+        ref = None  # almost every free host: told at once
+    else:
+        ref = _read_refs(status, bad)
+    if state == "in-use" and ref is None and not any(p.startswith("status.inUse") for p, _ in bad):
+        bad.append(("status.state", "in-use"))
+    return health_state.lower() if health_state else "", state, ref
 
 
 def _read_arch(device: Mapping[str, Any], bad: _Bad) -> tuple[str | None, str | None]:
