@@ -186,16 +186,18 @@ def _optimal(available: Mapping[int, int], request: int) -> tuple[dict[int, int]
     """:func:`optimal_count_vectors`, shared with its cache (read-only)."""
     if request <= 0:
         return ({},)
-    counts = sorted(c for c, a in available.items() if c > 0 and a > 0)
+    counts = [c for c, a in available.items() if c > 0 and a > 0]
     if not counts:
         return ()
+    counts.sort()
     bound = request + counts[-1] - 1
     return _optimal_vectors(tuple((c, min(available[c], bound // c)) for c in counts), request)
 
 
 @lru_cache(maxsize=4096)
 def _optimal_vectors(shape: tuple[tuple[int, int], ...], request: int) -> tuple[dict[int, int], ...]:
-    """:func:`optimal_count_vectors` of capped availability ``shape`` ((count, hosts), counts sorted)."""
+    """:func:`optimal_count_vectors` of capped availability ``shape`` ((count, hosts), counts sorted);
+    each vector lists its counts in ascending order."""
     available = dict(shape)
     counts = [c for c, _ in shape]
     total = sum(c * available[c] for c in counts)
@@ -541,12 +543,18 @@ class _FreeHosts:
         key = _groups_key(groups)
         by_arch = self._in_groups.get(key)
         if by_arch is None:
-            by_arch = {}
+            found: dict[str, list[_Pool]] = {}
             for p in self.pools:
                 if all(p.groups.get(k) == v for k, v in groups.items()):
-                    by_arch.setdefault(p.arch, []).append(p)
-            self._in_groups[key] = by_arch
-        return sorted(a for a, pools in by_arch.items() if any(p.head < len(p.hosts) for p in pools))
+                    found.setdefault(p.arch, []).append(p)
+            by_arch = self._in_groups[key] = dict(sorted(found.items()))
+        out: list[str] = []
+        for arch, pools in by_arch.items():
+            for p in pools:
+                if p.head < len(p.hosts):
+                    out.append(arch)
+                    break
+        return out
 
     def commit(self, trial: _Trial) -> None:
         for idx, m in trial.used.items():
@@ -628,11 +636,12 @@ def _gpu_workers(
     """
     available = stream.available(trial.used)
     mine: dict[int, list[Machine]] = {}
-    for host in sorted(current, key=_host_key):
-        if host.gpu_count > 0:
-            mine.setdefault(host.gpu_count, []).append(host)
-    for c, ms in mine.items():
-        available[c] = available.get(c, 0) + len(ms)
+    if current:
+        for host in sorted(current, key=_host_key):
+            if host.gpu_count > 0:
+                mine.setdefault(host.gpu_count, []).append(host)
+        for c, ms in mine.items():
+            available[c] = available.get(c, 0) + len(ms)
     vectors = _optimal(available, request)
     if not vectors:
         return None
@@ -651,7 +660,7 @@ def _gpu_workers(
 
     best = vectors[0] if len(vectors) == 1 else min(vectors, key=order)
     uids: list[str] = []
-    for count, n in sorted(best.items()):
+    for count, n in best.items():  # counts in ascending order (:func:`_optimal_vectors`)
         keep = mine.get(count, [])[:n]
         uids += [x.uid for x in keep]
         if n > len(keep):
