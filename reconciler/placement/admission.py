@@ -18,10 +18,13 @@ they apply:
    (they are running), offered their own hosts and GPUs before any other. A changed one that no longer
    fits keeps its previous GPUs (``pending``, nothing running is taken away); one whose GPUs are gone is
    released.
-6. New workloads one by one in order (priority high first, then namespace, then name), each all or
-   nothing: every replica's whole GPUs and MIG instances bound on ONE host (a pod cannot span machines;
-   replicas may share a host), whole GPUs only to GPUs not in MIG mode, or ``pending``. A later workload
-   that fits is admitted past a pending one (no head-of-line blocking).
+6. New workloads priority by priority (high first), each all or nothing: every replica's whole GPUs and
+   MIG instances bound on ONE host (a pod cannot span machines; replicas may share a host), whole GPUs
+   only to GPUs not in MIG mode, or ``pending``. Within one priority (namespace, name) order is the
+   tie-break: they are bound in that order unless another choice of the same priority admits strictly
+   more of them (``placement.order``: a search bounded by a count of binding attempts); a higher
+   priority's admissions are fixed before a lower one is looked at. A later workload that fits is
+   admitted past a pending one (no head-of-line blocking).
 
 Binding (``placement.binding``): a replica goes to the host with the fewest free GPUs of its family that
 still holds it (best fit, so large free blocks stay whole for later multi-GPU replicas); ties by host
@@ -29,8 +32,8 @@ name, then GPU index. A replica with MIG instances goes to the first such host w
 also places its instances; a replica of MIG instances only goes where the planner places them best.
 Pending is ``PoolCapacityExceeded`` when the pool has too few free GPUs in total, ``NoFittingLayout``
 when it has enough but no host holds a replica (the message names the largest free block and its host).
-Each pending workload gets its 1-based ``position`` among the pool's pending workloads in the order
-they were considered.
+Each pending workload gets its 1-based ``position`` among the pool's pending workloads: admitted ones that
+changed first, then priority, namespace, name.
 """
 
 from __future__ import annotations
@@ -793,7 +796,7 @@ class _Pass:
 
 # Binding attempts the search may spend on one priority of one pool, past name order: a count, so the
 # outcome never depends on the machine's speed.
-_SEARCH_BUDGET = 2000
+_SEARCH_BUDGET = 100
 _NOTHING = GpuFamily("")  # the dimension of a workload without GPUs: it needs none
 _COUNTED = GpuFamily("(MIG instances)")  # MIG requests without a planner's room: counted, not measured
 

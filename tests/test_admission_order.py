@@ -1,0 +1,119 @@
+"""Which new workloads of one priority are admitted: name order is a tie-break, not a reason to leave
+capacity unused (reconciler/placement/order.py through admit_pool)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reconciler.placement.admission as admission
+from reconciler.model.pools import MigRequest, WorkloadRequest
+from reconciler.placement.admission import PoolAdmission, PoolState, admit_pool, gpu_units
+from reconciler.placement.mig_admission import PoolMigPlanner
+from tests._admission_support import A100, HOLDING, actions, bound, hosts, previous_of, shared, want
+from tests.test_mig_admission import a100_hosts
+
+
+def test_equal_priority_admits_more_when_name_order_leaves_capacity_unused() -> None:
+    # Name order binds a-big (6 of 8) and leaves 2 GPUs idle; b and c (4 each) fill the host.
+    result = admit_pool(shared(hosts(8)), [want("a-big", 6), want("b", 4), want("c", 4)])
+    assert actions(result) == {"a-big": "pending", "b": "admit", "c": "admit"}
+    assert result.workloads[("project-a", "a-big")].position == 1
+
+
+def test_equal_count_keeps_exactly_what_name_order_gives() -> None:
+    # Name order: a (6) then c (2); b and c (6 together) would admit 2 as well: name order stays.
+    result = admit_pool(shared(hosts(8)), [want("c", 2), want("b", 4), want("a", 6)])
+    assert actions(result) == {"a": "admit", "b": "pending", "c": "admit"}
+    assert bound(result, "a") == [("host-0", i) for i in range(6)]
+    tie = admit_pool(shared(hosts(4)), [want("b", 4), want("a", 4)])
+    assert actions(tie) == {"a": "admit", "b": "pending"}
+
+
+def test_a_higher_priority_is_never_given_up_for_more_lower_priority_admissions() -> None:
+    requests = [want("z-urgent", 8, priority=5), want("a", 4), want("b", 4)]
+    result = admit_pool(shared(hosts(8)), requests)
+    assert actions(result) == {"a": "pending", "b": "pending", "z-urgent": "admit"}
+    # Within the higher priority the same rule applies, before the lower one is looked at.
+    requests = [want("a-big", 6, priority=1), want("b", 4, priority=1), want("c", 4, priority=1), want("d", 2)]
+    assert actions(admit_pool(shared(hosts(8)), requests)) == {
+        "a-big": "pending",
+        "b": "admit",
+        "c": "admit",
+        "d": "pending",
+    }
+
+
+def test_sticky_admissions_are_never_moved_to_admit_more_newcomers() -> None:
+    pool = shared(hosts(8))
+    first = admit_pool(pool, [want("a-big", 6)])
+    again = admit_pool(pool, [want("a-big", 6), want("b", 4), want("c", 4), want("d", 2)], previous_of(first))
+    assert actions(again) == {"a-big": "admitted", "b": "pending", "c": "pending", "d": "admit"}
+    assert bound(again, "a-big") == bound(first, "a-big")
+
+
+def test_mig_equal_priority_admits_more_than_name_order() -> None:
+    pool = PoolState(("project-a", "shared-a100"), gpus=gpu_units(a100_hosts(1, gpus=1)), mig_strategy="mixed")
+    requests = [
+        want("a-full", mig=(MigRequest(A100, "7g.80gb", 1),)),
+        want("b-half", mig=(MigRequest(A100, "3g.40gb", 1),)),
+        want("c-half", mig=(MigRequest(A100, "3g.40gb", 1),)),
+    ]
+    result = admit_pool(pool, requests, (), PoolMigPlanner(pool, (), (), requests))
+    assert actions(result) == {"a-full": "pending", "b-half": "admit", "c-half": "admit"}
+    assert result.workloads[("project-a", "a-full")].reason is not None
+
+
+# --- properties ------------------------------------------------------------------------------------------
+
+
+@st.composite
+def overloaded(draw: st.DrawFn) -> tuple[list[int], list[WorkloadRequest]]:
+    sizes = draw(st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=4))
+    names = draw(st.lists(st.text("abcdefghij", min_size=1, max_size=2), unique=True, min_size=1, max_size=9))
+    requests = [
+        want(
+            n,
+            draw(st.integers(1, 6)),
+            priority=draw(st.integers(0, 1)),
+            replicas=draw(st.sampled_from([1, 1, 2])),
+            ns=draw(st.sampled_from(["project-a", "project-b"])),
+        )
+        for n in names
+    ]
+    return sizes, requests
+
+
+def admitted_by_priority(result: PoolAdmission, requests: Sequence[WorkloadRequest]) -> list[set[str]]:
+    levels = sorted({r.priority for r in requests}, reverse=True)
+    held = {k for k, d in result.workloads.items() if d.action in HOLDING}
+    return [{r.label for r in requests if r.priority == p and r.key in held} for p in levels]
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=overloaded(), data=st.data())
+def test_priorities_are_lexicographic_and_name_order_wins_ties(
+    case: tuple[list[int], list[WorkloadRequest]], data: st.DataObject
+) -> None:
+    sizes, requests = case
+    pool = shared(hosts(*sizes))
+    result = admit_pool(pool, requests)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(admission, "_SEARCH_BUDGET", 0)  # no search: name order, the rule before
+        name_order = admit_pool(pool, requests)
+    mine, theirs = admitted_by_priority(result, requests), admitted_by_priority(name_order, requests)
+    for got, reference in zip(mine, theirs, strict=True):
+        if got != reference:  # the first priority that differs admits strictly more
+            assert len(got) > len(reference)
+            break
+    else:
+        assert result == name_order
+    # Never two workloads on one GPU, never more than a host has.
+    used = Counter(u.ref for d in result.workloads.values() for u in d.gpus)
+    assert all(n == 1 for n in used.values())
+    # Deterministic whatever the order of the files.
+    assert admit_pool(pool, data.draw(st.permutations(requests))) == result
