@@ -30,7 +30,6 @@ import argparse
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import highspy
@@ -58,16 +57,16 @@ class Case:
 
 def whole_case(rng: random.Random, factor: float, levels: int) -> Case:
     sizes = [rng.choice((4, 8, 8)) for _ in range(10)]
-    units = tuple(
-        GpuUnit(f"uid-h{h:02}", f"h{h:02}", i, A100) for h, n in enumerate(sizes) for i in range(n)
-    )
+    units = tuple(GpuUnit(f"uid-h{h:02}", f"h{h:02}", i, A100) for h, n in enumerate(sizes) for i in range(n))
     workloads: list[WorkloadRequest] = []
     demand = 0
     while demand < factor * len(units):
         per, replicas = rng.choice((1, 1, 2, 2, 3, 4, 4, 6, 8)), rng.choice((1, 1, 1, 2, 3))
         name = f"w{rng.randrange(10**6):06}"
         workloads.append(
-            WorkloadRequest(("bench", name), priority=rng.randrange(levels), whole={A100: per}, replicas=replicas)
+            WorkloadRequest(
+                ("bench", name), priority=rng.randrange(levels), whole={A100: per}, replicas=replicas
+            )
         )
         demand += per * replicas
     pool = PoolState(("bench", "pool"), gpus=units)
@@ -117,7 +116,9 @@ def product(case: Case, budget: int | None) -> list[int]:
     if budget is not None:
         admission._SEARCH_BUDGET = budget
     try:
-        planner = PoolMigPlanner(case.pool, (), (), case.workloads) if case.pool.mig_strategy == "mixed" else None
+        planner = (
+            PoolMigPlanner(case.pool, (), (), case.workloads) if case.pool.mig_strategy == "mixed" else None
+        )
         result = admit_pool(case.pool, case.workloads, (), planner)
     finally:
         admission._SEARCH_BUDGET = saved
@@ -128,7 +129,9 @@ def product(case: Case, budget: int | None) -> list[int]:
 
 def combinations() -> list[Counter[str]]:
     """Maximal combinations of PROFILES one A100 80GB holds in a valid layout."""
-    found = {tuple(sorted(Counter(n for n, _ in layout if n in PROFILES).items())) for layout in valid_layouts(GPU)}
+    found = {
+        tuple(sorted(Counter(n for n, _ in layout if n in PROFILES).items())) for layout in valid_layouts(GPU)
+    }
     combos = [Counter(dict(c)) for c in found if c]
     return [c for c in combos if not any(o != c and all(o[p] >= n for p, n in c.items()) for o in combos)]
 
@@ -163,7 +166,10 @@ def optimum(case: Case, by_priority: bool, limit: float) -> tuple[list[int], boo
             asked = [(i, sum(m.count for m in w.mig if m.profile == p)) for i, w in enumerate(ws)]
             asked = [(i, n) for i, n in asked if n]
             if asked:
-                h.addConstr(sum(n * y[i][k] for i, n in asked) <= sum(c[p] * zc for c, zc in zip(combos, z)))
+                h.addConstr(
+                    sum(n * y[i][k] for i, n in asked)
+                    <= sum(c[p] * zc for c, zc in zip(combos, z, strict=True))
+                )
     counts: list[int] = []
     proven = True
     for group in groups:
@@ -172,7 +178,11 @@ def optimum(case: Case, by_priority: bool, limit: float) -> tuple[list[int], boo
         info = h.getInfo()
         if status != highspy.HighsModelStatus.kOptimal:
             proven = False
-        best = int(info.mip_dual_bound + 1e-6) if status != highspy.HighsModelStatus.kOptimal else round(info.objective_function_value)
+        best = (
+            int(info.mip_dual_bound + 1e-6)
+            if status != highspy.HighsModelStatus.kOptimal
+            else round(info.objective_function_value)
+        )
         counts.append(best)
         # Fix this level at its best feasible count (its bound when not proven: the next levels then
         # solve against a relaxation of the first, still an upper bound of what they can get).
@@ -185,7 +195,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--time-limit", type=float, default=20.0)
     args = parser.parse_args()
-    print("kind  levels factor seed  n   name  product  opt(by priority)  free   product/opt  name/opt  cpu ms")
+    print(
+        "kind  levels factor seed  n   name  product  opt(by priority)  free   product/opt  name/opt  cpu ms"
+    )
     worst = 1.0
     for kind, make in (("whole", whole_case), ("mig", mig_case)):
         for levels in (1, 3):
@@ -203,7 +215,7 @@ def main() -> None:
                     note = "" if proven and free_proven else "  (bound: not proven)"
                     print(
                         f"{kind:5} {levels:6} {factor:6} {seed:4} {len(case.workloads):3} "
-                        f"{sum(name):5} {sum(mine):8} {sum(opt):8} {opt!s:>10} {sum(free[:1]):4} "
+                        f"{sum(name):5} {sum(mine):8} {sum(opt):8} {opt!s:>10} {free[0]:4} "
                         f"{ratio:12.3f} {sum(name) / max(sum(opt), 1):9.3f} {cpu:7.0f}  {mine}{note}"
                     )
     print(f"worst product/opt: {worst:.3f}")

@@ -39,7 +39,12 @@ def test_a_higher_priority_is_never_given_up_for_more_lower_priority_admissions(
     result = admit_pool(shared(hosts(8)), requests)
     assert actions(result) == {"a": "pending", "b": "pending", "z-urgent": "admit"}
     # Within the higher priority the same rule applies, before the lower one is looked at.
-    requests = [want("a-big", 6, priority=1), want("b", 4, priority=1), want("c", 4, priority=1), want("d", 2)]
+    requests = [
+        want("a-big", 6, priority=1),
+        want("b", 4, priority=1),
+        want("c", 4, priority=1),
+        want("d", 2),
+    ]
     assert actions(admit_pool(shared(hosts(8)), requests)) == {
         "a-big": "pending",
         "b": "admit",
@@ -57,7 +62,9 @@ def test_sticky_admissions_are_never_moved_to_admit_more_newcomers() -> None:
 
 
 def test_mig_equal_priority_admits_more_than_name_order() -> None:
-    pool = PoolState(("project-a", "shared-a100"), gpus=gpu_units(a100_hosts(1, gpus=1)), mig_strategy="mixed")
+    pool = PoolState(
+        ("project-a", "shared-a100"), gpus=gpu_units(a100_hosts(1, gpus=1)), mig_strategy="mixed"
+    )
     requests = [
         want("a-full", mig=(MigRequest(A100, "7g.80gb", 1),)),
         want("b-half", mig=(MigRequest(A100, "3g.40gb", 1),)),

@@ -674,7 +674,7 @@ class _Pass:
                 self._pending(request, None, Reason.POOL_NOT_READY)
             return
         trial = _Trial(self)
-        choice = choose(group, trial.need, _shape, trial, _SEARCH_BUDGET)
+        choice = choose(group, trial.need, _shape, trial, _SEARCH_BUDGET * len(group))
         chosen = {r.key for r in choice.admitted}
         for request in group:
             if choice.name_order or request.key in chosen:
@@ -794,9 +794,9 @@ class _Pass:
 
 # --- choosing among new workloads of one priority (placement.order) -------------------------------------
 
-# Binding attempts the search may spend on one priority of one pool, past name order: a count, so the
-# outcome never depends on the machine's speed.
-_SEARCH_BUDGET = 100
+# Binding attempts the search may spend on one priority of one pool past name order, per workload of
+# that priority: a count, so the outcome never depends on the machine's speed.
+_SEARCH_BUDGET = 2
 _NOTHING = GpuFamily("")  # the dimension of a workload without GPUs: it needs none
 _COUNTED = GpuFamily("(MIG instances)")  # MIG requests without a planner's room: counted, not measured
 

@@ -151,11 +151,13 @@ class _Search(Generic[T]):
         fits.sort(key=lambda p: (_amount(needs[p]), rank[shape(items[p])], p))
         self.items = [items[p] for p in fits]
         self.needs = [needs[p] for p in fits]
+        self.shapes = [shape(item) for item in self.items]
+        self.dead: dict[Hashable, int] = {}
         n = len(fits)
         # Where the next shape starts: leaving one out leaves out the rest of its shape.
         self.skip = [n] * (n + 1)
         for i in range(n - 2, -1, -1):
-            same = shape(self.items[i]) == shape(self.items[i + 1])
+            same = self.shapes[i] == self.shapes[i + 1]
             self.skip[i] = self.skip[i + 1] if same else i + 1
         self.best = floor
         self.ceiling = ceiling
@@ -191,6 +193,9 @@ class _Search(Generic[T]):
     def _branch_and_bound(self) -> None:
         path: list[T] = []
         tokens: list[object] = []
+        # Shapes that failed to bind, with the depth they failed at: binding more only takes room, so they
+        # are not tried again below that point (nor counted in the bound).
+        self.dead = {}
         # Frames: (position, token of the item admitted at this position, or None when entering).
         stack: list[tuple[int, object | None]] = [(0, None)]
         while stack:
@@ -198,6 +203,7 @@ class _Search(Generic[T]):
             if token is not None:  # back from the branch that admitted items[pos]: now leave it out
                 self.trial.undo(tokens.pop())
                 path.pop()
+                self.dead = {s: d for s, d in self.dead.items() if d <= len(path)}
                 if not self._done():
                     stack.append((self.skip[pos], None))
                 continue
@@ -206,10 +212,11 @@ class _Search(Generic[T]):
             if self._done() or pos >= len(self.items) or not self._promising(pos, len(path)):
                 continue
             got = None
-            if self.trial.fits(self.items[pos]):
+            if self._alive(pos):
                 self.attempts += 1
                 got = self.trial.attempt(self.items[pos])
             if got is None:  # the rest of its shape does not fit either
+                self.dead.setdefault(self.shapes[pos], len(path))
                 stack.append((self.skip[pos], None))
                 continue
             tokens.append(got)
@@ -217,12 +224,15 @@ class _Search(Generic[T]):
             stack.append((pos, got))
             stack.append((pos + 1, None))
 
+    def _alive(self, pos: int) -> bool:
+        return self.shapes[pos] not in self.dead and self.trial.fits(self.items[pos])
+
     def _done(self) -> bool:
         return self.best >= self.ceiling or self.attempts >= self.budget
 
     def _promising(self, pos: int, count: int) -> bool:
         """Whether the remaining workloads that fit now could beat the best, smallest first."""
-        rest = [p for p in range(pos, len(self.items)) if self.trial.fits(self.items[p])]
+        rest = [p for p in range(pos, len(self.items)) if self._alive(p)]
         return count + _bound(self.needs, rest, self.trial.room()) > self.best
 
 
