@@ -924,4 +924,4 @@ class _Trial:
         per = self._needs(request)
         if per is None or not self.fits(request):
             return None
-        return per[0], per[1] * request.replicas
+        return per[0], per[1] * request.replicas, per[1]

@@ -10,16 +10,17 @@ order first. Deterministic: the search is bounded by a count of binding attempts
 1. Name order. When it admits every workload, or as many as the upper bound allows (the smallest
    requests that fit alone, within the free capacity of their dimension), that is the answer (no
    search: the common case costs nothing more).
-2. Otherwise, with the workloads sorted from the smallest request to the largest (ties: the same shape
-   together, then name order): the ``k`` smallest that fit now, bound largest first (large blocks first
-   pack tighter), for ``k`` from the upper bound down to one more than name order's count; the first
-   ``k`` that binds is the best so far.
-3. Then a depth-first branch and bound over the sorted workloads, each admitted (when it fits) before it
-   is left out. Workloads of the same shape are alike: once one is left out, so are the later ones of
-   its shape. A branch is cut when what it holds plus what the rest could hold at best (the smallest
-   remaining requests that fit now, within the free capacity of their dimension) does not beat the
-   best so far. The search ends when a choice reaches the upper bound, or after ``budget`` binding
-   attempts.
+2. Otherwise the ``k`` workloads that need least in all (ties: the same shape together, then name
+   order) and fit now, bound largest block first (a replica's need on one host, as best fit decreasing
+   packs), for ``k`` from the upper bound down to one more than name order's count; the first ``k``
+   that binds is the best so far.
+3. Then a depth-first branch and bound over the workloads, largest block first, each admitted (when it
+   fits) before it is left out. Workloads of the same shape are alike: once one is left out, so are the
+   later ones of its shape; a shape that failed to bind is not tried again below that point (binding
+   more only takes room). A branch is cut when what it holds plus what the rest could hold at best
+   (the smallest remaining needs that fit now, within the free capacity of their dimension) does not
+   beat the best so far. The search ends when a choice reaches the upper bound, or after ``budget``
+   binding attempts.
 
 The caller's state (the pool's free GPUs and MIG layouts) is driven through :class:`Trial`: ``attempt``
 binds all of a workload or nothing and returns a token that ``undo`` reverses. :func:`choose` leaves the
@@ -37,9 +38,10 @@ __all__ = ["Choice", "Need", "Trial", "choose"]
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
-# What one workload needs at least: the capacity dimension it draws on (a GPU family) and how much of it,
-# in the units of :meth:`Trial.room`. None: it cannot fit, whatever else is admitted.
-Need = tuple[Hashable, int] | None
+# What one workload needs at least: the capacity dimension it draws on (a GPU family), how much of it in
+# all, and how much on one host (a replica), in the units of :meth:`Trial.room`. None: it cannot fit,
+# whatever else is admitted.
+Need = tuple[Hashable, int, int] | None
 
 
 class Trial(Protocol[T_contra]):
@@ -121,7 +123,7 @@ def _bound(needs: Sequence[Need], positions: Sequence[int], room: Mapping[Hashab
     left = dict(room)
     count = 0
     for need in sorted((n for n in (needs[p] for p in positions) if n is not None), key=lambda n: n[1]):
-        dimension, amount = need
+        dimension, amount, _ = need
         if amount <= left.get(dimension, 0):
             left[dimension] = left.get(dimension, 0) - amount
             count += 1
@@ -148,7 +150,11 @@ class _Search(Generic[T]):
         fits = [p for p in range(len(items)) if needs[p] is not None]
         shapes = [shape(items[p]) for p in fits]
         rank = {s: i for i, s in enumerate(dict.fromkeys(shapes))}  # first appearance in name order
-        fits.sort(key=lambda p: (_amount(needs[p]), rank[shape(items[p])], p))
+        # Bound the largest blocks first (a replica's need on one host), as best fit decreasing packs.
+        fits.sort(key=lambda p: (-_block(needs[p]), -_amount(needs[p]), rank[shape(items[p])], p))
+        smallest = sorted(fits, key=lambda p: (_amount(needs[p]), rank[shape(items[p])], p))
+        at = {p: i for i, p in enumerate(fits)}
+        self.ascending = [at[p] for p in smallest]  # positions in self.items, smallest need first
         self.items = [items[p] for p in fits]
         self.needs = [needs[p] for p in fits]
         self.shapes = [shape(item) for item in self.items]
@@ -170,12 +176,13 @@ class _Search(Generic[T]):
         return self.found
 
     def _smallest(self) -> None:
-        """The ``k`` smallest workloads, bound largest first (large blocks before small ones pack
-        tighter), for ``k`` from the bound down to one more than the best so far."""
-        fitting = [p for p in range(len(self.items)) if self.trial.fits(self.items[p])]
+        """The ``k`` smallest workloads, bound largest block first, for ``k`` from the bound down to one
+        more than the best so far."""
+        fitting = [p for p in self.ascending if self.trial.fits(self.items[p])]
         for k in range(min(self.ceiling, len(fitting)), self.best, -1):
             tokens: list[object] = []
-            for p in reversed(fitting[:k]):
+            chosen = sorted(fitting[:k])
+            for p in chosen:
                 if self._done():
                     break
                 self.attempts += 1
@@ -184,7 +191,7 @@ class _Search(Generic[T]):
                     break
                 tokens.append(token)
             if len(tokens) == k:
-                self.best, self.found = k, tuple(self.items[p] for p in reversed(fitting[:k]))
+                self.best, self.found = k, tuple(self.items[p] for p in chosen)
             for token in reversed(tokens):
                 self.trial.undo(token)
             if self.found is not None or self._done():
@@ -238,3 +245,7 @@ class _Search(Generic[T]):
 
 def _amount(need: Need) -> int:
     return 0 if need is None else need[1]
+
+
+def _block(need: Need) -> int:
+    return 0 if need is None else need[2]
