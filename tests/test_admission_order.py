@@ -4,13 +4,14 @@ capacity unused (reconciler/placement/order.py through admit_pool)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reconciler.placement.admission as admission
+import reconciler.placement.order as order
 from reconciler.model.pools import MigRequest, WorkloadRequest
 from reconciler.placement.admission import PoolAdmission, PoolState, admit_pool, gpu_units
 from reconciler.placement.mig_admission import PoolMigPlanner
@@ -124,3 +125,78 @@ def test_priorities_are_lexicographic_and_name_order_wins_ties(
     assert all(n == 1 for n in used.values())
     # Deterministic whatever the order of the files.
     assert admit_pool(pool, data.draw(st.permutations(requests))) == result
+
+
+# --- the search alone, on a toy state ---------------------------------------------------------------------
+
+
+class Bins:
+    """Items of a size into bins, best fit: the smallest free space that holds it, ties by bin index."""
+
+    def __init__(self, *sizes: int) -> None:
+        self.free = list(sizes)
+        self.attempts = 0
+
+    def attempt(self, item: tuple[str, int]) -> object | None:
+        self.attempts += 1
+        fitting = [(f, b) for b, f in enumerate(self.free) if f >= item[1]]
+        if not fitting:
+            return None
+        _, b = min(fitting)
+        self.free[b] -= item[1]
+        return b, item[1]
+
+    def undo(self, token: object) -> None:
+        assert isinstance(token, tuple)
+        b, size = token
+        self.free[b] += size
+
+    def room(self) -> Mapping[Hashable, int]:
+        return {"gpu": sum(self.free)}
+
+    def fits(self, item: tuple[str, int]) -> bool:
+        return any(f >= item[1] for f in self.free)
+
+    def save(self) -> object:
+        return list(self.free)
+
+    def restore(self, saved: object) -> None:
+        assert isinstance(saved, list)
+        self.free = list(saved)
+
+
+def choose_in(bins: Bins, items: list[tuple[str, int]], budget: int = 100) -> order.Choice[tuple[str, int]]:
+    return order.choose(
+        items, lambda i: ("gpu", i[1], i[1]) if bins.fits(i) else None, lambda i: i[1], bins, budget
+    )
+
+
+def test_choose_keeps_name_order_when_it_admits_all_or_as_many_as_the_bound() -> None:
+    bins = Bins(8)
+    choice = choose_in(bins, [("a", 4), ("b", 4)])
+    assert (choice.admitted, choice.name_order, bins.attempts, bins.free) == (
+        (("a", 4), ("b", 4)),
+        True,
+        2,
+        [0],
+    )
+    bins = Bins(8)
+    assert choose_in(bins, [("a", 6), ("b", 4), ("c", 2)]).admitted == (("a", 6), ("c", 2))  # 2 = the bound
+
+
+def test_choose_leaves_the_state_as_its_choice_and_a_zero_budget_is_name_order() -> None:
+    items = [("a", 6), ("b", 4), ("c", 4)]
+    bins = Bins(8)
+    choice = choose_in(bins, items)
+    assert (set(choice.admitted), choice.name_order, bins.free) == ({("b", 4), ("c", 4)}, False, [0])
+    bins = Bins(8)
+    choice = choose_in(bins, items, budget=0)
+    assert (choice.admitted, choice.name_order, bins.free) == ((("a", 6),), True, [2])
+
+
+def test_choose_binds_the_largest_first_so_a_tight_packing_is_found() -> None:
+    # Name order: a into the 4 (3 left), b there too (1 left), c into the 5, d finds no room: 3 of 4.
+    # Largest first: 3 into the 4, 3 into the 5, then 2 and 1 fill what is left: all 4.
+    bins = Bins(4, 5)
+    choice = choose_in(bins, [("a", 1), ("b", 2), ("c", 3), ("d", 3)])
+    assert (len(choice.admitted), choice.name_order, bins.free) == (4, False, [0, 0])
