@@ -136,6 +136,7 @@ class Bins:
     def __init__(self, *sizes: int) -> None:
         self.free = list(sizes)
         self.attempts = 0
+        self.log: list[object] = []
 
     def attempt(self, item: tuple[str, int]) -> object | None:
         self.attempts += 1
@@ -151,6 +152,20 @@ class Bins:
         b, size = token
         self.free[b] += size
 
+    def bind(self, item: tuple[str, int]) -> bool:
+        token = self.attempt(item)
+        if token is not None:
+            self.log.append(token)
+        return token is not None
+
+    def mark(self) -> object:
+        return len(self.log)
+
+    def back(self, mark: object) -> None:
+        assert isinstance(mark, int)
+        while len(self.log) > mark:
+            self.undo(self.log.pop())
+
     def room(self) -> Mapping[Hashable, int]:
         return {"gpu": sum(self.free)}
 
@@ -158,11 +173,11 @@ class Bins:
         return any(f >= item[1] for f in self.free)
 
     def save(self) -> object:
-        return list(self.free)
+        return list(self.free), list(self.log)
 
     def restore(self, saved: object) -> None:
-        assert isinstance(saved, list)
-        self.free = list(saved)
+        assert isinstance(saved, tuple)
+        self.free, self.log = list(saved[0]), list(saved[1])
 
 
 def choose_in(bins: Bins, items: list[tuple[str, int]], budget: int = 100) -> order.Choice[tuple[str, int]]:

@@ -674,7 +674,7 @@ class _Pass:
                 self._pending(request, None, Reason.POOL_NOT_READY)
             return
         trial = _Trial(self)
-        choice = choose(group, trial.need, _shape, trial, _SEARCH_BUDGET * len(group))
+        choice = choose(group, trial.need, _shape, trial, min(_SEARCH_BUDGET * len(group), _SEARCH_CAP))
         chosen = {r.key for r in choice.admitted}
         for request in group:
             if choice.name_order or request.key in chosen:
@@ -794,9 +794,11 @@ class _Pass:
 
 # --- choosing among new workloads of one priority (placement.order) -------------------------------------
 
-# Binding attempts the search may spend on one priority of one pool past name order, per workload of
-# that priority: a count, so the outcome never depends on the machine's speed.
+# Binding attempts the search may spend on one priority of one pool past name order: per workload of
+# that priority, and at most in all (a MIG placement on thousands of GPUs takes milliseconds). A count,
+# so the outcome never depends on the machine's speed.
 _SEARCH_BUDGET = 2
+_SEARCH_CAP = 256
 _NOTHING = GpuFamily("")  # the dimension of a workload without GPUs: it needs none
 _COUNTED = GpuFamily("(MIG instances)")  # MIG requests without a planner's room: counted, not measured
 
@@ -829,43 +831,57 @@ class _Trial:
     def __init__(self, run: _Pass) -> None:
         self.run = run
         self.tried: dict[WorkloadKey, _Bound | MigRefusal | None] = {}
+        self.bound: list[_Bound] = []  # the bindings made, in order (undone last first)
         planner = run.planner
         self.unit = 1 if planner is None else None
         self.mig_room = planner if isinstance(planner, MigRoom) else None
         self._rooms: tuple[dict[Hashable, int], dict[GpuFamily, list[int]]] | None = None
 
-    def attempt(self, request: WorkloadRequest) -> object | None:
-        run = self.run
+    def bind(self, request: WorkloadRequest) -> bool:
         self._rooms = None
-        token = run.planner.checkpoint() if run.planner is not None else None
-        outcome = run._bind(request, [])
+        outcome = self.run._bind(request, [])
         self.tried[request.key] = outcome
         if outcome is None or isinstance(outcome, MigRefusal):
-            return None
-        return outcome, token
+            return False
+        self.bound.append(outcome)
+        return True
+
+    def mark(self) -> object:
+        return len(self.bound), self.run.planner.checkpoint() if self.run.planner is not None else None
+
+    def back(self, mark: object) -> None:
+        assert isinstance(mark, tuple)
+        count, planner_state = mark
+        while len(self.bound) > count:
+            self._unbind()
+        if self.run.planner is not None:
+            self.run.planner.rollback(planner_state)
+
+    def _unbind(self) -> None:
+        self._rooms = None
+        bound, _, switched = self.bound.pop()
+        self.run.free.give_back(u for _, u in bound)
+        self.run.free.undo_mig(switched)
+
+    def attempt(self, request: WorkloadRequest) -> object | None:
+        token = self.mark()
+        return token if self.bind(request) else None
 
     def undo(self, token: object) -> None:
-        run = self.run
-        self._rooms = None
-        assert isinstance(token, tuple)
-        (bound, _, switched), planner_state = token
-        run.free.give_back(u for _, u in bound)
-        run.free.undo_mig(switched)
-        if run.planner is not None:
-            run.planner.rollback(planner_state)
+        self.back(token)
 
     def save(self) -> object:
         planner = self.run.planner.checkpoint() if self.run.planner is not None else None
-        return self.run.free.snapshot(), planner, dict(self.tried)
+        return self.run.free.snapshot(), planner, dict(self.tried), list(self.bound)
 
     def restore(self, saved: object) -> None:
         assert isinstance(saved, tuple)
-        free, planner, tried = saved
+        free, planner, tried, bound = saved
         self._rooms = None
         self.run.free.restore(free)
         if self.run.planner is not None:
             self.run.planner.rollback(planner)
-        self.tried = dict(tried)
+        self.tried, self.bound = dict(tried), list(bound)
 
     def _room(self) -> tuple[dict[Hashable, int], dict[GpuFamily, list[int]]]:
         """Free capacity per family, in total and per host (largest first); kept until the next change."""

@@ -22,9 +22,10 @@ order first. Deterministic: the search is bounded by a count of binding attempts
    beat the best so far. The search ends when a choice reaches the upper bound, or after ``budget``
    binding attempts.
 
-The caller's state (the pool's free GPUs and MIG layouts) is driven through :class:`Trial`: ``attempt``
-binds all of a workload or nothing and returns a token that ``undo`` reverses. :func:`choose` leaves the
-state with the chosen workloads bound, in the order it returns them.
+The caller's state (the pool's free GPUs and MIG layouts) is driven through :class:`Trial`: ``bind``
+and ``attempt`` bind all of a workload or nothing (``attempt`` with a token that ``undo`` reverses);
+``mark``/``back`` return to the start of the priority, ``save``/``restore`` to name order's outcome.
+:func:`choose` leaves the state with the chosen workloads bound, in the order it returns them.
 """
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ Need = tuple[Hashable, int, int] | None
 
 class Trial(Protocol[T_contra]):
     """The pool's state as the search sees it."""
+
+    def bind(self, item: T_contra) -> bool:
+        """Bind all of ``item``, or nothing (False)."""
+        ...
+
+    def mark(self) -> object:
+        """A mark of the state now: :meth:`back` undoes every binding since."""
+        ...
+
+    def back(self, mark: object) -> None: ...
 
     def attempt(self, item: T_contra) -> object | None:
         """Bind all of ``item`` (a token for :meth:`undo`), or nothing (None)."""
@@ -92,27 +103,20 @@ def choose(
     ``need`` is read at the start (before anything is bound); ``shape``: workloads of equal shape bind
     alike."""
     needs = [need(item) for item in items]
-    start = trial.room()
-    best = _bound(needs, range(len(items)), start)
-    tokens: list[object] = []
-    greedy: list[T] = []
-    for item in items:
-        token = trial.attempt(item)
-        if token is not None:
-            tokens.append(token)
-            greedy.append(item)
+    best = _bound(needs, range(len(items)), trial.room())
+    start = trial.mark()
+    greedy = tuple(item for item in items if trial.bind(item))
     if len(greedy) >= best:
-        return Choice(tuple(greedy), True, len(items))
+        return Choice(greedy, True, len(items))
     saved = trial.save()
-    for token in reversed(tokens):
-        trial.undo(token)
+    trial.back(start)
     search = _Search(items, needs, shape, trial, budget, len(greedy), best)
     found = search.run()
     if found is None:  # name order stays, as it was left
         trial.restore(saved)
-        return Choice(tuple(greedy), True, len(items) + search.attempts)
+        return Choice(greedy, True, len(items) + search.attempts)
     for item in found:
-        if trial.attempt(item) is None:
+        if not trial.bind(item):
             raise AssertionError("a choice found by the search no longer binds")  # the state is the same
     return Choice(found, False, len(items) + search.attempts + len(found))
 
