@@ -884,20 +884,26 @@ class _Trial:
         self.tried, self.bound = dict(tried), list(bound)
 
     def _room(self) -> tuple[dict[Hashable, int], dict[GpuFamily, list[int]]]:
-        """Free capacity per family, in total and per host (largest first); kept until the next change."""
-        if self._rooms is None:
-            hosts: dict[GpuFamily, dict[str, int]] = {}
-            for family, free in self.run.free.by_family.items():
-                unit = self.unit or _gpu_slices(family)
-                hosts[family] = {host: len(units) * unit for host, units in free.items()}
-            if self.mig_room is not None:
-                for (family, host), slices in self.mig_room.free_slices().items():
-                    per = hosts.setdefault(family, {})
-                    per[host] = per.get(host, 0) + slices
-            total: dict[Hashable, int] = {f: sum(per.values()) for f, per in hosts.items()}
-            if self.run.planner is not None and self.mig_room is None:
+        """Free capacity per family, in total and (with MIG) per host, largest first; kept until the next
+        change. Without MIG a whole-GPU request's fit is FreeGpus' own count of the hosts that hold it."""
+        if self._rooms is not None:
+            return self._rooms
+        free = self.run.free
+        if self.mig_room is None:
+            total: dict[Hashable, int] = {f: free.count(f) for f in free.by_family}
+            if self.run.planner is not None:
+                total = {f: n * _gpu_slices(GpuFamily(str(f))) for f, n in total.items()}
                 total[_COUNTED] = len(self.run.requests)  # MIG requests: bounded by their number only
-            self._rooms = total, {f: sorted(per.values(), reverse=True) for f, per in hosts.items()}
+            self._rooms = total, {}
+            return self._rooms
+        hosts: dict[GpuFamily, dict[str, int]] = {}
+        for family, per_host in free.by_family.items():
+            hosts[family] = {host: len(units) * _gpu_slices(family) for host, units in per_host.items()}
+        for (family, host), slices in self.mig_room.free_slices().items():
+            per = hosts.setdefault(family, {})
+            per[host] = per.get(host, 0) + slices
+        total = {f: sum(per.values()) for f, per in hosts.items()}
+        self._rooms = total, {f: sorted(per.values(), reverse=True) for f, per in hosts.items()}
         return self._rooms
 
     def room(self) -> Mapping[Hashable, int]:
