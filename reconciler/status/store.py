@@ -55,7 +55,6 @@ from reconciler.status.render import INVALID_DIR, is_status_path, load, parse_re
 from reconciler.status.snapshot import target_file
 
 _TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
-_AUTHOR = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>]*)>\s*$")
 _FILE_MODE = b"100644"
 RECORD_FILE = "reconciler.yaml"  # the root record of an unsharded instance (docs/status-branch.md)
 SHARDS_DIR = "shards"
@@ -235,15 +234,7 @@ class StatusStore:
             self._location = _gitutil.normalize_url(url)
         except GitError as exc:
             raise StatusError(str(exc)) from None
-        match = _AUTHOR.match(author)
-        if match is None:
-            raise ValueError(f"author must look like 'Name <email>', got {author!r}")
-        self._ident = {
-            "GIT_AUTHOR_NAME": match["name"],
-            "GIT_AUTHOR_EMAIL": match["email"],
-            "GIT_COMMITTER_NAME": match["name"],
-            "GIT_COMMITTER_EMAIL": match["email"],
-        }
+        self._ident = _gitutil.author_env(author)
         self.url = _gitutil.redact(self._location)
         self.branch = branch
         self.workdir = workdir or _gitutil.default_cache_dir("status", self._location)
@@ -594,24 +585,8 @@ class StatusStore:
                 raise StatusError(str(exc)) from None
 
     def _push(self, repo: git.Repo, commit: str, expected: str | None) -> str | None:
-        """Push ``commit`` to the branch if the remote's branch is still ``expected`` (None: absent), a
-        compare-and-swap: never over a tip this writer did not build on. The error text on failure."""
         self.push_count += 1
-        try:
-            _gitutil.run(
-                repo.git,
-                "push",
-                "--porcelain",
-                "--no-verify",
-                f"--force-with-lease={self._ref}:{expected or ''}",
-                "--",
-                self._location,
-                f"{commit}:{self._ref}",
-                timeout=self.timeout,
-            )
-        except GitError as exc:
-            return str(exc)
-        return None
+        return _gitutil.push_if_unchanged(repo.git, self._location, self._ref, commit, expected, self.timeout)
 
     def close(self) -> None:
         """Stop the persistent git processes of the private repository."""
