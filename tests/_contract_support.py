@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
@@ -21,6 +20,9 @@ from typing import Any
 
 import httpx
 import yaml
+
+from tests import _git_support
+from tests._git_support import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_REPO = REPO_ROOT / "sample-repo"
@@ -126,29 +128,16 @@ def with_key(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 # --- git ----------------------------------------------------------------------------------------------
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
-    result = subprocess.run(
-        ["git", *args], capture_output=True, text=True, env=_clean_env(None), cwd=cwd, check=False
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed: {result.stderr}")
-    return result.stdout.strip()
+    """git's output, stripped: the contract tests compare shas and names."""
+    return _git_support.git(*args, cwd=cwd).strip()
 
 
 def git_rc(*args: str, cwd: Path | None = None) -> int:
-    return subprocess.run(
-        ["git", *args], capture_output=True, text=True, env=_clean_env(None), cwd=cwd, check=False
-    ).returncode
+    return _git_support.git_run(*args, cwd=cwd).returncode
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -14,7 +13,7 @@ import pytest
 
 from reconciler.status import StatusError, StatusStore, format_message
 from reconciler.status.store import StatusConflict, push_retry
-from tests._git_support import GIT_ENV, RemoteRepo, git, git_daemon, git_http_server
+from tests._git_support import RemoteRepo, git, git_daemon, git_http_server, git_run
 
 BRANCH = "reconciler/status"
 PLATFORM_FILE = "project-a/mlplatforms/clearml-prod.yaml"
@@ -41,8 +40,7 @@ def parents(remote: RemoteRepo, commit: str) -> list[str]:
 
 
 def is_ancestor(remote: RemoteRepo, older: str, newer: str) -> bool:
-    proc = subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=remote.bare, check=False)
-    return proc.returncode == 0
+    return git_run("merge-base", "--is-ancestor", older, newer, cwd=remote.bare).returncode == 0
 
 
 def hand_commit(remote: RemoteRepo, files: Mapping[str, bytes | None], message: str) -> str:
@@ -74,7 +72,7 @@ class RivalWriter:
 
     def push_one(self, n: int) -> bool:
         """Fetch, commit, push; on a lost race fetch and try again at once. True when it landed."""
-        blob = git_input(f"n: {n}\n", "hash-object", "-w", "--stdin", cwd=self.path)
+        blob = git("hash-object", "-w", "--stdin", cwd=self.path, input=f"n: {n}\n").strip()
         for _ in range(20):
             self.attempts += 1
             git("fetch", "--quiet", self.url, f"+refs/heads/{BRANCH}:refs/heads/{BRANCH}", cwd=self.path)
@@ -83,26 +81,17 @@ class RivalWriter:
                 for line in git("ls-tree", BRANCH, cwd=self.path).splitlines()
                 if "\trival.yaml" not in line
             ]
-            tree = git_input(
-                "\n".join([*kept, f"100644 blob {blob}\trival.yaml"]) + "\n", "mktree", cwd=self.path
-            )
+            listing = "\n".join([*kept, f"100644 blob {blob}\trival.yaml"]) + "\n"
+            tree = git("mktree", cwd=self.path, input=listing).strip()
             commit = git("commit-tree", tree, "-p", BRANCH, "-m", f"rival {n}", cwd=self.path).strip()
-            proc = subprocess.run(
-                ["git", "push", "--quiet", self.url, f"{commit}:refs/heads/{BRANCH}"],
-                cwd=self.path,
-                capture_output=True,
-                check=False,
-            )
-            if proc.returncode == 0:
+            if (
+                git_run(
+                    "push", "--quiet", self.url, f"{commit}:refs/heads/{BRANCH}", cwd=self.path
+                ).returncode
+                == 0
+            ):
                 return True
         return False
-
-
-def git_input(text: str, *args: str, cwd: Path) -> str:
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, env=GIT_ENV, input=text, capture_output=True, text=True, check=True
-    )
-    return proc.stdout.strip()
 
 
 def test_first_write_creates_an_orphan_branch(remote: RemoteRepo, tmp_path: Path) -> None:
