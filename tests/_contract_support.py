@@ -22,7 +22,7 @@ import httpx
 import yaml
 
 from tests import _git_support
-from tests._git_support import free_port
+from tests._git_support import RemoteRepo, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_REPO = REPO_ROOT / "sample-repo"
@@ -162,16 +162,11 @@ class ConfigRepo:
 
 def make_config_repo(root: Path, source: Path = SAMPLE_REPO) -> ConfigRepo:
     """A bare repository whose ``main`` holds a copy of ``source`` in one commit."""
-    work = root / "work"
-    shutil.copytree(source, work)
-    git("init", "-q", "-b", "main", cwd=work)
-    git("add", "-A", ".", cwd=work)
-    git("commit", "-q", "-m", "initial config", cwd=work)
-    bare = root / "config.git"
-    git("clone", "-q", "--bare", str(work), str(bare))
-    git("remote", "add", "origin", str(bare), cwd=work)
-    git("fetch", "-q", "origin", cwd=work)
-    return ConfigRepo(work=work, bare=bare)
+    root.mkdir(parents=True, exist_ok=True)
+    remote = RemoteRepo(root)
+    shutil.copytree(source, remote.work, dirs_exist_ok=True)
+    remote.commit({}, "initial config")
+    return ConfigRepo(work=remote.work, bare=remote.bare)
 
 
 # --- emulator -----------------------------------------------------------------------------------------
