@@ -189,7 +189,7 @@ def choose_in(bins: Bins, items: list[tuple[str, int]], budget: int = 100) -> or
 def test_choose_keeps_name_order_when_it_admits_all_or_as_many_as_the_bound() -> None:
     bins = Bins(8)
     choice = choose_in(bins, [("a", 4), ("b", 4)])
-    assert (choice.admitted, choice.name_order, bins.attempts, bins.free) == (
+    assert (choice.admitted, choice.name_order, choice.attempts, bins.free) == (
         (("a", 4), ("b", 4)),
         True,
         2,
