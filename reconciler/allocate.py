@@ -496,6 +496,14 @@ class _FreeHosts:
         self._in_groups: dict[GroupsKey, dict[str, list[_Pool]]] = {}
         # Streams over sub-lists of ``matching`` (membership never changes, only heads move), made once.
         self._streams: dict[tuple[object, ...], _Stream] = {}
+        # No host at all, for a cluster's own hosts offered alone (:func:`_holds`); made once.
+        self._nothing: _FreeHosts | None = None
+
+    @property
+    def nothing(self) -> _FreeHosts:
+        if self._nothing is None:
+            self._nothing = _FreeHosts(())
+        return self._nothing
 
     def matching(self, arch: str, groups: Mapping[str, str]) -> list[_Pool]:
         key = (arch, _groups_key(groups))
@@ -850,7 +858,9 @@ def gpus_on(workers: Iterable[str], known: Mapping[str, Machine]) -> dict[str, i
     return dict(sorted(gpus.items()))
 
 
-def _holds(req: Requirements, arch: str, existing: _Existing, known: Mapping[str, Machine]) -> bool:
+def _holds(
+    req: Requirements, arch: str, existing: _Existing, known: Mapping[str, Machine], nothing: _FreeHosts
+) -> bool:
     """Whether a cluster's own hosts are exactly what the rules choose when offered nothing else.
 
     Nothing running moves without a change of its own: a cluster whose hosts still meet its needs is not
@@ -858,7 +868,7 @@ def _holds(req: Requirements, arch: str, existing: _Existing, known: Mapping[str
     hosts were the best choice among a larger offer when they were chosen, so they stay the choice among
     themselves until its needs change or one of them stops serving (architecture, resource groups).
     """
-    alone = _place(req, _FreeHosts(()), arch, False, existing, known)
+    alone = _place(req, nothing, arch, False, existing, known)
     return (
         isinstance(alone, _Outcome)
         and tuple(alone.control_plane) == tuple(sorted(existing.control_plane))
@@ -888,7 +898,7 @@ def _allocate_existing(
                 return _to_allocation(a, attempt)
             failures.append(attempt.message)
         return Rejection(Reason.INSUFFICIENT_COMPUTE, "; ".join(failures) or "no host to scale onto")
-    if _holds(req, arch, existing, known):
+    if _holds(req, arch, existing, known, free.nothing):
         return Allocation(cluster.control_plane, cluster.workers, gpus_on(cluster.workers, known), arch)
     in_place = _place(req, free, arch, False, existing, known)
     if isinstance(in_place, _Outcome):
