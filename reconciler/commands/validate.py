@@ -13,8 +13,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from reconciler.manifests import parse_file
+from reconciler.manifests.loader import Verdict, validate_files
 from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.source.directory import MissingSubtree, load_directory
+from reconciler.source.directory import MissingSubtree, stream_directory
 from reconciler.source.select import SelectionError
 
 
@@ -79,8 +81,7 @@ def _run(path: Path, fmt: str, subtree: str | None) -> int:
         resources = files = 0
     else:
         try:
-            # PATH itself is what the user named, so a link there is followed; links inside never are.
-            state = load_directory(path.resolve() if path.is_symlink() else path, subtree=subtree or "")
+            verdict = _validate(path, subtree or "")
         except (MissingSubtree, SelectionError) as exc:
             return _unusable(path, str(exc), fmt)
         diagnostics = [
@@ -95,15 +96,11 @@ def _run(path: Path, fmt: str, subtree: str | None) -> int:
                 name=d.name,
                 field=d.field,
             )
-            for d in state.diagnostics
+            for d in verdict.diagnostics
         ]
         if not path.is_dir():
             diagnostics = [_single_file(d) for d in diagnostics]
-        resources = len(state.resources) + len(state.invalid)
-        files = len(
-            {loaded.source.file for loaded in state.resources.values()}
-            | {d.file for d in state.diagnostics if d.kind}
-        )
+        resources, files = verdict.resources, len(verdict.files)
     errors = sum(1 for d in diagnostics if d.severity is Severity.ERROR)
     out = sys.stdout
     if fmt == "json":
@@ -124,6 +121,16 @@ def _run(path: Path, fmt: str, subtree: str | None) -> int:
     if missing:
         return 2
     return 1 if errors else 0
+
+
+def _validate(path: Path, subtree: str) -> Verdict:
+    """Read, parse and validate one file at a time (what cannot be read is reported with the rest)."""
+    # PATH itself is what the user named, so a link there is followed; links inside never are.
+    stream, unread = stream_directory(path.resolve() if path.is_symlink() else path, subtree=subtree)
+    verdict = validate_files(parse_file(rel, data) for rel, data in stream)
+    if unread:
+        verdict.diagnostics = sorted([*verdict.diagnostics, *unread], key=Diagnostic.sort_key)
+    return verdict
 
 
 def _unusable(path: Path, message: str, fmt: str) -> int:
