@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from reconciler.manifests import parse_file
+from reconciler.manifests import MAX_FILE_BYTES, parse_file
 from reconciler.manifests.loader import Verdict, validate_files
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.source.directory import MissingSubtree, stream_directory
@@ -126,11 +128,29 @@ def _run(path: Path, fmt: str, subtree: str | None) -> int:
 def _validate(path: Path, subtree: str) -> Verdict:
     """Read, parse and validate one file at a time (what cannot be read is reported with the rest)."""
     # PATH itself is what the user named, so a link there is followed; links inside never are.
-    stream, unread = stream_directory(path.resolve() if path.is_symlink() else path, subtree=subtree)
-    verdict = validate_files(parse_file(rel, data) for rel, data in stream)
+    root = path.resolve() if path.is_symlink() else path
+    stream, unread = stream_directory(root, subtree=subtree)
+    verdict = validate_files((parse_file(rel, data) for rel, data in stream), _text_reader(root))
     if unread:
         verdict.diagnostics = sorted([*verdict.diagnostics, *unread], key=Diagnostic.sort_key)
     return verdict
+
+
+def _text_reader(root: Path) -> Callable[[str], str]:
+    """A file's text read again: only the files with problems are, to point at the line of each (the
+    text of every file is not kept while the tree is validated)."""
+    directory = root.is_dir()
+
+    def text_of(rel: str) -> str:
+        try:  # never through a link, as the first read
+            fd = os.open(root / rel if directory else root, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as file:
+                data = file.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace").removeprefix("\ufeff")
+
+    return text_of
 
 
 def _unusable(path: Path, message: str, fmt: str) -> int:

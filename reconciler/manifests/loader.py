@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from reconciler import resolve
@@ -242,7 +242,7 @@ def _check_vips(items: list[Record], index: _Index) -> None:
         vip = found.address
         path: tuple[PathElem, ...] = ("spec", "edge", "vip")
         if not found.from_platform:
-            has_ref = platform.profile_ref is not None
+            has_ref = platform.has_profile_ref
             path = ("spec", "computeProfileRef") if has_ref else ("spec",)
         first = owners.setdefault(vip, item)
         if first is item:
@@ -328,19 +328,26 @@ def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredS
     return state
 
 
-def validate_files(files: Iterable[ParsedFile]) -> Verdict:
+def validate_files(files: Iterable[ParsedFile], text_of: Callable[[str], str] | None = None) -> Verdict:
     """Validate every document of every file, as :func:`build_desired`, keeping only what is reported.
 
     ``files`` is consumed one file at a time; the resources of platforms and workloads are not kept.
+    ``text_of(path)`` gives a file's text again, to find positions in the documents that have problems;
+    without it every file's text is kept until the end.
     """
     state = DesiredState(revision=None)
-    records = _load(files, state, keep_resources=False)
+    records = _load(files, state, keep_resources=False, text_of=text_of)
     valid = {item.identity: item.file for item in records if item.valid and item.identity is not None}
     named = {*valid.values(), *(d.file for d in state.diagnostics if d.kind)}
     return Verdict(state.diagnostics, len(valid) + len(state.invalid), sorted(named), state.complete)
 
 
-def _load(files: Iterable[ParsedFile], state: DesiredState, keep_resources: bool) -> list[Record]:
+def _load(
+    files: Iterable[ParsedFile],
+    state: DesiredState,
+    keep_resources: bool,
+    text_of: Callable[[str], str] | None = None,
+) -> list[Record]:
     """Fill ``state`` (its resources: see :mod:`reconciler.manifests.record`); return the records."""
     items: list[Record] = []
     diagnostics: list[Diagnostic] = []
@@ -349,7 +356,7 @@ def _load(files: Iterable[ParsedFile], state: DesiredState, keep_resources: bool
         diagnostics.extend(parsed.diagnostics)
         if not parsed.complete:
             state.complete = False
-        if parsed.documents:
+        if parsed.documents and text_of is None:
             texts[parsed.path] = parsed.text
         for doc in parsed.documents:
             items.append(examine(parsed.path, doc, keep_resources))
@@ -360,13 +367,11 @@ def _load(files: Iterable[ParsedFile], state: DesiredState, keep_resources: bool
     index = _Index(items)
     _check_vips(items, index)
     _check_admission(items, index)
-    nodes: dict[str, FileNodes] = {}
+    nodes = _Positions(text_of or texts.__getitem__)
     for item in items:
         ident = item.identity
         if item.warnings:
-            found = nodes.get(item.file)
-            if found is None:
-                found = nodes[item.file] = FileNodes(texts[item.file])
+            found = nodes.of(item.file)
             for warning in item.warnings:
                 diagnostics.append(replace(_diagnostic(item, warning, found), severity=Severity.WARNING))
         if item.valid and ident is not None:
@@ -376,9 +381,7 @@ def _load(files: Iterable[ParsedFile], state: DesiredState, keep_resources: bool
             continue
         if ident is None and not item.foreign:
             state.complete = False
-        found = nodes.get(item.file)
-        if found is None:
-            found = nodes[item.file] = FileNodes(texts[item.file])
+        found = nodes.of(item.file)
         diags = [_diagnostic(item, problem, found) for problem in _shown(item.problems)]
         diagnostics.extend(diags)
         if ident is not None:
@@ -386,6 +389,20 @@ def _load(files: Iterable[ParsedFile], state: DesiredState, keep_resources: bool
     diagnostics.extend(_profile_warnings(items, state))  # plan and run will reject these
     state.diagnostics = sorted(diagnostics, key=Diagnostic.sort_key)
     return items
+
+
+class _Positions:
+    """The node trees of the files that have problems, composed again once each."""
+
+    def __init__(self, text_of: Callable[[str], str]) -> None:
+        self._text_of = text_of
+        self._files: dict[str, FileNodes] = {}
+
+    def of(self, path: str) -> FileNodes:
+        found = self._files.get(path)
+        if found is None:
+            found = self._files[path] = FileNodes(self._text_of(path))
+        return found
 
 
 def _shown(problems: list[Problem]) -> list[Problem]:

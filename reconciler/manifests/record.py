@@ -12,7 +12,8 @@ desired state (``plan``, ``run``); ``validate`` drops it, with the YAML data, wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from sys import intern
+from typing import Any, NamedTuple
 
 from reconciler.manifests.parse import Document
 from reconciler.manifests.pool_rules import check_pool_document
@@ -22,19 +23,31 @@ from reconciler.model.desired import Identity
 from reconciler.model.pools import WorkloadRequest, pool_ref_of, workload_request
 from reconciler.model.resources import KINDS, AIWorkload, MLPlatform, Resource
 
-# The kinds of which a tree holds thousands: nothing refers to them, so their resource is not needed by
-# the cross-resource rules (their Facts are).
-MANY_KINDS = frozenset({"MLPlatform", "AIWorkload"})
 _OUR_GROUPS = frozenset(api.split("/", 1)[0] for api, _model in KINDS.values())
+_KIND_NAMES = {kind: kind for kind in KINDS}
+# Names that thousands of records repeat (namespaces, referenced names, GPU families, GPU lists) are kept
+# once: ``sys.intern`` for strings, this table for the lists (a tree asks for a handful of distinct ones).
+_GPU_LISTS: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
+_GPU_LISTS_MAX = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class Facts:
-    """What the cross-resource rules read of a valid MLPlatform or AIWorkload."""
+def _shared(gpus: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    found = _GPU_LISTS.get(gpus)
+    if found is not None:
+        return found
+    if len(_GPU_LISTS) < _GPU_LISTS_MAX:
+        _GPU_LISTS[gpus] = gpus
+    return gpus
+
+
+class Facts(NamedTuple):
+    """What the cross-resource rules read of a valid MLPlatform or AIWorkload (a tuple: one is built
+    per document, and a tuple is the cheapest record to build and to keep)."""
 
     mode: str  # an MLPlatform's spec.mode; "shared" for an AIWorkload (always a tenant)
     suspend: bool
     profile_ref: str | None  # spec.computeProfileRef.name
+    has_profile_ref: bool  # spec.computeProfileRef is there (possibly with an override only)
     workload_ref: str | None  # spec.workloadProfileRef.name
     pool_ref: str | None  # the pool a tenant runs on (model.pools.pool_ref_of)
     vip: str | None  # spec.edge.vip as written
@@ -106,15 +119,16 @@ def _identify(record: Record, data: Any, keep_resource: bool) -> None:
     if isinstance(meta, dict):
         name, namespace = meta.get("name"), meta.get("namespace")
         record.name = name if isinstance(name, str) and name else None
-        record.namespace = namespace if isinstance(namespace, str) and namespace else None
+        record.namespace = intern(namespace) if isinstance(namespace, str) and namespace else None
     if not isinstance(kind, str) or kind not in KINDS:
         record.problems.append(_unknown_kind(record, kind, api))
         return
-    record.kind = kind
+    record.kind = _KIND_NAMES[kind]  # one string object for every document of a kind
     resource, problems = validate_document(kind, data)
-    reported = {p.path for p in problems}
-    problems.extend(p for p in check_document(kind, data) if p.path not in reported)
-    problems.extend(p for p in check_pool_document(kind, data) if p.path not in reported)
+    extra = check_document(kind, data) + check_pool_document(kind, data)
+    if extra:  # where the schema layer already reported a field, the rules stay silent about it
+        reported = {p.path for p in problems}
+        problems.extend(p for p in extra if p.path not in reported)
     record.problems = problems
     if resource is None:
         record.refs = tuple(named_references(kind, data))
@@ -153,26 +167,29 @@ def facts_of(resource: MLPlatform | AIWorkload, with_request: bool) -> Facts:
     """The :class:`Facts` of a validated platform or workload (``with_request``: its family names are
     known to be valid, so its admission request can be read)."""
     pool = pool_ref_of(resource)
+    pool = intern(pool) if pool is not None else None
     request = workload_request(resource) if with_request and pool is not None else None
     if isinstance(resource, AIWorkload):
         wspec = resource.spec
         first_mig = next((i for i, g in enumerate(wspec.gpus) if g.mig), None)
-        workload = wspec.workload_profile_ref.name if wspec.workload_profile_ref is not None else None
+        workload = intern(wspec.workload_profile_ref.name) if wspec.workload_profile_ref is not None else None
         return Facts(
-            "shared", wspec.suspend, None, workload, pool, None, False, False, (), request, first_mig
+            "shared", wspec.suspend, None, False, workload, pool, None, False, False, (), request, first_mig
         )
     spec = resource.spec
     edge = spec.edge
+    profile_ref, workload_ref = spec.compute_profile_ref, spec.workload_profile_ref
     return Facts(
-        mode=spec.mode,
-        suspend=spec.suspend,
-        profile_ref=spec.compute_profile_ref.name if spec.compute_profile_ref is not None else None,
-        workload_ref=spec.workload_profile_ref.name if spec.workload_profile_ref is not None else None,
-        pool_ref=pool,
-        vip=edge.vip if edge is not None else None,
-        has_edge=edge is not None,
-        has_resource_groups=bool(spec.resource_groups),
-        gpus=tuple((g.family, g.count) for g in spec.gpus),
-        request=request,
-        first_mig=None,
+        spec.mode,
+        spec.suspend,
+        intern(profile_ref.name) if profile_ref is not None and profile_ref.name else None,
+        profile_ref is not None,
+        intern(workload_ref.name) if workload_ref is not None else None,
+        pool,
+        edge.vip if edge is not None else None,
+        edge is not None,
+        bool(spec.resource_groups),
+        _shared(tuple([(intern(g.family), g.count) for g in spec.gpus])),
+        request,
+        None,
     )
