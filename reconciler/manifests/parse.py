@@ -9,6 +9,7 @@ construction where the constructed data would explode (alias bombs).
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -205,11 +206,11 @@ class MemoLoader(yaml.CSafeLoader):
             return _SEQ if kind is _SEQUENCE else _MAP  # likewise for collections
         return _RESOLVE(self, kind, value, implicit)
 
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        return None
-
-    def ascend_resolver(self) -> None:
-        return None
+    # libyaml's composer calls these two hooks around every node, for path resolvers, which are not
+    # used: C callables that take the same arguments and do nothing useful cost a sixth of a parse less
+    # than Python methods (their results are ignored).
+    descend_resolver = staticmethod(operator.is_)  # type: ignore[assignment]
+    ascend_resolver = staticmethod(tuple)  # type: ignore[assignment]
 
 
 class _Fallback(Exception):
