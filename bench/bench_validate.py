@@ -12,7 +12,8 @@ bare parse that streams (one file at a time, nothing kept), at 10,000 and 100,00
 (AIWorkloads on shared ComputePools, as ``bench_what_if.py``), ``multi`` (the platforms ten to a file:
 the size counts documents, not files) and ``wide`` (platforms over 1,000 namespaces, so 4,000 of the
 files are Projects, Settings and profiles). It prints MiB per 10,000 files (the growth between the two
-sizes) and the peak against the 200 MiB target at 100,000 files.
+sizes) and the peak against the 200 MiB target at 100,000 files. ``--trees DIR`` keeps the trees there
+for the next run (writing and removing 100,000 files can take minutes).
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="peak RSS at --sizes, per tree shape")
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--trees", type=Path, help="write the --memory trees here and keep them for reuse")
     parser.add_argument("--write-tree", nargs=3, metavar=("SHAPE", "FILES", "ROOT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write_tree:
@@ -109,7 +111,7 @@ def main() -> None:
         return
     if args.memory:
         sizes = [int(x) for x in args.sizes.split(",")]
-        memory(sizes, args.shapes.split(","))
+        memory(sizes, args.shapes.split(","), args.trees)
         return
     check = None if args.skip_check_jsonschema else shutil.which("check-jsonschema")
     reconciler = shutil.which("reconciler")
@@ -219,19 +221,20 @@ def peak_mib(cmd: list[str]) -> tuple[float, float]:
     return usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
-def memory(sizes: list[int], shapes: list[str]) -> None:
+def memory(sizes: list[int], shapes: list[str], trees: Path | None) -> None:
     reconciler = shutil.which("reconciler") or "reconciler"
     header = f"{'shape':<10}{'files':>9}{'validate MiB':>14}{'CPU s':>8}{'bare MiB':>10}{'CPU s':>8}"
     print(f"{header}{'ratio':>8}")
     for shape in shapes:
         peaks: dict[int, float] = {}
         for size in sizes:
-            with tempfile.TemporaryDirectory() as tmp:
-                root = Path(tmp) / "tree"
-                root.mkdir()
-                # Written by a child: a peak inherited from a large parent would count in the figures.
-                cmd = [sys.executable, __file__, "--write-tree", shape, str(size), str(root)]
-                subprocess.run(cmd, check=True)
+            with tempfile.TemporaryDirectory(dir=trees) as tmp:
+                root = (trees or Path(tmp)) / f"{shape}-{size}"
+                if not root.exists():  # kept under --trees: writing and removing 100,000 files takes long
+                    root.mkdir()
+                    # Written by a child: a peak inherited from a large parent would count in the figures.
+                    cmd = [sys.executable, __file__, "--write-tree", shape, str(size), str(root)]
+                    subprocess.run(cmd, check=True)
                 peak, cpu = peak_mib([reconciler, "validate", str(root)])
                 bare, bare_cpu = peak_mib([sys.executable, "-c", STREAMING_PARSE, str(root)])
             peaks[size] = peak
