@@ -19,6 +19,7 @@ for the next run (writing and removing 100,000 files can take minutes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
@@ -228,10 +229,11 @@ def memory(sizes: list[int], shapes: list[str], trees: Path | None) -> None:
     for shape in shapes:
         peaks: dict[int, float] = {}
         for size in sizes:
-            with tempfile.TemporaryDirectory(dir=trees) as tmp:
-                root = (trees or Path(tmp)) / f"{shape}-{size}"
+            with contextlib.ExitStack() as stack:
+                base = trees or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+                root = base / f"{shape}-{size}"
                 if not root.exists():  # kept under --trees: writing and removing 100,000 files takes long
-                    root.mkdir()
+                    root.mkdir(parents=True)
                     # Written by a child: a peak inherited from a large parent would count in the figures.
                     cmd = [sys.executable, __file__, "--write-tree", shape, str(size), str(root)]
                     subprocess.run(cmd, check=True)

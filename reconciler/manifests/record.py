@@ -174,22 +174,33 @@ def facts_of(resource: MLPlatform | AIWorkload, with_request: bool) -> Facts:
         first_mig = next((i for i, g in enumerate(wspec.gpus) if g.mig), None)
         workload = intern(wspec.workload_profile_ref.name) if wspec.workload_profile_ref is not None else None
         return Facts(
-            "shared", wspec.suspend, None, False, workload, pool, None, False, False, (), request, first_mig
+            mode="shared",
+            suspend=wspec.suspend,
+            profile_ref=None,
+            has_profile_ref=False,
+            workload_ref=workload,
+            pool_ref=pool,
+            vip=None,
+            has_edge=False,
+            has_resource_groups=False,
+            gpus=(),
+            request=request,
+            first_mig=first_mig,
         )
     spec = resource.spec
     edge = spec.edge
     profile_ref, workload_ref = spec.compute_profile_ref, spec.workload_profile_ref
     return Facts(
-        spec.mode,
-        spec.suspend,
-        intern(profile_ref.name) if profile_ref is not None and profile_ref.name else None,
-        profile_ref is not None,
-        intern(workload_ref.name) if workload_ref is not None else None,
-        pool,
-        edge.vip if edge is not None else None,
-        edge is not None,
-        bool(spec.resource_groups),
-        _shared(tuple([(intern(g.family), g.count) for g in spec.gpus])),
-        request,
-        None,
+        mode=spec.mode,
+        suspend=spec.suspend,
+        profile_ref=intern(profile_ref.name) if profile_ref is not None and profile_ref.name else None,
+        has_profile_ref=profile_ref is not None,
+        workload_ref=intern(workload_ref.name) if workload_ref is not None else None,
+        pool_ref=pool,
+        vip=edge.vip if edge is not None else None,
+        has_edge=edge is not None,
+        has_resource_groups=bool(spec.resource_groups),
+        gpus=_shared(tuple([(intern(g.family), g.count) for g in spec.gpus])),
+        request=request,
+        first_mig=None,
     )
