@@ -40,6 +40,7 @@ from reconciler.sudden import DEFAULT_THRESHOLD, drift
 log = get_logger(component="controller")
 
 ClientFactory = Callable[[Target, str], PaletteClient]
+ListerFactory = Callable[[PaletteClient], HostLister]
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,11 @@ class Observer:
         palette_url: str | None,
         namespaces: NamespaceSelector,
         sudden_threshold: float = DEFAULT_THRESHOLD,
+        host_lister: ListerFactory = HostLister,
     ) -> None:
+        """``host_lister`` makes a target's lister (the loop's gives it the pass's clock and sweep pace)."""
         self._factory = client_factory
+        self._host_lister = host_lister
         self._sudden_threshold = sudden_threshold  # 1.0 or more: never held
         self._unconfirmed: dict[Target, str] = {}  # a sudden change seen once, by its fingerprint
         self._expected_gone: set[str] = set()  # clusters the last apply deleted or replaced
@@ -230,7 +234,7 @@ class Observer:
         client = self.client(target)
         lister = self._host_listers.get(target)
         if lister is None or lister.client is not client:  # reads what changed since its last read
-            lister = self._host_listers[target] = HostLister(client)
+            lister = self._host_listers[target] = self._host_lister(client)
         before = client.requests_sent(DASHBOARD)
         hosts: list[Mapping[str, Any] | HostFacts] = list(lister.list())  # facts, read once per page
         raw_clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
