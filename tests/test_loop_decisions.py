@@ -10,9 +10,11 @@ from reconciler.model.conditions import Reason
 from reconciler.model.observed import ManagedCluster
 from reconciler.plan import Action, Observed, PlatformPlan, plan_targets
 from reconciler.resolve import Routing, Target
+from reconciler.status.recorded import missing_clusters
 from reconciler.status.render import (
     RECONCILER_FILE,
     dump,
+    parse_previous,
     parse_recorded,
     platform_status,
     reconciler_document,
@@ -113,3 +115,16 @@ def test_reconciler_yaml_round_trips_and_an_absent_file_records_nothing() -> Non
     assert recorded.targets == (("https://a", "p1"), ("https://b", None))
     assert parse_recorded({}).branch is None
     assert parse_recorded({RECONCILER_FILE: b": not yaml ["}).targets == ()
+
+
+def test_recorded_clusters_are_found_in_the_parsed_records_as_in_the_files() -> None:
+    files = {
+        "pa/mlplatforms/one.yaml": b"status:\n  cluster: {uid: c1, name: pa-one}\n",
+        "pa/mlplatforms/two.yaml": b"status:\n  cluster: {uid: c2, name: pa-two}\n",
+        "pa/computepools/pool.yaml": b"status:\n  phase: Pending\n",
+        "pa/mlplatforms/bad.yaml": b"status: [\n",
+    }
+    keys = [("pa", "one"), ("pa", "two"), ("pa", "bad")]
+    from_files = missing_clusters(files, keys, [("pa", "pool")], ["c1"])
+    from_docs = missing_clusters({}, keys, [("pa", "pool")], ["c1"], parse_previous(files))
+    assert from_files == from_docs == {"c2": "pa/two"}

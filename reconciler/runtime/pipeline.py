@@ -159,7 +159,7 @@ class Pipeline:
                 )
             observer = self.parts.observer  # 3. observe
             routing = observer.route(desired)
-            seen = observer.observe(desired, routing, records.files)
+            seen = observer.observe(desired, routing, records.files, records.docs)
             fingerprint, calm = idle_inputs(revision, desired, routing, seen)
             if (
                 calm

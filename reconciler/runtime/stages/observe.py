@@ -89,9 +89,16 @@ class Observer:
             self._key_refs.setdefault(target, KeyRef(ref.env, ref.file) if ref is not None else KeyRef())
         return routing
 
-    def observe(self, desired: DesiredState, routing: Routing, recorded: Mapping[str, bytes]) -> Observation:
+    def observe(
+        self,
+        desired: DesiredState,
+        routing: Routing,
+        recorded: Mapping[str, bytes],
+        docs: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Observation:
         """Read every routed or recorded target; a refused key stalls its target until it changes.
-        ``recorded``: the status branch's files (the clusters it records, the last inventory snapshots)."""
+        ``recorded``: the status branch's files (the clusters it records, the last inventory snapshots);
+        ``docs``: those files parsed, when the caller has them (they are not parsed again)."""
         observed: dict[Target, ObservedTarget] = {}
         failed: dict[Target, str] = {}
         stalled: dict[Target, str] = {}
@@ -108,7 +115,7 @@ class Observer:
                 self.route(desired)  # picks the key reference the Settings name now
             try:
                 observed[target] = self._observe(target, recorded)
-                self._confirm_listing(target, observed[target], routing, recorded)
+                self._confirm_listing(target, observed[target], routing, recorded, docs)
             except (UnauthorizedError, MissingAPIKey) as exc:
                 stalled[target] = self.stall(target, desired, str(exc))
             except PaletteError as exc:
@@ -195,7 +202,12 @@ class Observer:
         return hashlib.sha256(json.dumps([key, ref.env, ref.file, settings]).encode()).hexdigest()
 
     def _confirm_listing(
-        self, target: Target, observed: ObservedTarget, routing: Routing, recorded: Mapping[str, bytes]
+        self,
+        target: Target,
+        observed: ObservedTarget,
+        routing: Routing,
+        recorded: Mapping[str, bytes],
+        docs: Mapping[str, Mapping[str, Any]] | None,
     ) -> None:
         """Absence is confirmed before it is acted on: a cluster the status branch records for a platform
         or pool of this target that the listing does not show is looked up by uid; if it exists, the
@@ -205,6 +217,7 @@ class Observer:
             routing.platforms.get(target, ()),
             routing.pools.get(target, ()),
             (c.uid for c in observed.clusters),
+            docs,
         )
         if not missing:
             return
