@@ -3,6 +3,8 @@ whose Palette could not be read, and ``reconciler.yaml``."""
 
 from __future__ import annotations
 
+import copy
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -128,3 +130,13 @@ def test_recorded_clusters_are_found_in_the_parsed_records_as_in_the_files() -> 
     from_files = missing_clusters(files, keys, [("pa", "pool")], ["c1"])
     from_docs = missing_clusters({}, keys, [("pa", "pool")], ["c1"], parse_previous(files))
     assert from_files == from_docs == {"c2": "pa/two"}
+
+
+def test_a_remembered_status_text_is_only_reused_for_the_same_document() -> None:
+    doc = {"status": {"phase": "Running", "allocation": {"gpus": {"NVIDIA-H100": 8}}}}
+    first = dump(doc)
+    assert dump(copy.deepcopy(doc)) is first  # rendered once
+    assert dump({"status": {"phase": "Running", "allocation": {"gpus": {"NVIDIA-H100": "8"}}}}) != first
+    assert dump({1: "a"}) != dump({"1": "a"})  # type: ignore[dict-item]
+    reordered = {"status": {"allocation": {"gpus": {"NVIDIA-H100": 8}}, "phase": "Running"}}
+    assert dump(reordered) != first  # key order is the file's order
