@@ -136,6 +136,7 @@ def host_classes(inventory: Inventory, keys: set[str]) -> Counter[HostClass]:
 class Optimum:
     placed: dict[int, int]
     proven: bool
+    chosen: frozenset[Any] = frozenset()  # the platforms of the last solve's best solution
 
 
 def optimum(
@@ -207,10 +208,13 @@ def optimum(
         if level is not None:
             out[level] = value
             # Later levels keep this level's best (its found value: a lower bound, so they stay feasible).
-            h.addConstr(sum(mine) >= round(info.objective_function_value))  # type: ignore[arg-type,operator]
+            if math.isfinite(info.objective_function_value):
+                h.addConstr(sum(mine) >= round(info.objective_function_value))  # type: ignore[arg-type,operator]
         else:
             out[-1] = value
-    return Optimum(out, proven)
+    values = h.getSolution().col_value
+    chosen = frozenset(k for k, z in placed.items() if values[z.index] > 0.5)
+    return Optimum(out, proven, chosen)
 
 
 # --- report ---------------------------------------------------------------------------------------

@@ -814,12 +814,16 @@ class _Placer:
     def __init__(self, needs: Mapping[Ident, Requirements], free: _FreeHosts) -> None:
         self.needs, self.free = needs, free
 
-    def place(self, ident: Ident) -> bool:
+    def place(self, ident: Ident) -> dict[str, float] | None:
         result = _best_fresh(self.needs[ident], self.free)
         if isinstance(result, Rejection):
-            return False
-        self.free.commit(result[1].trial)
-        return True
+            return None
+        outcome = result[1]
+        self.free.commit(outcome.trial)
+        took = {f"gpus:{f}": float(n) for f, n in outcome.gpus.items()}
+        took["control-plane"] = float(len(outcome.control_plane))
+        took["workers"] = float(len(outcome.workers))
+        return took
 
     def mark(self) -> tuple[int, ...]:
         return self.free.heads()

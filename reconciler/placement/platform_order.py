@@ -29,6 +29,7 @@ timed, so the result does not depend on the machine):
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, Sequence
+import random
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -38,8 +39,9 @@ K = TypeVar("K", bound=Hashable)
 class Placer(Protocol[K]):  # type: ignore[misc]
     """The engine's placement of one platform on the free hosts, with marks to come back to."""
 
-    def place(self, ident: K) -> bool:
-        """Place ``ident`` and take its hosts if it fits; False (nothing taken) if it does not."""
+    def place(self, ident: K) -> Usage | None:
+        """Place ``ident`` and take its hosts if it fits, returning what it took; None (nothing taken)
+        if it does not fit."""
         ...
 
     def mark(self) -> object:
@@ -53,20 +55,27 @@ class Placer(Protocol[K]):  # type: ignore[misc]
 class Budget:
     attempts: int = 20_000  # placement attempts for one priority group
     exact_max: int = 16  # a group of at most this many hopeful platforms is searched exactly
-    price_rounds: int = 4  # price updates after the first priced pass
+    price_rounds: int = 6  # price updates after the first priced pass
 
 
 Usage = Mapping[str, float]  # aggregated resource -> how much of it one platform takes
 
 
-class _Counter:
+class _Counter(Generic[K]):
+    """The placer, counting attempts, remembering what each platform took when it was last placed."""
+
     def __init__(self, placer: Placer[K], attempts: int) -> None:
         self.placer = placer
         self.left = attempts
+        self.took: dict[K, Usage] = {}
 
     def place(self, ident: K) -> bool:
         self.left -= 1
-        return self.placer.place(ident)
+        took = self.placer.place(ident)
+        if took is None:
+            return False
+        self.took[ident] = took
+        return True
 
 
 def better_order(
@@ -98,29 +107,87 @@ def better_order(
         found = _exact(hopeful, len(first_come), count, start)
         return found
     rank = {ident: n for n, ident in enumerate(idents)}
-    best, best_fit = None, len(first_come)
-    for order in _orders(hopeful, usage, supply, rank, count, start, budget):
-        if len(order.fit) > best_fit:
-            best, best_fit = order.idents, len(order.fit)
-        if best_fit == len(hopeful):
-            break
-    return best
+    best: _Pass[K] | None = None
+    for run in _orders(hopeful, usage, supply, rank, count, start, budget):
+        if len(run.fit) > (len(best.fit) if best else len(first_come)):
+            best = run
+        if best is not None and len(best.fit) == len(hopeful):
+            return best.idents
+    if best is None:
+        return None
+    return _shake(best, count, start)
+
+
+def _shake(best: _Pass[K], count: _Counter[K], start: object) -> list[K]:
+    """Re-run the best order with its costs jittered (a fixed-seed generator: deterministic) while the
+    budget lasts, keeping any pass that places more."""
+    rnd = random.Random(len(best.idents))
+    while True:
+        cost = {i: c * (0.7 + 0.6 * rnd.random()) for i, c in best.cost.items()}
+        run = _run(sorted(best.idents, key=lambda i: cost[i]), best.cost, count, start)
+        if run is None:
+            return best.idents
+        if len(run.fit) > len(best.fit):
+            best = run
+
+
+def _demote(best: _Pass[K], count: _Counter[K], start: object) -> list[K]:
+    """Move placed platforms to the end of the order, the dearest first, while that places more.
+
+    One placed platform may hold what two left out need; tried last, it still fits if room is left.
+    A move re-runs the pass from the moved platform's place only (the placement before it is kept).
+    """
+    placer = count.placer
+    placer.restore(start)
+    order = best.idents
+    dearest = sorted(best.fit, key=lambda i: -best.cost[i])
+    marks: list[object] = []
+    fits: list[bool] = []
+    for ident in order:
+        marks.append(placer.mark())
+        fits.append(count.place(ident))
+    tried: set[K] = set()
+    moved = True
+    while moved:
+        moved = False
+        for ident in dearest:
+            if ident in tried:
+                continue
+            j = order.index(ident)
+            if count.left < len(order) - j:
+                placer.restore(start)
+                return order
+            tried.add(ident)
+            trial = [*order[:j], *order[j + 1 :], ident]
+            placer.restore(marks[j])
+            tail_marks: list[object] = []
+            tail_fits: list[bool] = []
+            for other in trial[j:]:
+                tail_marks.append(placer.mark())
+                tail_fits.append(count.place(other))
+            if sum(tail_fits) > sum(fits[j:]):
+                order, marks, fits = trial, marks[:j] + tail_marks, fits[:j] + tail_fits
+                moved = True
+                break
+    placer.restore(start)
+    return order
 
 
 @dataclass(frozen=True, slots=True)
 class _Pass(Generic[K]):
     idents: list[K]  # the order
     fit: list[K]  # those that fit, placed in it
+    cost: Mapping[K, float]  # what the order was sorted by
 
 
-def _run(order: list[K], count: _Counter, start: object) -> _Pass | None:
+def _run(order: list[K], cost: Mapping[K, float], count: _Counter[K], start: object) -> _Pass[K] | None:
     """Place ``order`` from ``start``, then come back; None when the budget cannot pay for the pass."""
     if count.left < len(order):
         return None
     count.placer.restore(start)
     fit = [ident for ident in order if count.place(ident)]
     count.placer.restore(start)
-    return _Pass(order, fit)
+    return _Pass(order, fit, cost)
 
 
 def _exact(hopeful: Sequence[K], floor: int, count: _Counter, start: object) -> list[K] | None:
@@ -157,10 +224,14 @@ def _orders(
 ) -> Iterator[_Pass]:
     """The candidate passes, in the order they are tried (a later one learns its prices from the last)."""
 
+    def _took(i: K) -> Usage:
+        return count.took.get(i) or usage[i]
+
     def by(cost: Mapping[K, float]) -> list[K]:
         return sorted(hopeful, key=lambda i: (cost[i], rank[i]))
 
-    run = _run(by({i: sum(usage[i].values()) for i in hopeful}), count, start)
+    size = {i: sum(usage[i].values()) for i in hopeful}
+    run = _run(by(size), size, count, start)
     if run is None:
         return
     yield run
@@ -169,16 +240,31 @@ def _orders(
         for r, n in usage[i].items():
             demand[r] = demand.get(r, 0.0) + n
     prices = {r: n / supply[r] if supply.get(r) else float(len(hopeful)) for r, n in demand.items()}
+    prices.update({r: 1.0 for r in supply if r not in prices})
     for _ in range(budget.price_rounds + 1):
-        cost = {i: sum(prices[r] * n / max(supply.get(r, 0.0), 1.0) for r, n in usage[i].items()) for i in hopeful}
-        run = _run(by(cost), count, start)
+        # What a platform took when last placed (surplus GPUs, fill hosts) is a better guess than its ask.
+        cost = {
+            i: sum(prices.get(r, 0.0) * n / max(supply.get(r, 0.0), 1.0) for r, n in _took(i).items())
+            for i in hopeful
+        }
+        run = _run(by(cost), cost, count, start)
         if run is None:
             return
         yield run
         used: dict[str, float] = {}
         for i in run.fit:
-            for r, n in usage[i].items():
+            for r, n in _took(i).items():
                 used[r] = used.get(r, 0.0) + n
-        for r in prices:  # what ran out gets dearer
-            if used.get(r, 0.0) >= 0.95 * supply.get(r, 0.0):
-                prices[r] *= 2
+        short = []
+        for r in sorted(prices):  # what ran out gets dearer, what is left over cheaper
+            share = used.get(r, 0.0) / supply[r] if supply.get(r) else 1.0
+            prices[r] *= 2.0 if share >= 0.95 else 0.5 if share < 0.8 else 1.0
+            if share >= 0.95:
+                short.append(r)
+    # What ran out first: the least of it first, then by the last prices.
+    for r in short:
+        first = {i: (_took(i).get(r, 0.0), cost[i]) for i in hopeful}
+        run = _run(sorted(hopeful, key=lambda i: (*first[i], rank[i])), cost, count, start)
+        if run is None:
+            return
+        yield run
