@@ -203,8 +203,10 @@ def optimum(
         info = h.getInfo()
         if status != highspy.HighsModelStatus.kOptimal:
             proven = False
-        best = math.floor(info.mip_dual_bound + 1e-6) if status != highspy.HighsModelStatus.kOptimal else None
-        value = round(info.objective_function_value) if best is None else best
+        if status == highspy.HighsModelStatus.kOptimal:
+            value = round(info.objective_function_value)
+        else:  # the proven upper bound (no better than every platform of the level)
+            value = min(len(mine), math.floor(min(info.mip_dual_bound, len(mine)) + 1e-6))
         if level is not None:
             out[level] = value
             # Later levels keep this level's best (its found value: a lower bound, so they stay feasible).
@@ -232,7 +234,10 @@ def row(seed: int, load: float, priorities: int, hosts: int, time_limit: float) 
         naive, naive_cpu = placed_by_priority(state, inventory)
     product, product_cpu = placed_by_priority(state, inventory)
     by_prio = optimum(reqs, inventory, True, time_limit)
-    anyway = optimum(reqs, inventory, False, time_limit)
+    if priorities > 1:
+        anyway = optimum(reqs, inventory, False, time_limit)
+    else:  # one priority: the two optima are one
+        anyway = Optimum({-1: sum(by_prio.placed.values())}, by_prio.proven, by_prio.chosen)
     levels = sorted(by_prio.placed, reverse=True)
     opt_total = sum(by_prio.placed.values())
 

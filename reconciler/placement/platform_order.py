@@ -88,6 +88,8 @@ def better_order(
 ) -> list[K] | None:
     """An order of ``idents`` whose placement places strictly more than ``first_come`` (the platforms the
     name order placed), or None. ``placer`` starts and ends at the free hosts before the group."""
+    if len(first_come) >= _most_that_fit(idents, usage, supply):
+        return None
     start = placer.mark()
     count = _Counter(placer, budget.attempts)
     placed = set(first_come)
@@ -171,6 +173,21 @@ def _demote(best: _Pass[K], count: _Counter[K], start: object) -> list[K]:
                 break
     placer.restore(start)
     return order
+
+
+def _most_that_fit(idents: Sequence[K], usage: Mapping[K, Usage], supply: Usage) -> int:
+    """An upper bound on how many of ``idents`` fit: per resource, the most whose smallest uses add up
+    to no more than the supply (``usage`` must not exceed what a platform really takes)."""
+    bound = len(idents)
+    for r in sorted({r for i in idents for r in usage[i]}):
+        total, fit = 0.0, 0
+        for n in sorted(usage[i].get(r, 0.0) for i in idents):
+            total += n
+            if total > supply.get(r, 0.0) + 1e-9:
+                break
+            fit += 1
+        bound = min(bound, fit)
+    return bound
 
 
 @dataclass(frozen=True, slots=True)
