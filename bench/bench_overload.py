@@ -40,14 +40,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gen_inventory  # noqa: E402
+import gen_inventory
 
-from reconciler import allocate  # noqa: E402
-from reconciler.allocate import Allocation, Requirements  # noqa: E402
-from reconciler.inventory import Inventory, Machine, Role, discover  # noqa: E402
-from reconciler.model.desired import DesiredState  # noqa: E402
-from reconciler.model.resources import MLPlatform, Resource  # noqa: E402
-from tests._allocate_support import desired, platform, profile  # noqa: E402
+from reconciler import allocate
+from reconciler.allocate import Allocation, Requirements
+from reconciler.inventory import Inventory, Machine, Role, discover
+from reconciler.model.desired import DesiredState
+from reconciler.model.resources import Resource
+from tests._allocate_support import desired, platform, profile
 
 FAMILIES = ("NVIDIA-H100", "NVIDIA-A100", "NVIDIA-L40S", "NVIDIA-L4")
 REQUESTS = (1, 2, 3, 4, 4, 6, 8, 8, 12, 16, 16, 24, 32)
@@ -66,7 +66,8 @@ def demand(inventory: Inventory, load: float, priorities: int, seed: int) -> Des
     """New platforms whose GPU requests add up to ``load`` times the free GPUs (the last one crosses it)."""
     rnd = random.Random(seed * 1000 + round(load * 100) + priorities)
     resources: list[Resource] = [
-        profile(ns=f"team-{n}", node_count=3 if n % 8 == 0 else 1, min_workers=n % 3) for n in range(NAMESPACES)
+        profile(ns=f"team-{n}", node_count=3 if n % 8 == 0 else 1, min_workers=n % 3)
+        for n in range(NAMESPACES)
     ]
     target, total, i = load * free_gpus(inventory), 0, 0
     while total < target:
@@ -74,8 +75,13 @@ def demand(inventory: Inventory, load: float, priorities: int, seed: int) -> Des
         gpus = {f: rnd.choice(REQUESTS) for f in fams}
         groups = {"network-pool": str(rnd.randint(1, 4))} if rnd.random() < 0.1 else None
         override = rnd.choice((1, 2, 4)) if rnd.random() < 0.1 else None
-        p = platform(f"p-{rnd.randrange(16**6):06x}-{i:04d}", gpus, ns=f"team-{i % NAMESPACES}",
-                     groups=groups, override_min=override)
+        p = platform(
+            f"p-{rnd.randrange(16**6):06x}-{i:04d}",
+            gpus,
+            ns=f"team-{i % NAMESPACES}",
+            groups=groups,
+            override_min=override,
+        )
         prio = rnd.choices((0, 1, 2), (5, 3, 2))[0] if priorities > 1 else 0
         resources.append(p.model_copy(update={"spec": p.spec.model_copy(update={"priority": prio})}))
         total += sum(gpus.values())
@@ -90,11 +96,11 @@ def demand(inventory: Inventory, load: float, priorities: int, seed: int) -> Des
 def name_order_only() -> Iterator[None]:
     """The engine with its search switched off: each priority placed in (namespace, name) order."""
     saved = allocate._place_new
-    allocate._place_new = allocate._place_in_order  # type: ignore[assignment]
+    allocate._place_new = allocate._place_in_order
     try:
         yield
     finally:
-        allocate._place_new = saved  # type: ignore[assignment]
+        allocate._place_new = saved
 
 
 def placed_by_priority(state: DesiredState, inventory: Inventory) -> tuple[Counter[int], float]:
@@ -167,7 +173,7 @@ def optimum(
             cps = [c for c in mine if c.role is Role.CONTROL_PLANE]
             if req.control_plane:
                 xs = [h.addIntegral(lb=0, ub=min(classes[c], req.control_plane)) for c in cps]
-                h.addConstr(sum(xs) == req.control_plane * w)  # type: ignore[arg-type]
+                h.addConstr(sum(xs) == req.control_plane * w)
                 for c, x in zip(cps, xs, strict=True):
                     use[c].append(x)
                 hosts_here += xs
@@ -182,23 +188,23 @@ def optimum(
                 workers.append((c, x))
             for family, need in req.gpus.items():
                 on = [c.count * x for c, x in workers if c.family == family]
-                h.addConstr(sum(on) >= need * w)  # type: ignore[arg-type,operator]
+                h.addConstr(sum(on) >= need * w)
             if req.min_workers:
-                h.addConstr(sum(x for _, x in workers) >= req.min_workers * w)  # type: ignore[arg-type,operator]
+                h.addConstr(sum(x for _, x in workers) >= req.min_workers * w)
             hosts_here += [x for _, x in workers]
             bound = req.control_plane + req.min_workers + sum(req.gpus.values())
             if hosts_here:
-                h.addConstr(sum(hosts_here) <= bound * w)  # type: ignore[arg-type,operator]
-        h.addConstr(sum(picks) == z)  # type: ignore[arg-type,operator]
+                h.addConstr(sum(hosts_here) <= bound * w)
+        h.addConstr(sum(picks) == z)
     for c, xs in use.items():
         if xs:
-            h.addConstr(sum(xs) <= classes[c])  # type: ignore[arg-type,operator]
+            h.addConstr(sum(xs) <= classes[c])
     levels = sorted({p for _, p in reqs.values()}, reverse=True) if by_priority else [None]
     out: dict[int, int] = {}
     proven = True
     for level in levels:
         mine = [placed[k] for k, (_, p) in reqs.items() if level is None or p == level]
-        h.maximize(sum(mine))  # type: ignore[arg-type]
+        h.maximize(sum(mine))
         status = h.getModelStatus()
         info = h.getInfo()
         if status != highspy.HighsModelStatus.kOptimal:
@@ -211,7 +217,7 @@ def optimum(
             out[level] = value
             # Later levels keep this level's best (its found value: a lower bound, so they stay feasible).
             if math.isfinite(info.objective_function_value):
-                h.addConstr(sum(mine) >= round(info.objective_function_value))  # type: ignore[arg-type,operator]
+                h.addConstr(sum(mine) >= round(info.objective_function_value))
         else:
             out[-1] = value
     values = h.getSolution().col_value
@@ -266,7 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--priorities", type=int, nargs="+", default=[1, 3])
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per HiGHS solve")
     args = parser.parse_args(argv)
-    print(f"{args.hosts} hosts per fleet; placed counts split by priority (high first) where there are several")
+    print(
+        f"{args.hosts} hosts per fleet; placed counts split by priority (high first) where there are several"
+    )
     print(
         "| seed | load | priorities | platforms | name order | product | opt/prio | opt/any | "
         "name/opt | product/opt | product/opt-any | product/opt per priority | CPU s name / product |"

@@ -766,6 +766,7 @@ def _priority(resource: resolve.Clustered) -> int:
 
 Ident = tuple[str, str, str]  # (namespace, name, kind)
 
+
 def _place_new(
     idents: list[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts
 ) -> dict[Ident, Decision]:

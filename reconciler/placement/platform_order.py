@@ -7,29 +7,30 @@ exactly as it was). The search knows nothing of hosts: it drives the engine's ow
 platform through a :class:`Placer` (place and commit, mark, restore), so every candidate is a real
 placement by the engine's rules, and it only counts.
 
-The search, deterministic and bounded by :attr:`Budget.attempts` placement attempts (counted, never
+The search is deterministic and bounded by :attr:`Budget.attempts` placement attempts (counted, never
 timed, so the result does not depend on the machine):
 
-1. A platform that does not fit on the free hosts alone can never be placed (capacity only shrinks as
-   others are placed): it is left out. When every platform left out by the name order is such a one, the
-   name order is already the best and nothing else runs (a fleet where everything that can fit fits pays
-   one attempt per such platform).
-2. A small group (at most :attr:`Budget.exact_max` hopeful platforms) is searched exactly: a depth-first
+1. No search when the name order already places as many as the free resources could hold at all (per
+   aggregated resource -- control-plane hosts, worker hosts, GPUs of one family -- the most platforms
+   whose smallest asks add up to the supply): a fleet short of one resource for everyone pays nothing.
+2. A platform that does not fit on the free hosts alone can never be placed (capacity only shrinks as
+   others are placed): it is left out. When every platform the name order left out is such a one, the
+   name order is already the best (one attempt per such platform).
+3. A small group (at most :attr:`Budget.exact_max` hopeful platforms) is searched exactly: a depth-first
    search over subsets placed in name order, include before exclude, so among sets of one size the first
    found keeps the earliest names.
-3. A larger group tries candidate orders, each one full pass: smallest request first, then by cost under
-   scarcity prices (each aggregated resource -- control-plane hosts, GPUs of one family, worker hosts --
-   priced by how far the group's demand exceeds what is free), the prices then raised on the resources
-   the best pass ran out of, a few rounds. The best pass wins; ties keep the earlier candidate.
-4. Within what is left of the budget, the best order is improved one move at a time: a platform left
-   out is moved to just before the first placed platform that costs more than it, and the pass re-run
-   from there; kept when it places more.
+4. A larger group tries candidate orders, each one full pass: smallest ask first, then cheapest first
+   under scarcity prices (a resource is priced by the group's demand over its supply; after each pass
+   what ran out gets dearer and what was left over cheaper, and a platform's cost uses what it really
+   took when last placed: surplus GPUs, hosts added to reach its minimum). Then, while the budget lasts,
+   the best order is re-run with its costs jittered by a fixed-seed generator; a pass is kept only when
+   it places more. Ties keep the earlier candidate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping, Sequence
 import random
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -133,48 +134,6 @@ def _shake(best: _Pass[K], count: _Counter[K], start: object) -> list[K]:
             best = run
 
 
-def _demote(best: _Pass[K], count: _Counter[K], start: object) -> list[K]:
-    """Move placed platforms to the end of the order, the dearest first, while that places more.
-
-    One placed platform may hold what two left out need; tried last, it still fits if room is left.
-    A move re-runs the pass from the moved platform's place only (the placement before it is kept).
-    """
-    placer = count.placer
-    placer.restore(start)
-    order = best.idents
-    dearest = sorted(best.fit, key=lambda i: -best.cost[i])
-    marks: list[object] = []
-    fits: list[bool] = []
-    for ident in order:
-        marks.append(placer.mark())
-        fits.append(count.place(ident))
-    tried: set[K] = set()
-    moved = True
-    while moved:
-        moved = False
-        for ident in dearest:
-            if ident in tried:
-                continue
-            j = order.index(ident)
-            if count.left < len(order) - j:
-                placer.restore(start)
-                return order
-            tried.add(ident)
-            trial = [*order[:j], *order[j + 1 :], ident]
-            placer.restore(marks[j])
-            tail_marks: list[object] = []
-            tail_fits: list[bool] = []
-            for other in trial[j:]:
-                tail_marks.append(placer.mark())
-                tail_fits.append(count.place(other))
-            if sum(tail_fits) > sum(fits[j:]):
-                order, marks, fits = trial, marks[:j] + tail_marks, fits[:j] + tail_fits
-                moved = True
-                break
-    placer.restore(start)
-    return order
-
-
 def _most_that_fit(idents: Sequence[K], usage: Mapping[K, Usage], supply: Usage) -> int:
     """An upper bound on how many of ``idents`` fit: per resource, the most whose smallest uses add up
     to no more than the supply (``usage`` must not exceed what a platform really takes)."""
@@ -207,7 +166,7 @@ def _run(order: list[K], cost: Mapping[K, float], count: _Counter[K], start: obj
     return _Pass(order, fit, cost)
 
 
-def _exact(hopeful: Sequence[K], floor: int, count: _Counter, start: object) -> list[K] | None:
+def _exact(hopeful: Sequence[K], floor: int, count: _Counter[K], start: object) -> list[K] | None:
     """The largest subset that fits placed in order (depth-first, include before exclude)."""
     best: list[K] | None = None
     best_size = floor
@@ -235,10 +194,10 @@ def _orders(
     usage: Mapping[K, Usage],
     supply: Usage,
     rank: Mapping[K, int],
-    count: _Counter,
+    count: _Counter[K],
     start: object,
     budget: Budget,
-) -> Iterator[_Pass]:
+) -> Iterator[_Pass[K]]:
     """The candidate passes, in the order they are tried (a later one learns its prices from the last)."""
 
     def _took(i: K) -> Usage:
@@ -272,16 +231,6 @@ def _orders(
         for i in run.fit:
             for r, n in _took(i).items():
                 used[r] = used.get(r, 0.0) + n
-        short = []
         for r in sorted(prices):  # what ran out gets dearer, what is left over cheaper
             share = used.get(r, 0.0) / supply[r] if supply.get(r) else 1.0
             prices[r] *= 2.0 if share >= 0.95 else 0.5 if share < 0.8 else 1.0
-            if share >= 0.95:
-                short.append(r)
-    # What ran out first: the least of it first, then by the last prices.
-    for r in short:
-        first = {i: (_took(i).get(r, 0.0), cost[i]) for i in hopeful}
-        run = _run(sorted(hopeful, key=lambda i: (*first[i], rank[i])), cost, count, start)
-        if run is None:
-            return
-        yield run
