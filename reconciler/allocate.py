@@ -12,10 +12,9 @@ Decisions that the design leaves open, written down here once:
 - Platforms and pools share one inventory. Those that already have a cluster are handled first (sticky),
   in (namespace, name) order; then new ones by ``spec.priority`` (high first; a pool has priority 0).
   Within one priority the order (namespace, then name, then kind, MLPlatform before ComputePool) is a
-  tie-break, not a reason to leave capacity unused: when first-come leaves some out of a group of at
-  most :data:`SEARCH_MAX`, a depth-first search within :data:`SEARCH_BUDGET` placement attempts finds the
-  largest set that fits placed in that order, the earliest in order winning among sets of one size
-  (:func:`_place_new`); a larger group keeps smallest-request-first when that places more.
+  tie-break, not a reason to leave capacity unused: when first-come leaves some out, a bounded search
+  (:mod:`reconciler.placement.platform_order`) looks for an order placing strictly more; an equal count
+  keeps first-come exactly (:func:`_place_new`).
   Deterministic: the budget counts attempts, not time. Hosts that a scale-down will release are *not*
   free for other platforms in the same pass: they still belong to their cluster until the change is
   applied.

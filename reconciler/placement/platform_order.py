@@ -19,7 +19,9 @@ timed, so the result does not depend on the machine):
 3. A small group (at most :attr:`Budget.exact_max` hopeful platforms) is searched exactly: a depth-first
    search over subsets placed in name order, include before exclude, so among sets of one size the first
    found keeps the earliest names.
-4. A larger group tries candidate orders, each one full pass: smallest ask first, then cheapest first
+4. A larger group spends at most one pass per platform left out (within the budget: a few left out of
+   many buy a few passes) on candidate orders, each one full pass: the ones left out first, then the
+   rest in name order; smallest ask first; cheapest first
    under scarcity prices (a resource is priced by the group's demand over its supply; after each pass
    what ran out gets dearer and what was left over cheaper, and a platform's cost uses what it really
    took when last placed: surplus GPUs, hosts added to reach its minimum). Then, while the budget lasts,
@@ -109,9 +111,12 @@ def better_order(
     if len(hopeful) <= budget.exact_max:
         found = _exact(hopeful, len(first_come), count, start)
         return found
+    # The most a search can gain is the hopeful ones left out: a few left out of many buy a few passes.
+    left_out = [i for i in hopeful if i not in placed]
+    count.left = min(count.left, len(hopeful) * len(left_out))
     rank = {ident: n for n, ident in enumerate(idents)}
     best: _Pass[K] | None = None
-    for run in _orders(hopeful, usage, supply, rank, count, start, budget):
+    for run in _orders(hopeful, left_out, usage, supply, rank, count, start, budget):
         if len(run.fit) > (len(best.fit) if best else len(first_come)):
             best = run
         if best is not None and len(best.fit) == len(hopeful):
@@ -191,6 +196,7 @@ def _exact(hopeful: Sequence[K], floor: int, count: _Counter[K], start: object) 
 
 def _orders(
     hopeful: Sequence[K],
+    left_out: Sequence[K],
     usage: Mapping[K, Usage],
     supply: Usage,
     rank: Mapping[K, int],
@@ -207,10 +213,13 @@ def _orders(
         return sorted(hopeful, key=lambda i: (cost[i], rank[i]))
 
     size = {i: sum(usage[i].values()) for i in hopeful}
-    run = _run(by(size), size, count, start)
-    if run is None:
-        return
-    yield run
+    out = set(left_out)
+    promoted = [*left_out, *(i for i in hopeful if i not in out)]
+    for order in (promoted, by(size)):
+        run = _run(order, size, count, start)
+        if run is None:
+            return
+        yield run
     demand: dict[str, float] = {}
     for i in hopeful:
         for r, n in usage[i].items():
