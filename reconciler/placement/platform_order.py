@@ -25,8 +25,9 @@ timed, so the result does not depend on the machine):
    under scarcity prices (a resource is priced by the group's demand over its supply; after each pass
    what ran out gets dearer and what was left over cheaper, and a platform's cost uses what it really
    took when last placed: surplus GPUs, hosts added to reach its minimum). Then, while the budget lasts,
-   the best order is re-run with its costs jittered by a fixed-seed generator; a pass is kept only when
-   it places more. Ties keep the earlier candidate.
+   the best order is re-run with its costs jittered by a fixed-seed generator. A pass beats another when
+   it places more, or as many while taking less of the free resources (each as a share of its supply:
+   what is left is for the priorities below); ties keep the earlier candidate.
 """
 
 from __future__ import annotations
@@ -116,26 +117,27 @@ def better_order(
     count.left = min(count.left, len(hopeful) * len(left_out))
     rank = {ident: n for n, ident in enumerate(idents)}
     best: _Pass[K] | None = None
+    floor = (len(first_come), 0.0)
     for run in _orders(hopeful, left_out, usage, supply, rank, count, start, budget):
-        if len(run.fit) > (len(best.fit) if best else len(first_come)):
+        if run.value > (best.value if best else floor):
             best = run
         if best is not None and len(best.fit) == len(hopeful):
             return best.idents
     if best is None:
         return None
-    return _shake(best, count, start)
+    return _shake(best, count, supply, start)
 
 
-def _shake(best: _Pass[K], count: _Counter[K], start: object) -> list[K]:
+def _shake(best: _Pass[K], count: _Counter[K], supply: Usage, start: object) -> list[K]:
     """Re-run the best order with its costs jittered (a fixed-seed generator: deterministic) while the
-    budget lasts, keeping any pass that places more."""
+    budget lasts, keeping any pass that is better (:attr:`_Pass.value`)."""
     rnd = random.Random(len(best.idents))
     while True:
         cost = {i: c * (0.7 + 0.6 * rnd.random()) for i, c in best.cost.items()}
-        run = _run(sorted(best.idents, key=lambda i: cost[i]), best.cost, count, start)
+        run = _run(sorted(best.idents, key=lambda i: cost[i]), best.cost, count, start, supply)
         if run is None:
             return best.idents
-        if len(run.fit) > len(best.fit):
+        if run.value > best.value:
             best = run
 
 
@@ -159,16 +161,25 @@ class _Pass(Generic[K]):
     idents: list[K]  # the order
     fit: list[K]  # those that fit, placed in it
     cost: Mapping[K, float]  # what the order was sorted by
+    spent: float  # what the placed ones took, each resource as a share of its supply
+
+    @property
+    def value(self) -> tuple[int, float]:
+        """More placed, then less taken (what is left is for the priorities below)."""
+        return (len(self.fit), -self.spent)
 
 
-def _run(order: list[K], cost: Mapping[K, float], count: _Counter[K], start: object) -> _Pass[K] | None:
+def _run(
+    order: list[K], cost: Mapping[K, float], count: _Counter[K], start: object, supply: Usage
+) -> _Pass[K] | None:
     """Place ``order`` from ``start``, then come back; None when the budget cannot pay for the pass."""
     if count.left < len(order):
         return None
     count.placer.restore(start)
     fit = [ident for ident in order if count.place(ident)]
     count.placer.restore(start)
-    return _Pass(order, fit, cost)
+    spent = sum(n / supply[r] for i in fit for r, n in count.took[i].items() if supply.get(r))
+    return _Pass(order, fit, cost, spent)
 
 
 def _exact(hopeful: Sequence[K], floor: int, count: _Counter[K], start: object) -> list[K] | None:
@@ -216,7 +227,7 @@ def _orders(
     out = set(left_out)
     promoted = [*left_out, *(i for i in hopeful if i not in out)]
     for order in (promoted, by(size)):
-        run = _run(order, size, count, start)
+        run = _run(order, size, count, start, supply)
         if run is None:
             return
         yield run
@@ -232,7 +243,7 @@ def _orders(
             i: sum(prices.get(r, 0.0) * n / max(supply.get(r, 0.0), 1.0) for r, n in _took(i).items())
             for i in hopeful
         }
-        run = _run(by(cost), cost, count, start)
+        run = _run(by(cost), cost, count, start, supply)
         if run is None:
             return
         yield run
