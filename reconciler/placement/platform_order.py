@@ -21,13 +21,13 @@ timed, so the result does not depend on the machine):
    found keeps the earliest names.
 4. A larger group spends at most one pass per platform left out (within the budget: a few left out of
    many buy a few passes) on candidate orders, each one full pass: the ones left out first, then the
-   rest in name order; smallest ask first; cheapest first
-   under scarcity prices (a resource is priced by the group's demand over its supply; after each pass
-   what ran out gets dearer and what was left over cheaper, and a platform's cost uses what it really
-   took when last placed: surplus GPUs, hosts added to reach its minimum). Then, while the budget lasts,
-   the best order is re-run with its costs jittered by a fixed-seed generator. A pass beats another when
-   it places more, or as many while taking less of the free resources (each as a share of its supply:
-   what is left is for the priorities below); ties keep the earlier candidate.
+   rest in name order; smallest ask first; cheapest first under scarcity prices (a resource is priced
+   by the group's demand over its supply; after each pass what ran out gets dearer and what was left
+   over cheaper, and a platform's cost uses what it really took when last placed: surplus GPUs, hosts
+   added to reach its minimum). Then, while the budget lasts, the best order is re-run with its costs
+   jittered by a fixed-seed generator. A pass beats another when it places more, or as many while
+   taking less of the free resources (each as a share of its supply: what is left is for the priorities
+   below); ties keep the earlier candidate.
 """
 
 from __future__ import annotations
