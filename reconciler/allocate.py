@@ -820,10 +820,7 @@ class _Placer:
             return None
         outcome = result[1]
         self.free.commit(outcome.trial)
-        took = {f"gpus:{f}": float(n) for f, n in outcome.gpus.items()}
-        took["control-plane"] = float(len(outcome.control_plane))
-        took["workers"] = float(len(outcome.workers))
-        return took
+        return _taking(len(outcome.control_plane), len(outcome.workers), outcome.gpus.items())
 
     def mark(self) -> tuple[int, ...]:
         return self.free.heads()
@@ -834,12 +831,17 @@ class _Placer:
 
 
 def _usage(req: Requirements) -> dict[str, float]:
-    """What a platform takes of the resources the order search prices (all architectures and groups
-    together: the prices only order the candidates, the engine decides what fits)."""
-    usage: dict[str, float] = {f"gpus:{f}": float(n) for f, n in req.gpus.items()}
-    usage["control-plane"] = float(req.control_plane)
-    usage["workers"] = float(req.min_workers)
-    return usage
+    """What a platform asks of the resources the order search prices: never more than it takes."""
+    return _taking(req.control_plane, req.min_workers, req.gpus.items())
+
+
+def _taking(control_plane: int, workers: int, gpus: Iterable[tuple[str, int]]) -> dict[str, float]:
+    """Hosts and GPUs as the order search prices them: all architectures and resource groups together
+    (the prices only order the candidates; the engine decides what fits)."""
+    took = {f"gpus:{f}": float(n) for f, n in gpus}
+    took["control-plane"] = float(control_plane)
+    took["workers"] = float(workers)
+    return took
 
 
 def _supply(free: _FreeHosts) -> dict[str, float]:
