@@ -784,11 +784,15 @@ def _place_new(
     placed = [i for i in idents if isinstance(greedy[i], Allocation)]
     free.restore(start)
     usage = {i: _usage(needs[i]) for i in idents}
-    better = platform_order.better_order(idents, placed, usage, _supply(free), _Placer(needs, free))
+    placer = _Placer(needs, free)
+    better = platform_order.better_order(idents, placed, usage, _supply(free), placer)
     if better is None:
         free.restore(done)
         return greedy
-    out = _place_in_order(better, needs, free)
+    if better.in_place:
+        out: dict[Ident, Decision] = {i: _to_allocation(a, o) for i, (a, o) in placer.placed.items()}
+    else:
+        out = _place_in_order(better.order, needs, free)
     out |= _place_in_order([i for i in idents if i not in out], needs, free)
     return out
 
@@ -809,10 +813,12 @@ def _place_in_order(
 
 
 class _Placer:
-    """The engine's placement of one new platform, as the order search drives it."""
+    """The engine's placement of one new platform, as the order search drives it. ``placed``: what was
+    placed since the last restore (the search's last pass, when it says the placer holds it)."""
 
     def __init__(self, needs: Mapping[Ident, Requirements], free: _FreeHosts) -> None:
         self.needs, self.free = needs, free
+        self.placed: dict[Ident, tuple[str, _Outcome]] = {}
 
     def place(self, ident: Ident) -> dict[str, float] | None:
         result = _best_fresh(self.needs[ident], self.free)
@@ -820,6 +826,7 @@ class _Placer:
             return None
         outcome = result[1]
         self.free.commit(outcome.trial)
+        self.placed[ident] = result
         return _taking(len(outcome.control_plane), len(outcome.workers), outcome.gpus.items())
 
     def mark(self) -> tuple[int, ...]:
@@ -828,6 +835,7 @@ class _Placer:
     def restore(self, mark: object) -> None:
         assert isinstance(mark, tuple)
         self.free.restore(mark)
+        self.placed.clear()
 
 
 def _usage(req: Requirements) -> dict[str, float]:

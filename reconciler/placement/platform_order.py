@@ -56,6 +56,14 @@ class Placer(Protocol[K]):  # type: ignore[misc]
 
 
 @dataclass(frozen=True, slots=True)
+class Better(Generic[K]):
+    """An order that places more: place it, then the rest of the group in name order."""
+
+    order: list[K]
+    in_place: bool  # the placer already holds this order's placement (its last pass): no need to redo it
+
+
+@dataclass(frozen=True, slots=True)
 class Budget:
     attempts: int = 20_000  # placement attempts for one priority group
     exact_max: int = 16  # a group of at most this many hopeful platforms is searched exactly
@@ -89,9 +97,10 @@ def better_order(
     supply: Usage,
     placer: Placer[K],
     budget: Budget = Budget(),
-) -> list[K] | None:
+) -> Better[K] | None:
     """An order of ``idents`` whose placement places strictly more than ``first_come`` (the platforms the
-    name order placed), or None. ``placer`` starts and ends at the free hosts before the group."""
+    name order placed), or None. ``placer`` starts at the free hosts before the group and ends there too,
+    unless :attr:`Better.in_place` says it holds the placement of the order found."""
     if len(first_come) >= _most_that_fit(idents, usage, supply):
         return None
     start = placer.mark()
@@ -111,7 +120,7 @@ def better_order(
         return None
     if len(hopeful) <= budget.exact_max:
         found = _exact(hopeful, len(first_come), count, start)
-        return found
+        return None if found is None else Better(found, in_place=False)
     # The most a search can gain is the hopeful ones left out: a few left out of many buy a few passes.
     left_out = [i for i in hopeful if i not in placed]
     count.left = min(count.left, len(hopeful) * len(left_out))
@@ -122,10 +131,11 @@ def better_order(
         if run.value > (best.value if best else floor):
             best = run
         if best is not None and len(best.fit) == len(hopeful):
-            return best.idents
+            return Better(best.idents, in_place=best is run)  # the placer holds the last pass run
+    placer.restore(start)
     if best is None:
         return None
-    return _shake(best, count, supply, start)
+    return Better(_shake(best, count, supply, start), in_place=False)
 
 
 def _shake(best: _Pass[K], count: _Counter[K], supply: Usage, start: object) -> list[K]:
@@ -136,6 +146,7 @@ def _shake(best: _Pass[K], count: _Counter[K], supply: Usage, start: object) -> 
         cost = {i: c * (0.7 + 0.6 * rnd.random()) for i, c in best.cost.items()}
         run = _run(sorted(best.idents, key=lambda i: cost[i]), best.cost, count, start, supply)
         if run is None:
+            count.placer.restore(start)
             return best.idents
         if run.value > best.value:
             best = run
@@ -172,12 +183,12 @@ class _Pass(Generic[K]):
 def _run(
     order: list[K], cost: Mapping[K, float], count: _Counter[K], start: object, supply: Usage
 ) -> _Pass[K] | None:
-    """Place ``order`` from ``start``, then come back; None when the budget cannot pay for the pass."""
+    """Place ``order`` from ``start`` (the placer is left holding it); None when the budget cannot pay
+    for the pass."""
     if count.left < len(order):
         return None
     count.placer.restore(start)
     fit = [ident for ident in order if count.place(ident)]
-    count.placer.restore(start)
     spent = sum(n / supply[r] for i in fit for r, n in count.took[i].items() if supply.get(r))
     return _Pass(order, fit, cost, spent)
 
