@@ -16,9 +16,9 @@ timed, so the result does not depend on the machine):
 2. A platform that does not fit on the free hosts alone can never be placed (capacity only shrinks as
    others are placed): it is left out. When every platform the name order left out is such a one, the
    name order is already the best (one attempt per such platform).
-3. A small group (at most :attr:`Budget.exact_max` hopeful platforms) is searched exactly: a depth-first
-   search over subsets placed in name order, include before exclude, so among sets of one size the first
-   found keeps the earliest names.
+3. A small group (at most :attr:`Budget.exact_max` hopeful platforms) is searched exactly within
+   :attr:`Budget.exact_attempts`: a depth-first search over subsets placed in name order, include before
+   exclude, so among sets of one size the first found keeps the earliest names.
 4. A larger group spends at most one pass per platform left out (within the budget: a few left out of
    many buy a few passes) on candidate orders, each one full pass: the ones left out first, then the
    rest in name order; smallest ask first; cheapest first under scarcity prices (a resource is priced
@@ -66,7 +66,8 @@ class Better(Generic[K]):
 @dataclass(frozen=True, slots=True)
 class Budget:
     attempts: int = 20_000  # placement attempts for one priority group
-    exact_max: int = 16  # a group of at most this many hopeful platforms is searched exactly
+    exact_max: int = 16  # a group of at most this many hopeful platforms is searched exactly,
+    exact_attempts: int = 2_000  # within this many of the attempts
     price_rounds: int = 6  # price updates after the first priced pass
 
 
@@ -119,6 +120,7 @@ def better_order(
     if len(hopeful) == len(first_come):
         return None
     if len(hopeful) <= budget.exact_max:
+        count.left = min(count.left, budget.exact_attempts)
         found = _exact(hopeful, len(first_come), count, start)
         return None if found is None else Better(found, in_place=False)
     # The most a search can gain is the hopeful ones left out: a few left out of many buy a few passes.
