@@ -14,15 +14,13 @@ repository, and the controller in this process. Prints:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -30,31 +28,12 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gen_config_tree
-import gen_inventory
+from _support import emulator_process, fleet, git
 
 from reconciler.controller import Controller, ControllerOptions
 from reconciler.logging import configure_logging
 from reconciler.metrics import PassOutcome
 from reconciler.palette.client import PaletteClient
-
-GIT_ENV = {
-    **os.environ,
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@localhost",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@localhost",
-}
-
-
-def git(*args: str) -> str:
-    return subprocess.run(["git", *args], check=True, capture_output=True, text=True, env=GIT_ENV).stdout
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def stats(url: str) -> dict[tuple[str, str], int]:
@@ -74,6 +53,48 @@ def writes(counts: dict[tuple[str, str], int]) -> int:
     )
 
 
+def first_pass(ctl: Controller, url: str, hosts: int) -> None:
+    """The first full pass: its time, actions and Palette calls by kind."""
+    httpx.post(f"{url}/__emulator/reset-stats", timeout=10)
+    t0 = time.perf_counter()
+    first = ctl.reconcile_once()
+    first_seconds = time.perf_counter() - t0
+    calls = stats(url)
+    actions: dict[str, int] = {}
+    for p in first.plan:
+        actions[str(p.action)] = actions.get(str(p.action), 0) + 1
+    print(f"first pass: {first_seconds:.2f} s, outcome {first.outcome}, actions {actions}")
+    for (method, path), n in sorted(calls.items()):
+        print(f"  {method:6} {path:60} {n:6}")
+    host_pages = calls.get(("POST", "/v1/dashboard/edgehosts/search"), 0)
+    print(f"  host listing: {host_pages} pages for {hosts} hosts (pages of 50: {-(-hosts // 50)})")
+
+
+def noop_against_baseline(ctl: Controller, url: str, key: str, bare: Path, repeat: int) -> None:
+    """No-op passes and the baseline (``git ls-remote`` + one full inventory listing), alternated."""
+    tip = git("-C", str(bare), "rev-parse", "refs/heads/reconciler/status")
+    noop: list[float] = []
+    base: list[float] = []
+    httpx.post(f"{url}/__emulator/reset-stats", timeout=10)
+    outcomes = set()
+    with PaletteClient(url, key) as client:
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            outcomes.add(str(ctl.reconcile_once().outcome))
+            noop.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            git("ls-remote", str(bare), "refs/heads/main")
+            client.search_edge_hosts()
+            base.append(time.perf_counter() - t0)
+    noop_writes = writes(stats(url))
+    same_tip = git("-C", str(bare), "rev-parse", "refs/heads/reconciler/status") == tip
+    n, b = statistics.median(noop), statistics.median(base)
+    print(f"no-op pass:  median {n * 1000:.0f} ms over {repeat} (outcomes {sorted(outcomes)})")
+    print(f"baseline (git ls-remote + full inventory listing): median {b * 1000:.0f} ms")
+    print(f"ratio no-op / baseline: {n / b:.2f}x (target <= 1.5x)")
+    print(f"no-op Palette writes: {noop_writes}; status commit unchanged: {same_tip}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=10_000)
@@ -85,112 +106,29 @@ def main() -> int:
     configure_logging("error")
 
     work = Path(tempfile.mkdtemp(prefix="bench-loop-"))
-    inventory = work / "inventory.json"
-    inventory.write_text(json.dumps(gen_inventory.generate(args.hosts, seed=1)))
-    tree = work / "config"
-    support = len(gen_config_tree.SUPPORT) * args.namespaces
-    gen_config_tree.generate(tree, documents=args.platforms + support, namespaces=args.namespaces)
-    for profile in tree.glob("*/computeprofile.yaml"):  # one control-plane node: more platforms fit
-        profile.write_text(profile.read_text().replace("nodeCount: 3", "nodeCount: 1"))
-    git("init", "-q", "-b", "main", str(tree))
-    git("-C", str(tree), "add", "-A")
-    git("-C", str(tree), "commit", "-q", "-m", "bench config")
-    bare = work / "remote.git"
-    git("clone", "-q", "--bare", str(tree), str(bare))
-
+    repo = fleet(work, platforms=args.platforms, namespaces=args.namespaces, hosts=args.hosts)
     key = secrets.token_urlsafe(16)
-    port = free_port()
-    env = {**os.environ, "PALETTE_API_KEY": key}
-    emulator = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reconciler.cli",
-            "emulator",
-            "--inventory",
-            str(inventory),
-            "--port",
-            str(port),
-            "--provision-seconds",
-            "1",
-            "--delete-seconds",
-            "1",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{url}/__emulator/stats", timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+    times = ("--provision-seconds", "1", "--delete-seconds", "1")
+    with emulator_process(repo.inventory, key, *times) as url:
         os.environ["PALETTE_API_KEY"] = key
-        ctl = Controller(
-            ControllerOptions(repo=str(bare), palette_url=url, cache_dir=work / "cache", apply_concurrency=8)
+        options = ControllerOptions(
+            repo=str(repo.bare), palette_url=url, cache_dir=work / "cache", apply_concurrency=8
         )
+        with closing(Controller(options)) as ctl:
+            first_pass(ctl, url, args.hosts)
+            # Let every cluster finish provisioning, then until a pass finds nothing to do.
+            for _ in range(30):
+                time.sleep(1.0)
+                if ctl.reconcile_once().outcome is PassOutcome.SKIPPED:
+                    break
+            noop_against_baseline(ctl, url, key, repo.bare, args.repeat)
+            if args.profile:
+                import cProfile
+                import pstats
 
-        httpx.post(f"{url}/__emulator/reset-stats", timeout=10)
-        t0 = time.perf_counter()
-        first = ctl.reconcile_once()
-        first_seconds = time.perf_counter() - t0
-        calls = stats(url)
-        actions: dict[str, int] = {}
-        for p in first.plan:
-            actions[str(p.action)] = actions.get(str(p.action), 0) + 1
-        print(f"first pass: {first_seconds:.2f} s, outcome {first.outcome}, actions {actions}")
-        for (method, path), n in sorted(calls.items()):
-            print(f"  {method:6} {path:60} {n:6}")
-        host_pages = calls.get(("POST", "/v1/dashboard/edgehosts/search"), 0)
-        print(
-            f"  host listing: {host_pages} pages for {args.hosts} hosts (pages of 50: {-(-args.hosts // 50)})"
-        )
-
-        # Let every cluster finish provisioning, then until a pass finds nothing to do.
-        for _ in range(30):
-            time.sleep(1.0)
-            if ctl.reconcile_once().outcome is PassOutcome.SKIPPED:
-                break
-        tip = git("-C", str(bare), "rev-parse", "refs/heads/reconciler/status").strip()
-
-        noop: list[float] = []
-        base: list[float] = []
-        client = PaletteClient(url, key)
-        httpx.post(f"{url}/__emulator/reset-stats", timeout=10)
-        outcomes = set()
-        for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            outcomes.add(str(ctl.reconcile_once().outcome))
-            noop.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            git("ls-remote", str(bare), "refs/heads/main")
-            client.search_edge_hosts()
-            base.append(time.perf_counter() - t0)
-        noop_writes = writes(stats(url))
-        same_tip = git("-C", str(bare), "rev-parse", "refs/heads/reconciler/status").strip() == tip
-        if args.profile:
-            import cProfile
-            import pstats
-
-            profiler = cProfile.Profile()
-            profiler.runcall(ctl.reconcile_once)
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-        n, b = statistics.median(noop), statistics.median(base)
-        print(f"no-op pass:  median {n * 1000:.0f} ms over {args.repeat} (outcomes {sorted(outcomes)})")
-        print(f"baseline (git ls-remote + full inventory listing): median {b * 1000:.0f} ms")
-        print(f"ratio no-op / baseline: {n / b:.2f}x (target <= 1.5x)")
-        print(f"no-op Palette writes: {noop_writes}; status commit unchanged: {same_tip}")
-        client.close()
-        ctl.close()
-    finally:
-        emulator.terminate()
-        emulator.wait(10)
+                profiler = cProfile.Profile()
+                profiler.runcall(ctl.reconcile_once)
+                pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
     return 0
 
 

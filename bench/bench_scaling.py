@@ -16,13 +16,13 @@ import argparse
 import math
 import random
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
+from _support import free_port
 
 from reconciler.model.gpu import canonical_family
 from reconciler.model.scaling import ScalingPolicySpec
@@ -132,10 +132,8 @@ def bench_prometheus(pools: int, seed: int) -> None:
         print("prometheus: binary not installed, observation pass skipped")
         return
     rnd = random.Random(seed)
-    with tempfile.TemporaryDirectory() as tmp, socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        sock.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
         config = Path(tmp) / "prometheus.yml"
         config.write_text("global: {scrape_interval: 1s}\nscrape_configs: []\n")
         process = subprocess.Popen(

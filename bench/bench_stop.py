@@ -12,7 +12,6 @@ exit code and whether every created cluster is in the committed status.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -27,24 +26,25 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gen_config_tree
-import gen_inventory
+from _support import fleet, git
 
 from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.palette.observe import load_snapshot
 
 CREATE = "/v1/spectroclusters/edge-native"
-GIT_ENV = {
-    **os.environ,
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@localhost",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@localhost",
-}
 
 
-def git(*args: str) -> str:
-    return subprocess.run(["git", *args], check=True, capture_output=True, text=True, env=GIT_ENV).stdout
+def reported_clusters(bare: Path) -> set[str]:
+    """The cluster uids the committed status of the platforms names."""
+    names = git("-C", str(bare), "ls-tree", "-r", "--name-only", "reconciler/status").split()
+    reported = set()
+    for name in names:
+        if "/mlplatforms/" in name:
+            doc = yaml.safe_load(git("-C", str(bare), "show", f"reconciler/status:{name}"))
+            uid = (doc["status"].get("cluster") or {}).get("uid")
+            if uid:
+                reported.add(uid)
+    return reported
 
 
 def main() -> int:
@@ -57,24 +57,13 @@ def main() -> int:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-stop-"))
-    inventory = work / "inventory.json"
-    inventory.write_text(json.dumps(gen_inventory.generate(args.hosts, seed=1)))
-    tree = work / "config"
-    support = len(gen_config_tree.SUPPORT) * args.namespaces
-    gen_config_tree.generate(tree, documents=args.platforms + support, namespaces=args.namespaces)
-    for profile in tree.glob("*/computeprofile.yaml"):
-        profile.write_text(profile.read_text().replace("nodeCount: 3", "nodeCount: 1"))
-    git("init", "-q", "-b", "main", str(tree))
-    git("-C", str(tree), "add", "-A")
-    git("-C", str(tree), "commit", "-q", "-m", "bench config")
-    bare = work / "remote.git"
-    git("clone", "-q", "--bare", str(tree), str(bare))
+    repo = fleet(work, platforms=args.platforms, namespaces=args.namespaces, hosts=args.hosts)
 
     key = "bench-stop-key-0123456789"
     arrivals: list[float] = []
     lock = threading.Lock()
     rule = FaultRule(path=f"^{CREATE}$", methods=("POST",), latency=args.latency)
-    with EmulatorServer.from_snapshot(load_snapshot(inventory), key, faults=[rule]) as emulator:
+    with EmulatorServer.from_snapshot(load_snapshot(repo.inventory), key, faults=[rule]) as emulator:
         decide = emulator.faults.decide
 
         def record(method: str, path: str):  # type: ignore[no-untyped-def]
@@ -90,7 +79,7 @@ def main() -> int:
             "reconciler.cli",
             "run",
             "--repo",
-            str(bare),
+            str(repo.bare),
             "--palette",
             emulator.url,
             "--cache-dir",
@@ -118,14 +107,7 @@ def main() -> int:
             before = sum(1 for t in arrivals if t <= signalled)
             late = sorted(t - signalled for t in arrivals if t > signalled)
         clusters = {c.uid for c in emulator.state.clusters.values()}
-    names = git("-C", str(bare), "ls-tree", "-r", "--name-only", "reconciler/status").split()
-    reported = set()
-    for name in names:
-        if "/mlplatforms/" in name:
-            doc = yaml.safe_load(git("-C", str(bare), "show", f"reconciler/status:{name}"))
-            uid = (doc["status"].get("cluster") or {}).get("uid")
-            if uid:
-                reported.add(uid)
+    reported = reported_clusters(repo.bare)
     print(f"platforms {args.platforms}, hosts {args.hosts}, create latency {args.latency} s")
     print(f"creates before SIGTERM: {before}")
     print(

@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _support import git
 from gen_config_tree import SUPPORT
 from gen_inventory import generate as generate_inventory
 
@@ -60,17 +61,6 @@ spec:
   priority: {priority}
   gpus: [{{family: {family}, count: {count}}}]
 """
-
-
-def git(*args: str, cwd: Path) -> str:
-    env = {
-        "GIT_AUTHOR_NAME": "b",
-        "GIT_AUTHOR_EMAIL": "b@x",
-        "GIT_COMMITTER_NAME": "b",
-        "GIT_COMMITTER_EMAIL": "b@x",
-    }
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
 
 
 def family_of(pool: int) -> str:

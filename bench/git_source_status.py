@@ -12,29 +12,17 @@ Usage: ``python bench/git_source_status.py [--platforms 1000] [--repeat 7]``
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _support import git
+
 from reconciler.manifests import parse_file
 from reconciler.source import GitSource
 from reconciler.status import StatusStore
-
-ENV = {
-    **os.environ,
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@localhost",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@localhost",
-}
-
-
-def git(*args: str, cwd: Path) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, env=ENV, check=True, capture_output=True, text=True).stdout
 
 
 def platform_doc(ns: str, i: int, gpus: int = 8) -> str:

@@ -11,30 +11,17 @@ Usage: ``python bench/status_contention.py [--seconds 20] [--rival-every 0.1] [-
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from _support import git, git_run
+
 from reconciler.status import StatusError, StatusStore
 
 BRANCH = "reconciler/status"
-ENV = {
-    **os.environ,
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@localhost",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@localhost",
-}
-
-
-def git(*args: str, cwd: Path, stdin: str | None = None) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env=ENV, input=stdin, check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 def rival(remote: Path, work: Path, every: float, stop: threading.Event, landed: list[int]) -> None:
@@ -42,7 +29,7 @@ def rival(remote: Path, work: Path, every: float, stop: threading.Event, landed:
     n = 0
     while not stop.is_set():
         n += 1
-        blob = git("hash-object", "-w", "--stdin", cwd=work, stdin=f"n: {n}\n")
+        blob = git("hash-object", "-w", "--stdin", cwd=work, input=f"n: {n}\n")
         for _ in range(20):
             git("fetch", "--quiet", str(remote), f"+refs/heads/{BRANCH}:refs/heads/{BRANCH}", cwd=work)
             # Another writer's file on top of the tip's (the store's own are kept): a race the store
@@ -50,10 +37,12 @@ def rival(remote: Path, work: Path, every: float, stop: threading.Event, landed:
             listing = git("ls-tree", BRANCH, cwd=work).splitlines()
             entries = [e for e in listing if not e.endswith("\trival.yaml")]
             entries.append(f"100644 blob {blob}\trival.yaml")
-            tree = git("mktree", cwd=work, stdin="\n".join(entries) + "\n")
+            tree = git("mktree", cwd=work, input="\n".join(entries) + "\n")
             commit = git("commit-tree", tree, "-p", BRANCH, "-m", f"rival {n}", cwd=work)
-            push = ["git", "push", "--quiet", str(remote), f"{commit}:refs/heads/{BRANCH}"]
-            if subprocess.run(push, cwd=work, env=ENV, capture_output=True, check=False).returncode == 0:
+            if (
+                git_run("push", "--quiet", str(remote), f"{commit}:refs/heads/{BRANCH}", cwd=work).returncode
+                == 0
+            ):
                 landed.append(n)
                 break
         stop.wait(every)

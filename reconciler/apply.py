@@ -406,92 +406,99 @@ def apply_workload_profiles(
     """
     out: dict[WorkloadKey, WorkloadOutcome] = {}
     for pool in plan.pools:
-        ns, name = pool.key
-        mine = [w for w in plan.workloads if w.namespace == ns and w.pool == name]
-        holding = {w.key: w for w in mine if _holds(w)}
-        leaving = {k: uids for k, (pname, uids) in recorded.items() if k[0] == ns and pname == name}
-        leaving = {k: uids for k, uids in leaving.items() if k not in holding}
-        existing = pool.cluster.existing
-        cluster_gone = (
-            existing is None
-            or existing.state in ("Deleting", "Deleted")
-            or pool.action
-            in (
-                Action.DELETE,
-                Action.REPLACE,
-            )
-        )
-        running = any(w.pool_running for w in mine) or (
-            existing is not None and existing.state == "Running" and not cluster_gone
-        )
-        wanted: dict[WorkloadKey, tuple[ClusterProfileRef, ...] | tuple[str, ...]] = {}
-        for key, w in holding.items():
-            before = recorded.get(key, (name, ()))[1]
-            blocked = w.reason is Reason.PRUNE_BLOCKED  # held back by the deletion guard: as it was
-            if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) and w.pool_running and not blocked:
-                wanted[key] = w.cluster_profiles
-            else:
-                wanted[key] = before  # waiting (pool not ready, or keeping an earlier admission)
-        if cluster_gone or not running or existing is None:
-            for key in holding:
-                out[key] = WorkloadOutcome(() if cluster_gone else recorded.get(key, (name, ()))[1])
-            for key, uids in leaving.items():
-                out[key] = WorkloadOutcome(() if cluster_gone else uids)
-            continue
-        resource = desired.get(ComputePool, ns, name)
-        own = {r.uid for r in platform_cluster_profiles(desired, resource)} if resource is not None else set()
-        refs: dict[str, ClusterProfileRef] = {}
-        keep: set[str] = set(own)
-        for value in wanted.values():
-            for item in value:
-                if isinstance(item, ClusterProfileRef):
-                    refs.setdefault(item.uid, item)
-                    keep.add(item.uid)
-                else:
-                    keep.add(item)
-        drop = {u for key, uids in recorded.items() if key[0] == ns and uids[0] == name for u in uids[1]}
-        drop -= keep
-        results = {key: WorkloadOutcome(_uids(wanted[key])) for key in holding}
-        results |= {key: WorkloadOutcome(()) for key in leaving}
-        todo_attach = {
-            u
-            for key, value in wanted.items()
-            for u in _uids(value)
-            if u not in set(recorded.get(key, (name, ()))[1]) and u in refs
-        }
-        if (todo_attach or drop) and stop is not None and stop():
-            results = {k: WorkloadOutcome(recorded.get(k, (name, ()))[1]) for k in [*holding, *leaving]}
-        elif todo_attach or drop:
-            try:
-                attached = _attached_uids(client.get_cluster_profiles(existing.uid))
-                missing = [refs[u] for u in sorted(todo_attach) if u not in attached]
-                if missing:
-                    client.attach_profiles(existing.uid, cluster_profile_entities(missing))
-                    log.info(
-                        "workload profiles attached",
-                        namespace=ns,
-                        pool=name,
-                        cluster_uid=existing.uid,
-                        profiles=[r.uid for r in missing],
-                    )
-                gone = sorted(drop & attached)
-                if gone:
-                    client.detach_profiles(existing.uid, gone)
-                    log.info(
-                        "workload profiles detached",
-                        namespace=ns,
-                        pool=name,
-                        cluster_uid=existing.uid,
-                        profiles=gone,
-                    )
-            except PaletteError as exc:
-                log.warning("workload profiles not applied", namespace=ns, pool=name, error=str(exc))
-                results = {
-                    key: WorkloadOutcome(recorded.get(key, (name, ()))[1], ok=False, error=str(exc))
-                    for key in [*holding, *leaving]
-                }
-        out.update(results)
+        out.update(_apply_pool_profiles(client, desired, plan, pool, recorded, stop))
     return out
+
+
+def _apply_pool_profiles(
+    client: ClusterAPI,
+    desired: DesiredState,
+    plan: Plan,
+    pool: PoolPlan,
+    recorded: Mapping[WorkloadKey, tuple[str, tuple[str, ...]]],
+    stop: Callable[[], bool] | None,
+) -> dict[WorkloadKey, WorkloadOutcome]:
+    """The workload profiles of one pool's cluster (:func:`apply_workload_profiles`)."""
+    ns, name = pool.key
+    mine = [w for w in plan.workloads if w.namespace == ns and w.pool == name]
+    holding = {w.key: w for w in mine if _holds(w)}
+    leaving = [
+        k for k, (pool_name, _) in recorded.items() if k[0] == ns and pool_name == name and k not in holding
+    ]
+
+    def before(key: WorkloadKey) -> tuple[str, ...]:
+        return recorded.get(key, (name, ()))[1]
+
+    existing = pool.cluster.existing
+    cluster_gone = (
+        existing is None
+        or existing.state in ("Deleting", "Deleted")
+        or pool.action in (Action.DELETE, Action.REPLACE)
+    )
+    running = any(w.pool_running for w in mine) or (
+        existing is not None and existing.state == "Running" and not cluster_gone
+    )
+    if cluster_gone or not running or existing is None:
+        return {key: WorkloadOutcome(() if cluster_gone else before(key)) for key in [*holding, *leaving]}
+    wanted = {key: _wanted_profiles(w, before(key)) for key, w in holding.items()}
+    resource = desired.get(ComputePool, ns, name)
+    own = {r.uid for r in platform_cluster_profiles(desired, resource)} if resource is not None else set()
+    refs: dict[str, ClusterProfileRef] = {}
+    for value in wanted.values():
+        for item in value:
+            if isinstance(item, ClusterProfileRef):
+                refs.setdefault(item.uid, item)
+    keep = own | {u for value in wanted.values() for u in _uids(value)}
+    drop = {u for key, uids in recorded.items() if key[0] == ns and uids[0] == name for u in uids[1]} - keep
+    attach = {u for key, value in wanted.items() for u in _uids(value) if u not in before(key) and u in refs}
+    if (attach or drop) and stop is not None and stop():
+        return {key: WorkloadOutcome(before(key)) for key in [*holding, *leaving]}
+    if attach or drop:
+        try:
+            _change_cluster_profiles(client, existing.uid, [refs[u] for u in sorted(attach)], drop, ns, name)
+        except PaletteError as exc:
+            log.warning("workload profiles not applied", namespace=ns, pool=name, error=str(exc))
+            error = str(exc)
+            return {key: WorkloadOutcome(before(key), ok=False, error=error) for key in [*holding, *leaving]}
+    placed = {key: WorkloadOutcome(_uids(wanted[key])) for key in holding}
+    return placed | {key: WorkloadOutcome(()) for key in leaving}
+
+
+def _wanted_profiles(
+    w: WorkloadPlan, before: tuple[str, ...]
+) -> tuple[ClusterProfileRef, ...] | tuple[str, ...]:
+    """What a workload that holds GPUs should have attached: its profiles once admitted on a Running
+    pool; else what it had (waiting for the pool, keeping an earlier admission, or held back by the
+    deletion guard)."""
+    blocked = w.reason is Reason.PRUNE_BLOCKED
+    if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED) and w.pool_running and not blocked:
+        return w.cluster_profiles
+    return before
+
+
+def _change_cluster_profiles(
+    client: ClusterAPI,
+    cluster_uid: str,
+    attach: Sequence[ClusterProfileRef],
+    drop: set[str],
+    ns: str,
+    pool: str,
+) -> None:
+    """Attach ``attach`` and detach ``drop`` where the cluster's profiles, read first, say it is due."""
+    attached = _attached_uids(client.get_cluster_profiles(cluster_uid))
+    missing = [r for r in attach if r.uid not in attached]
+    if missing:
+        client.attach_profiles(cluster_uid, cluster_profile_entities(missing))
+        profiles = [r.uid for r in missing]
+        log.info(
+            "workload profiles attached", namespace=ns, pool=pool, cluster_uid=cluster_uid, profiles=profiles
+        )
+    gone = sorted(drop & attached)
+    if gone:
+        client.detach_profiles(cluster_uid, gone)
+        log.info(
+            "workload profiles detached", namespace=ns, pool=pool, cluster_uid=cluster_uid, profiles=gone
+        )
 
 
 def _uids(value: Sequence[ClusterProfileRef] | Sequence[str]) -> tuple[str, ...]:

@@ -142,9 +142,9 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _gpu(entry: Any) -> GpuDevice | None:
-    """One ``gpus[]`` entry; None when it is not an object or its ``gpuCount`` is present but not a
-    count (unreadable: the caller marks the host)."""
+def _gpu(entry: Any) -> tuple[GpuDevice] | None:
+    """One ``gpus[]`` entry, as a one-device tuple; None when it is not an object or its ``gpuCount`` is
+    present but not a count (unreadable: the caller marks the host)."""
     if type(entry) is not dict and not isinstance(entry, Mapping):
         return None
     if "gpuCount" in entry:
@@ -153,24 +153,27 @@ def _gpu(entry: Any) -> GpuDevice | None:
             return None
     else:
         count = 1  # the schema allows an entry without a count: one device
+    vendor, model, memory = entry.get("vendor"), entry.get("model"), entry.get("memory")
+    strategy = entry.get("migStrategy")
     key = (
-        _text(entry.get("vendor")),
-        _text(entry.get("model")),
+        vendor if type(vendor) is str else _text(vendor),
+        model if type(model) is str else _text(model),
         count,
-        _optional_text(entry.get("memory")),
+        memory if type(memory) is str and memory else None,
         entry.get("migCapable") is True,
-        _optional_text(entry.get("migStrategy")),
+        strategy if type(strategy) is str and strategy else None,
     )
-    # A fleet has few kinds of GPU entry: equal devices are one immutable value, built once.
+    # A fleet has few kinds of GPU entry: equal devices are one immutable value, built once, and so is
+    # the tuple of a host with one entry (most hosts).
     device = _DEVICES.get(key)
     if device is None:
         if len(_DEVICES) >= _DEVICES_MAX:
             _DEVICES.clear()
-        device = _DEVICES[key] = GpuDevice(*key)
+        device = _DEVICES[key] = (GpuDevice(*key),)
     return device
 
 
-_DEVICES: dict[tuple[str, str, int, str | None, bool, str | None], GpuDevice] = {}
+_DEVICES: dict[tuple[str, str, int, str | None, bool, str | None], tuple[GpuDevice]] = {}
 _DEVICES_MAX = 4096
 
 
@@ -209,27 +212,25 @@ def _refs_readable(refs: Any) -> bool:
     )
 
 
-class _Reader:
-    """Collects the fields of one item that are present but not of their schema's type."""
+# Fields present but unreadable, as (dotted path, value) pairs: what a reader of one item collects.
+_Bad = list[tuple[str, Any]]
 
-    __slots__ = ("bad",)
 
-    def __init__(self) -> None:
-        self.bad: list[tuple[str, Any]] = []
+def _mapping_at(parent: Mapping[str, Any], key: str, path: str, bad: _Bad) -> Mapping[str, Any]:
+    """``parent[key]`` when it is an object (absent or null: empty); anything else is noted in ``bad``."""
+    value = parent.get(key)
+    if value is None or type(value) is dict or isinstance(value, Mapping):
+        return value if value is not None else _EMPTY
+    bad.append((path, value))
+    return _EMPTY
 
-    def mapping(self, parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
-        value = parent.get(key)
-        if value is None or type(value) is dict or isinstance(value, Mapping):
-            return value if value is not None else _EMPTY
-        self.bad.append((path, value))
-        return _EMPTY
 
-    def text(self, parent: Mapping[str, Any], key: str, path: str) -> str | None:
-        value = parent.get(key)
-        if value is None or isinstance(value, str):
-            return value
-        self.bad.append((path, value))
-        return None
+def _text_at(parent: Mapping[str, Any], key: str, path: str, bad: _Bad) -> str | None:
+    value = parent.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    bad.append((path, value))
+    return None
 
 
 def _problem(path: str, value: Any) -> str:
@@ -241,106 +242,166 @@ def _problem(path: str, value: Any) -> str:
     return f"{path} is unreadable ({type(value).__name__ if value is not None else 'null'}: {shown})"
 
 
+def _tags(labels: Mapping[Any, Any]) -> Mapping[str, str]:
+    """Labels as text. Almost always they already are (Palette's are strings): then the item's own
+    mapping is kept, not copied (it is the same size as a copy, and facts are never written)."""
+    for key, value in labels.items():
+        if type(value) is not str or type(key) is not str:
+            return {
+                k if type(k) is str else str(k): v if type(v) is str else label_text(v)
+                for k, v in labels.items()
+            }
+    return labels
+
+
 def read_host(item: Any) -> HostFacts | None:
     """One search item -> its facts; None when the item is not even an object. Facts already read
     (what :class:`reconciler.palette.hosts.HostLister` keeps) are returned as they are.
 
     Hot (every host of every listing): plain dicts and strings, what Palette sends, are taken inline;
-    anything else goes through :class:`_Reader`, which says what is unreadable.
+    anything else goes through :func:`_mapping_at` and :func:`_text_at`, which note what is unreadable.
     """
     if type(item) is HostFacts:
         return item
     if type(item) is not dict and not isinstance(item, Mapping):
         return None
-    r = _Reader()
+    bad: _Bad = []
     metadata = item.get("metadata")
     if type(metadata) is not dict:
-        metadata = r.mapping(item, "metadata", "metadata")
+        metadata = _mapping_at(item, "metadata", "metadata", bad)
     labels = metadata.get("labels")
     if type(labels) is not dict:
-        labels = r.mapping(metadata, "labels", "metadata.labels")
-    uid = _text(metadata.get("uid"))
+        labels = _mapping_at(metadata, "labels", "metadata.labels", bad)
+    uid = metadata.get("uid")
+    uid = uid if type(uid) is str else _text(uid)
+    name = metadata.get("name")
+    name = (name if type(name) is str else _text(name)) or uid
     spec = item.get("spec")
     if type(spec) is not dict:
-        spec = r.mapping(item, "spec", "spec")
+        spec = _mapping_at(item, "spec", "spec", bad)
     device = spec.get("device")
     if type(device) is not dict:
-        device = r.mapping(spec, "device", "spec.device")
+        device = _mapping_at(spec, "device", "spec.device", bad)
     status = item.get("status")
     if type(status) is not dict:
-        status = r.mapping(item, "status", "status")
-    raw_arch = device.get("archType")
-    if raw_arch is not None and type(raw_arch) is not str:
-        raw_arch = r.text(device, "archType", "spec.device.archType")
-    if raw_arch:
-        arch, shown_arch = canonical_arch(raw_arch), raw_arch
+        status = _mapping_at(item, "status", "status", bad)
+    # Each field's common shape is taken inline; anything else is read by its own helper.
+    shown_arch = device.get("archType")
+    if type(shown_arch) is str and shown_arch in _ARCHES:
+        arch: str | None = _ARCHES[shown_arch]
     else:
-        arch, shown_arch = DEFAULT_ARCH, None
+        arch, shown_arch = _read_arch(device, bad)
     cpu = device.get("cpu")
-    if type(cpu) is not dict:
-        cpu = r.mapping(device, "cpu", "spec.device.cpu")
-    cores = cpu.get("cores")
-    if cores is not None and (_int(cores) is None or cores < 0):
-        r.bad.append(("spec.device.cpu.cores", cores))
-        cores = None
-    entries = device.get("gpus")
-    gpus: tuple[GpuDevice, ...] = ()
-    if isinstance(entries, list):
-        read = tuple(g for g in map(_gpu, entries) if g is not None)
-        if len(read) != len(entries):
-            r.bad.append(("spec.device.gpus", entries))
-        else:
-            gpus = read
-    elif entries is not None:
-        r.bad.append(("spec.device.gpus", entries))
+    if not (type(cpu) is dict and type(cores := cpu.get("cores")) is int and cores > 0):
+        cores = _read_cores(device, bad)
+    gpus = _read_gpus(device, bad) if "gpus" in device else ()
     nics_raw = device.get("nics")
-    nics = tuple(n for n in map(_nic, nics_raw) if n is not None) if isinstance(nics_raw, list) else ()
+    nics = (
+        tuple(n for n in map(_nic, nics_raw) if n is not None)
+        if isinstance(nics_raw, list) and nics_raw
+        else ()
+    )
     project_meta = spec.get("projectMeta")
     if type(project_meta) is not dict:
-        project_meta = r.mapping(spec, "projectMeta", "spec.projectMeta")
+        project_meta = _mapping_at(spec, "projectMeta", "spec.projectMeta", bad)
     project = project_meta.get("uid")
     if project is not None and type(project) is not str:
-        project = r.text(project_meta, "uid", "spec.projectMeta.uid")
-    health = status.get("health")
-    if type(health) is not dict:
-        health = r.mapping(status, "health", "status.health")
-    health_state = health.get("state")
-    if health_state is not None and type(health_state) is not str:
-        health_state = r.text(health, "state", "status.health.state")
-    state = status.get("state")
-    if state is not None and type(state) is not str:
-        state = r.text(status, "state", "status.state")
-    state = state.lower() if state else ""
-    ref = _read_refs(status, r)
-    if state == "in-use" and ref is None and not any(p.startswith("status.inUse") for p, _ in r.bad):
-        r.bad.append(("status.state", "in-use"))
+        project = _text_at(project_meta, "uid", "spec.projectMeta.uid", bad)
+    health, state, ref = _read_status(status, bad)
     host = spec.get("host")
     return HostFacts(
-        uid=uid,
-        name=_text(metadata.get("name")) or uid,
-        arch=arch,
-        raw_arch=shown_arch,
-        cpu_cores=cores if cores else None,
-        gpus=gpus,
-        tags={
-            k if type(k) is str else str(k): v if type(v) is str else label_text(v) for k, v in labels.items()
-        },
-        project_uid=project or None,
-        health=health_state.lower() if health_state else "",
-        state=state,
-        cluster_uid=ref,
-        host_address=_optional_text(host.get("hostAddress")) if type(host) is dict else None,
-        nics=nics,
-        unreadable=tuple(r.bad),
+        uid,
+        name,
+        arch,
+        shown_arch,
+        cores,
+        gpus,
+        _tags(labels),
+        project or None,
+        health,
+        state,
+        ref,
+        _optional_text(host.get("hostAddress")) if type(host) is dict else None,
+        nics,
+        tuple(bad) if bad else (),
     )
+
+
+def read_hosts(items: Iterable[Any]) -> list[HostFacts]:
+    """The facts of each item that is an object, in order: read once, then handed to discovery,
+    membership and project scope alike."""
+    return [f for f in map(read_host, items) if f is not None]
+
+
+def _read_status(status: Mapping[str, Any], bad: _Bad) -> tuple[str, str, str | None]:
+    """(health, state, both in lower case; the cluster the host is in use by). A host ``in-use`` that
+    names no cluster is unreadable: it is never read as free."""
+    health = status.get("health")
+    if type(health) is not dict:
+        health = _mapping_at(status, "health", "status.health", bad)
+    health_state = health.get("state")
+    if health_state is not None and type(health_state) is not str:
+        health_state = _text_at(health, "state", "status.health.state", bad)
+    state = status.get("state")
+    if state is not None and type(state) is not str:
+        state = _text_at(status, "state", "status.state", bad)
+    state = state.lower() if state else ""
+    refs = status.get("inUseClustersRef")
+    if (refs is None or (type(refs) is list and not refs)) and status.get("inUseClusters") is None:
+        ref = None  # almost every free host: told at once
+    else:
+        ref = _read_refs(status, bad)
+    if state == "in-use" and ref is None and not any(p.startswith("status.inUse") for p, _ in bad):
+        bad.append(("status.state", "in-use"))
+    return health_state.lower() if health_state else "", state, ref
+
+
+def _read_arch(device: Mapping[str, Any], bad: _Bad) -> tuple[str | None, str | None]:
+    """(canonical architecture or None when unknown, the agent's text when it gave one)."""
+    raw = device.get("archType")
+    if raw is not None and type(raw) is not str:
+        raw = _text_at(device, "archType", "spec.device.archType", bad)
+    if not raw:
+        return DEFAULT_ARCH, None
+    return _ARCHES.get(raw) or canonical_arch(raw), raw
+
+
+def _read_cores(device: Mapping[str, Any], bad: _Bad) -> int | None:
+    cpu = device.get("cpu")
+    if type(cpu) is not dict:
+        cpu = _mapping_at(device, "cpu", "spec.device.cpu", bad)
+    cores = cpu.get("cores")
+    if cores is None:
+        return None
+    if _int(cores) is None or cores < 0:
+        bad.append(("spec.device.cpu.cores", cores))
+        return None
+    return cores or None
+
+
+def _read_gpus(device: Mapping[str, Any], bad: _Bad) -> tuple[GpuDevice, ...]:
+    """The agent's GPU entries; all of them or, when one is unreadable, none (and the host noted)."""
+    entries = device.get("gpus")
+    if isinstance(entries, list):
+        read: tuple[GpuDevice, ...] = ()
+        for entry in entries:
+            one = _gpu(entry)
+            if one is None:
+                bad.append(("spec.device.gpus", entries))
+                return ()
+            read = read + one if read else one
+        return read
+    if entries is not None:
+        bad.append(("spec.device.gpus", entries))
+    return ()
 
 
 _REF_KEYS = ("inUseClustersRef", "inUseClusters")
 
 
-def _read_refs(status: Mapping[str, Any], r: _Reader) -> str | None:
+def _read_refs(status: Mapping[str, Any], bad: _Bad) -> str | None:
     """The cluster a host is in use by (:func:`cluster_ref`); either ref list present but unreadable is
-    noted in ``r``. Absent, null and empty lists (almost every free host) are told at once."""
+    noted in ``bad``. Absent, null and empty lists (almost every free host) are told at once."""
     named = False
     for key in _REF_KEYS:
         refs = status.get(key)
@@ -348,7 +409,7 @@ def _read_refs(status: Mapping[str, Any], r: _Reader) -> str | None:
             continue
         named = True
         if not _refs_readable(refs):
-            r.bad.append((f"status.{key}", refs))
+            bad.append((f"status.{key}", refs))
     return cluster_ref(status) if named else None
 
 

@@ -64,110 +64,98 @@ class Metrics:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.pass_duration = Histogram(
+        self.pass_duration = self._histogram(
             "reconciler_pass_duration_seconds",
             "Duration of a reconcile pass (load, observe, allocate, plan, apply, report).",
             buckets=_PASS_BUCKETS,
-            registry=self.registry,
         )
-        self.passes = Counter(
+        self.passes = self._counter(
             "reconciler_passes",
             "Reconcile passes by outcome (success, error, invalid, stalled, skipped).",
-            ["outcome"],
-            registry=self.registry,
+            ("outcome",),
         )
-        self.platforms = Gauge(
-            "reconciler_platforms",
-            "MLPlatforms by status phase after the last pass.",
-            ["phase"],
-            registry=self.registry,
+        self.platforms = self._gauge(
+            "reconciler_platforms", "MLPlatforms by status phase after the last pass.", ("phase",)
         )
-        self.palette_requests = Counter(
+        self.palette_requests = self._counter(
             "reconciler_palette_requests",
             "Palette API requests by method, path template and HTTP status (0: no response).",
-            ["method", "path", "status"],
-            registry=self.registry,
+            ("method", "path", "status"),
         )
-        self.palette_rate_limit_wait = Counter(
+        self.palette_rate_limit_wait = self._counter(
             "reconciler_palette_rate_limit_wait_seconds",
             "Time the Palette client spent waiting for rate-limit tokens, by path class.",
-            ["path_class"],
-            registry=self.registry,
+            ("path_class",),
         )
-        self.git_fetches = Counter(
+        self.git_fetches = self._counter(
             "reconciler_git_fetches",
             "Fetches of the config repository by outcome (success, error).",
-            ["outcome"],
-            registry=self.registry,
+            ("outcome",),
         )
-        self.git_fetch_duration = Histogram(
+        self.git_fetch_duration = self._histogram(
             "reconciler_git_fetch_duration_seconds",
             "Duration of a fetch of the config repository (remote head check plus fetch).",
             buckets=_FETCH_BUCKETS,
-            registry=self.registry,
         )
-        self.git_stale_locks = Counter(
+        self.git_stale_locks = self._counter(
             "reconciler_git_stale_locks_removed",
             "Lock files a killed git left in a cache repository (source, status, lease), removed.",
-            registry=self.registry,
         )
-        self.lease_held = Gauge(
+        self.lease_held = self._gauge(
             "reconciler_lease_held",
             "1 while this instance holds the writer lease (it writes); 0 while it stands by.",
-            registry=self.registry,
         )
-        self.webhooks = Counter(
+        self.webhooks = self._counter(
             "reconciler_webhooks",
             "Requests to the git webhook by result (accepted, ping, ignored, unauthorized, too_large, ...).",
-            ["result"],
-            registry=self.registry,
+            ("result",),
         )
-        self.last_success = Gauge(
+        self.last_success = self._gauge(
             "reconciler_last_successful_pass_timestamp_seconds",
             "Unix time at which the last successful (or skipped: nothing to do) pass ended (0: none yet).",
-            registry=self.registry,
         )
-        self.pool_mig_stranded = Gauge(
-            "reconciler_pool_mig_stranded_slices",
-            "Memory slices of a pool's GPUs in MIG mode that no instance covers, after the last pass.",
-            ["namespace", "pool"],
-            registry=self.registry,
-        )
-        self.pool_mig_in_use = Gauge(
-            "reconciler_pool_mig_instances_in_use",
-            "MIG instances of a pool bound to a workload, after the last pass.",
-            ["namespace", "pool"],
-            registry=self.registry,
-        )
-        self.workloads = Gauge(
-            "reconciler_workloads",
-            "Workloads (AIWorkloads, shared MLPlatforms) by pool, phase and reason, after the last pass.",
-            ["namespace", "pool", "phase", "reason"],
-            registry=self.registry,
-        )
-        self.pool_pending = Gauge(
-            "reconciler_pool_pending_workloads",
-            "Workloads of a pool whose phase is Pending, after the last pass.",
-            ["namespace", "pool"],
-            registry=self.registry,
-        )
-        self.pool_gpus = Gauge(
-            "reconciler_pool_gpus",
-            "GPUs of a pool by family: total, admitted (bound to workloads) and free, after the last pass.",
-            ["namespace", "pool", "family", "state"],
-            registry=self.registry,
-        )
-        self.scaling_decisions = Counter(
-            "reconciler_scaling_decisions",
-            "Scaling decisions taken for a pool with a ScalingPolicy, one per pool and pass, by direction.",
-            ["direction"],
-            registry=self.registry,
-        )
+        self._define_pool_metrics()
         self._pools = PoolFigures()  # replaced whole by set_pools (the scrape thread reads it)
         self._held = False
         self.registry.register(_PendingAge(clock, lambda: self._pools))
-        # Zero-valued series exist from the start, so that rate() and absent() alerts work before the
-        # first pass of each kind.
+        self._zero_series()
+
+    def _define_pool_metrics(self) -> None:
+        """The pools' figures (GPUs, MIG instances, workloads) and their scaling decisions."""
+        self.pool_mig_stranded = self._gauge(
+            "reconciler_pool_mig_stranded_slices",
+            "Memory slices of a pool's GPUs in MIG mode that no instance covers, after the last pass.",
+            ("namespace", "pool"),
+        )
+        self.pool_mig_in_use = self._gauge(
+            "reconciler_pool_mig_instances_in_use",
+            "MIG instances of a pool bound to a workload, after the last pass.",
+            ("namespace", "pool"),
+        )
+        self.workloads = self._gauge(
+            "reconciler_workloads",
+            "Workloads (AIWorkloads, shared MLPlatforms) by pool, phase and reason, after the last pass.",
+            ("namespace", "pool", "phase", "reason"),
+        )
+        self.pool_pending = self._gauge(
+            "reconciler_pool_pending_workloads",
+            "Workloads of a pool whose phase is Pending, after the last pass.",
+            ("namespace", "pool"),
+        )
+        self.pool_gpus = self._gauge(
+            "reconciler_pool_gpus",
+            "GPUs of a pool by family: total, admitted (bound to workloads) and free, after the last pass.",
+            ("namespace", "pool", "family", "state"),
+        )
+        self.scaling_decisions = self._counter(
+            "reconciler_scaling_decisions",
+            "Scaling decisions taken for a pool with a ScalingPolicy, one per pool and pass, by direction.",
+            ("direction",),
+        )
+
+    def _zero_series(self) -> None:
+        """Zero-valued series exist from the start, so that rate() and absent() alerts work before the
+        first pass of each kind."""
         for direction in SCALING_DIRECTIONS:
             self.scaling_decisions.labels(direction=direction)
         for outcome in PassOutcome:
@@ -176,6 +164,15 @@ class Metrics:
             self.platforms.labels(phase=phase.value).set(0)
         for fetch_outcome in ("success", "error"):
             self.git_fetches.labels(outcome=fetch_outcome)
+
+    def _counter(self, name: str, documentation: str, labels: tuple[str, ...] = ()) -> Counter:
+        return Counter(name, documentation, labels, registry=self.registry)
+
+    def _gauge(self, name: str, documentation: str, labels: tuple[str, ...] = ()) -> Gauge:
+        return Gauge(name, documentation, labels, registry=self.registry)
+
+    def _histogram(self, name: str, documentation: str, *, buckets: tuple[float, ...]) -> Histogram:
+        return Histogram(name, documentation, buckets=buckets, registry=self.registry)
 
     def observe_pass(
         self, outcome: PassOutcome | str, duration_seconds: float, *, ended_at: float | None = None

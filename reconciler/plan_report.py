@@ -177,12 +177,55 @@ def render_markdown(
     ``note`` is a line under the heading (what the plan was made against), ``free`` the capacity left
     after the plan, ``changes`` says that unchanged entries were left out (``--changes-only``).
     """
+    present = [(key, label, plan.get(key) or []) for key, label in _SECTIONS]
+    diagnostics = plan.get("diagnostics") or []
+    head = _markdown_head(plan, present, diagnostics, title=title, note=note, free=free, changes=changes)
+    comment = _Comment(head, limit)
+    for key, label, entries in present:
+        if entries:
+            _add_section(comment, key, label, _sorted(entries), names)
+    if diagnostics:
+        _add_diagnostics(comment, diagnostics)
+    if comment.omitted:
+        rerun = "run `reconciler plan --format json`"
+        comment.text += f"\n_{comment.omitted} more entries do not fit in one comment: {rerun}._\n"
+    return comment.text
+
+
+class _Comment:
+    """The comment as it grows: a block is added only while it fits in ``limit`` with room left for the
+    closing line; what does not fit is counted in ``omitted``."""
+
+    FOOTER_ROOM = 200
+
+    def __init__(self, text: str, limit: int) -> None:
+        self.text = text
+        self.limit = limit
+        self.omitted = 0
+
+    def add(self, block: str) -> bool:
+        if len(self.text) + len(block) + self.FOOTER_ROOM > self.limit:
+            return False
+        self.text += block
+        return True
+
+
+def _markdown_head(
+    plan: Mapping[str, Any],
+    present: Sequence[tuple[str, str, Sequence[Mapping[str, Any]]]],
+    diagnostics: Sequence[Mapping[str, Any]],
+    *,
+    title: str | None,
+    note: str | None,
+    free: Sequence[FreeRow],
+    changes: bool,
+) -> str:
+    """The heading, the table of actions by section, the free capacity and the diagnostics' count."""
     revision = plan.get("revision")
     head = title or f"### Reconciler plan for {_code(str(revision)[:12]) if revision else 'the working tree'}"
     lines = [head, ""]
     if note:
         lines += [_md(note), ""]
-    present = [(key, label, plan.get(key) or []) for key, label in _SECTIONS]
     actions = [a for a in _ORDER if any(_counts(e).get(a) for _, _, e in present)]
     if actions:
         lines.append("| | " + " | ".join(actions) + " |")
@@ -195,60 +238,47 @@ def render_markdown(
         lines.append(_empty_text(changes))
     if free:
         lines += ["", f"Free after this plan: {_md(_free_text(free))}."]
-    diagnostics = plan.get("diagnostics") or []
-    errors = sum(1 for d in diagnostics if d.get("severity") == "error")
     if diagnostics:
+        errors = sum(1 for d in diagnostics if d.get("severity") == "error")
         lines.append("")
         lines.append(f"{errors} errors and {len(diagnostics) - errors} warnings in the manifests.")
-    out = "\n".join(lines) + "\n"
-    footer_room = 200
-    omitted = 0
+    return "\n".join(lines) + "\n"
 
-    def add(block: str) -> bool:
-        nonlocal out
-        if len(out) + len(block) + footer_room > limit:
-            return False
-        out += block
-        return True
 
-    for key, label, entries in present:
-        if not entries:
-            continue
-        rows = _sorted(entries)
-        opened = f"\n<details{' open' if any(str(e.get('action')) in _PROBLEMS for e in rows) else ''}>"
-        opened += f"<summary><b>{label}</b>: {_summary_line(_counts(rows))}</summary>\n\n"
-        header = "| action | resource | GPUs | hosts | reason |\n|---|---|---|---|---|\n"
-        if not add(opened + header):
-            omitted += len(rows)
-            continue
-        for index, entry in enumerate(rows):
-            why = _why(entry)
-            resource = f"{entry.get('namespace')}/{entry.get('name')}"
-            if key == "workloads" and entry.get("pool"):
-                resource += f" → {entry.get('pool')}"
-            row = (
-                f"| {_md(entry.get('action'))} | {_code(resource)} | {_md(_gpus(entry.get('gpus')))} | "
-                f"{_hosts(entry, names, markdown=True) or '-'} | {_md(why) or '-'} |\n"
-            )
-            if not add(row):
-                omitted += len(rows) - index
-                break
-        out += "\n</details>\n"
-    if diagnostics:
-        block = "\n<details open><summary><b>Diagnostics</b></summary>\n\n"
-        if add(block):
-            for index, d in enumerate(diagnostics):
-                where = f"{d.get('file')}:{d.get('line')}:{d.get('column')}"
-                line = f"- {_code(where)} {_md(d.get('severity'))}: {_md(d.get('message'))}\n"
-                if not add(line):
-                    omitted += len(diagnostics) - index
-                    break
-            out += "\n</details>\n"
-        else:
-            omitted += len(diagnostics)
-    if omitted:
-        out += f"\n_{omitted} more entries do not fit in one comment: run `reconciler plan --format json`._\n"
-    return out
+def _add_section(
+    comment: _Comment, key: str, label: str, rows: Sequence[Mapping[str, Any]], names: Mapping[str, str]
+) -> None:
+    """One section's entries as a table in a collapsible block (open when an entry needs a look)."""
+    opened = f"\n<details{' open' if any(str(e.get('action')) in _PROBLEMS for e in rows) else ''}>"
+    opened += f"<summary><b>{label}</b>: {_summary_line(_counts(rows))}</summary>\n\n"
+    header = "| action | resource | GPUs | hosts | reason |\n|---|---|---|---|---|\n"
+    if not comment.add(opened + header):
+        comment.omitted += len(rows)
+        return
+    for index, entry in enumerate(rows):
+        resource = f"{entry.get('namespace')}/{entry.get('name')}"
+        if key == "workloads" and entry.get("pool"):
+            resource += f" → {entry.get('pool')}"
+        row = (
+            f"| {_md(entry.get('action'))} | {_code(resource)} | {_md(_gpus(entry.get('gpus')))} | "
+            f"{_hosts(entry, names, markdown=True) or '-'} | {_md(_why(entry)) or '-'} |\n"
+        )
+        if not comment.add(row):
+            comment.omitted += len(rows) - index
+            break
+    comment.text += "\n</details>\n"
+
+
+def _add_diagnostics(comment: _Comment, diagnostics: Sequence[Mapping[str, Any]]) -> None:
+    if not comment.add("\n<details open><summary><b>Diagnostics</b></summary>\n\n"):
+        comment.omitted += len(diagnostics)
+        return
+    for index, d in enumerate(diagnostics):
+        where = f"{d.get('file')}:{d.get('line')}:{d.get('column')}"
+        if not comment.add(f"- {_code(where)} {_md(d.get('severity'))}: {_md(d.get('message'))}\n"):
+            comment.omitted += len(diagnostics) - index
+            break
+    comment.text += "\n</details>\n"
 
 
 def render_text(

@@ -1,5 +1,6 @@
 """Retry throttling as a small object over delays (kopf style), not sleeps sprinkled in loops: the
-one back-off of the project (the Palette client, and the loop after a failed pass).
+one back-off of the project (the Palette client, the status store's pushes after a lost race, and
+the loop after a failed pass).
 
 Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And Jitter"): the n-th
 delay is uniform in ``[0, min(max_delay, base_delay * 2**n)]``, which spreads synchronized clients apart.

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import random
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from reconciler.inventory import HostState, Inventory, Machine, Role
@@ -20,6 +21,7 @@ from reconciler.model.resources import (
     Settings,
     WorkloadProfile,
 )
+from reconciler.plan import Plan, make_plan
 
 NS = "project-a"
 
@@ -308,3 +310,14 @@ def pool_cluster(
         workers=tuple(sorted(workers)),
         labels=labels,
     )
+
+
+def plans_in_two_orders(
+    machines: Sequence[Machine], resources: Sequence[Resource], rnd: random.Random
+) -> tuple[Plan, Plan]:
+    """The plan of ``resources`` on ``machines`` as given, and again with both shuffled by ``rnd``."""
+    first = make_plan(desired(*resources), Inventory(tuple(machines)), [])
+    shuffled_m, shuffled_r = list(machines), list(resources)
+    rnd.shuffle(shuffled_m)
+    rnd.shuffle(shuffled_r)
+    return first, make_plan(desired(*shuffled_r), Inventory(tuple(shuffled_m)), [])

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 from reconciler.status.snapshot import render_snapshot, target_file
 from tests._contract_support import ConfigRepo, git
+from tests._git_support import serving
 
 _EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
@@ -250,11 +251,5 @@ class FakeForge:
             def log_message(self, *_args: object) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            server.shutdown()
-            server.server_close()
+        with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as url:
+            yield url

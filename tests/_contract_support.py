@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
@@ -21,6 +20,9 @@ from typing import Any
 
 import httpx
 import yaml
+
+from tests import _git_support
+from tests._git_support import RemoteRepo, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_REPO = REPO_ROOT / "sample-repo"
@@ -126,29 +128,16 @@ def with_key(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 # --- git ----------------------------------------------------------------------------------------------
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
-    result = subprocess.run(
-        ["git", *args], capture_output=True, text=True, env=_clean_env(None), cwd=cwd, check=False
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed: {result.stderr}")
-    return result.stdout.strip()
+    """git's output, stripped: the contract tests compare shas and names."""
+    return _git_support.git(*args, cwd=cwd).strip()
 
 
 def git_rc(*args: str, cwd: Path | None = None) -> int:
-    return subprocess.run(
-        ["git", *args], capture_output=True, text=True, env=_clean_env(None), cwd=cwd, check=False
-    ).returncode
+    return _git_support.git_run(*args, cwd=cwd).returncode
 
 
 @dataclass
@@ -173,16 +162,11 @@ class ConfigRepo:
 
 def make_config_repo(root: Path, source: Path = SAMPLE_REPO) -> ConfigRepo:
     """A bare repository whose ``main`` holds a copy of ``source`` in one commit."""
-    work = root / "work"
-    shutil.copytree(source, work)
-    git("init", "-q", "-b", "main", cwd=work)
-    git("add", "-A", ".", cwd=work)
-    git("commit", "-q", "-m", "initial config", cwd=work)
-    bare = root / "config.git"
-    git("clone", "-q", "--bare", str(work), str(bare))
-    git("remote", "add", "origin", str(bare), cwd=work)
-    git("fetch", "-q", "origin", cwd=work)
-    return ConfigRepo(work=work, bare=bare)
+    root.mkdir(parents=True, exist_ok=True)
+    remote = RemoteRepo(root)
+    shutil.copytree(source, remote.work, dirs_exist_ok=True)
+    remote.commit({}, "initial config")
+    return ConfigRepo(work=remote.work, bare=remote.bare)
 
 
 # --- emulator -----------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -38,14 +39,38 @@ def remote(tmp_path: Path) -> RemoteRepo:
     return repo
 
 
-@pytest.fixture
-def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
+@contextmanager
+def sample_emulator(
+    monkeypatch: pytest.MonkeyPatch, inventory: Path = SAMPLE / "inventory.json"
+) -> Iterator[EmulatorServer]:
+    """The emulator on loopback over ``inventory`` (default the sample's), its key in the environment."""
     monkeypatch.setenv("PALETTE_API_KEY", API_KEY)
-    snapshot = load_snapshot(SAMPLE / "inventory.json")
     # Rate limits are tested on their own (test_palette_pacing.py); here they would only slow the loop.
     with EmulatorServer.from_snapshot(
-        snapshot, API_KEY, provision_seconds=0.3, delete_seconds=0.2, rate_limits=RateLimits.off()
+        load_snapshot(inventory),
+        API_KEY,
+        provision_seconds=0.3,
+        delete_seconds=0.2,
+        rate_limits=RateLimits.off(),
     ) as server:
+        yield server
+
+
+def mig_capable(dest: Path, hosts: Callable[[str], bool]) -> Path:
+    """The sample inventory, written to ``dest``, with the GPUs of the hosts whose names ``hosts``
+    accepts MIG-capable."""
+    raw = json.loads((SAMPLE / "inventory.json").read_text())
+    for host in raw["edgeHosts"]:
+        if hosts(host["metadata"]["name"]):
+            for gpu in host["spec"]["device"]["gpus"]:
+                gpu["migCapable"] = True
+    dest.write_text(json.dumps(raw))
+    return dest
+
+
+@pytest.fixture
+def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
+    with sample_emulator(monkeypatch) as server:
         yield server
 
 
@@ -115,15 +140,14 @@ def platform_clusters(emulator: EmulatorServer) -> dict[str, list[str]]:
 @pytest.fixture
 def mig_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
     """The sample inventory with its pool host's A100 80GB GPUs MIG-capable."""
-    monkeypatch.setenv("PALETTE_API_KEY", API_KEY)
-    raw = json.loads((SAMPLE / "inventory.json").read_text())
-    for host in raw["edgeHosts"]:
-        if host["metadata"]["name"] == "gpu-a100-03":
-            for gpu in host["spec"]["device"]["gpus"]:
-                gpu["migCapable"] = True
-    path = tmp_path / "inventory-mig.json"
-    path.write_text(json.dumps(raw))
-    with EmulatorServer.from_snapshot(
-        load_snapshot(path), API_KEY, provision_seconds=0.3, delete_seconds=0.2, rate_limits=RateLimits.off()
-    ) as server:
+    inventory = mig_capable(tmp_path / "inventory-mig.json", lambda name: name == "gpu-a100-03")
+    with sample_emulator(monkeypatch, inventory) as server:
+        yield server
+
+
+@pytest.fixture
+def a100_mig_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
+    """The sample inventory with every A100 host's GPUs MIG-capable (a MIG pool may grow onto any)."""
+    inventory = mig_capable(tmp_path / "inventory-mig.json", lambda name: name.startswith("gpu-a100-"))
+    with sample_emulator(monkeypatch, inventory) as server:
         yield server

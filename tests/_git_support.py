@@ -24,11 +24,25 @@ GIT_ENV = {
 }
 
 
-def git(*args: str, cwd: Path) -> str:
-    """Run git in ``cwd`` and return its stdout; fail the test with git's stderr otherwise."""
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, env=GIT_ENV, capture_output=True, text=True, timeout=60, check=False
+def git_run(
+    *args: str, cwd: Path | None = None, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run git in ``cwd`` (with ``input`` on stdin) as the tests' author; its result, whatever its exit."""
+    return subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env=GIT_ENV,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
+
+
+def git(*args: str, cwd: Path | None = None, input: str | None = None) -> str:
+    """Run git in ``cwd`` and return its stdout; fail the test with git's stderr otherwise."""
+    proc = git_run(*args, cwd=cwd, input=input)
     if proc.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
     return proc.stdout
@@ -194,7 +208,14 @@ def git_http_server(root: Path, credentials: str = "deploy:s3cr3t-token") -> Ite
 
     Yields the base URL without credentials (``http://127.0.0.1:PORT``).
     """
-    server = _SmartHTTPServer(root, credentials)
+    with serving(_SmartHTTPServer(root, credentials)) as url:
+        yield url
+
+
+@contextmanager
+def serving(server: ThreadingHTTPServer) -> Iterator[str]:
+    """Run ``server`` (bound to loopback) on a thread; yield its base URL (``http://127.0.0.1:PORT``);
+    shut it down on exit."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -1,12 +1,16 @@
 """Helpers of the loop-safety end-to-end tests: controllers with fast retries, `reconciler run`
-processes, and status branch readers."""
+processes (started, stopped, their /metrics read), and status branch readers."""
 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,9 @@ from reconciler.palette.client import PaletteClient
 from tests._e2e_support import API_KEY
 from tests._git_support import RemoteRepo, git
 from tests._palette_support import fast_retry
+
+# The loops' git lease, seconds: a holder renews every 2 s and stops writing 4 s after its last renewal.
+LEASE_SECONDS = "6"
 
 
 def fast_controller(
@@ -80,12 +87,79 @@ def run_args(remote: RemoteRepo, cache: Path, *args: str) -> list[str]:
 
 
 def start_run(
-    remote: RemoteRepo, cache: Path, *args: str, env: Mapping[str, str] | None = None
+    remote: RemoteRepo,
+    cache: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
 ) -> subprocess.Popen[bytes]:
+    """``reconciler run ARGS`` in the background; its output on a pipe, or in ``log`` (a pipe that
+    nobody reads while the test waits could fill and block a long-lived loop)."""
     environ = {**os.environ, "PALETTE_API_KEY": API_KEY, **(env or {})}
-    return subprocess.Popen(
-        run_args(remote, cache, *args), env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
+    if log is None:
+        return subprocess.Popen(
+            run_args(remote, cache, *args), env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+    with log.open("wb") as sink:
+        return subprocess.Popen(
+            run_args(remote, cache, *args), env=environ, stdout=sink, stderr=subprocess.STDOUT
+        )
+
+
+def start_loop(
+    remote: RemoteRepo, palette_url: str, cache: Path, port: int, *extra: str, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """A long-lived ``reconciler run``: a pass a second, the git lease of 6 s (renewed every 2 s), its
+    /metrics and /readyz on ``port`` (a repeated --listen: the last one wins)."""
+    args = ("--palette", palette_url, "--interval", "1", "--lease-duration", LEASE_SECONDS, *extra)
+    return start_run(remote, cache, *args, "--listen", f"127.0.0.1:{port}", log=log)
+
+
+def stop_runs(*procs: subprocess.Popen[bytes]) -> list[str]:
+    """Stop each process as Kubernetes would (SIGTERM; SIGCONT first, for one a test paused); their
+    output, once each has exited. One that outlives the stop deadline is killed: a test failure."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+    logs = []
+    for proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate(timeout=10)
+            raise
+        logs.append((out or b"").decode(errors="replace"))
+    return logs
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """A loop's answer on ``path`` (status, body); (0, "") while it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def metric(port: int, name: str) -> float | None:
+    """The value of the sample ``name`` (with its labels, as exported) of a loop's /metrics."""
+    status, text = http_get(port, "/metrics")
+    if status != 200:
+        return None
+    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else None
+
+
+def passes(port: int) -> float:
+    """Passes a loop has finished so far, of every outcome (0 while it does not answer)."""
+    status, text = http_get(port, "/metrics")
+    if status != 200:
+        return 0.0
+    return sum(float(n) for n in re.findall(r"^reconciler_passes_total\{[^}]*\} (\S+)$", text, re.MULTILINE))
 
 
 def run_once(

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,17 +25,12 @@ import pytest
 
 from reconciler.emulator import EmulatorServer, EmulatorState
 from reconciler.emulator.utilization import METRICS_PATH
+from tests._git_support import free_port, serving
 
 BINARY = shutil.which("prometheus")
 needs_prometheus = pytest.mark.skipif(
     BINARY is None, reason="the prometheus binary is not installed (apt-get install prometheus)"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class PrometheusServer:
@@ -159,16 +153,14 @@ class FakePrometheus:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._serving = ExitStack()
 
     def __enter__(self) -> FakePrometheus:
-        self.thread.start()
+        self._serving.enter_context(serving(self.server))
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
+        self._serving.close()
 
 
 @pytest.fixture(scope="module", name="emulator")

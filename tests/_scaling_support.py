@@ -6,10 +6,12 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import yaml
+
 from reconciler.model.gpu import GpuFamily, canonical_family
-from reconciler.model.scaling import ScalingPolicySpec
+from reconciler.model.scaling import DEFAULT_CPU_QUERY, ScalingPolicySpec
 from reconciler.palette.observe import Snapshot
-from reconciler.scaling import Metric, ScalingHost, Series
+from reconciler.scaling import Metric, PoolView, ScalingHost, Series
 
 NOW = 1_800_000_000.0
 A100 = canonical_family("NVIDIA-A100")
@@ -93,4 +95,70 @@ def two_cluster_snapshot() -> Snapshot:
             {"metadata": {"uid": hot, "name": "pool-hot"}, "status": {"state": "Running"}},
             {"metadata": {"uid": cold, "name": "pool-cold"}, "status": {"state": "Running"}},
         ],
+    )
+
+
+HOT_COLD_WINDOW = 5  # seconds: every scale window of hot_cold_policy
+
+
+def hot_cold_policy(**fields: Any) -> ScalingPolicySpec:
+    """The policy of the end-to-end tests on :func:`two_cluster_snapshot` (GPU and CPU rules over
+    windows of seconds, at a 1 s step), with ``fields`` on top."""
+    rule = {"scaleUpDuration": f"{HOT_COLD_WINDOW}s", "scaleDownDuration": f"{HOT_COLD_WINDOW}s"}
+    return spec(
+        gpu=[{"family": "NVIDIA-A100", "scaleUpThreshold": 80, "scaleDownThreshold": 30, **rule}],
+        gpuResourceBounds=[{"family": "NVIDIA-A100", "minGPUCount": 0, "maxGPUCount": 64}],
+        cpu={"scaleUpThreshold": 80, "scaleDownThreshold": 20, **rule},
+        cpuResourceBounds={"minCPUCount": 0, "maxCPUCount": 1024},
+        # The default CPU query's rate(...[2m]) reads low until a series is two minutes old (rate
+        # divides by the range); the same query over 5s settles within the test's seconds.
+        metrics={"step": "1s", "cpuQuery": DEFAULT_CPU_QUERY.replace("[2m]", "[5s]")},
+        **fields,
+    )
+
+
+# The pools of two_cluster_snapshot as the scaling stage sees them.
+HOT = PoolView(
+    "pool-hot", "pool-hot", (gpu_host("hot-1", 8), gpu_host("hot-2", 8)), (gpu_host("free-1", 8),), {A100: 4}
+)
+COLD = PoolView("pool-cold", "pool-cold", (gpu_host("cold-1", 4, cpus=32),), (), {})
+
+
+def policy_document(*, window: str, cooldown: str, abort: str, step: str | None = None) -> dict[str, Any]:
+    """The ScalingPolicy ``gpu-autoscale`` of project-b: NVIDIA-A100 up above 80 % and down below 30 % over
+    ``window``, 8..24 GPUs; Prometheus read at ``step`` when given."""
+    rule = {
+        "scaleUpThreshold": 80,
+        "scaleDownThreshold": 30,
+        "scaleUpDuration": window,
+        "scaleDownDuration": window,
+    }
+    spec_: dict[str, Any] = {
+        "gpu": [{"family": "NVIDIA-A100", **rule}],
+        "gpuResourceBounds": [{"family": "NVIDIA-A100", "minGPUCount": 8, "maxGPUCount": 24}],
+        "cooldownDuration": cooldown,
+        "abortDuration": abort,
+    }
+    if step is not None:
+        spec_["metrics"] = {"step": step}
+    return {
+        "apiVersion": "spectrocloud.com/v1alpha1",
+        "kind": "ScalingPolicy",
+        "metadata": {"name": "gpu-autoscale", "namespace": "project-b"},
+        "spec": spec_,
+    }
+
+
+def pool_workload(name: str, gpus: int, mig: str | None = None) -> str:
+    """An AIWorkload of project-b on the sample's shared-a100 pool (``gpus`` A100s or MIG slices), as YAML."""
+    request: dict[str, Any] = {"family": "NVIDIA-A100", "count": gpus}
+    if mig is not None:
+        request["mig"] = mig
+    return yaml.safe_dump(
+        {
+            "apiVersion": "spectrocloud.com/v1alpha1",
+            "kind": "AIWorkload",
+            "metadata": {"name": name, "namespace": "project-b"},
+            "spec": {"computePoolRef": {"name": "shared-a100"}, "gpus": [request]},
+        }
     )

@@ -17,7 +17,7 @@ from reconciler.model.desired import DesiredState
 from reconciler.model.observed import ManagedCluster
 from reconciler.model.resources import ComputeProfile, MLPlatform, Resource
 from reconciler.plan import Action, make_plan
-from tests._allocate_support import cluster, desired, machine, platform, profile
+from tests._allocate_support import cluster, desired, machine, plans_in_two_orders, platform, profile
 
 FAMILIES = ("NVIDIA-H100", "NVIDIA-A100")
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -134,11 +134,7 @@ def test_property_allocations_respect_every_rule(machines: list[Machine], resour
 def test_property_same_input_in_any_order_gives_the_same_plan(
     machines: list[Machine], resources: list[Resource], rnd: random.Random
 ) -> None:
-    first = make_plan(desired(*resources), Inventory(tuple(machines)), [])
-    shuffled_m, shuffled_r = machines[:], resources[:]
-    rnd.shuffle(shuffled_m)
-    rnd.shuffle(shuffled_r)
-    second = make_plan(desired(*shuffled_r), Inventory(tuple(shuffled_m)), [])
+    first, second = plans_in_two_orders(machines, resources, rnd)
     assert first.to_json() == second.to_json()
     assert first.platforms == second.platforms
 

@@ -15,12 +15,9 @@ every wait is on a condition.
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
 import subprocess
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,48 +26,21 @@ import pytest
 import yaml
 
 from reconciler.emulator import EmulatorServer
-from tests._contract_support import free_port
-from tests._git_support import RemoteRepo, git
-from tests._loop_support import start_run, status_files, wait_for
+from tests._e2e_support import status_tip
+from tests._git_support import RemoteRepo, free_port, git
+from tests._loop_support import metric, passes, start_loop, status_files, stop_runs, wait_for
 from tests._prometheus_support import FakePrometheus
-from tests.test_e2e_scaling import POOL, gpu_hosts, last_action, workload
+from tests._scaling_support import pool_workload
+from tests.test_e2e_scaling import POOL, gpu_hosts, last_action
 from tests.test_e2e_scaling import repo as scaling_repo
 
 pytestmark = pytest.mark.e2e
 
-DURATION = "6"  # seconds: a holder renews every 2 s and stops writing 4 s after its last renewal
 SERVING = "project-b/aiworkloads/llm-serving.yaml"
 
 
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
-
-
-def _metric(port: int, name: str) -> float | None:
-    status, text = _get(port, "/metrics")
-    if status != 200:
-        return None
-    pattern = re.compile(rf"^{re.escape(name)} (\S+)$", re.MULTILINE)
-    found = pattern.search(text)
-    return float(found.group(1)) if found else None
-
-
-def _passes(port: int) -> float:
-    """Passes of every outcome so far."""
-    status, text = _get(port, "/metrics")
-    if status != 200:
-        return 0.0
-    return sum(float(n) for n in re.findall(r"^reconciler_passes_total\{[^}]*\} (\S+)$", text, re.MULTILINE))
-
-
 def _standby_passes(port: int) -> float:
-    return _metric(port, 'reconciler_passes_total{outcome="standby"}') or 0.0
+    return metric(port, 'reconciler_passes_total{outcome="standby"}') or 0.0
 
 
 def _writes(emulator: EmulatorServer) -> int:
@@ -82,10 +52,6 @@ def _writes(emulator: EmulatorServer) -> int:
     return changes - searches
 
 
-def _status_tip(remote: RemoteRepo) -> str:
-    return git("rev-parse", "reconciler/status", cwd=remote.bare).strip()
-
-
 def _status_paths(remote: RemoteRepo) -> set[str]:
     """The files of the status branch's tip (one read: the branch may move between two)."""
     return set(git("ls-tree", "-r", "--name-only", "reconciler/status", cwd=remote.bare).split())
@@ -94,20 +60,7 @@ def _status_paths(remote: RemoteRepo) -> set[str]:
 def _start(
     remote: RemoteRepo, emulator: EmulatorServer, cache: Path, port: int, *extra: str
 ) -> subprocess.Popen[bytes]:
-    args = ("--palette", emulator.url, "--interval", "1", "--lease-duration", DURATION, *extra)
-    return start_run(remote, cache, *args, "--listen", f"127.0.0.1:{port}", "--log-level", "warning")
-
-
-def _stop(*procs: subprocess.Popen[bytes]) -> list[str]:
-    logs = []
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.terminate()
-    for proc in procs:
-        out, _ = proc.communicate(timeout=30)
-        logs.append(out.decode(errors="replace"))
-    return logs
+    return start_loop(remote, emulator.url, cache, port, *extra, "--log-level", "warning")
 
 
 def _settled(remote: RemoteRepo) -> bool:
@@ -127,7 +80,7 @@ def test_a_holder_paused_past_its_lease_sends_nothing_after_it_resumes(
     old = _start(remote, emulator, tmp_path / "old", ports[0])
     new: subprocess.Popen[bytes] | None = None
     try:
-        wait_for(lambda: _metric(ports[0], "reconciler_lease_held") == 1.0, 60, "the first instance holds")
+        wait_for(lambda: metric(ports[0], "reconciler_lease_held") == 1.0, 60, "the first instance holds")
         wait_for(lambda: _settled(remote), 120, "the sample settled, profiles attached")
         # The holder's next read of a cluster's profiles (the one right before a detach) is held: the
         # holder is paused inside it, so that it resumes between planning the detach and sending it.
@@ -139,22 +92,22 @@ def test_a_holder_paused_past_its_lease_sends_nothing_after_it_resumes(
         held_read.released.set()  # its answer waits in the socket while it is stopped
 
         new = _start(remote, emulator, tmp_path / "new", ports[1])
-        wait_for(lambda: _metric(ports[1], "reconciler_lease_held") == 1.0, 60, "the second instance holds")
+        wait_for(lambda: metric(ports[1], "reconciler_lease_held") == 1.0, 60, "the second instance holds")
         wait_for(lambda: SERVING not in _status_paths(remote), 60, "the new holder detached and reported")
         recorded = yaml.safe_load(git("show", "reconciler/status:reconciler.yaml", cwd=remote.bare))
         assert recorded["revision"] == head
-        writes, tip = _writes(emulator), _status_tip(remote)
+        writes, tip = _writes(emulator), status_tip(remote)
 
         old.send_signal(signal.SIGCONT)
         wait_for(
-            lambda: _standby_passes(ports[0]) > standby and _metric(ports[0], "reconciler_lease_held") == 0.0,
+            lambda: _standby_passes(ports[0]) > standby and metric(ports[0], "reconciler_lease_held") == 0.0,
             60,
             "the resumed instance back to standing by",
         )
         assert _writes(emulator) == writes, "the resumed instance sent a Palette write"
-        assert _status_tip(remote) == tip, "the resumed instance pushed status"
+        assert status_tip(remote) == tip, "the resumed instance pushed status"
     finally:
-        logs = _stop(old, *([new] if new is not None else []))
+        logs = stop_runs(old, *([new] if new is not None else []))
     assert "writer lease ran out during the pass" in logs[0]
 
 
@@ -243,7 +196,7 @@ def test_a_successor_neither_undoes_nor_repeats_a_scaling_action_cut_short(
             puts = emulator.stats.count("PUT")
             held_write.armed.set()
             remote.commit(
-                {"project-b/workloads/big.yaml": workload("big", 8)}, "a workload that does not fit"
+                {"project-b/workloads/big.yaml": pool_workload("big", 8)}, "a workload that does not fit"
             )
             wait_for(held_write.answered.is_set, 120, "the scaling write applied by Palette")
             intent = _pool(remote).get("scaling", {}).get("intent")
@@ -267,13 +220,13 @@ def test_a_successor_neither_undoes_nor_repeats_a_scaling_action_cut_short(
             assert "intent" not in status["scaling"]
             assert status["scaling"]["lastAction"]["at"] == intent["at"]  # the cooldown runs from it
             assert status["scaling"]["size"] == intent["to"]
-            passes = _passes(ports[1])
+            done = passes(ports[1])
             wait_for(
-                lambda: _passes(ports[1]) >= passes + 3,
+                lambda: passes(ports[1]) >= done + 3,
                 60,
                 "three more passes of the successor",
             )
             assert gpu_hosts(emulator) == grown, "the successor scaled the pool back or again"
             assert _writes(emulator) == writes, "the successor wrote to Palette again"
         finally:
-            _stop(first, *([successor] if successor is not None else []))
+            stop_runs(first, *([successor] if successor is not None else []))

@@ -95,13 +95,21 @@ def _pool_layout(remote: RemoteRepo) -> Any:
     return status["mig"], status["capacity"], status.get("machinePools")
 
 
+def _running(
+    emulator: EmulatorServer, tmp_path: Path
+) -> tuple[dict[str, str | bytes], RemoteRepo, Controller]:
+    """The story's files in a remote and a controller that has run them all to Running."""
+    files = _files()
+    remote = repo_with(tmp_path, files)
+    ctl = controller(remote, emulator, tmp_path)
+    _settle(ctl, remote, lambda: set(_phases(remote).values()) == {"Running"})
+    return files, remote, ctl
+
+
 def test_a_broken_revision_keeps_every_admitted_workload_bound_and_the_revert_moves_nothing(
     mig_emulator: EmulatorServer, tmp_path: Path
 ) -> None:
-    files = _files()
-    remote = repo_with(tmp_path, files)
-    ctl = controller(remote, mig_emulator, tmp_path)
-    _settle(ctl, remote, lambda: set(_phases(remote).values()) == {"Running"})
+    files, remote, ctl = _running(mig_emulator, tmp_path)
     bound = _bindings(remote)
     layout = _pool_layout(remote)
     profiles = attached(mig_emulator)
@@ -134,10 +142,7 @@ def test_a_broken_revision_keeps_every_admitted_workload_bound_and_the_revert_mo
 def test_removing_two_workloads_waits_for_a_commit_that_approves_it(
     mig_emulator: EmulatorServer, tmp_path: Path
 ) -> None:
-    files = _files()
-    remote = repo_with(tmp_path, files)
-    ctl = controller(remote, mig_emulator, tmp_path)
-    _settle(ctl, remote, lambda: set(_phases(remote).values()) == {"Running"})
+    _, remote, ctl = _running(mig_emulator, tmp_path)
     bound = _bindings(remote)
     profiles = attached(mig_emulator)
 

@@ -7,43 +7,32 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from reconciler.emulator.server import EmulatorServer
-from tests._contract_support import free_port
 from tests._e2e_support import clusters_by_name
-from tests._git_support import RemoteRepo, git
-from tests._loop_support import recorded, run_once, start_run, status_files, wait_for
-
-DURATION = "6"  # seconds: a holder renews every 2 s; a standby looks every second
-
-
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
+from tests._git_support import RemoteRepo, free_port, git
+from tests._loop_support import (
+    LEASE_SECONDS,
+    http_get,
+    metric,
+    recorded,
+    run_once,
+    start_loop,
+    status_files,
+    stop_runs,
+    wait_for,
+)
 
 
 def _held(port: int) -> bool | None:
-    status, text = _get(port, "/metrics")
-    if status != 200:
-        return None
-    for line in text.splitlines():
-        if line.startswith("reconciler_lease_held "):
-            return float(line.split()[1]) == 1.0
-    return None
+    held = metric(port, "reconciler_lease_held")
+    return None if held is None else held == 1.0
 
 
 def _stands_by_ready(port: int) -> bool:
-    status, verbose = _get(port, "/readyz?verbose")
+    status, verbose = http_get(port, "/readyz?verbose")
     return status == 200 and "standing by, held by" in verbose
 
 
@@ -56,26 +45,25 @@ def _all_running(remote: RemoteRepo) -> bool:
     return bool(phases) and all(phase == "Running" for phase in phases)
 
 
-def _start(remote: RemoteRepo, emulator: EmulatorServer, cache: Path, port: int) -> subprocess.Popen[bytes]:
-    # A repeated --listen: the last one wins, so this instance serves on a known port.
-    args = ("--palette", emulator.url, "--interval", "1", "--lease-duration", DURATION)
-    return start_run(remote, cache, *args, "--listen", f"127.0.0.1:{port}")
+def _holder_and_standby(ports: list[int]) -> tuple[int, int]:
+    """Which of two loops holds the lease and which stands by (by index), once that is settled."""
+    wait_for(lambda: {_held(p) for p in ports} == {True, False}, 60, "one holder and one standby")
+    holder = 0 if _held(ports[0]) else 1
+    return holder, 1 - holder
 
 
 def test_two_instances_one_writer_and_the_standby_takes_over_when_the_holder_dies(
     remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
 ) -> None:
     ports = [free_port(), free_port()]
-    procs = [_start(remote, emulator, tmp_path / f"cache-{i}", port) for i, port in enumerate(ports)]
+    procs = [start_loop(remote, emulator.url, tmp_path / f"cache-{i}", port) for i, port in enumerate(ports)]
     try:
-        wait_for(lambda: {_held(p) for p in ports} == {True, False}, 60, "one holder and one standby")
-        holder = 0 if _held(ports[0]) else 1
-        standby = 1 - holder
+        holder, standby = _holder_and_standby(ports)
         # The standby is ready (a rollout completes); that it stands by is a verbose line and the gauge.
         # (Right after losing the race to create the lease branch it has not read the holder yet: it
         # knows by its next attempt.)
         wait_for(lambda: _stands_by_ready(ports[standby]), 30, "the standby ready, saying that it stands by")
-        wait_for(lambda: _get(ports[holder], "/readyz")[0] == 200, 60, "the holder ready")
+        wait_for(lambda: http_get(ports[holder], "/readyz")[0] == 200, 60, "the holder ready")
         assert git("rev-list", "--count", "reconciler/lease", cwd=remote.bare).strip() == "1"
 
         procs[holder].send_signal(signal.SIGKILL)  # dies without releasing: the lease must expire
@@ -84,7 +72,7 @@ def test_two_instances_one_writer_and_the_standby_takes_over_when_the_holder_die
         wait_for(lambda: _held(ports[standby]) is True, 30, "the standby holds the lease")
         taken_after = time.monotonic() - killed_at
         assert taken_after > 2, f"taken over after {taken_after:.1f}s: before the dead holder's lease expired"
-        wait_for(lambda: _get(ports[standby], "/readyz")[0] == 200, 60, "the new holder ready")
+        wait_for(lambda: http_get(ports[standby], "/readyz")[0] == 200, 60, "the new holder ready")
 
         notebooks = "project-a/platforms/notebooks.yaml"
         text = (remote.work / notebooks).read_text()
@@ -94,22 +82,16 @@ def test_two_instances_one_writer_and_the_standby_takes_over_when_the_holder_die
         wait_for(lambda: recorded(remote)["revision"] == head, 60, "the new holder reports the new head")
         assert git("rev-list", "--count", "reconciler/lease", cwd=remote.bare).strip() == "1"
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            proc.communicate(timeout=30)
+        stop_runs(*procs)
 
 
 def test_a_stopped_holder_releases_so_the_standby_takes_over_at_once(
     remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
 ) -> None:
     ports = [free_port(), free_port()]
-    procs = [_start(remote, emulator, tmp_path / f"cache-{i}", port) for i, port in enumerate(ports)]
+    procs = [start_loop(remote, emulator.url, tmp_path / f"cache-{i}", port) for i, port in enumerate(ports)]
     try:
-        wait_for(lambda: {_held(p) for p in ports} == {True, False}, 60, "one holder and one standby")
-        holder = 0 if _held(ports[0]) else 1
-        standby = 1 - holder
+        holder, standby = _holder_and_standby(ports)
         procs[holder].send_signal(signal.SIGTERM)
         assert procs[holder].wait(timeout=20) == 0
         stopped_at = time.monotonic()
@@ -117,29 +99,26 @@ def test_a_stopped_holder_releases_so_the_standby_takes_over_at_once(
         # Released, not expired: well before the 6 s lease could run out (a standby looks every 1 s).
         assert time.monotonic() - stopped_at < 5
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            proc.communicate(timeout=30)
+        stop_runs(*procs)
 
 
 def test_run_once_writes_nothing_while_another_instance_holds_the_lease(
     remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
 ) -> None:
     port = free_port()
-    proc = _start(remote, emulator, tmp_path / "holder", port)
+    proc = start_loop(remote, emulator.url, tmp_path / "holder", port)
     try:
         wait_for(lambda: _held(port) is True, 60, "the loop holds the lease")
-        wait_for(lambda: _get(port, "/readyz")[0] == 200, 60, "the loop ready")
+        wait_for(lambda: http_get(port, "/readyz")[0] == 200, 60, "the loop ready")
         wait_for(lambda: _all_running(remote), 60, "the holder's platforms Running (it commits no more)")
         tip = git("rev-parse", "reconciler/status", cwd=remote.bare).strip()
         before = json.dumps(clusters_by_name(emulator), sort_keys=True)
-        result = run_once(remote, tmp_path / "once", "--palette", emulator.url, "--lease-duration", DURATION)
+        result = run_once(
+            remote, tmp_path / "once", "--palette", emulator.url, "--lease-duration", LEASE_SECONDS
+        )
         assert result.returncode == 1, result.stderr
         assert "lease is held by" in result.stderr
         assert git("rev-parse", "reconciler/status", cwd=remote.bare).strip() == tip
         assert json.dumps(clusters_by_name(emulator), sort_keys=True) == before
     finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
+        stop_runs(proc)

@@ -5,10 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,40 +13,8 @@ import httpx
 
 from reconciler.emulator import EmulatorServer, FaultRule
 from tests._e2e_support import API_KEY, clusters_by_name
-from tests._git_support import RemoteRepo, free_port
-
-
-def start_run(
-    remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path, *args: str, **env: str
-) -> subprocess.Popen[bytes]:
-    environ = {**os.environ, "PALETTE_API_KEY": API_KEY, **env}
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reconciler.cli",
-            "run",
-            "--repo",
-            str(remote.bare),
-            "--palette",
-            emulator.url,
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            *args,
-        ],
-        env=environ,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-
-
-def wait_for(predicate: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
+from tests._git_support import RemoteRepo, free_port, git
+from tests._loop_support import http_get, passes, start_run, stop_runs, wait_for
 
 
 def test_sigkill_right_after_a_create_then_restart_adopts_one_cluster_per_platform(
@@ -60,17 +25,8 @@ def test_sigkill_right_after_a_create_then_restart_adopts_one_cluster_per_platfo
         [FaultRule(path=r"^/v1/spectroclusters/edge-native$", methods=("POST",), latency=0.4)]
     )
     # --lease none: this is about adoption; a killed holder's git lease would make the restart wait.
-    proc = start_run(
-        remote,
-        emulator,
-        tmp_path,
-        "--interval",
-        "3600",
-        "--lease",
-        "none",
-        "--listen",
-        f"127.0.0.1:{free_port()}",
-    )
+    cache = tmp_path / "cache"
+    proc = start_run(remote, cache, "--palette", emulator.url, "--interval", "3600", "--lease", "none")
     try:
         wait_for(lambda: len(emulator.state.clusters) >= 1)
     finally:
@@ -78,13 +34,11 @@ def test_sigkill_right_after_a_create_then_restart_adopts_one_cluster_per_platfo
         proc.wait(10)
     created_before_kill = len(clusters_by_name(emulator))
     assert 1 <= created_before_kill < 5
-    branches = subprocess.run(
-        ["git", "branch", "--list", "reconciler/status"], cwd=remote.bare, capture_output=True, text=True
-    ).stdout
+    branches = git("branch", "--list", "reconciler/status", cwd=remote.bare)
     assert branches.strip() == ""  # killed before any status was written
 
     emulator.faults.clear()
-    again = start_run(remote, emulator, tmp_path, "--once", "--lease", "none")
+    again = start_run(remote, cache, "--palette", emulator.url, "--once", "--lease", "none")
     out, _ = again.communicate(timeout=60)
     assert again.returncode == 0, out.decode()
 
@@ -107,36 +61,12 @@ def test_webhook_with_a_bad_signature_gets_401_and_starts_no_pass(
 ) -> None:
     secret = "hook-secret-for-tests"
     port = free_port()
-    proc = start_run(
-        remote,
-        emulator,
-        tmp_path,
-        "--interval",
-        "3600",
-        "--listen",
-        f"127.0.0.1:{port}",
-        RECONCILER_WEBHOOK_SECRET=secret,
-    )
+    args = ("--palette", emulator.url, "--interval", "3600", "--listen", f"127.0.0.1:{port}")
+    proc = start_run(remote, tmp_path / "cache", *args, env={"RECONCILER_WEBHOOK_SECRET": secret})
     base = f"http://127.0.0.1:{port}"
     try:
-
-        def ready() -> bool:
-            try:
-                return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(ready)
-
-        def passes() -> float:
-            text = httpx.get(f"{base}/metrics", timeout=2).text
-            return sum(
-                float(line.rsplit(" ", 1)[1])
-                for line in text.splitlines()
-                if line.startswith("reconciler_passes_total{")
-            )
-
-        before = passes()
+        wait_for(lambda: http_get(port, "/readyz")[0] == 200, what="the loop ready")
+        before = passes(port)
         body = json.dumps({"ref": "refs/heads/main"}).encode()
         headers = {"X-GitHub-Event": "push", "Content-Type": "application/json"}
         missing = httpx.post(f"{base}/hooks/git", content=body, headers=headers, timeout=5)
@@ -148,15 +78,14 @@ def test_webhook_with_a_bad_signature_gets_401_and_starts_no_pass(
         )
         assert (missing.status_code, wrong.status_code) == (401, 401)
         time.sleep(1.0)
-        assert passes() == before
+        assert passes(port) == before
 
         good = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
         accepted = httpx.post(
             f"{base}/hooks/git", content=body, headers={**headers, "X-Hub-Signature-256": good}, timeout=5
         )
         assert accepted.status_code == 202
-        wait_for(lambda: passes() > before, timeout=15)
+        wait_for(lambda: passes(port) > before, timeout=15)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=20)
-    assert secret not in out.decode() and API_KEY not in out.decode()
+        (out,) = stop_runs(proc)
+    assert secret not in out and API_KEY not in out

@@ -30,6 +30,7 @@ from tests._e2e_support import SAMPLE, sample_files
 from tests._git_support import RemoteRepo, git
 from tests._loop_support import fast_controller, status_files
 from tests._prometheus_support import BINARY, FakePrometheus, PrometheusServer
+from tests._scaling_support import policy_document, pool_workload
 
 # CI installs Prometheus (.ci/run): there a missing binary is a failure, not a skip.
 needs_prometheus = pytest.mark.skipif(
@@ -42,26 +43,7 @@ POOL = "project-b/computepools/shared-a100.yaml"
 COOLDOWN = 10.0
 WINDOW = 3
 
-POLICY = {
-    "apiVersion": "spectrocloud.com/v1alpha1",
-    "kind": "ScalingPolicy",
-    "metadata": {"name": "gpu-autoscale", "namespace": "project-b"},
-    "spec": {
-        "gpu": [
-            {
-                "family": "NVIDIA-A100",
-                "scaleUpThreshold": 80,
-                "scaleDownThreshold": 30,
-                "scaleUpDuration": f"{WINDOW}s",
-                "scaleDownDuration": f"{WINDOW}s",
-            }
-        ],
-        "gpuResourceBounds": [{"family": "NVIDIA-A100", "minGPUCount": 8, "maxGPUCount": 24}],
-        "cooldownDuration": f"{COOLDOWN:g}s",
-        "abortDuration": "5m",
-        "metrics": {"step": "1s"},
-    },
-}
+POLICY = policy_document(window=f"{WINDOW}s", cooldown=f"{COOLDOWN:g}s", abort="5m", step="1s")
 
 
 def pool_manifest(policy: bool = True) -> str:
@@ -70,20 +52,6 @@ def pool_manifest(policy: bool = True) -> str:
     if policy:
         pool["spec"]["scalingPolicyRef"] = {"name": "gpu-autoscale"}
     return yaml.safe_dump(pool)
-
-
-def workload(name: str = "holder", gpus: int = 4) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "spectrocloud.com/v1alpha1",
-            "kind": "AIWorkload",
-            "metadata": {"name": name, "namespace": "project-b"},
-            "spec": {
-                "computePoolRef": {"name": "shared-a100"},
-                "gpus": [{"family": "NVIDIA-A100", "count": gpus}],
-            },
-        }
-    )
 
 
 def repo(tmp_path: Path, policy: bool = True) -> RemoteRepo:
@@ -95,7 +63,7 @@ def repo(tmp_path: Path, policy: bool = True) -> RemoteRepo:
     }
     files["project-b/pools/shared-a100.yaml"] = pool_manifest(policy)
     files["project-b/scalingpolicy.yaml"] = yaml.safe_dump(POLICY)
-    files["project-b/workloads/holder.yaml"] = workload()
+    files["project-b/workloads/holder.yaml"] = pool_workload("holder", 4)
     (tmp_path / "git").mkdir()
     remote = RemoteRepo(tmp_path / "git")
     remote.commit(files, "a pool with a scaling policy")
@@ -365,7 +333,7 @@ def test_a_workload_pending_for_capacity_scales_the_pool_up_without_metrics(
             running(ctl, remote)
             first = gpu_hosts(emulator)
             remote.commit(
-                {"project-b/workloads/big.yaml": workload("big", 8)}, "a workload that does not fit"
+                {"project-b/workloads/big.yaml": pool_workload("big", 8)}, "a workload that does not fit"
             )
             ctl.reconcile_once()
             big = status_files(remote)["project-b/aiworkloads/big.yaml"]["status"]

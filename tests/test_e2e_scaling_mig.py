@@ -13,6 +13,7 @@ from reconciler.emulator import EmulatorServer
 from tests._git_support import RemoteRepo
 from tests._loop_support import status_files
 from tests._prometheus_support import FakePrometheus
+from tests._scaling_support import pool_workload
 from tests.test_e2e_scaling import (
     WINDOW,
     gpu_hosts,
@@ -23,15 +24,7 @@ from tests.test_e2e_scaling import (
     running,
     start,
     status_log,
-    workload,
 )
-
-
-def mig_capable(emulator: EmulatorServer) -> None:
-    for host in emulator.state.hosts.values():
-        if str(host["metadata"]["name"]).startswith("gpu-a100-"):
-            for gpu in host["spec"]["device"]["gpus"]:
-                gpu["migCapable"] = True
 
 
 def document(name: str, spec: dict[str, object]) -> str:
@@ -46,16 +39,16 @@ def document(name: str, spec: dict[str, object]) -> str:
 
 
 def test_a_pending_mig_workload_grows_its_pool_and_a_limit_rejected_one_does_not(
-    emulator: EmulatorServer, tmp_path: Path
+    a100_mig_emulator: EmulatorServer, tmp_path: Path
 ) -> None:
-    mig_capable(emulator)
+    emulator = a100_mig_emulator
     remote: RemoteRepo = repo(tmp_path)
     pool = yaml.safe_load(pool_manifest())
     pool["spec"]["mig"] = {"strategy": "mixed"}
     remote.commit(
         {
             "project-b/pools/shared-a100.yaml": yaml.safe_dump(pool),
-            "project-b/workloads/holder.yaml": workload("holder", 8),
+            "project-b/workloads/holder.yaml": pool_workload("holder", 8),
         },
         "a MIG pool, full",
     )

@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from reconciler.emulator.server import EmulatorServer
-from tests._contract_support import free_port
-from tests._e2e_support import API_KEY
-from tests._git_support import RemoteRepo, git
-from tests._loop_support import run_args, run_once, wait_for
+from tests._git_support import RemoteRepo, free_port, git, git_run
+from tests._loop_support import passes, run_once, start_loop, stop_runs, wait_for
 
 STATUS = "reconciler/status"
 
@@ -28,35 +24,13 @@ STATUS = "reconciler/status"
 def _shard(
     remote: RemoteRepo, emulator: EmulatorServer, cache: Path, name: str, port: int
 ) -> subprocess.Popen[bytes]:
-    """A shard's loop; its log goes to ``<cache>.log`` (a pipe nobody reads could fill and block it)."""
-    args = ("--palette", emulator.url, "--interval", "1", "--lease-duration", "6")
+    """A shard's loop; its log goes to ``<cache>.log``."""
     shard = ("--namespaces", f"project-{name}", "--shard", name)
-    with open(f"{cache}.log", "wb") as log:
-        return subprocess.Popen(
-            run_args(remote, cache, *args, *shard, "--listen", f"127.0.0.1:{port}"),
-            env={**os.environ, "PALETTE_API_KEY": API_KEY},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def _passes(port: int) -> float:
-    """Passes the process has finished (any outcome), from its /metrics."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
-            text = answer.read().decode()
-    except OSError:
-        return 0.0
-    return sum(
-        float(line.split()[-1]) for line in text.splitlines() if line.startswith("reconciler_passes_total{")
-    )
+    return start_loop(remote, emulator.url, cache, port, *shard, log=Path(f"{cache}.log"))
 
 
 def _has(remote: RemoteRepo, ref: str) -> bool:
-    done = subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", ref], cwd=remote.bare, capture_output=True, check=False
-    )
-    return done.returncode == 0
+    return git_run("rev-parse", "--verify", "--quiet", ref, cwd=remote.bare).returncode == 0
 
 
 def _status_tree(remote: RemoteRepo) -> dict[str, str]:
@@ -112,15 +86,7 @@ def _passed_at(log: Path, revision: str) -> bool:
 
 
 def _stop(proc: subprocess.Popen[bytes], log: Path) -> bytes:
-    """SIGTERM, then the process's log; killed if it outlives the stop deadline (a test failure)."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
-        raise
+    stop_runs(proc)
     return log.read_bytes()
 
 
@@ -163,8 +129,8 @@ def test_two_shards_share_one_palette_and_one_status_branch_and_never_prune_each
         # Shard a's own status does not change (no commit is due): it has seen the removal once a pass
         # at that revision finished.
         wait_for(lambda: _passed_at(logs["a"], removed), 60, "a pass of shard a at the removal")
-        passes = _passes(ports["a"])
-        wait_for(lambda: _passes(ports["a"]) >= passes + 3, 30, "three more passes of shard a")
+        finished = passes(ports["a"])
+        wait_for(lambda: passes(ports["a"]) >= finished + 3, 30, "three more passes of shard a")
         assert _clusters(emulator, "project-b") == clusters_b, "shard a deleted a cluster of project-b"
         after = _status_tree(remote)
         assert {p: d for p, d in after.items() if p.startswith("project-b/")} == files_b

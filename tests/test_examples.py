@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests._git_support import git, git_run
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "examples" / "github" / "workflows" / "reconciler.yml"
 GITLAB = ROOT / "examples" / "gitlab" / ".gitlab-ci.yml"
@@ -119,15 +121,11 @@ def test_pre_commit_hook_is_the_contract() -> None:
     assert hook["entry"] == "reconciler validate ."
 
 
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _need(shutil.which("pre-commit") is not None, "pre-commit is not installed (pip install pre-commit)")
     _need(
-        subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True).returncode == 0,
+        git_run("rev-parse", "HEAD", cwd=ROOT).returncode == 0,
         "the project is not a git checkout",
     )
     return tmp_path_factory.mktemp("pre-commit-home")
@@ -136,9 +134,9 @@ def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _config_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "config"
     shutil.copytree(ROOT / "sample-repo", repo)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "config")
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "config", cwd=repo)
     return repo
 
 
@@ -168,7 +166,7 @@ def test_pre_commit_try_repo_fails_on_a_broken_file(tmp_path: Path, pre_commit_h
     broken.write_text(
         "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: Bad_Name, namespace: x}\n"
     )
-    _git(repo, "add", "-A")
+    git("add", "-A", cwd=repo)
     done = _try_repo(repo, pre_commit_home)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "broken.yaml" in done.stdout

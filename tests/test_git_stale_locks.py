@@ -20,7 +20,7 @@ from reconciler.metrics import Metrics
 from reconciler.source import GitSource
 from reconciler.source._gitutil import CACHE_FLOCK
 from reconciler.status import StatusStore
-from tests._git_support import RemoteRepo, git, git_http_server
+from tests._git_support import RemoteRepo, git, git_http_server, git_run
 
 PLATFORM = "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: p, namespace: a}\n"
 STATUS_BRANCH = "reconciler/status"
@@ -68,12 +68,8 @@ def test_source_without_recovery_would_fail_on_the_planted_lock(remote: RemoteRe
     GitSource(str(remote.bare), cache_dir=cache).sync()
     newer = remote.commit({"x.yaml": "x: 1\n"})
     plant(cache, "refs/heads/main.lock", newer + "\n")
-    proc = subprocess.run(
-        ["git", "fetch", "--no-tags", "--", str(remote.bare), "+refs/heads/main:refs/heads/main"],
-        cwd=cache,
-        capture_output=True,
-        text=True,
-        check=False,
+    proc = git_run(
+        "fetch", "--no-tags", "--", str(remote.bare), "+refs/heads/main:refs/heads/main", cwd=cache
     )
     assert proc.returncode != 0 and "lock" in proc.stderr
 

@@ -450,3 +450,58 @@ def test_a_host_without_uid_is_excluded() -> None:
 def test_odd_items_never_crash_discovery(item: Any) -> None:
     inventory = discover([item])
     assert all(isinstance(m, Machine) for m in inventory.machines)
+
+
+def test_discovery_builds_the_machine_that_machine_itself_builds() -> None:
+    """Discovery sets a Machine's fields through its slots (faster than its frozen ``__init__``): every
+    field is set, and the result is equal, field by field, to ``Machine(...)``."""
+    from dataclasses import fields
+
+    from reconciler.edgehost import GpuDevice, Nic
+    from reconciler.inventory import HostState, Role, _machine
+
+    values: dict[str, Any] = {
+        "uid": "u-1",
+        "name": "host-1",
+        "arch": "arm64",
+        "cpus": 64,
+        "gpu_family": canonical_family("NVIDIA-H100"),
+        "gpu_count": 8,
+        "gpu_memory_bytes": 80 * 10**9,
+        "role": Role.WORKER,
+        "worker_tagged": True,
+        "resource_groups": {"network-pool": "3"},
+        "state": HostState.IN_USE,
+        "cluster_uid": "c-1",
+        "notes": ("a note",),
+        "unavailable_reason": "why",
+        "project_uid": "p-1",
+        "addresses": ("10.0.0.1",),
+        "gpu_devices": (GpuDevice("NVIDIA", "H100", 8),),
+        "nic": Nic("eth0", "10.0.0.1"),
+    }
+    assert [f.name for f in fields(Machine)] == list(values)
+    built = _machine(*values.values())
+    assert built == Machine(**values)
+    assert {f.name: getattr(built, f.name) for f in fields(Machine)} == values
+
+
+def test_a_memo_classifies_only_the_hosts_whose_facts_changed() -> None:
+    """The loop keeps each unchanged host's facts object between passes: with a memo, discovery reuses
+    what it made of those and classifies only new or changed hosts; the inventory is the same."""
+    from reconciler.edgehost import read_host
+    from reconciler.inventory import DiscoveryMemo
+
+    facts = [read_host(edge_host(f"h-{n}", gpus=[gpu("H100", count=n % 3)])) for n in range(6)]
+    hosts = [f for f in facts if f is not None]
+    memo: DiscoveryMemo = {}
+    first = discover(hosts, memo)
+    assert first == discover(hosts)
+    changed = read_host(edge_host("h-1", labels={"palette.ai/worker": "true"}))
+    assert changed is not None
+    second = discover([hosts[0], changed, *hosts[2:]], memo)
+    assert second == discover([hosts[0], changed, *hosts[2:]])
+    before, after = first.by_uid(), second.by_uid()
+    assert all(after[uid] is before[uid] for uid in ("h-0", "h-2", "h-3", "h-4", "h-5"))
+    assert after["h-1"].worker_tagged and not before["h-1"].worker_tagged
+    assert sorted(memo) == [f"h-{n}" for n in range(6)] and memo["h-1"][0] is changed

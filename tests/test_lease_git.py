@@ -16,6 +16,7 @@ import pytest
 
 from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease
 from reconciler.source.lease import GitLease, LeaseError, LeaseRecord
+from reconciler.status import StatusStore
 from tests._git_support import RemoteRepo, git
 
 BRANCH = "reconciler/lease"
@@ -241,3 +242,19 @@ def test_a_stale_lock_in_the_lease_cache_does_not_stop_renewals(remote: RemoteRe
     lock.write_text("0" * 40 + "\n")
     assert b.acquire() is True
     assert not lock.exists()
+
+
+@pytest.mark.parametrize("author", ["no email", "<only@email>", "Ann <a@x", "Ann <a@x>\n", "A <b> <c>"])
+def test_the_lease_and_the_status_store_refuse_the_same_bad_authors(author: str, tmp_path: Path) -> None:
+    with pytest.raises(LeaseError, match="author must look like"):
+        GitLease(str(tmp_path), "me", cache_dir=tmp_path / "lease", author=author)
+    with pytest.raises(ValueError, match="author must look like"):
+        StatusStore(str(tmp_path), workdir=tmp_path / "status", author=author)
+
+
+def test_the_lease_commits_as_its_author(remote: RemoteRepo, tmp_path: Path) -> None:
+    lease = GitLease(str(remote.bare), "me", cache_dir=tmp_path / "lease", author=" Lease Bot  < bot@x > ")
+    assert lease.acquire()
+    assert git("log", "-1", "--format=%an|%ae|%cn|%ce", BRANCH, cwd=remote.bare).strip() == (
+        "Lease Bot|bot@x|Lease Bot|bot@x"
+    )

@@ -36,7 +36,7 @@ from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAME_L
 from reconciler.palette.observe import load_snapshot
 from reconciler.plan import Action, PlatformPlan
 from tests._e2e_support import SAMPLE, sample_files
-from tests._git_support import GIT_ENV, RemoteRepo
+from tests._git_support import GIT_ENV, RemoteRepo, git_run
 
 API_KEY = "stateful-secret-key-5f3a9c1e7b"
 STATUS_BRANCH = "reconciler/status"
@@ -128,15 +128,9 @@ class World:
         return {c.name for c in self.clusters if not c.deleting}
 
 
-def _git(bare: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", *args], cwd=bare, env=GIT_ENV, capture_output=True, text=True, timeout=60, check=check
-    )
-
-
 def read_status_branch(bare: Path) -> dict[str, str]:
     """Every file of the status branch (path -> text), or nothing before the first status commit."""
-    listing = _git(bare, "ls-tree", "-r", "--name-only", STATUS_BRANCH, check=False)
+    listing = git_run("ls-tree", "-r", "--name-only", STATUS_BRANCH, cwd=bare)
     if listing.returncode != 0:
         return {}
     paths = listing.stdout.split()

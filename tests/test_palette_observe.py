@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from reconciler.model.observed import managed_labels
-from reconciler.palette.observe import Snapshot, dump_snapshot, load_snapshot, managed_clusters
+from reconciler.palette.observe import Snapshot, dump_snapshot, load_snapshot, managed_clusters, scoped
 from tests._palette_support import host
 
 
@@ -110,3 +110,39 @@ def test_sample_repo_inventory_loads_if_present() -> None:
     snapshot = load_snapshot(path)
     assert snapshot.edge_hosts
     json.dumps(snapshot.edge_hosts)
+
+
+def test_a_snapshots_hosts_are_read_once_for_scope_discovery_and_membership(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What ``plan --inventory`` does with a snapshot: scope it per project, discover each part and
+    the whole, and find the clusters' members; every host's JSON is read once for all of it."""
+    from reconciler.edgehost import HostFacts
+    from reconciler.resolve import Target
+    from reconciler.runtime.stages.plan import snapshot_observation
+
+    labels = managed_labels("team-a", "p")
+    hosts = [
+        _in_use(host("a-1", gpus=8, project="pa"), "c1"),
+        host("a-2", project="pa"),
+        host("b-1", gpus=4, project="pb"),
+        host("nowhere"),
+    ]
+    snapshot = Snapshot(edge_hosts=hosts, clusters=[_get_shape("c1", labels)])
+    reads: list[str] = []
+    original = HostFacts.__init__
+
+    def counted(self: HostFacts, *args: Any) -> None:
+        reads.append(args[0])
+        original(self, *args)
+
+    monkeypatch.setattr(HostFacts, "__init__", counted)
+    whole = snapshot_observation(snapshot)
+    parts = {p: snapshot_observation(scoped(snapshot, Target("inventory:x", p))) for p in ("pa", "pb")}
+    assert sorted(reads) == ["a-1", "a-2", "b-1", "nowhere"]
+    assert [m.uid for m in whole.inventory.machines] == ["a-1", "a-2", "b-1", "nowhere"]
+    # A project sees its own hosts and those that name none, as Palette scopes a ProjectUid.
+    assert [m.uid for m in parts["pa"].inventory.machines] == ["a-1", "a-2", "nowhere"]
+    assert [c.workers for c in parts["pa"].clusters] == [("a-1",)]
+    assert [m.uid for m in parts["pb"].inventory.machines] == ["b-1", "nowhere"]
+    assert parts["pb"].clusters == []

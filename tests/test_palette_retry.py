@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import socket
 import time
 
 import httpx
@@ -19,6 +18,7 @@ from reconciler.palette import (
     TransportError,
 )
 from reconciler.palette.client import parse_retry_after
+from tests._git_support import free_port
 from tests._palette_support import INFRA_UID, KEY, FakeClock, admin, client, fast_retry, running
 
 SEARCH = "/v1/dashboard/edgehosts/search"
@@ -182,9 +182,7 @@ def test_create_is_retried_on_429() -> None:
 
 
 def test_connection_refused_is_retried_then_a_transport_error() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens there
     attempts: list[int] = []
     palette = PaletteClient(
         f"http://127.0.0.1:{port}",

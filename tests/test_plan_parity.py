@@ -24,13 +24,13 @@ import yaml
 
 from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.emulator import EmulatorServer
-from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
 from reconciler.plan import merge
 from tests._contract_support import run_cli
 from tests._e2e_support import API_KEY, SAMPLE, PinnedClock, sample_files
 from tests._git_support import RemoteRepo, git
 from tests._loop_support import status_files
+from tests._scaling_support import policy_document, pool_workload
 
 pytestmark = pytest.mark.e2e
 
@@ -38,39 +38,7 @@ POOL = "project-b/pools/shared-a100.yaml"
 POOL_STATUS = "project-b/computepools/shared-a100.yaml"
 OFFLINE = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
 
-POLICY = {
-    "apiVersion": "spectrocloud.com/v1alpha1",
-    "kind": "ScalingPolicy",
-    "metadata": {"name": "gpu-autoscale", "namespace": "project-b"},
-    "spec": {
-        "gpu": [
-            {
-                "family": "NVIDIA-A100",
-                "scaleUpThreshold": 80,
-                "scaleDownThreshold": 30,
-                "scaleUpDuration": "30s",
-                "scaleDownDuration": "30s",
-            }
-        ],
-        "gpuResourceBounds": [{"family": "NVIDIA-A100", "minGPUCount": 8, "maxGPUCount": 24}],
-        "cooldownDuration": "1h",
-        "abortDuration": "2h",
-    },
-}
-
-
-def workload(name: str, count: int, mig: str | None = None) -> str:
-    gpus: dict[str, Any] = {"family": "NVIDIA-A100", "count": count}
-    if mig is not None:
-        gpus["mig"] = mig
-    return yaml.safe_dump(
-        {
-            "apiVersion": "spectrocloud.com/v1alpha1",
-            "kind": "AIWorkload",
-            "metadata": {"name": name, "namespace": "project-b"},
-            "spec": {"computePoolRef": {"name": "shared-a100"}, "gpus": [gpus]},
-        }
-    )
+POLICY = policy_document(window="30s", cooldown="1h", abort="2h")
 
 
 def config() -> dict[str, bytes | str | None]:
@@ -85,25 +53,8 @@ def config() -> dict[str, bytes | str | None]:
     pool["spec"]["scalingPolicyRef"] = {"name": "gpu-autoscale"}
     files[POOL] = yaml.safe_dump(pool)
     files["project-b/scalingpolicy.yaml"] = yaml.safe_dump(POLICY)
-    files["project-b/workloads/mig-serve.yaml"] = workload("mig-serve", 2, "1g.10gb")
+    files["project-b/workloads/mig-serve.yaml"] = pool_workload("mig-serve", 2, "1g.10gb")
     return files
-
-
-@pytest.fixture
-def mig_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
-    """The sample inventory with the A100 hosts' GPUs MIG-capable."""
-    monkeypatch.setenv("PALETTE_API_KEY", API_KEY)
-    raw = json.loads((SAMPLE / "inventory.json").read_text())
-    for host in raw["edgeHosts"]:
-        if host["metadata"]["name"].startswith("gpu-a100-"):
-            for gpu in host["spec"]["device"]["gpus"]:
-                gpu["migCapable"] = True
-    path = tmp_path / "inventory-mig.json"
-    path.write_text(json.dumps(raw))
-    with EmulatorServer.from_snapshot(
-        load_snapshot(path), API_KEY, provision_seconds=0.3, delete_seconds=0.2, rate_limits=RateLimits.off()
-    ) as server:
-        yield server
 
 
 def entries(document: dict[str, Any]) -> dict[str, dict[tuple[str, str], Any]]:
@@ -155,7 +106,7 @@ def settled(ctl: Controller, remote: RemoteRepo, passes: int = 40) -> PassResult
 
 @pytest.fixture
 def steady(
-    mig_emulator: EmulatorServer, tmp_path: Path
+    a100_mig_emulator: EmulatorServer, tmp_path: Path
 ) -> Iterator[tuple[Controller, RemoteRepo, PinnedClock]]:
     """The controller after it settled, the pool scaled up once for the pending workload."""
     (tmp_path / "git").mkdir()
@@ -164,7 +115,7 @@ def steady(
     clock = PinnedClock()
     opts = ControllerOptions(
         repo=str(remote.bare),
-        palette_url=mig_emulator.url,
+        palette_url=a100_mig_emulator.url,
         cache_dir=tmp_path / "cache",
         palette_rate_limits=RateLimits.off(),
     )
@@ -209,8 +160,8 @@ def test_a_pull_requests_plan_is_what_the_pass_after_its_merge_does(
         {
             "project-a/platforms/notebooks.yaml": yaml.safe_dump(notebooks),
             "project-b/workloads/notebook.yaml": None,
-            "project-b/workloads/mig-batch.yaml": workload("mig-batch", 1, "1g.10gb"),
-            "project-b/workloads/eval.yaml": workload("eval", 1),
+            "project-b/workloads/mig-batch.yaml": pool_workload("mig-batch", 1, "1g.10gb"),
+            "project-b/workloads/eval.yaml": pool_workload("eval", 1),
         },
         "notebooks: 5 H100; an evaluation and a MIG batch instead of the notebook",
         push=False,
@@ -231,7 +182,7 @@ def test_a_pull_requests_plan_is_what_the_pass_after_its_merge_does(
 
 
 def test_a_merge_whose_inventory_changed_since_its_plan_says_what_differs_in_the_status_commit(
-    steady: tuple[Controller, RemoteRepo, PinnedClock], mig_emulator: EmulatorServer
+    steady: tuple[Controller, RemoteRepo, PinnedClock], a100_mig_emulator: EmulatorServer
 ) -> None:
     ctl, remote, _clock = steady
     notebooks = yaml.safe_load((remote.work / "project-a/platforms/notebooks.yaml").read_text())
@@ -244,7 +195,7 @@ def test_a_merge_whose_inventory_changed_since_its_plan_says_what_differs_in_the
     (entry,) = [p for p in planned["platforms"] if p["name"] == "notebooks"]
     running = status_files(remote)["project-a/mlplatforms/notebooks.yaml"]["status"]["allocation"]
     (joining,) = set(entry["workers"]) - set(running["workers"])
-    mig_emulator.state.patch_host(joining, {"healthState": "unhealthy"})  # taken away before the merge
+    a100_mig_emulator.state.patch_host(joining, {"healthState": "unhealthy"})  # taken away before the merge
     git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=remote.work)
     merged = ctl.reconcile_once()
 

@@ -13,7 +13,7 @@ from reconciler.inventory import Inventory, Machine
 from reconciler.model.resources import Resource
 from reconciler.placement.admission import GpuRef, WorkloadAction
 from reconciler.plan import make_plan
-from tests._allocate_support import ai_workload, desired, platform, pool
+from tests._allocate_support import ai_workload, desired, plans_in_two_orders, platform, pool
 from tests.test_allocate_properties import FAMILIES, machines_st, platforms_st
 
 PROPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -65,11 +65,7 @@ def with_pools_st(draw: st.DrawFn) -> list[Resource]:
 def test_property_plan_with_pools_does_not_depend_on_document_order(
     machines: list[Machine], resources: list[Resource], rnd: random.Random
 ) -> None:
-    first = make_plan(desired(*resources), Inventory(tuple(machines)), [])
-    shuffled_m, shuffled_r = machines[:], resources[:]
-    rnd.shuffle(shuffled_m)
-    rnd.shuffle(shuffled_r)
-    again = make_plan(desired(*shuffled_r), Inventory(tuple(shuffled_m)), [])
+    first, again = plans_in_two_orders(machines, resources, rnd)
     assert json.dumps(first.to_json(), sort_keys=True) == json.dumps(again.to_json(), sort_keys=True)
 
 

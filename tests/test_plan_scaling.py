@@ -191,7 +191,7 @@ def test_plan_command_accepts_prometheus(tmp_path: Any) -> None:
     from typer.testing import CliRunner
 
     from reconciler.cli import app
-    from tests._prometheus_support import free_port
+    from tests._git_support import free_port
 
     sample = Path(__file__).resolve().parent.parent / "sample-repo"
     args = ["plan", "--repo", str(sample), "--inventory", str(sample / "inventory.json"), "--format", "json"]

@@ -16,7 +16,7 @@ from reconciler.model.resources import SecretRef
 from reconciler.prometheus import PrometheusClient, PrometheusError, PrometheusUnavailable, bearer_token
 from reconciler.scaling.queries import RangeQuery
 from reconciler.scaling.series import Availability, Metric
-from tests._prometheus_support import free_port
+from tests._git_support import free_port
 
 TOKEN = "s3cr3t-prometheus-token-42"
 

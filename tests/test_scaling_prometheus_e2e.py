@@ -14,7 +14,6 @@ import pytest
 
 from reconciler.emulator import EmulatorServer
 from reconciler.emulator.utilization import METRICS_PATH
-from reconciler.model.scaling import DEFAULT_CPU_QUERY, ScalingPolicySpec
 from reconciler.prometheus import PrometheusClient, PrometheusQueryError, observe_pool
 from reconciler.scaling import (
     Availability,
@@ -29,30 +28,9 @@ from reconciler.scaling import (
 from tests._prometheus_support import PrometheusServer, needs_prometheus
 from tests._prometheus_support import hot_and_cold_emulator as emulator  # noqa: F401 (fixture)
 from tests._prometheus_support import prometheus_of_emulator as prometheus  # noqa: F401 (fixture)
-from tests._scaling_support import A100, gpu_host, spec
+from tests._scaling_support import A100, COLD, HOT, HOT_COLD_WINDOW, hot_cold_policy
 
 pytestmark = [needs_prometheus, pytest.mark.e2e]
-
-WINDOW = 5  # seconds, every scale window of POLICY
-
-
-def policy() -> ScalingPolicySpec:
-    rule = {"scaleUpDuration": f"{WINDOW}s", "scaleDownDuration": f"{WINDOW}s"}
-    return spec(
-        gpu=[{"family": "NVIDIA-A100", "scaleUpThreshold": 80, "scaleDownThreshold": 30, **rule}],
-        gpuResourceBounds=[{"family": "NVIDIA-A100", "minGPUCount": 0, "maxGPUCount": 64}],
-        cpu={"scaleUpThreshold": 80, "scaleDownThreshold": 20, **rule},
-        cpuResourceBounds={"minCPUCount": 0, "maxCPUCount": 1024},
-        # The default CPU query's rate(...[2m]) reads low until a series is two minutes old (rate
-        # divides by the range); the same query over 5s settles within the test's seconds.
-        metrics={"step": "1s", "cpuQuery": DEFAULT_CPU_QUERY.replace("[2m]", "[5s]")},
-    )
-
-
-HOT = PoolView(
-    "pool-hot", "pool-hot", (gpu_host("hot-1", 8), gpu_host("hot-2", 8)), (gpu_host("free-1", 8),), {A100: 4}
-)
-COLD = PoolView("pool-cold", "pool-cold", (gpu_host("cold-1", 4, cpus=32),), (), {})
 
 
 def settled(client: PrometheusClient, pool: PoolView, timeout: float = 40.0) -> tuple[Samples, float]:
@@ -60,9 +38,11 @@ def settled(client: PrometheusClient, pool: PoolView, timeout: float = 40.0) -> 
     deadline = time.monotonic() + timeout
     while True:
         now = round(time.time(), 3)
-        samples = observe_pool(client, policy(), pool.cluster, now)
+        samples = observe_pool(client, hot_cold_policy(), pool.cluster, now)
         full = all(
-            s is not None and len(s.points) >= WINDOW + 1 and s.availability(now)[0] is Availability.AVAILABLE
+            s is not None
+            and len(s.points) >= HOT_COLD_WINDOW + 1
+            and s.availability(now)[0] is Availability.AVAILABLE
             for s in (samples.gpu, samples.cpu)
         )
         if full or time.monotonic() > deadline:
@@ -75,28 +55,28 @@ def test_busy_pool_reads_above_threshold_and_scales_up(prometheus: PrometheusSer
         samples, now = settled(client, HOT)
         assert client.queries >= 2
         before = client.queries
-        samples = observe_pool(client, policy(), HOT.cluster, now)
+        samples = observe_pool(client, hot_cold_policy(), HOT.cluster, now)
         assert client.queries - before == 2  # one range query per metric
     assert samples.gpu is not None and samples.cpu is not None
     assert all(v == pytest.approx(91.0) for _t, v in samples.gpu.points)
     # rate() over 5s settles on the set ratio once the series is 5s old; above 80 throughout
     assert all(v > 80 for _t, v in samples.cpu.points)
     assert samples.cpu.points[-1][1] == pytest.approx(90.0, abs=2.0)
-    d = decide(policy(), samples, HOT, None, [], now)
+    d = decide(hot_cold_policy(), samples, HOT, None, [], now)
     assert (d.direction, d.trigger, d.resource) == (Direction.UP, Trigger.UTILISATION_HIGH, A100)
     assert d.host is not None and d.host.name == "free-1"
     assert d.message.startswith(
         "scaled up pool-hot by 1 NVIDIA-A100 host (8 GPUs): GPU utilisation 91% > 80% over 5s"
     )
     assert 'cluster="pool-hot"' in d.windows[0].query
-    assert d.inputs is not None and replay(policy(), d.inputs) == d
+    assert d.inputs is not None and replay(hot_cold_policy(), d.inputs) == d
 
 
 def test_idle_pool_reads_below_threshold_and_scales_down(prometheus: PrometheusServer) -> None:
     with PrometheusClient(prometheus.url) as client:
         samples, now = settled(client, COLD)
     assert samples.gpu is not None and all(v == pytest.approx(10.0) for _t, v in samples.gpu.points)
-    d = decide(policy(), samples, COLD, None, [], now)
+    d = decide(hot_cold_policy(), samples, COLD, None, [], now)
     assert (d.direction, d.trigger) == (Direction.DOWN, Trigger.UTILISATION_LOW)
     assert d.host is not None and d.host.name == "cold-1"
     assert d.prometheus_available
@@ -118,12 +98,12 @@ def test_stopped_prometheus_means_unavailable_and_no_scale_down_but_demand_still
         settled(client, COLD)
         server.stop()
         now = round(time.time(), 3)
-        samples = observe_pool(client, policy(), COLD.cluster, now)
+        samples = observe_pool(client, hot_cold_policy(), COLD.cluster, now)
     assert samples.gpu is not None and samples.gpu.error is not None
-    d = decide(policy(), samples, COLD, None, [], now)
+    d = decide(hot_cold_policy(), samples, COLD, None, [], now)
     assert d.direction is Direction.NONE
     assert (d.prometheus_available, d.metrics) == (False, Availability.UNREACHABLE)
     assert d.message.startswith("no scale-down: gpu query failed")
     waiting = [PendingDemand("project-a/batch-7", A100, 8, since=now - 60)]
-    grow = decide(policy(), samples, HOT, None, waiting, now)
+    grow = decide(hot_cold_policy(), samples, HOT, None, waiting, now)
     assert (grow.direction, grow.trigger) == (Direction.UP, Trigger.PENDING_DEMAND)

@@ -16,7 +16,8 @@ from reconciler.model.scaling import ScalingPolicySpec
 from reconciler.prometheus.stage import NO_PROMETHEUS, ScalingStage
 from reconciler.scaling import Direction, PendingDemand, PoolView, ScalingReason, render
 from reconciler.scaling.pools import ScalingSubject
-from tests._prometheus_support import FakePrometheus, free_port
+from tests._git_support import free_port
+from tests._prometheus_support import FakePrometheus
 from tests._scaling_support import A100, NOW, gpu_host, spec
 
 KEY = ("project-a", "shared-a100")

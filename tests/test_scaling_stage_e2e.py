@@ -16,7 +16,6 @@ import yaml
 from reconciler.emulator import EmulatorServer
 from reconciler.emulator.utilization import METRICS_PATH
 from reconciler.model.resources import PrometheusSettings
-from reconciler.model.scaling import DEFAULT_CPU_QUERY, ScalingPolicySpec
 from reconciler.prometheus.stage import ScalingOutcome, ScalingStage
 from reconciler.scaling import Direction, PoolView, ScalingReason, Trigger, parse, render, replay
 from reconciler.scaling.pools import ScalingSubject
@@ -24,29 +23,9 @@ from reconciler.scaling.record import settle
 from tests._prometheus_support import PrometheusServer, needs_prometheus
 from tests._prometheus_support import hot_and_cold_emulator as emulator  # noqa: F401 (fixture)
 from tests._prometheus_support import prometheus_of_emulator as prometheus  # noqa: F401 (fixture)
-from tests._scaling_support import A100, gpu_host, spec
+from tests._scaling_support import A100, COLD, HOT, HOT_COLD_WINDOW, gpu_host, hot_cold_policy
 
 pytestmark = [needs_prometheus, pytest.mark.e2e]
-
-WINDOW = 5
-
-
-def policy() -> ScalingPolicySpec:
-    rule = {"scaleUpDuration": f"{WINDOW}s", "scaleDownDuration": f"{WINDOW}s"}
-    return spec(
-        gpu=[{"family": "NVIDIA-A100", "scaleUpThreshold": 80, "scaleDownThreshold": 30, **rule}],
-        gpuResourceBounds=[{"family": "NVIDIA-A100", "minGPUCount": 0, "maxGPUCount": 64}],
-        cpu={"scaleUpThreshold": 80, "scaleDownThreshold": 20, **rule},
-        cpuResourceBounds={"minCPUCount": 0, "maxCPUCount": 1024},
-        cooldownDuration="1h",
-        metrics={"step": "1s", "cpuQuery": DEFAULT_CPU_QUERY.replace("[2m]", "[5s]")},
-    )
-
-
-HOT = PoolView(
-    "pool-hot", "pool-hot", (gpu_host("hot-1", 8), gpu_host("hot-2", 8)), (gpu_host("free-1", 8),), {A100: 4}
-)
-COLD = PoolView("pool-cold", "pool-cold", (gpu_host("cold-1", 4, cpus=32),), (), {})
 
 
 def subject(view: PoolView, url: str, previous_yaml: str | None = None) -> ScalingSubject:
@@ -58,7 +37,7 @@ def subject(view: PoolView, url: str, previous_yaml: str | None = None) -> Scali
         ("project-a", view.name),
         view.cluster,
         "gpu-autoscale",
-        policy(),
+        hot_cold_policy(cooldownDuration="1h"),
         {A100: gpus},
         view,
         previous=previous,
@@ -91,14 +70,14 @@ def test_busy_pool_scales_up_with_the_values_recorded(prometheus: PrometheusServ
     last = outcome.status.last_action
     assert last is not None and last.inputs is not None
     assert last.inputs.query is not None and 'cluster="pool-hot"' in last.inputs.query
-    assert last.inputs.samples == last.inputs.expected == WINDOW + 1
+    assert last.inputs.samples == last.inputs.expected == HOT_COLD_WINDOW + 1
     assert all(v == pytest.approx(91.0) for v in last.inputs.values)
     block = render(outcome.status)
-    assert block["lastAction"]["inputs"]["samples"] == WINDOW + 1
+    assert block["lastAction"]["inputs"]["samples"] == HOT_COLD_WINDOW + 1
     assert block["decision"]["decision"] == "up" and block["prometheusAvailable"]["status"] == "True"
     assert outcome.commit is not None
     assert outcome.commit.startswith("scaled up pool-hot by 1 NVIDIA-A100 host (8 GPUs): GPU utilisation 91%")
-    assert d.inputs is not None and replay(policy(), d.inputs) == d
+    assert d.inputs is not None and replay(hot_cold_policy(cooldownDuration="1h"), d.inputs) == d
 
 
 def test_restart_keeps_the_cooldown_from_the_recorded_status(prometheus: PrometheusServer) -> None:

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -25,26 +24,11 @@ from reconciler.emulator import EmulatorServer
 from reconciler.server import sign_body
 from tests._e2e_support import API_KEY
 from tests._git_support import RemoteRepo, free_port
+from tests._loop_support import http_get, wait_for
 
 pytestmark = pytest.mark.e2e
 
 WEBHOOK_SECRET = "container-webhook-secret-5d2a9e"
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
-def status_of(url: str) -> int | None:
-    try:
-        return httpx.get(url, timeout=1).status_code
-    except httpx.HTTPError:
-        return None
 
 
 def test_env_only_configuration_serves_logs_json_and_stops_on_sigterm(
@@ -74,8 +58,8 @@ def test_env_only_configuration_serves_logs_json_and_stops_on_sigterm(
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: status_of(f"{base}/healthz") == 200)
-        wait_for(lambda: status_of(f"{base}/readyz") == 200)
+        wait_for(lambda: http_get(port, "/healthz")[0] == 200)
+        wait_for(lambda: http_get(port, "/readyz")[0] == 200)
         body = json.dumps({"ref": "refs/heads/main"}).encode()
         hook = httpx.post(
             f"{base}/hooks/git",
@@ -99,7 +83,7 @@ def test_env_only_configuration_serves_logs_json_and_stops_on_sigterm(
 
     assert proc.returncode == 0, err.decode()
     assert stop_seconds < 15
-    assert status_of(f"{base}/healthz") is None
+    assert http_get(port, "/healthz") == (0, ""), "nothing answers once it stopped"
     lines = [json.loads(line) for line in err.decode().splitlines() if line.strip()]
     assert lines, "no log line on standard error"
     assert all({"timestamp", "level", "event"} <= line.keys() for line in lines)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import random
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.status import StatusError, StatusStore, format_message
-from reconciler.status.store import StatusConflict
-from tests._git_support import GIT_ENV, RemoteRepo, git, git_daemon, git_http_server
+from reconciler.status.store import StatusConflict, push_retry
+from tests._git_support import RemoteRepo, git, git_daemon, git_http_server, git_run
 
 BRANCH = "reconciler/status"
 PLATFORM_FILE = "project-a/mlplatforms/clearml-prod.yaml"
@@ -40,8 +40,7 @@ def parents(remote: RemoteRepo, commit: str) -> list[str]:
 
 
 def is_ancestor(remote: RemoteRepo, older: str, newer: str) -> bool:
-    proc = subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=remote.bare, check=False)
-    return proc.returncode == 0
+    return git_run("merge-base", "--is-ancestor", older, newer, cwd=remote.bare).returncode == 0
 
 
 def hand_commit(remote: RemoteRepo, files: Mapping[str, bytes | None], message: str) -> str:
@@ -73,7 +72,7 @@ class RivalWriter:
 
     def push_one(self, n: int) -> bool:
         """Fetch, commit, push; on a lost race fetch and try again at once. True when it landed."""
-        blob = git_input(f"n: {n}\n", "hash-object", "-w", "--stdin", cwd=self.path)
+        blob = git("hash-object", "-w", "--stdin", cwd=self.path, input=f"n: {n}\n").strip()
         for _ in range(20):
             self.attempts += 1
             git("fetch", "--quiet", self.url, f"+refs/heads/{BRANCH}:refs/heads/{BRANCH}", cwd=self.path)
@@ -82,26 +81,17 @@ class RivalWriter:
                 for line in git("ls-tree", BRANCH, cwd=self.path).splitlines()
                 if "\trival.yaml" not in line
             ]
-            tree = git_input(
-                "\n".join([*kept, f"100644 blob {blob}\trival.yaml"]) + "\n", "mktree", cwd=self.path
-            )
+            listing = "\n".join([*kept, f"100644 blob {blob}\trival.yaml"]) + "\n"
+            tree = git("mktree", cwd=self.path, input=listing).strip()
             commit = git("commit-tree", tree, "-p", BRANCH, "-m", f"rival {n}", cwd=self.path).strip()
-            proc = subprocess.run(
-                ["git", "push", "--quiet", self.url, f"{commit}:refs/heads/{BRANCH}"],
-                cwd=self.path,
-                capture_output=True,
-                check=False,
-            )
-            if proc.returncode == 0:
+            if (
+                git_run(
+                    "push", "--quiet", self.url, f"{commit}:refs/heads/{BRANCH}", cwd=self.path
+                ).returncode
+                == 0
+            ):
                 return True
         return False
-
-
-def git_input(text: str, *args: str, cwd: Path) -> str:
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, env=GIT_ENV, input=text, capture_output=True, text=True, check=True
-    )
-    return proc.stdout.strip()
 
 
 def test_first_write_creates_an_orphan_branch(remote: RemoteRepo, tmp_path: Path) -> None:
@@ -174,7 +164,7 @@ def test_deleted_file_is_removed_from_the_tree(remote: RemoteRepo, tmp_path: Pat
 
 
 def test_a_write_after_another_writer_pushed_builds_on_its_tip(remote: RemoteRepo, tmp_path: Path) -> None:
-    ours = store_for(remote, tmp_path, "ours", retry_delay=0)
+    ours = store_for(remote, tmp_path, "ours", retry=push_retry(base_delay=0))
     theirs = store_for(remote, tmp_path, "theirs")
     base = ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {"Source-Revision": "1" * 40})
     other = theirs.write(
@@ -215,7 +205,7 @@ def race_on_push(remote: RemoteRepo, tmp_path: Path, path: str) -> str:
 def test_a_push_that_loses_a_race_to_another_writers_file_is_rebuilt_on_the_winners_tip(
     remote: RemoteRepo, tmp_path: Path
 ) -> None:
-    ours = store_for(remote, tmp_path, "ours", retry_delay=0)
+    ours = store_for(remote, tmp_path, "ours", retry=push_retry(base_delay=0))
     base = ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {"Source-Revision": "1" * 40})
     assert base is not None
     winner = race_on_push(remote, tmp_path, "notes/theirs.txt")
@@ -228,10 +218,55 @@ def test_a_push_that_loses_a_race_to_another_writers_file_is_rebuilt_on_the_winn
     assert ours.read() == {PLATFORM_FILE: status("Running"), "notes/theirs.txt": b"theirs\n"}
 
 
+class _Ceiling(random.Random):
+    """Always the largest wait full jitter allows, so the ceilings themselves are seen."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+def test_push_retry_waits_up_to_the_base_doubling_to_eight_times_it_for_its_attempts() -> None:
+    now = iter(range(0, 10**9, 10**6))  # a clock that jumps 11 days a reading: no time budget applies
+    policy = push_retry(max_attempts=8, base_delay=0.02, rng=_Ceiling(), clock=lambda: float(next(now)))
+    backoff = policy.backoff()
+    delays = [backoff.next_delay() for _ in range(8)]
+    assert delays == [0.02, 0.04, 0.08, 0.16, 0.16, 0.16, 0.16, None]
+    assert backoff.attempts == 8
+
+
+def test_a_lost_race_waits_once_before_the_rebuild(remote: RemoteRepo, tmp_path: Path) -> None:
+    slept: list[float] = []
+    retry = push_retry(base_delay=0.02, sleep=slept.append, rng=_Ceiling())
+    ours = store_for(remote, tmp_path, "ours", retry=retry)
+    ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {})
+    race_on_push(remote, tmp_path, "notes/theirs.txt")
+    assert ours.write({PLATFORM_FILE: status("Running")}, "ours 2", {}) is not None
+    assert slept == [0.02], "one lost race, one wait of at most the base delay, then the rebuild"
+
+
+def test_a_branch_that_keeps_moving_gives_up_after_the_attempts(remote: RemoteRepo, tmp_path: Path) -> None:
+    slept: list[float] = []
+    ours = store_for(remote, tmp_path, "ours", retry=push_retry(3, base_delay=0.02, sleep=slept.append))
+    ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {})
+    hook = remote.bare / "hooks" / "pre-receive"  # every push loses to a note committed just before it
+    hook.write_text(
+        "#!/bin/sh\n"
+        "unset GIT_QUARANTINE_PATH GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES\n"
+        f"tip=$(git rev-parse refs/heads/{BRANCH})\n"
+        "note=$(echo $$ | git hash-object -w --stdin)\n"
+        "tree=$({ git ls-tree $tip; printf '100644 blob %s\\tnote-%s.txt\\n' $note $$; } | git mktree)\n"
+        f"git update-ref refs/heads/{BRANCH} $(git commit-tree $tree -p $tip -m note)\n"
+    )
+    hook.chmod(0o755)
+    with pytest.raises(StatusError, match="kept moving: gave up after 3 attempts"):
+        ours.write({PLATFORM_FILE: status("Running")}, "ours 2", {})
+    assert ours.push_count == 4 and len(slept) == 2
+
+
 def test_a_push_that_loses_a_race_to_a_change_of_its_own_files_is_not_retried(
     remote: RemoteRepo, tmp_path: Path
 ) -> None:
-    ours = store_for(remote, tmp_path, "ours", retry_delay=0)
+    ours = store_for(remote, tmp_path, "ours", retry=push_retry(base_delay=0))
     ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {"Source-Revision": "1" * 40})
     winner = race_on_push(remote, tmp_path, COMPUTE_FILE)  # a file the reconciler owns: another instance
     with pytest.raises(StatusConflict, match="edge-compute"):
@@ -386,7 +421,7 @@ def test_a_writer_pushing_every_100ms_does_not_starve_the_store(remote: RemoteRe
 
 
 def test_race_that_already_holds_our_files_makes_no_commit(remote: RemoteRepo, tmp_path: Path) -> None:
-    ours = store_for(remote, tmp_path, "ours", retry_delay=0)
+    ours = store_for(remote, tmp_path, "ours", retry=push_retry(base_delay=0))
     theirs = store_for(remote, tmp_path, "theirs")
     ours.write({PLATFORM_FILE: status("Pending")}, "ours 1", {"Source-Revision": "1" * 40})
     theirs.write({PLATFORM_FILE: status("Running")}, "theirs", {"Source-Revision": "2" * 40})
@@ -488,7 +523,9 @@ def test_push_over_http_with_credentials(remote: RemoteRepo, tmp_path: Path) -> 
 
 
 def test_parallel_writers_never_lose_a_commit(remote: RemoteRepo, tmp_path: Path) -> None:
-    stores = [store_for(remote, tmp_path, f"writer-{w}", retry_delay=0.01, max_attempts=20) for w in range(3)]
+    stores = [
+        store_for(remote, tmp_path, f"writer-{w}", retry=push_retry(20, base_delay=0.01)) for w in range(3)
+    ]
     made: list[str] = []
     errors: list[BaseException] = []
 

@@ -11,7 +11,7 @@ import yaml
 
 from reconciler.resolve import NamespaceSelector
 from reconciler.status import StatusStore
-from reconciler.status.store import ShardStatusStore, shard_owns
+from reconciler.status.store import ShardStatusStore, push_retry, shard_owns
 from tests._git_support import RemoteRepo, git
 
 BRANCH = "reconciler/status"
@@ -44,7 +44,7 @@ def test_two_writers_with_disjoint_owned_racing_never_lose_or_revert_each_others
     errors: list[BaseException] = []
     start = threading.Barrier(2)
     stores = [
-        StatusStore(str(remote.bare), workdir=tmp_path / ns, max_attempts=50, retry_delay=0.005)
+        StatusStore(str(remote.bare), workdir=tmp_path / ns, retry=push_retry(50, base_delay=0.005))
         for ns in ("team-a", "team-b")
     ]
 

@@ -19,6 +19,7 @@ from reconciler.source.overlay import WhatIfError, overlay, read_what_if, reposi
 from reconciler.version import _from_checkout, _from_file
 from tests._ci_support import write_observed_status
 from tests._contract_support import SAMPLE_INVENTORY, SAMPLE_REPO, git, make_config_repo, run_cli
+from tests._git_support import git_run
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFLINE = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
@@ -138,7 +139,7 @@ def test_path_reads_only_that_subtree_in_validate_and_plan(tmp_path: Path) -> No
 def test_version_names_the_commit_of_this_checkout() -> None:
     result = run_cli("--version")
     assert result.returncode == 0
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    head = git_run("rev-parse", "HEAD", cwd=ROOT)
     if head.returncode != 0:
         pytest.skip("not a git checkout")
     assert re.fullmatch(
@@ -152,5 +153,5 @@ def test_version_reads_the_build_file_and_ignores_a_repository_around_a_virtuale
     assert _from_file(package) is None
     (package / "COMMIT").write_text("0123456789abcdef0123456789abcdef01234567\n")
     assert _from_file(package) == "0123456789abcdef0123456789abcdef01234567"
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # a config repo holding a .venv
+    git("init", "-q", str(tmp_path))  # a config repo holding a .venv
     assert _from_checkout(package) is None

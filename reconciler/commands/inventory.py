@@ -183,7 +183,7 @@ def show(palette: str | None, inventory: Path | None, project_uid: str | None, f
         return _fail(str(exc))
     except PaletteError as exc:
         return _fail(f"Palette: {exc}")
-    text = _render(discover(snapshot.edge_hosts), fmt, snapshot.clusters)
+    text = _render(discover(snapshot.host_facts), fmt, snapshot.clusters)
     if text is not None:
         sys.stdout.write(text)
     return EXIT_OK

@@ -148,6 +148,7 @@ def observe_snapshot(snapshot: Snapshot, routing: Routing, url: str) -> dict[Tar
 
 def observe_palette(url: str, routing: Routing) -> dict[Target, Observed]:
     """Each routed target read from Palette (the whole tenant when nothing is routed)."""
+    from reconciler.edgehost import read_hosts
     from reconciler.palette import PaletteClient, PaletteError
     from reconciler.palette.observe import managed_clusters
 
@@ -163,8 +164,9 @@ def observe_palette(url: str, routing: Routing) -> dict[Target, Observed]:
                 clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
         except (PaletteError, ValueError) as exc:
             raise PlanError(f"Palette at {url}: {str(exc).replace(key, '***')}") from None
-        inventory = discover(hosts)
-        observed[target] = Observed(inventory, managed_clusters(clusters, hosts, inventory.by_uid()))
+        facts = read_hosts(hosts)  # read once: discovery and membership take the same facts
+        inventory = discover(facts)
+        observed[target] = Observed(inventory, managed_clusters(clusters, facts, inventory.by_uid()))
     return observed
 
 

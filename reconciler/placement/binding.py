@@ -52,6 +52,19 @@ class FreeGpus:
             for bucket in per.values():
                 bucket.sort()
 
+    def snapshot(self) -> object:
+        """The free and held GPUs now, to :meth:`restore` (a search that tried other choices)."""
+        by_family = {f: {h: list(v) for h, v in hosts.items()} for f, hosts in self.by_family.items()}
+        buckets = {f: {n: list(v) for n, v in per.items()} for f, per in self.buckets.items()}
+        return by_family, buckets, dict(self.holder), set(self.mig_mode), dict(self.free_n)
+
+    def restore(self, snapshot: object) -> None:
+        assert isinstance(snapshot, tuple)
+        by_family, buckets, holder, mig_mode, free_n = snapshot
+        self.by_family = {f: {h: list(v) for h, v in hosts.items()} for f, hosts in by_family.items()}
+        self.buckets = {f: {n: list(v) for n, v in per.items()} for f, per in buckets.items()}
+        self.holder, self.mig_mode, self.free_n = dict(holder), set(mig_mode), dict(free_n)
+
     def count(self, family: GpuFamily) -> int:
         return self.free_n.get(family, 0)
 

@@ -495,6 +495,18 @@ class PoolMigPlanner:
         self._tell(keys)
         return frozenset(GpuRef(*key) for key in keys)
 
+    def free_slices(self) -> dict[tuple[GpuFamily, str], int]:
+        """Memory slices a new request could still use on the GPUs admission knows are in MIG mode, per
+        family and host uid (the others are free whole GPUs, counted by admission): a bound for its
+        search."""
+        room: dict[tuple[GpuFamily, str], int] = {}
+        for key in self._told:
+            gpu = self._gpus[key]
+            if gpu.instances is not None:
+                where = (self._units[key].family, key[0])
+                room[where] = room.get(where, 0) + usable_slices(gpu)
+        return room
+
     def _tell(self, keys: Iterable[_Key]) -> None:
         self._told.update(keys)
         self._untold.difference_update(keys)

@@ -39,7 +39,7 @@ _USER_ENV = "RECONCILER_GIT_USERNAME"
 _PASSWORD_ENV = "RECONCILER_GIT_PASSWORD"
 _CREDENTIAL_HELPER = (
     f'!f() {{ test "$1" = get || exit 0; '
-    f"printf 'username=%s\\npassword=%s\\n' \"${_USER_ENV}\" \"${_PASSWORD_ENV}\"; }}; f"
+    f'printf \'username=%s\\npassword=%s\\n\' "${_USER_ENV}" "${_PASSWORD_ENV}"; }}; f'
 )
 
 
@@ -100,6 +100,24 @@ def git_env() -> dict[str, str]:
     if "GIT_SSH_COMMAND" not in os.environ and "GIT_SSH" not in os.environ:
         env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
     return env
+
+
+_AUTHOR = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>]*)>\s*$")
+
+
+def author_env(author: str) -> dict[str, str]:
+    """The environment that makes ``author`` (``Name <email>``) the author and committer of the commits
+    git writes. ValueError when it does not look like that."""
+    match = _AUTHOR.match(author)
+    if match is None or not author.isprintable():
+        raise ValueError(f"author must look like 'Name <email>', got {author!r}")
+    name, email = match["name"], match["email"].strip()
+    return {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }
 
 
 def default_cache_dir(kind: str, url: str) -> Path:
@@ -245,6 +263,29 @@ def fetch_ref(repo_git: git.Git, location: str, ref: str, timeout: float) -> Non
         f"+{ref}:{ref}",
         timeout=timeout,
     )
+
+
+def push_if_unchanged(
+    repo_git: git.Git, location: str, ref: str, commit: str, expected: str | None, timeout: float
+) -> str | None:
+    """Compare-and-swap: move ``ref`` of ``location`` to ``commit`` only if it still names ``expected``
+    (None: only if it does not exist), never over a tip the writer did not build on. The error text
+    on failure, None once pushed."""
+    try:
+        run(
+            repo_git,
+            "push",
+            "--porcelain",
+            "--no-verify",
+            f"--force-with-lease={ref}:{expected or ''}",
+            "--",
+            location,
+            f"{commit}:{ref}",
+            timeout=timeout,
+        )
+    except GitError as exc:
+        return str(exc)
+    return None
 
 
 def rev_parse(repo_git: git.Git, rev: str) -> str | None:

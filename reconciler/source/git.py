@@ -334,30 +334,28 @@ class GitSource(Generic[T]):
         """(first line of the message, ``Name <email>`` of the author) of commit ``sha``, read from the
         cache (no network); None when the cache lacks it. The status commits' ``Source-Subject`` and
         ``Source-Author`` trailers come from here."""
-        if not _FULL_SHA.fullmatch(sha):
+        out = self._cached_log(sha, "%s%x1f%an <%ae>")
+        if out is None:
             return None
-        with self._operation() as repo:
-            if _gitutil.rev_parse(repo.git, f"{sha}^{{commit}}") is None:
-                return None
-            try:
-                out = _gitutil.run(
-                    repo.git, "log", "-1", "--no-show-signature", "--format=%s%x1f%an <%ae>", sha, "--"
-                )
-            except GitError:
-                return None
         subject, _, author = out.strip("\n").partition("\x1f")
         return subject.strip(), author.strip()
 
     def commit_message(self, sha: str) -> str | None:
         """The whole message of commit ``sha`` (its trailers, e.g. ``Reconciler-Allow-Deletions``), read
         from the cache (no network); None when the cache lacks it."""
+        return self._cached_log(sha, "%B")
+
+    def _cached_log(self, sha: str, fmt: str) -> str | None:
+        """``git log -1 --format=fmt`` of commit ``sha`` (a full sha) in the cache; None when it lacks it."""
         if not _FULL_SHA.fullmatch(sha):
             return None
         with self._operation() as repo:
             if _gitutil.rev_parse(repo.git, f"{sha}^{{commit}}") is None:
                 return None
             try:
-                return _gitutil.run(repo.git, "log", "-1", "--no-show-signature", "--format=%B", sha, "--")
+                return _gitutil.run(
+                    repo.git, "log", "-1", "--no-show-signature", f"--format={fmt}", sha, "--"
+                )
             except GitError:
                 return None
 

@@ -137,9 +137,10 @@ class GitLease:
             raise LeaseError(
                 f"the safety margin ({safety_margin} s) must be shorter than the lease ({duration} s)"
             )
-        name, _, email = author.partition("<")
-        if not name.strip() or not email.endswith(">") or not author.isprintable():
-            raise LeaseError(f"author must look like 'Name <email>', got {author!r}")
+        try:
+            self._ident = _gitutil.author_env(author)
+        except ValueError as exc:
+            raise LeaseError(str(exc)) from None
         try:
             self._location = _gitutil.normalize_url(url)
         except GitError as exc:
@@ -151,12 +152,6 @@ class GitLease:
         self.safety_margin = safety_margin
         self.timeout = timeout
         self.cache_dir = cache_dir or _gitutil.default_cache_dir("lease", self._location)
-        self._ident = {
-            "GIT_AUTHOR_NAME": name.strip(),
-            "GIT_AUTHOR_EMAIL": email[:-1].strip(),
-            "GIT_COMMITTER_NAME": name.strip(),
-            "GIT_COMMITTER_EMAIL": email[:-1].strip(),
-        }
         self._clock = clock
         self._monotonic = monotonic
         self._lock = threading.RLock()
@@ -318,23 +313,7 @@ class GitLease:
         return _gitutil.run(repo.git, "commit-tree", tree.hex(), "-m", message, env=self._ident).strip()
 
     def _push(self, repo: git.Repo, commit: str, expected: str | None) -> str | None:
-        """Compare-and-swap: move the branch to ``commit`` only if it still names ``expected`` (None:
-        only if it does not exist). The error text on failure."""
-        try:
-            _gitutil.run(
-                repo.git,
-                "push",
-                "--porcelain",
-                "--no-verify",
-                f"--force-with-lease={self._ref}:{expected or ''}",
-                "--",
-                self._location,
-                f"{commit}:{self._ref}",
-                timeout=self.timeout,
-            )
-        except GitError as exc:
-            return str(exc)
-        return None
+        return _gitutil.push_if_unchanged(repo.git, self._location, self._ref, commit, expected, self.timeout)
 
     def close(self) -> None:
         """Stop the persistent git processes of the private repository (the lease is kept)."""

@@ -30,8 +30,7 @@ from reconciler.status.render import (
     Outcome,
     observed_fields,
     platform_status,
-    previous_transition,
-    ready_of,
+    ready_condition,
     status_path,
     unreachable_status,
 )
@@ -268,19 +267,11 @@ def workload_document(
     """The status of one workload (an AIWorkload, or a shared MLPlatform) in its pool. ``attached``: the
     profile uids attached for it after this pass."""
     phase, reason, message = _workload_phase(w, outcome)
-    ready = ready_of(phase)
+    why = str(reason) if reason is not None else str(phase)
     status: dict[str, Any] = {
         **observed_fields(revision, inputs, previous),
         "phase": str(phase),
-        "conditions": [
-            {
-                "type": "Ready",
-                "status": ready,
-                "reason": str(reason) if reason is not None else str(phase),
-                "message": message,
-                "lastTransitionTime": previous_transition(previous, ready) or now,
-            }
-        ],
+        "conditions": [ready_condition(phase, why, message, previous, now)],
         "pool": w.pool,
     }
     if w.gpus or w.mig:

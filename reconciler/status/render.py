@@ -252,6 +252,20 @@ def ready_of(phase: object) -> str:
     return "True" if phase in _READY_PHASES else "False"
 
 
+def ready_condition(
+    phase: Phase, reason: str, message: str, previous: Mapping[str, Any] | None, now: str
+) -> dict[str, Any]:
+    """The Ready condition of a status in ``phase``; it keeps its transition time while it holds."""
+    ready = ready_of(phase)
+    return {
+        "type": "Ready",
+        "status": ready,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": previous_transition(previous, ready) or now,
+    }
+
+
 def previous_transition(previous: Mapping[str, Any] | None, status: str) -> str | None:
     """When the Ready condition last took ``status``. An ``Unknown`` Ready (Palette was unreachable)
     is transparent: it kept the phase and the time of the condition before the outage, so a platform
@@ -289,19 +303,10 @@ def platform_status(
     ``Degraded`` (its hosts are kept; nothing is moved).
     """
     phase, reason, message = _phase_and_reason(p, outcome, unavailable, unhealthy)
-    ready = ready_of(phase)
     status: dict[str, Any] = {
         **observed_fields(revision, inputs, previous),
         "phase": str(phase),
-        "conditions": [
-            {
-                "type": "Ready",
-                "status": ready,
-                "reason": str(reason),
-                "message": message,
-                "lastTransitionTime": previous_transition(previous, ready) or now,
-            }
-        ],
+        "conditions": [ready_condition(phase, str(reason), message, previous, now)],
     }
     uid = p.existing.uid if p.existing is not None else None
     state = p.existing.state if p.existing is not None else None

@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import hashlib
 import io
-import random
+import math
 import re
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,13 +48,13 @@ from gitdb.db.loose import LooseObjectDB  # type: ignore[import-untyped]
 
 from reconciler.logging import get_logger
 from reconciler.resolve import NamespaceSelector
+from reconciler.retry import RetryPolicy
 from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
 from reconciler.status.render import INVALID_DIR, is_status_path, load, parse_recorded
 from reconciler.status.snapshot import target_file
 
 _TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
-_AUTHOR = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>]*)>\s*$")
 _FILE_MODE = b"100644"
 RECORD_FILE = "reconciler.yaml"  # the root record of an unsharded instance (docs/status-branch.md)
 SHARDS_DIR = "shards"
@@ -169,13 +168,18 @@ def _hash_object(kind: bytes, data: bytes, objects: dict[str, tuple[bytes, bytes
     return digest
 
 
-def retry_delays(base: float, rng: random.Random) -> Iterator[float]:
-    """Waits before successive rebuilds after a lost race: "full jitter" up to ``base``, doubling to
-    at most 8 x ``base``. Random, so that two writers that just collided do not collide again."""
-    ceiling = base
-    while True:
-        yield rng.uniform(0.0, ceiling)
-        ceiling = min(ceiling * 2, base * 8)
+def push_retry(max_attempts: int = 8, base_delay: float = 0.02, **injected: Any) -> RetryPolicy:
+    """The store's back-off after a lost push race (the project's one :class:`RetryPolicy`): at most
+    ``max_attempts`` pushes per write, waits of "full jitter" up to ``base_delay``, doubling to at most
+    8 x ``base_delay``, and no time budget (the attempts bound it). Random, so that two writers that just
+    collided do not collide again. ``injected`` passes ``sleep``, ``rng`` or ``clock`` (tests)."""
+    return RetryPolicy(
+        max_attempts=max(1, max_attempts),
+        base_delay=max(0.0, base_delay),
+        max_delay=8 * max(0.0, base_delay),
+        total_timeout=math.inf,
+        **injected,
+    )
 
 
 def cap_body(message: str, limit: int = MAX_BODY_LINES) -> str:
@@ -209,10 +213,10 @@ class StatusStore:
 
     ``url`` is a local path, ``file://``, ``git://``, ``ssh://`` or ``https://`` URL of the config
     repository; ``workdir`` a private bare repository used to build commits (default a stable
-    directory under ``~/.cache/paletteai-reconciler``). ``max_attempts`` bounds the pushes of one
-    :meth:`write` that lose a race; ``retry_delay`` is the base of the random wait before each
-    rebuild. ``on_stale_lock(name)`` is called for each lock file a killed git left in ``workdir``
-    and this store removed (for metrics). Thread-safe.
+    directory under ``~/.cache/paletteai-reconciler``). ``retry`` bounds the pushes of one
+    :meth:`write` and the waits before each rebuild after a lost race (default :func:`push_retry`).
+    ``on_stale_lock(name)`` is called for each lock file a killed git left in ``workdir`` and this
+    store removed (for metrics). Thread-safe.
     """
 
     def __init__(
@@ -222,32 +226,20 @@ class StatusStore:
         workdir: Path | None = None,
         *,
         author: str = "paletteai-reconciler <reconciler@localhost>",
-        max_attempts: int = 8,
-        retry_delay: float = 0.02,
+        retry: RetryPolicy | None = None,
         timeout: float = _gitutil.NETWORK_TIMEOUT,
         on_stale_lock: Callable[[str], None] | None = None,
-        rng: random.Random | None = None,
     ) -> None:
         try:
             self._location = _gitutil.normalize_url(url)
         except GitError as exc:
             raise StatusError(str(exc)) from None
-        match = _AUTHOR.match(author)
-        if match is None:
-            raise ValueError(f"author must look like 'Name <email>', got {author!r}")
-        self._ident = {
-            "GIT_AUTHOR_NAME": match["name"],
-            "GIT_AUTHOR_EMAIL": match["email"],
-            "GIT_COMMITTER_NAME": match["name"],
-            "GIT_COMMITTER_EMAIL": match["email"],
-        }
+        self._ident = _gitutil.author_env(author)
         self.url = _gitutil.redact(self._location)
         self.branch = branch
         self.workdir = workdir or _gitutil.default_cache_dir("status", self._location)
-        self.max_attempts = max(1, max_attempts)
-        self.retry_delay = max(0.0, retry_delay)
+        self.retry = retry or push_retry()
         self.timeout = timeout
-        self._rng = rng or random.Random()
         self._lock = threading.RLock()
         self._cache_lock = _gitutil.CacheLock(self.workdir, on_stale_lock, StatusError)
         self._repo: git.Repo | None = None
@@ -473,20 +465,26 @@ class StatusStore:
         :class:`StatusError` and nothing is pushed.
 
         Returns the new commit's sha, or None when the tip already holds that tree. Raises StatusError
-        when the remote cannot be reached, refuses the push, or keeps moving for ``max_attempts``.
+        when the remote cannot be reached, refuses the push, or keeps moving for ``retry.max_attempts``.
         """
         full_message = format_message(message, trailers)
         mine = owned or reconciler_owns
-        delays = retry_delays(self.retry_delay, self._rng)
+        backoff = self.retry.backoff()
         with self._operation() as repo:
             planned = self._planned if isinstance(expected, _Unset) else expected
             self._planned = _UNSET
             rejected: str | None = None
             parent: str | None = None
-            for _attempt in range(self.max_attempts):
+            while True:
                 if rejected is not None:
+                    delay = backoff.next_delay()
+                    if delay is None:
+                        raise StatusError(
+                            f"{self.branch!r} of {self.url} kept moving: "
+                            f"gave up after {backoff.attempts} attempts"
+                        )
                     # Wait first, then fetch: the rebuilt commit goes out right after its parent was seen.
-                    time.sleep(next(delays))
+                    backoff.wait(delay)
                 self._refresh(repo)
                 if rejected is not None:
                     if self._tip == parent:
@@ -520,9 +518,6 @@ class StatusStore:
                     kept = {path: written[path] for path in paths}
                     self._pushed(repo, commit, tree, kept, paths)
                     return commit
-            raise StatusError(
-                f"{self.branch!r} of {self.url} kept moving: gave up after {self.max_attempts} attempts"
-            )
 
     def _check_moved(self, repo: git.Repo, planned: str | None, mine: Callable[[str], bool]) -> None:
         """The branch moved from ``planned`` to the tip just refreshed: StatusConflict unless every file
@@ -590,24 +585,8 @@ class StatusStore:
                 raise StatusError(str(exc)) from None
 
     def _push(self, repo: git.Repo, commit: str, expected: str | None) -> str | None:
-        """Push ``commit`` to the branch if the remote's branch is still ``expected`` (None: absent), a
-        compare-and-swap: never over a tip this writer did not build on. The error text on failure."""
         self.push_count += 1
-        try:
-            _gitutil.run(
-                repo.git,
-                "push",
-                "--porcelain",
-                "--no-verify",
-                f"--force-with-lease={self._ref}:{expected or ''}",
-                "--",
-                self._location,
-                f"{commit}:{self._ref}",
-                timeout=self.timeout,
-            )
-        except GitError as exc:
-            return str(exc)
-        return None
+        return _gitutil.push_if_unchanged(repo.git, self._location, self._ref, commit, expected, self.timeout)
 
     def close(self) -> None:
         """Stop the persistent git processes of the private repository."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.edgehost import HostFacts, carry_readable
-from reconciler.inventory import discover
+from reconciler.inventory import DiscoveryMemo, discover
 from reconciler.logging import get_logger
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
@@ -75,6 +75,7 @@ class Observer:
         self._stalls: dict[Target, _Stall] = {}
         self._observed: dict[Target, ObservedTarget] = {}
         self._host_listers: dict[Target, HostLister] = {}
+        self._discovered: dict[Target, DiscoveryMemo] = {}  # each host's discovery, by its kept facts
         self.dashboard_requests: dict[Target, int] = {}  # /v1/dashboard requests of the last observe
         self.known_targets: set[Target] = set()  # recorded or observed: still observed
 
@@ -250,7 +251,7 @@ class Observer:
                 unreadable=len(doubtful),
                 carried=len(carried),
             )
-        inventory = discover(hosts)
+        inventory = discover(hosts, self._discovered.setdefault(target, {}))  # changed hosts only
         configs = read_cloud_configs(client, raw_clusters) if doubtful else None
         clusters = managed_clusters(raw_clusters, hosts, inventory.by_uid(), configs)
         # Another shard's clusters are not this instance's: never planned, pruned or recorded here. The

@@ -118,8 +118,9 @@ def recorded_observation(
 
 def snapshot_observation(snapshot: Snapshot) -> Observed:
     """A target as an inventory snapshot shows it (machines and managed clusters)."""
-    inventory = discover(snapshot.edge_hosts)
-    return Observed(inventory, managed_clusters(snapshot.clusters, snapshot.edge_hosts, inventory.by_uid()))
+    hosts = snapshot.host_facts  # read once: discovery and membership take the same facts
+    inventory = discover(hosts)
+    return Observed(inventory, managed_clusters(snapshot.clusters, hosts, inventory.by_uid()))
 
 
 def drift(
