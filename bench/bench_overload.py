@@ -20,7 +20,9 @@ the engine, so the optimum is an upper bound on what any order can place (the en
 hosts are not modelled: they can only lose). A solve that hits ``--time-limit`` reports its proven upper
 bound instead (marked ``<=``), so a ratio against it is conservative.
 
-    python bench/bench_overload.py [--hosts 1000] [--seeds 1 2 3] [--loads 1.2 1.5 2] [--time-limit 60]
+    python bench/bench_overload.py [--hosts 1000] [--seeds 1 2 3] [--loads 1.2 1.5 2] [--time-limit 40]
+
+The figures in bench/README.md took about 35 minutes on the shared 2-core machine (most of it HiGHS).
 """
 
 from __future__ import annotations
@@ -301,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--loads", type=float, nargs="+", default=[1.2, 1.5, 2.0])
     parser.add_argument("--priorities", type=int, nargs="+", default=[1, 3])
-    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per HiGHS solve")
+    parser.add_argument("--time-limit", type=float, default=40.0, help="seconds per HiGHS solve")
     args = parser.parse_args(argv)
     print(
         f"{args.hosts} hosts per fleet; placed counts split by priority (high first) where there are several"
