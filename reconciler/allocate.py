@@ -12,10 +12,9 @@ Decisions that the design leaves open, written down here once:
 - Platforms and pools share one inventory. Those that already have a cluster are handled first (sticky),
   in (namespace, name) order; then new ones by ``spec.priority`` (high first; a pool has priority 0).
   Within one priority the order (namespace, then name, then kind, MLPlatform before ComputePool) is a
-  tie-break, not a reason to leave capacity unused: when first-come leaves some out of a group of at
-  most :data:`SEARCH_MAX`, a depth-first search within :data:`SEARCH_BUDGET` placement attempts finds the
-  largest set that fits placed in that order, the earliest in order winning among sets of one size
-  (:func:`_place_new`); a larger group keeps smallest-request-first when that places more.
+  tie-break, not a reason to leave capacity unused: when first-come leaves some out, a bounded search
+  (:mod:`reconciler.placement.platform_order`) looks for an order placing strictly more; an equal count
+  keeps first-come exactly (:func:`_place_new`).
   Deterministic: the budget counts attempts, not time. Hosts that a scale-down will release are *not*
   free for other platforms in the same pass: they still belong to their cluster until the change is
   applied.
@@ -60,6 +59,7 @@ from reconciler.model.gpu import GpuFamily
 from reconciler.model.observed import ClusterState, ManagedCluster
 from reconciler.model.pools import POOL_KIND, POOL_MODE_LABEL, PoolKey, cluster_kind
 from reconciler.model.resources import ComputePool, MLPlatform
+from reconciler.placement import platform_order
 
 ALLOW_REPLACE_ANNOTATION = "palette.ai/allow-replace"
 DELETING_STATE = ClusterState.DELETING  # Palette's status.state of a cluster on its way out
@@ -949,24 +949,16 @@ def _priority(resource: resolve.Clustered) -> int:
 
 Ident = tuple[str, str, str]  # (namespace, name, kind)
 
-# Placement attempts the search for a better set of new platforms of one priority may spend (counted, not
-# timed, so the result never depends on the machine's speed).
-SEARCH_BUDGET = 2000
-# The search runs for at most this many new platforms of one priority (exact within the budget); a
-# larger group keeps the better of first-come and smallest-request-first (:func:`_smallest_first`).
-SEARCH_MAX = 16
-
 
 def _place_new(
     idents: list[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts
 ) -> dict[Ident, Decision]:
     """New platforms (and pools) of one priority, in their (namespace, name) order.
 
-    The order is a tie-break, not a reason to leave capacity unused: when the first-come placement leaves
-    some out (and the group has at most :data:`SEARCH_MAX`), a deterministic search
-    (:func:`_most_placed`) looks for a set of them, still placed in order, that fits more; among sets
-    of one size the one keeping the earliest in order wins. Then the ones left out are tried once more
-    (any that fits now is placed) and the rest keep their rejection.
+    The order is a tie-break, not a reason to leave capacity unused: when it leaves some out, a bounded,
+    deterministic search (:func:`reconciler.placement.platform_order.better_order`) looks for an order
+    that places strictly more, and that order's placement is taken; otherwise the name order stands as
+    it was. When all fit, nothing is searched.
     """
     start = free.heads()
     greedy = _place_in_order(idents, needs, free)
@@ -975,15 +967,16 @@ def _place_new(
     done = free.heads()
     placed = [i for i in idents if isinstance(greedy[i], Allocation)]
     free.restore(start)
-    if len(idents) > SEARCH_MAX:
-        better = _smallest_first(idents, needs, free, placed)
-    else:
-        better = _most_placed(idents, needs, free, placed)
-    if better == placed:
+    usage = {i: _usage(needs[i]) for i in idents}
+    placer = _Placer(needs, free)
+    better = platform_order.better_order(idents, placed, usage, _supply(free), placer)
+    if better is None:
         free.restore(done)
         return greedy
-    free.restore(start)
-    out = _place_in_order(better, needs, free)
+    if better.in_place:
+        out: dict[Ident, Decision] = {i: _to_allocation(a, o) for i, (a, o) in placer.placed.items()}
+    else:
+        out = _place_in_order(better.order, needs, free)
     out |= _place_in_order([i for i in idents if i not in out], needs, free)
     return out
 
@@ -1003,52 +996,59 @@ def _place_in_order(
     return out
 
 
-def _smallest_first(
-    idents: Sequence[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts, floor: list[Ident]
-) -> list[Ident]:
-    """For a group too large to search: the platforms that fit when the smallest requests go first (the
-    fewest GPUs, then the fewest hosts, then the order), kept only when that places more than
-    ``floor``; returned in the group's order. ``free`` is left as it was."""
-    mark = free.heads()
+class _Placer:
+    """The engine's placement of one new platform, as the order search drives it. ``placed``: what was
+    placed since the last restore (the search's last pass, when it says the placer holds it)."""
 
-    def size(ident: Ident) -> tuple[int, int]:
-        req = needs[ident]
-        return (req.requested_gpus, req.control_plane + req.min_workers)
+    def __init__(self, needs: Mapping[Ident, Requirements], free: _FreeHosts) -> None:
+        self.needs, self.free = needs, free
+        self.placed: dict[Ident, tuple[str, _Outcome]] = {}
 
-    rank = {ident: n for n, ident in enumerate(idents)}
-    tried = _place_in_order(sorted(idents, key=lambda i: (*size(i), rank[i])), needs, free)
-    free.restore(mark)
-    fits = [i for i in idents if isinstance(tried[i], Allocation)]
-    return fits if len(fits) > len(floor) else list(floor)
+    def place(self, ident: Ident) -> dict[str, float] | None:
+        result = _best_fresh(self.needs[ident], self.free)
+        if isinstance(result, Rejection):
+            return None
+        outcome = result[1]
+        self.free.commit(outcome.trial)
+        self.placed[ident] = result
+        return _taking(len(outcome.control_plane), len(outcome.workers), outcome.gpus.items())
+
+    def mark(self) -> tuple[int, ...]:
+        return self.free.heads()
+
+    def restore(self, mark: object) -> None:
+        assert isinstance(mark, tuple)
+        self.free.restore(mark)
+        self.placed.clear()
 
 
-def _most_placed(
-    idents: Sequence[Ident], needs: Mapping[Ident, Requirements], free: _FreeHosts, floor: list[Ident]
-) -> list[Ident]:
-    """The largest subset of ``idents`` that fits when placed in order, found by a depth-first search
-    (include before exclude, so the first of a size found keeps the earliest) within
-    :data:`SEARCH_BUDGET` placement attempts; ``floor``: the first-come set, returned unless beaten."""
-    best = list(floor)
-    attempts = 0
+def _usage(req: Requirements) -> dict[str, float]:
+    """What a platform asks of the resources the order search prices: never more than it takes."""
+    return _taking(req.control_plane, req.min_workers, req.gpus.items())
 
-    def dfs(i: int, chosen: list[Ident]) -> None:
-        nonlocal best, attempts
-        if len(chosen) + len(idents) - i <= len(best) or attempts >= SEARCH_BUDGET:
-            return
-        if i == len(idents):
-            best = list(chosen)
-            return
-        attempts += 1
-        mark = free.heads()
-        result = _best_fresh(needs[idents[i]], free)
-        if not isinstance(result, Rejection):
-            free.commit(result[1].trial)
-            dfs(i + 1, [*chosen, idents[i]])
-            free.restore(mark)
-        dfs(i + 1, chosen)
 
-    dfs(0, [])
-    return best
+def _taking(control_plane: int, workers: int, gpus: Iterable[tuple[str, int]]) -> dict[str, float]:
+    """Hosts and GPUs as the order search prices them: all architectures and resource groups together
+    (the prices only order the candidates; the engine decides what fits)."""
+    took = {f"gpus:{f}": float(n) for f, n in gpus}
+    took["control-plane"] = float(control_plane)
+    took["workers"] = float(workers)
+    return took
+
+
+def _supply(free: _FreeHosts) -> dict[str, float]:
+    """The free amount of each resource of :func:`_usage`."""
+    supply: dict[str, float] = {"control-plane": 0.0, "workers": 0.0}
+    for pool in free.pools:
+        n = len(pool.hosts) - pool.head
+        if pool.role is Role.CONTROL_PLANE:
+            supply["control-plane"] += n
+        else:
+            supply["workers"] += n
+            if pool.family is not None:
+                key = f"gpus:{pool.family}"
+                supply[key] = supply.get(key, 0.0) + n * pool.count
+    return supply
 
 
 def split_clusters(

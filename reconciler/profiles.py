@@ -22,8 +22,21 @@ from __future__ import annotations
 
 from reconciler.model.desired import DesiredState, SourceRef
 from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.model.resources import ClusterProfileRef, ComputePool, Settings, WorkloadProfile
-from reconciler.resolve import Clustered, compute_profile, is_tenant, platform_settings_name, workload_profile
+from reconciler.model.resources import (
+    ClusterProfileRef,
+    ComputePool,
+    ComputeProfile,
+    Settings,
+    WorkloadProfile,
+)
+from reconciler.resolve import (
+    Clustered,
+    compute_profile,
+    is_tenant,
+    platform_settings_name,
+    profile_name,
+    workload_profile,
+)
 
 NO_CLUSTER_PROFILE = "no cluster profile: Palette cannot build the cluster"
 
@@ -53,6 +66,20 @@ def platform_settings(desired: DesiredState, platform: Clustered) -> Settings | 
     return desired.get(Settings, namespace, name) if name else None
 
 
+def has_cluster_profile(
+    desired: DesiredState, namespace: str, profile_ref: str | None, workload_ref: str | None
+) -> bool:
+    """Whether the cluster of a platform or pool with these references would have a cluster profile:
+    :func:`platform_cluster_profiles` from the references alone (the only inputs it reads)."""
+    project = desired.project(namespace)
+    profile_name_ = profile_name(profile_ref, project)
+    profile = desired.get(ComputeProfile, namespace, profile_name_) if profile_name_ else None
+    settings_name = platform_settings_name(profile, project)
+    settings = desired.get(Settings, namespace, settings_name) if settings_name else None
+    workload = desired.get(WorkloadProfile, namespace, workload_ref) if workload_ref else None
+    return bool(cluster_profiles(settings, workload))
+
+
 def platform_cluster_profiles(desired: DesiredState, platform: Clustered) -> tuple[ClusterProfileRef, ...]:
     """:func:`cluster_profiles` of a platform of ``desired``."""
     return cluster_profiles(platform_settings(desired, platform), workload_profile(desired, platform))
@@ -77,7 +104,7 @@ def unbuildable(desired: DesiredState) -> list[Clustered]:
         )
         has = known.get(key)
         if has is None:
-            has = known[key] = bool(platform_cluster_profiles(desired, p))
+            has = known[key] = has_cluster_profile(desired, *key)
         if not has:
             out.append(p)
     return out
@@ -87,13 +114,19 @@ def _diagnostic(desired: DesiredState, platform: Clustered, severity: Severity) 
     meta = platform.metadata
     loaded = desired.resources.get((platform.kind, meta.namespace, meta.name))
     source = loaded.source if loaded is not None else SourceRef("", 0, 0)
+    return no_profile_diagnostic((platform.kind, meta.namespace, meta.name), source, severity)
+
+
+def no_profile_diagnostic(
+    identity: tuple[str, str, str], source: SourceRef, severity: Severity
+) -> Diagnostic:
+    """The diagnostic of a platform or pool whose cluster would have no cluster profile."""
     message = (
         f"{NO_CLUSTER_PROFILE}: name one in Settings spec.palette.clusterProfiles or in the "
         "WorkloadProfile's spec.clusterProfiles"
     )
-    return Diagnostic(
-        source.file, source.line, source.column, message, severity, platform.kind, meta.namespace, meta.name
-    )
+    kind, namespace, name = identity
+    return Diagnostic(source.file, source.line, source.column, message, severity, kind, namespace, name)
 
 
 def profile_warnings(desired: DesiredState) -> list[Diagnostic]:

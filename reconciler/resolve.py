@@ -34,7 +34,7 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -72,8 +72,13 @@ def is_tenant(platform: MLPlatform) -> bool:
 def compute_profile_name(resource: Clustered, project: Project | None) -> str | None:
     """The ComputeProfile a platform or pool uses: its own reference, else its namespace's Project's."""
     ref = resource.spec.compute_profile_ref
-    if ref is not None and ref.name:
-        return ref.name
+    return profile_name(ref.name if ref is not None else None, project)
+
+
+def profile_name(own: str | None, project: Project | None) -> str | None:
+    """:func:`compute_profile_name` from the name a resource's own ``computeProfileRef`` gives."""
+    if own:
+        return own
     return project.spec.compute_profile_ref.name if project is not None else None
 
 
@@ -125,8 +130,13 @@ class Vip:
 
 def vip(resource: Clustered, profile: ComputeProfile | None) -> Vip | None:
     """The VIP of a platform's or pool's cluster: its own ``spec.edge.vip`` over its profile's."""
-    if resource.spec.edge is not None and resource.spec.edge.vip:
-        return Vip(resource.spec.edge.vip, True)
+    return vip_of(resource.spec.edge.vip if resource.spec.edge is not None else None, profile)
+
+
+def vip_of(own: str | None, profile: ComputeProfile | None) -> Vip | None:
+    """:func:`vip` from the resource's own ``spec.edge.vip``."""
+    if own:
+        return Vip(own, True)
     if profile is not None and profile.spec.edge is not None and profile.spec.edge.vip:
         return Vip(profile.spec.edge.vip, False)
     return None
@@ -144,14 +154,14 @@ def vip_problem(value: str) -> str | None:
     return None
 
 
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
+_PLAIN_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}", re.ASCII)
+
+
 def _plain_ipv4(text: str) -> bool:
     """Dotted-quad IPv4 as ``ipaddress`` accepts it (no leading zeros), told without parsing: every
     platform of a tree has a VIP."""
-    parts = text.split(".")
-    return len(parts) == 4 and all(
-        p.isascii() and p.isdigit() and len(p) <= 3 and (p == "0" or p[0] != "0") and int(p) <= 255
-        for p in parts
-    )
+    return _PLAIN_IPV4.fullmatch(text) is not None
 
 
 # --- minimum workers -----------------------------------------------------------------------------
@@ -263,15 +273,20 @@ def limit_breaches(platform: MLPlatform, profile: ComputeProfile) -> list[LimitB
 
     Requests of one family add up before they are compared, as allocation counts them.
     """
+    return gpu_limit_breaches([(g.family, g.count) for g in platform.spec.gpus], profile)
+
+
+def gpu_limit_breaches(gpus: Sequence[tuple[str, int]], profile: ComputeProfile) -> list[LimitBreach]:
+    """:func:`limit_breaches` of a platform's ``spec.gpus`` as (family, count) pairs."""
     limits = gpu_limits(profile)
     totals: dict[GpuFamily, tuple[int, int]] = {}
-    for i, request in enumerate(platform.spec.gpus):
+    for i, (name, requested) in enumerate(gpus):
         try:
-            family = canonical_family(request.family)
+            family = canonical_family(name)
         except ValueError:
             continue
         first, count = totals.get(family, (i, 0))
-        totals[family] = (first, count + request.count)
+        totals[family] = (first, count + requested)
     return [
         LimitBreach(first, family, count, limits[family])
         for family, (first, count) in sorted(totals.items())

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reconciler.placement.admission as admission
+import reconciler.placement.admission_trial as admission_trial
 import reconciler.placement.order as order
 from reconciler.model.pools import MigRequest, WorkloadRequest
 from reconciler.placement.admission import PoolAdmission, PoolState, admit_pool, gpu_units
@@ -111,7 +111,7 @@ def test_priorities_are_lexicographic_and_name_order_wins_ties(
     pool = shared(hosts(*sizes))
     result = admit_pool(pool, requests)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(admission, "_SEARCH_BUDGET", 0)  # no search: name order, the rule before
+        patch.setattr(admission_trial, "_SEARCH_BUDGET", 0)  # no search: name order, the rule before
         name_order = admit_pool(pool, requests)
     mine, theirs = admitted_by_priority(result, requests), admitted_by_priority(name_order, requests)
     for got, reference in zip(mine, theirs, strict=True):

@@ -3,6 +3,8 @@ whose Palette could not be read, and ``reconciler.yaml``."""
 
 from __future__ import annotations
 
+import copy
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -10,9 +12,11 @@ from reconciler.model.conditions import Reason
 from reconciler.model.observed import ManagedCluster
 from reconciler.plan import Action, Observed, PlatformPlan, plan_targets
 from reconciler.resolve import Routing, Target
+from reconciler.status.recorded import missing_clusters
 from reconciler.status.render import (
     RECONCILER_FILE,
     dump,
+    parse_previous,
     parse_recorded,
     platform_status,
     reconciler_document,
@@ -113,3 +117,26 @@ def test_reconciler_yaml_round_trips_and_an_absent_file_records_nothing() -> Non
     assert recorded.targets == (("https://a", "p1"), ("https://b", None))
     assert parse_recorded({}).branch is None
     assert parse_recorded({RECONCILER_FILE: b": not yaml ["}).targets == ()
+
+
+def test_recorded_clusters_are_found_in_the_parsed_records_as_in_the_files() -> None:
+    files = {
+        "pa/mlplatforms/one.yaml": b"status:\n  cluster: {uid: c1, name: pa-one}\n",
+        "pa/mlplatforms/two.yaml": b"status:\n  cluster: {uid: c2, name: pa-two}\n",
+        "pa/computepools/pool.yaml": b"status:\n  phase: Pending\n",
+        "pa/mlplatforms/bad.yaml": b"status: [\n",
+    }
+    keys = [("pa", "one"), ("pa", "two"), ("pa", "bad")]
+    from_files = missing_clusters(files, keys, [("pa", "pool")], ["c1"])
+    from_docs = missing_clusters({}, keys, [("pa", "pool")], ["c1"], parse_previous(files))
+    assert from_files == from_docs == {"c2": "pa/two"}
+
+
+def test_a_remembered_status_text_is_only_reused_for_the_same_document() -> None:
+    doc = {"status": {"phase": "Running", "allocation": {"gpus": {"NVIDIA-H100": 8}}}}
+    first = dump(doc)
+    assert dump(copy.deepcopy(doc)) is first  # rendered once
+    assert dump({"status": {"phase": "Running", "allocation": {"gpus": {"NVIDIA-H100": "8"}}}}) != first
+    assert dump({1: "a"}) != dump({"1": "a"})  # type: ignore[dict-item]
+    reordered = {"status": {"allocation": {"gpus": {"NVIDIA-H100": 8}}, "phase": "Running"}}
+    assert dump(reordered) != first  # key order is the file's order

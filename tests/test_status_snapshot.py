@@ -18,6 +18,7 @@ from reconciler.palette.observe import managed_clusters, parse_snapshot
 from reconciler.status.render import RECONCILER_FILE, dump, parse_recorded, reconciler_document
 from reconciler.status.snapshot import (
     SnapshotError,
+    read_snapshot,
     read_snapshots,
     recorded_palette,
     render_snapshot,
@@ -89,6 +90,34 @@ def test_snapshot_round_trips_to_the_same_observation() -> None:
     assert managed_clusters(back.clusters, back.edge_hosts, machines) == managed_clusters(
         clusters, hosts, machines
     )
+
+
+def test_reading_a_snapshot_back_parses_only_the_hosts_whose_text_changed_since_the_last_render() -> None:
+    hosts, clusters = _inventory()
+    data = render_snapshot(hosts, clusters)
+    whole = parse_snapshot(data.decode(), json_first=True)
+    head, back = read_snapshot(data)
+    assert head.clusters == whole.clusters and head.edge_hosts == []
+    assert not any(isinstance(h, dict) for h in back)  # every host is the facts last rendered
+    assert discover(back) == discover(whole.edge_hosts)
+
+    changed = copy.deepcopy(hosts)
+    changed[2]["status"]["health"]["state"] = "unhealthy"  # edge-gpu-1: rendered again, not recorded
+    render_snapshot(changed, clusters)
+    _head, again = read_snapshot(data)  # the recorded bytes still hold the old edge-gpu-1
+    parsed = [h for h in again if isinstance(h, dict)]
+    assert [h["metadata"]["uid"] for h in parsed] == ["edge-gpu-1"]
+    assert discover(again) == discover(whole.edge_hosts)
+
+
+def test_a_snapshot_in_another_layout_is_read_whole() -> None:
+    hosts, clusters = _inventory()
+    data = json.dumps(json.loads(render_snapshot(hosts, clusters))).encode()  # one line
+    head, back = read_snapshot(data)
+    assert discover(back) == discover(hosts)
+    assert [c["metadata"]["uid"] for c in head.clusters] == ["c-1"]
+    with pytest.raises(SnapshotError):
+        read_snapshot(b"{not json")
 
 
 def test_snapshot_holds_only_managed_clusters_and_hosts_sorted_by_uid() -> None:

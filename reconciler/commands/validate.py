@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from reconciler.manifests import MAX_FILE_BYTES, parse_file
+from reconciler.manifests.loader import Verdict, validate_files
 from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.source.directory import MissingSubtree, load_directory
+from reconciler.source.directory import MissingSubtree, stream_directory
 from reconciler.source.select import SelectionError
 
 
@@ -79,8 +83,7 @@ def _run(path: Path, fmt: str, subtree: str | None) -> int:
         resources = files = 0
     else:
         try:
-            # PATH itself is what the user named, so a link there is followed; links inside never are.
-            state = load_directory(path.resolve() if path.is_symlink() else path, subtree=subtree or "")
+            verdict = _validate(path, subtree or "")
         except (MissingSubtree, SelectionError) as exc:
             return _unusable(path, str(exc), fmt)
         diagnostics = [
@@ -95,15 +98,11 @@ def _run(path: Path, fmt: str, subtree: str | None) -> int:
                 name=d.name,
                 field=d.field,
             )
-            for d in state.diagnostics
+            for d in verdict.diagnostics
         ]
         if not path.is_dir():
             diagnostics = [_single_file(d) for d in diagnostics]
-        resources = len(state.resources) + len(state.invalid)
-        files = len(
-            {loaded.source.file for loaded in state.resources.values()}
-            | {d.file for d in state.diagnostics if d.kind}
-        )
+        resources, files = verdict.resources, len(verdict.files)
     errors = sum(1 for d in diagnostics if d.severity is Severity.ERROR)
     out = sys.stdout
     if fmt == "json":
@@ -124,6 +123,34 @@ def _run(path: Path, fmt: str, subtree: str | None) -> int:
     if missing:
         return 2
     return 1 if errors else 0
+
+
+def _validate(path: Path, subtree: str) -> Verdict:
+    """Read, parse and validate one file at a time (what cannot be read is reported with the rest)."""
+    # PATH itself is what the user named, so a link there is followed; links inside never are.
+    root = path.resolve() if path.is_symlink() else path
+    stream, unread = stream_directory(root, subtree=subtree)
+    verdict = validate_files((parse_file(rel, data) for rel, data in stream), _text_reader(root))
+    if unread:
+        verdict.diagnostics = sorted([*verdict.diagnostics, *unread], key=Diagnostic.sort_key)
+    return verdict
+
+
+def _text_reader(root: Path) -> Callable[[str], str]:
+    """A file's text read again: only the files with problems are, to point at the line of each (the
+    text of every file is not kept while the tree is validated)."""
+    directory = root.is_dir()
+
+    def text_of(rel: str) -> str:
+        try:  # never through a link, as the first read
+            fd = os.open(root / rel if directory else root, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as file:
+                data = file.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace").removeprefix("\ufeff")
+
+    return text_of
 
 
 def _unusable(path: Path, message: str, fmt: str) -> int:

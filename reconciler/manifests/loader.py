@@ -1,107 +1,34 @@
 """From parsed files to a DesiredState: schema layer, per-resource rules, then cross-resource rules.
 
 Every problem of every document is collected before anything is reported, so one run shows all errors
-of a tree. Positions inside a document are looked up only for documents that have problems.
+of a tree. Files are consumed one at a time: each document is checked alone as soon as it is parsed and
+kept as a compact :class:`~reconciler.manifests.record.Record` for the cross-resource rules, so the YAML
+data of a tree is never all in memory at once. Positions inside a document are looked up only for
+documents that have problems.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 from reconciler import resolve
 from reconciler.manifests.locate import FileNodes
-from reconciler.manifests.parse import Document, ParsedFile, parse_file
-from reconciler.manifests.pool_rules import check_pool_document, check_pools
-from reconciler.manifests.rules import check_document, named_references
-from reconciler.manifests.schema import PathElem, Problem, did_you_mean, field_path, validate_document
+from reconciler.manifests.parse import ParsedFile, parse_file
+from reconciler.manifests.pool_rules import check_pools
+from reconciler.manifests.record import Facts, Record, examine
+from reconciler.manifests.schema import PathElem, Problem, field_path
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, Identity, Loaded, SourceRef
 from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic, Severity
 from reconciler.model.gpu import KNOWN_FAMILIES, canonical_family
-from reconciler.model.resources import (
-    KINDS,
-    Compute,
-    ComputeProfile,
-    MLPlatform,
-    Project,
-    Resource,
-)
-from reconciler.profiles import profile_warnings
+from reconciler.model.resources import Compute, ComputePool, ComputeProfile, Project
+from reconciler.profiles import has_cluster_profile, no_profile_diagnostic
 
 # Enough to fix a document by; a hostile one with 100,000 unknown keys must not cost 100,000 lookups.
 MAX_PROBLEMS_PER_DOCUMENT = 50
-
-
-@dataclass(eq=False)
-class _Doc:
-    file: ParsedFile
-    doc: Document
-    kind: str | None = None
-    namespace: str | None = None
-    name: str | None = None
-    resource: Resource | None = None
-    problems: list[Problem] = field(default_factory=list)
-    # Not errors: the resource stays valid, but what it asks for will be refused later.
-    warnings: list[Problem] = field(default_factory=list)
-    # Certainly not one of our resources (another API group, or no apiVersion and no kind at all, like a
-    # CI workflow): still reported, but it cannot hide a platform, so it does not block pruning.
-    foreign: bool = False
-
-    @property
-    def identity(self) -> Identity | None:
-        if self.kind is None or self.namespace is None or self.name is None:
-            return None
-        return (self.kind, self.namespace, self.name)
-
-    @property
-    def where(self) -> str:
-        return f"{self.file.path}:{self.doc.line}"
-
-    def label(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
-
-
-_OUR_GROUPS = frozenset(api.split("/", 1)[0] for api, _model in KINDS.values())
-
-
-def _identify(item: _Doc) -> None:
-    """Read kind, namespace and name if they are there, then validate against the kind's model."""
-    data: Any = item.doc.data
-    if not isinstance(data, dict):
-        what = "a list" if isinstance(data, list) else f"a {type(data).__name__} scalar"
-        item.problems.append(
-            Problem((), f"document is {what}; expected a mapping with apiVersion, kind, metadata and spec")
-        )
-        return
-    kind, api = data.get("kind"), data.get("apiVersion")
-    meta = data.get("metadata")
-    if isinstance(meta, dict):
-        name, namespace = meta.get("name"), meta.get("namespace")
-        item.name = name if isinstance(name, str) and name else None
-        item.namespace = namespace if isinstance(namespace, str) and namespace else None
-    if not isinstance(kind, str) or kind not in KINDS:
-        group = api.split("/", 1)[0] if isinstance(api, str) and "/" in api else None
-        item.foreign = (kind is None and api is None) or (group is not None and group not in _OUR_GROUPS)
-        known = ", ".join(f"{k} ({v[0]})" for k, v in sorted(KINDS.items()))
-        if kind is None:
-            message = f"kind: required field is missing; known kinds: {known}"
-        else:
-            close = did_you_mean(kind[:80], list(KINDS))
-            shown = f"{repr(kind)[:80]} (apiVersion {str(api)[:80]!r})"
-            message = f"kind: unknown kind {shown}{close}; known kinds: {known}"
-        item.problems.append(Problem(("kind",), message))
-        return
-    item.kind = kind
-    resource, problems = validate_document(kind, data)
-    item.resource = resource
-    item.problems.extend(problems)
-    reported = {p.path for p in problems}
-    item.problems.extend(p for p in check_document(kind, data) if p.path not in reported)
-    item.problems.extend(p for p in check_pool_document(kind, data) if p.path not in reported)
 
 
 def _ref_problem(path: tuple[PathElem, ...], kind: str, name: str, namespace: str) -> Problem:
@@ -119,14 +46,15 @@ def _dotted(path: tuple[PathElem, ...]) -> str:
 class _Index:
     """Documents by identity, split into the valid ones and the ones that failed."""
 
-    def __init__(self, items: list[_Doc]) -> None:
-        self.valid: dict[Identity, _Doc] = {}
+    def __init__(self, items: list[Record]) -> None:
+        self.valid: dict[Identity, Record] = {}
         self.failed: set[Identity] = set()
+        self._profiles: dict[tuple[str, str | None], ComputeProfile | None] = {}
         for item in items:
             ident = item.identity
             if ident is None:
                 continue
-            if item.problems or item.resource is None:
+            if item.problems or not item.schema_ok:
                 self.failed.add(ident)
             else:
                 self.valid[ident] = item
@@ -141,14 +69,25 @@ class _Index:
         """The namespace's valid Project (the first by name when there are several)."""
         return self._projects.get(namespace)
 
+    def profile_of(self, ns: str, platform: Facts) -> ComputeProfile | None:
+        """The valid ComputeProfile a platform uses (thousands of platforms share a few answers)."""
+        key = (ns, platform.profile_ref)
+        if key in self._profiles:
+            return self._profiles[key]
+        name = resolve.profile_name(platform.profile_ref, self.project(ns))
+        found = self.valid.get(("ComputeProfile", ns, name)) if name else None
+        resource = found.resource if found is not None else None
+        profile = self._profiles[key] = resource if isinstance(resource, ComputeProfile) else None
+        return profile
+
     def status(self, ident: Identity) -> str:
         if ident in self.valid:
             return "valid"
         return "invalid" if ident in self.failed else "missing"
 
 
-def _check_duplicates(items: list[_Doc]) -> None:
-    groups: dict[Identity, list[_Doc]] = defaultdict(list)
+def _check_duplicates(items: list[Record]) -> None:
+    groups: dict[Identity, list[Record]] = defaultdict(list)
     for item in items:
         if item.identity is not None:
             groups[item.identity].append(item)
@@ -171,9 +110,9 @@ def _check_duplicates(items: list[_Doc]) -> None:
             )
 
 
-def _check_projects(items: list[_Doc]) -> None:
+def _check_projects(items: list[Record]) -> None:
     """One Project per namespace: it is the namespace's fallback for references."""
-    by_ns: dict[str, list[_Doc]] = defaultdict(list)
+    by_ns: dict[str, list[Record]] = defaultdict(list)
     for item in items:
         if isinstance(item.resource, Project) and not item.problems:
             by_ns[item.resource.metadata.namespace].append(item)
@@ -190,12 +129,12 @@ def _check_projects(items: list[_Doc]) -> None:
             )
 
 
-def _check_references(items: list[_Doc]) -> None:
+def _check_references(items: list[Record]) -> None:
     """References resolve inside the namespace; platforms depending on invalid resources are invalid."""
     index = _Index(items)
     for item in items:
         res = item.resource
-        if res is None or item.problems or isinstance(res, MLPlatform):
+        if res is None or item.problems or item.kind == "MLPlatform":
             continue
         ns = res.metadata.namespace
         refs: list[tuple[tuple[PathElem, ...], str, str]] = []
@@ -211,23 +150,21 @@ def _check_references(items: list[_Doc]) -> None:
                 item.problems.append(_ref_problem(path, kind, name, ns))
     index = _Index(items)
     for item in items:
-        res = item.resource
-        if isinstance(res, MLPlatform) and not item.problems:
-            item.problems.extend(_platform_refs(res, index))
+        if item.kind == "MLPlatform" and item.facts is not None and not item.problems:
+            item.problems.extend(_platform_refs(item.namespace or "", item.facts, index))
     for item in items:  # refused by the schema: its references are still reported in the same run
-        if item.resource is None and item.kind is not None and item.namespace is not None:
+        if not item.schema_ok and item.kind is not None and item.namespace is not None:
             reported = {p.path for p in item.problems}
-            for path, kind, name in named_references(item.kind, item.doc.data):
+            for path, kind, name in item.refs:
                 if path not in reported and index.status((kind, item.namespace, name)) == "missing":
                     item.problems.append(_ref_problem(path, kind, name, item.namespace))
 
 
-def _platform_refs(platform: MLPlatform, index: _Index) -> list[Problem]:
-    ns = platform.metadata.namespace
+def _platform_refs(ns: str, platform: Facts, index: _Index) -> list[Problem]:
     problems: list[Problem] = []
-    ref = platform.spec.compute_profile_ref
-    if ref is not None and ref.name:
-        _need(problems, index, ("spec", "computeProfileRef", "name"), "ComputeProfile", ns, ref.name)
+    if platform.profile_ref:
+        path: tuple[PathElem, ...] = ("spec", "computeProfileRef", "name")
+        _need(problems, index, path, "ComputeProfile", ns, platform.profile_ref)
     else:
         project = index.project(ns)
         if ns not in index.project_namespaces:
@@ -248,11 +185,11 @@ def _platform_refs(platform: MLPlatform, index: _Index) -> list[Problem]:
                 )
             )
         else:
-            name = resolve.compute_profile_name(platform, project)
+            name = resolve.profile_name(platform.profile_ref, project)
             if name is not None:
                 _need(problems, index, ("spec",), "ComputeProfile", ns, name, via="Project fallback")
-    if platform.spec.workload_profile_ref is not None:
-        name = platform.spec.workload_profile_ref.name
+    if platform.workload_ref is not None:
+        name = platform.workload_ref
         _need(problems, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
     return problems
 
@@ -266,8 +203,10 @@ def _need(
     name: str,
     via: str | None = None,
 ) -> None:
-    where = f"spec.computeProfileRef ({via})" if via else _dotted(path)
     status = index.status((kind, ns, name))
+    if status == "valid":
+        return
+    where = f"spec.computeProfileRef ({via})" if via else _dotted(path)
     if status == "missing":
         message = f"ReferenceNotFound: {where}: {kind} '{name}' not found in namespace {ns}"
         problems.append(Problem(path, message, reason=Reason.REFERENCE_NOT_FOUND))
@@ -281,39 +220,29 @@ def _need(
         )
 
 
-def _raw_vip(item: _Doc) -> str | None:
-    """The own ``spec.edge.vip`` of a platform document that failed validation, if it states one."""
-    data = item.doc.data
-    spec = data.get("spec") if isinstance(data, dict) else None
-    edge = spec.get("edge") if isinstance(spec, dict) else None
-    vip = edge.get("vip") if isinstance(edge, dict) else None
-    return vip if isinstance(vip, str) and vip else None
-
-
-def _check_vips(items: list[_Doc], index: _Index) -> None:
+def _check_vips(items: list[Record], index: _Index) -> None:
     """Two clusters never share a VIP: the first platform (namespace, name order) keeps it.
 
     Invalid platforms keep their clusters, so a VIP they state still counts as taken.
     """
-    owners: dict[str, _Doc] = {}
+    owners: dict[str, Record] = {}
     platforms = [i for i in items if i.kind == "MLPlatform" and i.identity is not None]
     platforms.sort(key=lambda d: (d.namespace or "", d.name or ""))
     for item in platforms:
-        platform = item.resource
-        if isinstance(platform, MLPlatform) and platform.spec.mode == "shared":
+        platform = item.facts
+        if platform is not None and platform.mode == "shared":
             continue  # a tenant of a pool: no cluster of its own
-        if item.problems or not isinstance(platform, MLPlatform):
-            vip = _raw_vip(item)
-            if vip is not None:
-                owners.setdefault(vip, item)
+        if item.problems or platform is None:
+            if item.raw_vip is not None:
+                owners.setdefault(item.raw_vip, item)
             continue
-        found = resolve.vip(platform, _profile_of(platform, index))
+        found = resolve.vip_of(platform.vip, index.profile_of(item.namespace or "", platform))
         if found is None:
             continue
         vip = found.address
         path: tuple[PathElem, ...] = ("spec", "edge", "vip")
         if not found.from_platform:
-            has_ref = platform.spec.compute_profile_ref is not None
+            has_ref = platform.has_profile_ref
             path = ("spec", "computeProfileRef") if has_ref else ("spec",)
         first = owners.setdefault(vip, item)
         if first is item:
@@ -330,14 +259,7 @@ def _check_vips(items: list[_Doc], index: _Index) -> None:
         )
 
 
-def _profile_of(platform: MLPlatform, index: _Index) -> ComputeProfile | None:
-    ns = platform.metadata.namespace
-    name = resolve.compute_profile_name(platform, index.project(ns))
-    found = index.valid.get(("ComputeProfile", ns, name)) if name else None
-    return found.resource if found is not None and isinstance(found.resource, ComputeProfile) else None
-
-
-def _check_admission(items: list[_Doc], index: _Index) -> None:
+def _check_admission(items: list[Record], index: _Index) -> None:
     """Warn about valid platforms that allocation will refuse whatever the inventory holds.
 
     A request above the ComputeProfile's ``gpuLimits`` is rejected with GPULimitExceeded
@@ -345,12 +267,13 @@ def _check_admission(items: list[_Doc], index: _Index) -> None:
     valid (a rejection keeps an existing cluster). A shared-mode platform is a tenant of its pool: the
     pool rules (``pool_rules``) warn about what admission will refuse.
     """
+    breaches: dict[tuple[int, tuple[tuple[str, int], ...]], list[resolve.LimitBreach]] = {}
     for item in items:
-        platform = item.resource
-        if item.problems or not isinstance(platform, MLPlatform):
+        platform = item.facts
+        if item.problems or platform is None or item.kind != "MLPlatform":
             continue
-        for i, request in enumerate(platform.spec.gpus):
-            family = canonical_family(request.family)
+        for i, (name, _count) in enumerate(platform.gpus):
+            family = canonical_family(name)
             if family not in KNOWN_FAMILIES:
                 item.warnings.append(
                     Problem(
@@ -360,12 +283,17 @@ def _check_admission(items: list[_Doc], index: _Index) -> None:
                         reason=UNKNOWN_GPU_FAMILY,
                     )
                 )
-        if platform.spec.mode == "shared":
+        if platform.mode == "shared":
             continue  # its limits are its pool's: reconciler.manifests.pool_rules warns about them
-        profile = _profile_of(platform, index)
+        profile = index.profile_of(item.namespace or "", platform)
         if profile is None:
             continue
-        for breach in resolve.limit_breaches(platform, profile):
+        # Platforms ask for a handful of distinct GPU lists: the answer is kept per (profile, list).
+        key = (id(profile), platform.gpus)
+        found = breaches.get(key)
+        if found is None:
+            found = breaches[key] = resolve.gpu_limit_breaches(platform.gpus, profile)
+        for breach in found:
             i = breach.index
             item.warnings.append(
                 Problem(
@@ -383,20 +311,55 @@ def _did_you_mean(family: str) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+@dataclass
+class Verdict:
+    """What ``validate`` reports of a tree: every diagnostic, and how much was read."""
+
+    diagnostics: list[Diagnostic]
+    resources: int  # distinct identities, valid or not
+    files: list[str]  # the files holding a valid resource or a diagnostic about one
+    complete: bool
+
+
 def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredState:
     """Validate every document of every file and return the desired state of one revision."""
     state = DesiredState(revision=revision)
-    items: list[_Doc] = []
+    _load(files, state, keep_resources=True)
+    return state
+
+
+def validate_files(files: Iterable[ParsedFile], text_of: Callable[[str], str] | None = None) -> Verdict:
+    """Validate every document of every file, as :func:`build_desired`, keeping only what is reported.
+
+    ``files`` is consumed one file at a time; the resources of platforms and workloads are not kept.
+    ``text_of(path)`` gives a file's text again, to find positions in the documents that have problems;
+    without it every file's text is kept until the end.
+    """
+    state = DesiredState(revision=None)
+    records = _load(files, state, keep_resources=False, text_of=text_of)
+    valid = {item.identity: item.file for item in records if item.valid and item.identity is not None}
+    named = {*valid.values(), *(d.file for d in state.diagnostics if d.kind)}
+    return Verdict(state.diagnostics, len(valid) + len(state.invalid), sorted(named), state.complete)
+
+
+def _load(
+    files: Iterable[ParsedFile],
+    state: DesiredState,
+    keep_resources: bool,
+    text_of: Callable[[str], str] | None = None,
+) -> list[Record]:
+    """Fill ``state`` (its resources: see :mod:`reconciler.manifests.record`); return the records."""
+    items: list[Record] = []
     diagnostics: list[Diagnostic] = []
+    texts: dict[str, str] = {}  # to find positions again for the documents that have problems
     for parsed in files:
         diagnostics.extend(parsed.diagnostics)
         if not parsed.complete:
             state.complete = False
+        if parsed.documents and text_of is None:
+            texts[parsed.path] = parsed.text
         for doc in parsed.documents:
-            item = _Doc(file=parsed, doc=doc)
-            _identify(item)
-            item.problems.extend(doc.problems)
-            items.append(item)
+            items.append(examine(parsed.path, doc, keep_resources))
     _check_duplicates(items)
     _check_projects(items)
     _check_references(items)
@@ -404,48 +367,92 @@ def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredS
     index = _Index(items)
     _check_vips(items, index)
     _check_admission(items, index)
-
-    nodes: dict[str, FileNodes] = {}
+    nodes = _Positions(text_of or texts.__getitem__)
     for item in items:
         ident = item.identity
         if item.warnings:
-            found = nodes.get(item.file.path)
-            if found is None:
-                found = nodes[item.file.path] = FileNodes(item.file.text)
+            found = nodes.of(item.file)
             for warning in item.warnings:
                 diagnostics.append(replace(_diagnostic(item, warning, found), severity=Severity.WARNING))
-        if not item.problems and item.resource is not None and ident is not None:
-            source = SourceRef(item.file.path, item.doc.line, item.doc.column)
-            state.resources[ident] = Loaded(resource=item.resource, source=source)
+        if item.valid and ident is not None:
+            if item.resource is not None:
+                source = SourceRef(item.file, item.line, item.column)
+                state.resources[ident] = Loaded(resource=item.resource, source=source)
             continue
         if ident is None and not item.foreign:
             state.complete = False
-        found = nodes.get(item.file.path)
-        if found is None:
-            found = nodes[item.file.path] = FileNodes(item.file.text)
-        problems = item.problems
-        if len(problems) > MAX_PROBLEMS_PER_DOCUMENT:
-            more = len(problems) - MAX_PROBLEMS_PER_DOCUMENT
-            problems = [
-                *problems[:MAX_PROBLEMS_PER_DOCUMENT],
-                Problem((), f"{more} more errors in this document are not shown; fix the ones above first"),
-            ]
-        diags = [_diagnostic(item, problem, found) for problem in problems]
+        found = nodes.of(item.file)
+        diags = [_diagnostic(item, problem, found) for problem in _shown(item.problems)]
         diagnostics.extend(diags)
         if ident is not None:
             state.invalid.setdefault(ident, []).extend(diags)
-    diagnostics.extend(profile_warnings(state))  # plan and run will reject these (docs/validation.md)
+    diagnostics.extend(_profile_warnings(items, state))  # plan and run will reject these
     state.diagnostics = sorted(diagnostics, key=Diagnostic.sort_key)
-    return state
+    return items
 
 
-def _diagnostic(item: _Doc, problem: Problem, nodes: FileNodes) -> Diagnostic:
+class _Positions:
+    """The node trees of the files that have problems, composed again once each."""
+
+    def __init__(self, text_of: Callable[[str], str]) -> None:
+        self._text_of = text_of
+        self._files: dict[str, FileNodes] = {}
+
+    def of(self, path: str) -> FileNodes:
+        found = self._files.get(path)
+        if found is None:
+            found = self._files[path] = FileNodes(self._text_of(path))
+        return found
+
+
+def _shown(problems: list[Problem]) -> list[Problem]:
+    if len(problems) <= MAX_PROBLEMS_PER_DOCUMENT:
+        return problems
+    more = len(problems) - MAX_PROBLEMS_PER_DOCUMENT
+    return [
+        *problems[:MAX_PROBLEMS_PER_DOCUMENT],
+        Problem((), f"{more} more errors in this document are not shown; fix the ones above first"),
+    ]
+
+
+def _profile_warnings(items: list[Record], state: DesiredState) -> list[Diagnostic]:
+    """One warning per valid, non-suspended dedicated platform or pool whose cluster would have no
+    cluster profile (``reconciler.profiles``; ``state`` holds the valid Settings and profiles)."""
+    known: dict[tuple[str, str | None, str | None], bool] = {}
+    out: list[Diagnostic] = []
+    for item in items:
+        ident = item.identity
+        if not item.valid or ident is None:
+            continue
+        if item.kind == "MLPlatform" and item.facts is not None:
+            if item.facts.mode == "shared" or item.facts.suspend:
+                continue
+            key = (ident[1], item.facts.profile_ref or None, item.facts.workload_ref)
+        elif isinstance(item.resource, ComputePool):
+            spec = item.resource.spec
+            if spec.suspend:
+                continue
+            profile = spec.compute_profile_ref.name if spec.compute_profile_ref is not None else None
+            workload = spec.workload_profile_ref.name if spec.workload_profile_ref is not None else None
+            key = (ident[1], profile or None, workload)
+        else:
+            continue
+        has = known.get(key)
+        if has is None:
+            has = known[key] = has_cluster_profile(state, *key)
+        if not has:
+            source = SourceRef(item.file, item.line, item.column)
+            out.append(no_profile_diagnostic(ident, source, Severity.WARNING))
+    return out
+
+
+def _diagnostic(item: Record, problem: Problem, nodes: FileNodes) -> Diagnostic:
     position = problem.at
     if position is None and problem.path:
-        position = nodes.locate(item.doc.index, problem.path, problem.at_key)
-    line, column = position if position is not None else (item.doc.line, item.doc.column)
+        position = nodes.locate(item.doc, problem.path, problem.at_key)
+    line, column = position if position is not None else (item.line, item.column)
     return Diagnostic(
-        file=item.file.path,
+        file=item.file,
         line=line,
         column=column,
         message=problem.message,

@@ -9,6 +9,7 @@ construction where the constructed data would explode (alias bombs).
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -176,10 +177,12 @@ _NULL = "tag:yaml.org,2002:null"
 _SEQ = "tag:yaml.org,2002:seq"
 _MAP = "tag:yaml.org,2002:map"
 _BOOL_VALUES = yaml.constructor.SafeConstructor.bool_values
+_SCALAR, _SEQUENCE, _MAPPING = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
 
 
 _TAGS: dict[str, str] = {}
 _TAGS_MAX = 50_000
+_RESOLVE: Any = yaml.resolver.Resolver.resolve
 
 
 class MemoLoader(yaml.CSafeLoader):
@@ -188,11 +191,11 @@ class MemoLoader(yaml.CSafeLoader):
     every manifest. Path resolvers are not used, so their per-node hooks are skipped."""
 
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> Any:
-        if kind is yaml.ScalarNode:
+        if kind is _SCALAR:
             if implicit[0]:
                 tag = _TAGS.get(value)
                 if tag is None:
-                    tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+                    tag = _RESOLVE(self, kind, value, implicit)
                     if len(_TAGS) >= _TAGS_MAX:
                         _TAGS.clear()
                     _TAGS[value] = tag
@@ -200,14 +203,14 @@ class MemoLoader(yaml.CSafeLoader):
             if not self.yaml_path_resolvers:
                 return _STR  # a quoted scalar: what the resolver answers without path resolvers
         elif not self.yaml_path_resolvers:
-            return _SEQ if kind is yaml.SequenceNode else _MAP  # likewise for collections
-        return super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+            return _SEQ if kind is _SEQUENCE else _MAP  # likewise for collections
+        return _RESOLVE(self, kind, value, implicit)
 
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        return None
-
-    def ascend_resolver(self) -> None:
-        return None
+    # libyaml's composer calls these two hooks around every node, for path resolvers, which are not
+    # used: C callables that take the same arguments and do nothing useful cost a sixth of a parse less
+    # than Python methods (their results are ignored).
+    descend_resolver = staticmethod(operator.is_)  # type: ignore[assignment]
+    ascend_resolver = staticmethod(tuple)  # type: ignore[assignment]
 
 
 class _Fallback(Exception):
@@ -232,19 +235,19 @@ class _BadValue(Exception):
         return f"this value reads as YAML type '{what}' but is not a valid one; quote it to make it a string"
 
 
-def _construct(
-    node: yaml.Node, loader: yaml.CSafeLoader, path: tuple[str | int, ...], dups: list[Problem]
-) -> Any:
+def _construct(node: yaml.Node, loader: yaml.CSafeLoader, dups: list[tuple[yaml.Node, yaml.Node]]) -> Any:
     """Plain data from a node tree without anchors.
 
     PyYAML's SafeConstructor is pure Python and general; manifests are mappings of strings, decimal
     integers and booleans, which this builds several times faster with the same result (other scalars
     go through SafeConstructor one by one). Unlike SafeConstructor it reports duplicate keys, which YAML
-    forbids and which would otherwise silently drop the first value. Merge keys and non-string keys
-    raise ``_Fallback``. Depth is bounded by ``MAX_DEPTH``.
+    forbids and which would otherwise silently drop the first value: ``dups`` gets (mapping, key node) of
+    each, in document order. Merge keys and non-string keys raise ``_Fallback``. Depth is bounded by
+    ``MAX_DEPTH``.
     """
     tag = node.tag
-    if isinstance(node, yaml.ScalarNode):
+    cls = node.__class__
+    if cls is _SCALAR:
         value: str = node.value
         if tag == _STR:
             return value
@@ -267,30 +270,52 @@ def _construct(
         except Exception as exc:  # PyYAML's scalar constructors raise ValueError, AttributeError...
             mark = node.start_mark
             raise _BadValue(mark.line + 1, mark.column + 1, tag) from exc
-    if tag == _SEQ and isinstance(node, yaml.SequenceNode):
-        return [_construct(child, loader, (*path, i), dups) for i, child in enumerate(node.value)]
-    if tag == _MAP and isinstance(node, yaml.MappingNode):
+    if cls is _MAPPING and tag == _MAP:
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            if key_node.tag != _STR:
+            if key_node.tag != _STR or key_node.__class__ is not _SCALAR:
                 raise _Fallback  # merge keys, non-string keys: let SafeConstructor decide
             key = key_node.value
             if key in out:
-                mark = key_node.start_mark
-                message = f"{field_path((*path, key))}: duplicate key {key!r}; YAML keeps only the last value"
-                dups.append(Problem((*path, key), message, at_key=True, at=(mark.line + 1, mark.column + 1)))
-            out[key] = _construct(value_node, loader, (*path, key), dups)
+                dups.append((node, key_node))
+            if value_node.__class__ is _SCALAR and value_node.tag == _STR:
+                out[key] = value_node.value  # the common case, without a call
+            else:
+                out[key] = _construct(value_node, loader, dups)
         return out
+    if cls is _SEQUENCE and tag == _SEQ:
+        return [_construct(child, loader, dups) for child in node.value]
     raise _Fallback
+
+
+def _duplicate_problems(root: yaml.Node, dups: list[tuple[yaml.Node, yaml.Node]]) -> list[Problem]:
+    """The problems of duplicate keys, with the field path of each (found again: duplicates are rare)."""
+    paths: dict[int, tuple[str | int, ...]] = {}
+    stack: list[tuple[yaml.Node, tuple[str | int, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            paths[id(node)] = path
+            stack.extend((v, (*path, k.value)) for k, v in node.value if isinstance(k, yaml.ScalarNode))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((child, (*path, i)) for i, child in enumerate(node.value))
+    problems = []
+    for mapping, key_node in dups:
+        path = (*paths.get(id(mapping), ()), key_node.value)
+        mark = key_node.start_mark
+        message = f"{field_path(path)}: duplicate key {key_node.value!r}; YAML keeps only the last value"
+        problems.append(Problem(path, message, at_key=True, at=(mark.line + 1, mark.column + 1)))
+    return problems
 
 
 def _construct_document(
     loader: yaml.CSafeLoader, node: yaml.Node, has_anchors: bool
 ) -> tuple[Any, list[Problem]]:
     if not has_anchors:
-        dups: list[Problem] = []
+        dups: list[tuple[yaml.Node, yaml.Node]] = []
         try:
-            return _construct(node, loader, (), dups), dups
+            data = _construct(node, loader, dups)
+            return data, _duplicate_problems(node, dups) if dups else []
         except _Fallback:
             pass
     try:

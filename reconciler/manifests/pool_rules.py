@@ -16,30 +16,33 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.manifests.schema import PathElem, Problem, field_path
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import GpuFamily, canonical_family
-from reconciler.model.pools import canonical_limits, pool_ref_of, workload_request
-from reconciler.model.resources import (
-    AIWorkload,
-    ComputePool,
-    ComputeProfile,
-    MLPlatform,
-    Project,
-    Resource,
-)
+from reconciler.model.pools import WorkloadRequest, canonical_limits
+from reconciler.model.resources import ComputePool, ComputeProfile, Project, Resource
 from reconciler.model.scaling import ScalingPolicy
+from reconciler.resolve import profile_name
+
+if TYPE_CHECKING:  # the record module imports this one's per-document rules
+    from reconciler.manifests.record import Facts
 
 
 class PoolDoc(Protocol):
-    """What the rules need of one loaded document (the loader's own record satisfies it)."""
+    """What the rules need of one loaded document (the loader's ``Record`` satisfies it).
+
+    ``resource`` is there for the kinds other documents refer to (pools, profiles, policies, Projects);
+    of platforms and workloads the rules read ``facts`` only.
+    """
 
     kind: str | None
     namespace: str | None
     name: str | None
+    schema_ok: bool
     resource: Resource | None
+    facts: Facts | None
     problems: list[Problem]
     warnings: list[Problem]
 
@@ -153,16 +156,13 @@ def check_pools(docs: Sequence[PoolDoc]) -> None:
             doc.problems.extend(_pool_refs(doc.resource, index))
     index = _Index(docs)
     for doc in docs:
-        res = doc.resource
-        if doc.problems or not isinstance(res, AIWorkload | MLPlatform):
+        facts = doc.facts
+        if doc.problems or facts is None or facts.pool_ref is None or doc.namespace is None:
             continue
-        pool_name = pool_ref_of(res)
-        if pool_name is None:
-            continue
-        ns = res.metadata.namespace
-        _need(doc, index, ("spec", "computePoolRef", "name"), "ComputePool", ns, pool_name)
-        if isinstance(res, AIWorkload) and res.spec.workload_profile_ref is not None:
-            name = res.spec.workload_profile_ref.name
+        ns = doc.namespace
+        _need(doc, index, ("spec", "computePoolRef", "name"), "ComputePool", ns, facts.pool_ref)
+        if doc.kind == "AIWorkload" and facts.workload_ref is not None:
+            name = facts.workload_ref
             _need(doc, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
     index = _Index(docs)
     _check_pool_vips(docs, index)
@@ -173,7 +173,7 @@ def check_pools(docs: Sequence[PoolDoc]) -> None:
 def _pool_related(doc: PoolDoc) -> bool:
     if doc.kind in ("ComputePool", "AIWorkload"):
         return True
-    return isinstance(doc.resource, MLPlatform) and pool_ref_of(doc.resource) is not None
+    return doc.facts is not None and doc.facts.pool_ref is not None
 
 
 class _Index:
@@ -188,7 +188,7 @@ class _Index:
             ident = (doc.kind, doc.namespace, doc.name)
             if doc.kind == "Project":
                 self.project_namespaces.add(doc.namespace)
-            if doc.problems or doc.resource is None:
+            if doc.problems or not doc.schema_ok:
                 self.failed.add(ident)
             else:
                 self.valid[ident] = doc
@@ -315,15 +315,10 @@ def _pool_vip(pool: ComputePool, index: _Index) -> tuple[str | None, tuple[PathE
     return vip, path, "the ComputeProfile's spec.edge.vip"
 
 
-def _platform_vip(platform: MLPlatform, index: _Index) -> str | None:
-    if platform.spec.edge is not None and platform.spec.edge.vip:
-        return platform.spec.edge.vip
-    ns = platform.metadata.namespace
-    ref = platform.spec.compute_profile_ref
-    name = ref.name if ref is not None and ref.name else None
-    if name is None:
-        project = index.projects.get(ns)
-        name = project.spec.compute_profile_ref.name if project is not None else None
+def _platform_vip(ns: str, platform: Facts, index: _Index) -> str | None:
+    if platform.vip:
+        return platform.vip
+    name = profile_name(platform.profile_ref, index.projects.get(ns))
     profile = index.resource("ComputeProfile", ns, name) if name else None
     if isinstance(profile, ComputeProfile) and profile.spec.edge is not None:
         return profile.spec.edge.vip
@@ -336,13 +331,11 @@ def _check_pool_vips(docs: Sequence[PoolDoc], index: _Index) -> None:
     first in (namespace, name) order keeps it."""
     owners: dict[str, str] = {}
     for doc in sorted(docs, key=lambda d: (d.namespace or "", d.name or "")):
-        res = doc.resource
-        if isinstance(res, MLPlatform) and res.spec.mode == "dedicated" and not doc.problems:
-            vip = _platform_vip(res, index)
+        facts = doc.facts
+        if doc.kind == "MLPlatform" and facts is not None and facts.mode == "dedicated" and not doc.problems:
+            vip = _platform_vip(doc.namespace or "", facts, index)
             if vip is not None:
-                owners.setdefault(
-                    vip, f"MLPlatform {res.metadata.namespace}/{res.metadata.name} ({doc.where})"
-                )
+                owners.setdefault(vip, f"MLPlatform {doc.namespace}/{doc.name} ({doc.where})")
     for doc in sorted(docs, key=lambda d: (d.namespace or "", d.name or "")):
         pool = doc.resource
         if not isinstance(pool, ComputePool) or doc.problems:
@@ -364,26 +357,25 @@ def _check_pool_vips(docs: Sequence[PoolDoc], index: _Index) -> None:
 
 def _warn_tenants(docs: Sequence[PoolDoc], index: _Index) -> None:
     """Warnings (the tenant stays valid) about what admission will refuse whatever the inventory holds."""
-    tenants: dict[tuple[str, str], list[tuple[PoolDoc, AIWorkload | MLPlatform]]] = defaultdict(list)
+    tenants: dict[tuple[str, str], list[tuple[PoolDoc, WorkloadRequest]]] = defaultdict(list)
     for doc in docs:
-        res = doc.resource
-        if doc.problems or not isinstance(res, AIWorkload | MLPlatform):
+        facts = doc.facts
+        if doc.problems or facts is None or facts.pool_ref is None or facts.request is None:
             continue
-        pool_name = pool_ref_of(res)
-        if pool_name is None:
-            continue
-        if isinstance(res, MLPlatform):
-            _warn_ignored_platform_fields(doc, res)
-        pool = index.resource("ComputePool", res.metadata.namespace, pool_name)
+        pool_name = facts.pool_ref
+        if doc.kind == "MLPlatform":
+            _warn_ignored_platform_fields(doc, facts)
+        ns = doc.namespace or ""
+        pool = index.resource("ComputePool", ns, pool_name)
         if isinstance(pool, ComputePool):
-            tenants[(res.metadata.namespace, pool_name)].append((doc, res))
-            _warn_request(doc, res, pool, index)
+            tenants[(ns, pool_name)].append((doc, facts.request))
+            _warn_request(doc, facts, pool, index)
     for (ns, pool_name), members in sorted(tenants.items()):
         pool = index.resource("ComputePool", ns, pool_name)
         if not isinstance(pool, ComputePool) or pool.spec.mode != "dedicated" or len(members) < 2:
             continue
-        members.sort(key=lambda m: (-workload_request(m[1]).priority, m[1].metadata.name))
-        first = members[0][1].metadata.name
+        members.sort(key=lambda m: (-m[1].priority, m[1].key[1]))
+        first = members[0][1].key[1]
         for doc, _res in members[1:]:
             doc.warnings.append(
                 Problem(
@@ -425,10 +417,10 @@ def _warn_unscaled_families(docs: Sequence[PoolDoc], index: _Index) -> None:
             )
 
 
-def _warn_ignored_platform_fields(doc: PoolDoc, platform: MLPlatform) -> None:
+def _warn_ignored_platform_fields(doc: PoolDoc, platform: Facts) -> None:
     for present, path in (
-        (bool(platform.spec.resource_groups), ("spec", "resourceGroups")),
-        (platform.spec.edge is not None, ("spec", "edge")),
+        (platform.has_resource_groups, ("spec", "resourceGroups")),
+        (platform.has_edge, ("spec", "edge")),
     ):
         if present:
             doc.warnings.append(
@@ -441,12 +433,13 @@ def _warn_ignored_platform_fields(doc: PoolDoc, platform: MLPlatform) -> None:
             )
 
 
-def _warn_request(doc: PoolDoc, res: AIWorkload | MLPlatform, pool: ComputePool, index: _Index) -> None:
-    request = workload_request(res)
+def _warn_request(doc: PoolDoc, facts: Facts, pool: ComputePool, index: _Index) -> None:
+    request = facts.request
+    assert request is not None  # the caller checks
     pool_label = f"ComputePool {pool.metadata.namespace}/{pool.metadata.name}"
     strategy = pool.spec.mig.strategy if pool.spec.mig is not None else "none"
-    if request.mig and strategy != "mixed" and isinstance(res, AIWorkload):
-        i = next(i for i, g in enumerate(res.spec.gpus) if g.mig)
+    if request.mig and strategy != "mixed" and doc.kind == "AIWorkload" and facts.first_mig is not None:
+        i = facts.first_mig
         doc.warnings.append(
             Problem(
                 ("spec", "gpus", i, "mig"),

@@ -61,7 +61,7 @@ def validate_document(kind: str, data: Mapping[str, Any]) -> tuple[Resource | No
     """Validate a mapping of a known kind against its model (camelCase field names only)."""
     model = KINDS[kind][1]
     try:
-        resource = model.model_validate(data, by_alias=True, by_name=False)
+        resource = model.__pydantic_validator__.validate_python(data, by_alias=True, by_name=False)
     except ValidationError as exc:
         secret = kind == "Settings"
         return None, [_problem(kind, model, err, secret) for err in exc.errors(include_url=False)]

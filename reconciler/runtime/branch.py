@@ -73,6 +73,7 @@ class BranchReader:
         self._tree: Mapping[str, bytes] | None = None
         self._tip: str | None = None
         self._records: Records | None = None
+        self._records_of: Mapping[str, bytes] | None = None  # the tree ``_records`` was parsed from
 
     @property
     def tip(self) -> str | None:
@@ -90,8 +91,8 @@ class BranchReader:
     def records(self) -> Records:
         """What the last pass recorded, parsed once per tree read."""
         tree = self.tree()
-        if self._records is None or self._records.files is not tree:
-            self._records = read_records(tree)
+        if self._records is None or self._records_of is not tree:  # (Records.files is a copy)
+            self._records, self._records_of = read_records(tree), tree
             for problem in self._records.problems:
                 log.warning(problem.meaning, error=problem.error)
         return self._records

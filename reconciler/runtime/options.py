@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciler.palette.credentials import API_KEY_ENV
+from reconciler.palette.hosts import DEFAULT_FULL_EVERY, DEFAULT_SWEEP_RATE
 from reconciler.palette.pacing import RateLimits
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector
 
@@ -26,6 +27,8 @@ class ControllerOptions:
     palette_url: str | None = None
     apply_concurrency: int = 4
     palette_rate_limits: RateLimits = field(default_factory=RateLimits.palette)  # off(): fast tests
+    host_sweep_every: float = DEFAULT_FULL_EVERY  # seconds between full host sweeps (removals)
+    host_sweep_rate: float | None = DEFAULT_SWEEP_RATE  # sweep pages per second; None: a due sweep whole
     prometheus_url: str | None = None  # --prometheus: replaces every Settings' prometheus.url (scaling)
     # report
     status_branch: str = "reconciler/status"

@@ -159,7 +159,7 @@ class Pipeline:
                 )
             observer = self.parts.observer  # 3. observe
             routing = observer.route(desired)
-            seen = observer.observe(desired, routing, records.files)
+            seen = observer.observe(desired, routing, records.files, records.docs)
             fingerprint, calm = idle_inputs(revision, desired, routing, seen)
             if (
                 calm
@@ -172,7 +172,7 @@ class Pipeline:
                 return PassResult(PassOutcome.SKIPPED, revision=revision, phases=phases)
             planned = self._plan(desired, routing, seen, records)  # 4. plan
             plans = planned.plans
-            drift = self._drift(desired, routing, planned, records)
+            drift = self._drift(desired, routing, planned, records, seen)
             tip = self.branch.tip
             applied = self._apply(desired, planned, records)  # 5. apply
             if self.branch.tip != tip:  # the apply stage wrote a scaling intent ahead: report over it
@@ -248,7 +248,7 @@ class Pipeline:
         return approved_deletions(history.commit_message(head) if history is not None and head else None)
 
     def _drift(
-        self, desired: DesiredState, routing: Routing, planned: Planned, records: Records
+        self, desired: DesiredState, routing: Routing, planned: Planned, records: Records, seen: Observation
     ) -> list[str]:
         """After a merge: what this pass does differently from what its pull request's plan said."""
         if records.recorded.revision in (None, self._revision):
@@ -262,6 +262,7 @@ class Pipeline:
             max_deletions=opts.max_deletions,
             namespaces=opts.namespaces,
             approved_deletions=self._approved(),
+            live=seen.observed,
         )
         for line in lines:
             log.warning("the pass differs from the plan against the recorded inventory", difference=line)

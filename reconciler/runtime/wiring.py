@@ -14,6 +14,7 @@ from pathlib import Path
 from reconciler.manifests import parse_file
 from reconciler.metrics import Metrics
 from reconciler.palette.client import PaletteClient
+from reconciler.palette.hosts import HostLister
 from reconciler.prometheus.stage import ScalingStage
 from reconciler.resolve import Target
 from reconciler.runtime.branch import NoStatus, StatusBranch
@@ -23,7 +24,7 @@ from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.parts import Parts
 from reconciler.runtime.pipeline import Pipeline
 from reconciler.runtime.ports import History, Source
-from reconciler.runtime.stages.observe import ClientFactory, Observer
+from reconciler.runtime.stages.observe import ClientFactory, ListerFactory, Observer
 from reconciler.source import DirectorySource, GitSource
 from reconciler.status.store import ShardStatusStore, StatusStore
 
@@ -91,6 +92,16 @@ def fenced(factory: ClientFactory, fence: LeaseFence) -> ClientFactory:
     return make
 
 
+def host_listers(options: ControllerOptions, clock: Clock) -> ListerFactory:
+    """A target's host lister: sweeps paced as ``options`` say, scheduled by the pass's clock."""
+
+    def make(client: PaletteClient) -> HostLister:
+        every, rate = options.host_sweep_every, options.host_sweep_rate
+        return HostLister(client, full_every=every, sweep_rate=rate, clock=clock.monotonic)
+
+    return make
+
+
 def parts(
     options: ControllerOptions,
     *,
@@ -106,6 +117,7 @@ def parts(
     env = environ if environ is not None else os.environ
     source, history, status, close_source = open_source(options)
     fence = LeaseFence(lease if lease is not None else NoLease(), dry_run=options.dry_run)
+    clock = clock if clock is not None else SYSTEM_CLOCK
     if isinstance(status, StatusStore):
         status.fence = fence  # every push of the status branch asks the lease first
     observer = Observer(
@@ -114,6 +126,7 @@ def parts(
         palette_url=options.palette_url,
         namespaces=options.namespaces,
         sudden_threshold=options.sudden_change,
+        host_lister=host_listers(options, clock),
     )
     samples = ScalingStage(options.prometheus_url, environ=env)
 
@@ -132,7 +145,7 @@ def parts(
         metrics=metrics,
         lease=fence.lease,
         fence=fence,
-        clock=clock if clock is not None else SYSTEM_CLOCK,
+        clock=clock,
         close=close,
     )
 

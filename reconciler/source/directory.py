@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from reconciler.manifests import MAX_FILE_BYTES, build_desired, parse_file
@@ -40,12 +40,36 @@ def read_directory(root: Path, subtree: str = "") -> tuple[list[tuple[str, bytes
 
     Raises :class:`MissingSubtree` when ``subtree`` is not a directory under ``root`` that is read.
     """
-    files: list[tuple[str, bytes]] = []
+    stream, diagnostics = stream_directory(root, subtree)
+    files = list(stream)
+    diagnostics.sort(key=Diagnostic.sort_key)
+    return files, diagnostics
+
+
+def stream_directory(
+    root: Path, subtree: str = ""
+) -> tuple[Iterator[tuple[str, bytes]], list[Diagnostic]]:
+    """:func:`read_directory`, one file at a time, in path order: the files are read as the iterator is
+    consumed, and what cannot be read is added to the returned (unsorted) list meanwhile."""
     diagnostics: list[Diagnostic] = []
     info = os.lstat(root)
     if not stat.S_ISDIR(info.st_mode):
+        files: list[tuple[str, bytes]] = []
         _read_one(root, root.name, info, files, diagnostics)
-        return files, diagnostics
+        return iter(files), diagnostics
+    return _read_each(_list_directory(root, subtree, diagnostics), diagnostics), diagnostics
+
+
+def _read_each(paths: list[tuple[str, str]], diagnostics: list[Diagnostic]) -> Iterator[tuple[str, bytes]]:
+    for rel, path in paths:
+        found: list[tuple[str, bytes]] = []
+        _read_file(path, rel, found, diagnostics)
+        yield from found
+
+
+def _list_directory(root: Path, subtree: str, diagnostics: list[Diagnostic]) -> list[tuple[str, str]]:
+    """The selected files under ``root``: (relative path, path to open), sorted by relative path."""
+    files: list[tuple[str, str]] = []
     try:
         selection = FileSelection(_ignore_text(root, diagnostics), subtree)
     except SelectionError as exc:
@@ -69,10 +93,9 @@ def read_directory(root: Path, subtree: str = "") -> tuple[list[tuple[str, bytes
                     if entry.name.lower().endswith(SUFFIXES) or entry.is_dir(follow_symlinks=True):
                         diagnostics.append(_link(rel))
                 elif selection.selects(rel) and entry.is_file(follow_symlinks=False):
-                    _read_file(entry.path, rel, files, diagnostics)
+                    files.append((rel, entry.path))
     files.sort()
-    diagnostics.sort(key=Diagnostic.sort_key)
-    return files, diagnostics
+    return files
 
 
 def _ignore_text(root: Path, diagnostics: list[Diagnostic]) -> str:

@@ -16,8 +16,10 @@ paths; this module only decides.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 IGNORE_FILE = ".reconcilerignore"
 SUFFIXES = (".yaml", ".yml")
@@ -46,12 +48,12 @@ class FileSelection:
 
     ignore: str = ""
     subtree: str = ""
-    _spec: pathspec.GitIgnoreSpec = field(init=False, repr=False)
+    _spec: pathspec.GitIgnoreSpec | None = field(init=False, repr=False)
     _dirs: dict[str, bool] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.subtree = normalize_subtree(self.subtree)
-        self._spec = pathspec.GitIgnoreSpec.from_lines(self.ignore.splitlines())
+        self._spec = _ignore_spec(self.ignore) if self.ignore.strip() else None
         if self.subtree and not self.enters(self.subtree):
             # Reading nothing would look like an empty repository (run would prune everything).
             raise SelectionError(
@@ -90,8 +92,15 @@ class FileSelection:
         return self._ignored(path)
 
     def _ignored(self, path: str) -> bool:
-        return bool(self._spec.patterns) and self._spec.match_file(path)
+        return self._spec is not None and bool(self._spec.patterns) and self._spec.match_file(path)
 
     def selects(self, path: str) -> bool:
         """True when ``path`` is a manifest to read."""
         return path.lower().endswith(SUFFIXES) and not self.excludes(path)
+
+
+def _ignore_spec(text: str) -> pathspec.GitIgnoreSpec:
+    """The patterns of a ``.reconcilerignore`` (imported only when there is one: it takes a while)."""
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(text.splitlines())

@@ -26,9 +26,14 @@ def recorded_cluster(data: bytes | None) -> str | None:
         doc = yaml.load(data, Loader=_Loader)
     except yaml.YAMLError:
         return None
-    status = doc.get("status") if isinstance(doc, dict) else None
-    cluster = status.get("cluster") if isinstance(status, dict) else None
-    uid = cluster.get("uid") if isinstance(cluster, dict) else None
+    return cluster_uid(doc)
+
+
+def cluster_uid(doc: Any) -> str | None:
+    """The cluster uid a parsed status document records, or None."""
+    status = doc.get("status") if isinstance(doc, Mapping) else None
+    cluster = status.get("cluster") if isinstance(status, Mapping) else None
+    uid = cluster.get("uid") if isinstance(cluster, Mapping) else None
     return uid if isinstance(uid, str) and uid else None
 
 
@@ -37,14 +42,17 @@ def missing_clusters(
     platforms: Iterable[tuple[str, str]],
     pools: Iterable[tuple[str, str]],
     listed: Iterable[str],
+    docs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, str]:
     """Cluster uid -> ``namespace/name`` of each routed platform and pool whose recorded cluster the
-    listing does not show."""
+    listing does not show. ``docs``: the same files already parsed (then ``files`` is not parsed again:
+    a thousand YAML files on every pass, idle ones included)."""
     shown = set(listed)
     out: dict[str, str] = {}
     for kind, keys in (("MLPlatform", platforms), ("ComputePool", pools)):
         for ns, name in sorted(keys):
-            uid = recorded_cluster(files.get(status_path(kind, ns, name)))
+            path = status_path(kind, ns, name)
+            uid = recorded_cluster(files.get(path)) if docs is None else cluster_uid(docs.get(path))
             if uid is not None and uid not in shown:
                 out[uid] = f"{ns}/{name}"
     return out

@@ -40,6 +40,7 @@ from reconciler.sudden import DEFAULT_THRESHOLD, drift
 log = get_logger(component="controller")
 
 ClientFactory = Callable[[Target, str], PaletteClient]
+ListerFactory = Callable[[PaletteClient], HostLister]
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,11 @@ class Observer:
         palette_url: str | None,
         namespaces: NamespaceSelector,
         sudden_threshold: float = DEFAULT_THRESHOLD,
+        host_lister: ListerFactory = HostLister,
     ) -> None:
+        """``host_lister`` makes a target's lister (the loop's gives it the pass's clock and sweep pace)."""
         self._factory = client_factory
+        self._host_lister = host_lister
         self._sudden_threshold = sudden_threshold  # 1.0 or more: never held
         self._unconfirmed: dict[Target, str] = {}  # a sudden change seen once, by its fingerprint
         self._expected_gone: set[str] = set()  # clusters the last apply deleted or replaced
@@ -86,9 +90,16 @@ class Observer:
             self._key_refs.setdefault(target, KeyRef(ref.env, ref.file) if ref is not None else KeyRef())
         return routing
 
-    def observe(self, desired: DesiredState, routing: Routing, recorded: Mapping[str, bytes]) -> Observation:
+    def observe(
+        self,
+        desired: DesiredState,
+        routing: Routing,
+        recorded: Mapping[str, bytes],
+        docs: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Observation:
         """Read every routed or recorded target; a refused key stalls its target until it changes.
-        ``recorded``: the status branch's files (the clusters it records, the last inventory snapshots)."""
+        ``recorded``: the status branch's files (the clusters it records, the last inventory snapshots);
+        ``docs``: those files parsed, when the caller has them (they are not parsed again)."""
         observed: dict[Target, ObservedTarget] = {}
         failed: dict[Target, str] = {}
         stalled: dict[Target, str] = {}
@@ -105,7 +116,7 @@ class Observer:
                 self.route(desired)  # picks the key reference the Settings name now
             try:
                 observed[target] = self._observe(target, recorded)
-                self._confirm_listing(target, observed[target], routing, recorded)
+                self._confirm_listing(target, observed[target], routing, recorded, docs)
             except (UnauthorizedError, MissingAPIKey) as exc:
                 stalled[target] = self.stall(target, desired, str(exc))
             except PaletteError as exc:
@@ -192,7 +203,12 @@ class Observer:
         return hashlib.sha256(json.dumps([key, ref.env, ref.file, settings]).encode()).hexdigest()
 
     def _confirm_listing(
-        self, target: Target, observed: ObservedTarget, routing: Routing, recorded: Mapping[str, bytes]
+        self,
+        target: Target,
+        observed: ObservedTarget,
+        routing: Routing,
+        recorded: Mapping[str, bytes],
+        docs: Mapping[str, Mapping[str, Any]] | None,
     ) -> None:
         """Absence is confirmed before it is acted on: a cluster the status branch records for a platform
         or pool of this target that the listing does not show is looked up by uid; if it exists, the
@@ -202,6 +218,7 @@ class Observer:
             routing.platforms.get(target, ()),
             routing.pools.get(target, ()),
             (c.uid for c in observed.clusters),
+            docs,
         )
         if not missing:
             return
@@ -231,7 +248,7 @@ class Observer:
         client = self.client(target)
         lister = self._host_listers.get(target)
         if lister is None or lister.client is not client:  # reads what changed since its last read
-            lister = self._host_listers[target] = HostLister(client)
+            lister = self._host_listers[target] = self._host_lister(client)
         before = client.requests_sent(DASHBOARD)
         hosts: list[Mapping[str, Any] | HostFacts] = list(lister.list())  # facts, read once per page
         raw_clusters = client.search_clusters({MANAGED_BY_LABEL: MANAGED_BY_VALUE})
