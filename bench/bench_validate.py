@@ -188,25 +188,9 @@ def _multi(root: Path, documents: int, per_file: int = 10) -> None:
 
 
 def _workloads(root: Path, files: int) -> None:
-    from bench_what_if import NAMESPACES, POOL, POOLS_PER_NAMESPACE, WORKLOAD, family_of
+    from bench_what_if import NAMESPACES, POOLS_PER_NAMESPACE, write_tree
 
-    pools = NAMESPACES * POOLS_PER_NAMESPACE
-    for n in range(NAMESPACES):
-        ns = f"team-{n:02d}"
-        (root / ns / "pools").mkdir(parents=True)
-        (root / ns / "workloads").mkdir()
-        for name, template in SUPPORT.items():
-            (root / ns / name).write_text(template.format(ns=ns))
-    for p in range(pools):
-        ns = f"team-{p % NAMESPACES:02d}"
-        text = POOL.format(p=p, ns=ns, family=family_of(p), a=p // 250, b=p % 250 + 1)
-        (root / ns / "pools" / f"pool-{p:03d}.yaml").write_text(text)
-    for i in range(files - pools - len(SUPPORT) * NAMESPACES):
-        p = i % pools
-        ns = f"team-{p % NAMESPACES:02d}"
-        name = f"workload-{i:06d}"
-        text = WORKLOAD.format(name=name, ns=ns, p=p, priority=i % 4, family=family_of(p), count=1 + i % 2)
-        (root / ns / "workloads" / f"{name}.yaml").write_text(text)
+    write_tree(root, files - NAMESPACES * POOLS_PER_NAMESPACE - len(SUPPORT) * NAMESPACES, width=6)
 
 
 SHAPES = {"platforms": _platforms, "workloads": _workloads, "multi": _multi, "wide": _wide}

@@ -67,9 +67,9 @@ def family_of(pool: int) -> str:
     return ("NVIDIA-H100", "NVIDIA-A100")[pool % 2]
 
 
-def write_repository(root: Path, workloads: int, hosts: int) -> None:
-    """The config branch ``main`` and the status branch, in the git work tree ``root``."""
-    root.mkdir(parents=True)
+def write_tree(root: Path, workloads: int, width: int = 5) -> None:
+    """The configuration files: per namespace the support documents, the pools, then ``workloads``
+    AIWorkloads spread over the pools (names numbered with ``width`` digits)."""
     pools = NAMESPACES * POOLS_PER_NAMESPACE
     for n in range(NAMESPACES):
         ns = f"team-{n:02d}"
@@ -84,9 +84,15 @@ def write_repository(root: Path, workloads: int, hosts: int) -> None:
     for i in range(workloads):
         p = i % pools
         ns = f"team-{p % NAMESPACES:02d}"
-        name = f"workload-{i:05d}"
+        name = f"workload-{i:0{width}d}"
         text = WORKLOAD.format(name=name, ns=ns, p=p, priority=i % 4, family=family_of(p), count=1 + i % 2)
         (root / ns / "workloads" / f"{name}.yaml").write_text(text)
+
+
+def write_repository(root: Path, workloads: int, hosts: int) -> None:
+    """The config branch ``main`` and the status branch, in the git work tree ``root``."""
+    root.mkdir(parents=True)
+    write_tree(root, workloads)
     git("init", "-q", "-b", "main", cwd=root)
     git("add", "-A", ".", cwd=root)
     git("commit", "-q", "-m", "config", cwd=root)
