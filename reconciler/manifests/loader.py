@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from reconciler import resolve
+from reconciler.manifests.environment_rules import check_environments
 from reconciler.manifests.locate import FileNodes
 from reconciler.manifests.parse import ParsedFile, parse_file
 from reconciler.manifests.pool_rules import check_pools
@@ -364,6 +365,7 @@ def _load(
     _check_projects(items)
     _check_references(items)
     check_pools(items)
+    check_environments(items)
     index = _Index(items)
     _check_vips(items, index)
     _check_admission(items, index)
