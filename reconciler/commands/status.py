@@ -24,6 +24,7 @@ from reconciler.palette.observe import parse_snapshot
 from reconciler.source._gitutil import GitError
 from reconciler.status.details import attention_section, details, pools_section
 from reconciler.status.page import render
+from reconciler.status.quota_view import quota_rows, quota_section
 from reconciler.status.reader import StatusBranch
 from reconciler.status.view import (
     PLURAL_OF,
@@ -217,14 +218,25 @@ def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, h
             raise _CommandError(f"{resource} has no status any more: {gone.message}; see --history")
         found = matches
     if fmt == "json":
-        print(json.dumps({"revision": revision, "resources": [row.to_json() for row in found]}, indent=2))
+        quotas = quota_rows(files)
+        print(
+            json.dumps(
+                {"revision": revision, "resources": [row.to_json() for row in found], "quotas": quotas},
+                indent=2,
+            )
+        )
     elif resource is not None:
         print(table(found))
         names = {m.uid: m.name for m in _machines(files)}
         for row in found:
             print("\n" + "\n".join(details(row, every, names)))
     else:
-        sections = (table(found), pools_section(found), attention_section(found))
+        sections = (
+            table(found),
+            pools_section(found),
+            quota_section(quota_rows(files)),
+            attention_section(found),
+        )
         print("\n\n".join(part for part in sections if part))
     return EXIT_OK
 
