@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.model.conditions import Phase, Reason
+from reconciler.model.outcomes import WorkloadOutcome as WorkloadOutcome  # re-exported: the report takes it
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.placement.admission import GpuRef, MigInstance, PreviousAdmission, WorkloadAction
 from reconciler.placement.mig_admission import GpuLayout, MigLayoutError, parse_mig_layouts
@@ -37,15 +38,6 @@ from reconciler.status.render import (
 
 API_VERSION = "palette.ai/v1alpha1"
 WORKLOAD_KINDS = ("AIWorkload", "MLPlatform")
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadOutcome:
-    """What applying one workload's profiles did: the profile uids attached for it after the pass."""
-
-    attached: tuple[str, ...] = ()
-    ok: bool = True
-    error: str | None = None
 
 
 @dataclass
