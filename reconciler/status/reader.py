@@ -1,9 +1,12 @@
 """Read-only view of a status branch for ``reconciler status`` and ``plan --from-status``.
 
 A local repository (work tree or bare) is read in place; a URL is cloned bare into a temporary
-directory removed on close. The branch is looked up as ``refs/heads/<branch>``, then as the remote
-tracking ``refs/remotes/origin/<branch>`` (a work-tree clone of the config repository has it only there).
-Nothing is checked out; no hook of the repository runs.
+directory removed on close. A local repository with a remote ``origin`` (a clone) first fetches the
+status branch from it into ``refs/remotes/origin/<branch>``: a clone's remote-tracking copy is never read
+as it is, unless ``fetch=False`` (``--no-fetch``; :attr:`StatusBranch.fetched` is then False). The
+branch is looked up as ``refs/heads/<branch>``, then as the remote tracking
+``refs/remotes/origin/<branch>`` (a work-tree clone of the config repository has it only there); after a
+fetch, the fetched copy is read. Nothing is checked out; no hook of the repository runs.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
@@ -18,6 +22,7 @@ import git
 
 from reconciler.source import _gitutil
 from reconciler.source._gitutil import GitError
+from reconciler.status.basis import Basis, ObservationKind
 from reconciler.status.render import whole_record
 
 _FIELD = "\x1f"
@@ -37,9 +42,13 @@ class StatusCommit:
 class StatusBranch:
     """The status branch ``branch`` of the config repository ``repo`` (a path or URL), read-only."""
 
-    def __init__(self, repo: str, branch: str = "reconciler/status") -> None:
+    def __init__(self, repo: str, branch: str = "reconciler/status", *, fetch: bool = True) -> None:
         self.branch = branch
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        # True when what is read is the remote's branch as of now: a fresh clone of a URL, a repository
+        # with no remote (it is the one written to), or a clone whose copy was just fetched.
+        self.fetched = True
+        self._remote_only = False  # fetched: read refs/remotes/origin/<branch>, never a stale local copy
         location = _gitutil.normalize_url(repo)
         if _gitutil.is_local(location):
             if not Path(location).exists():
@@ -58,11 +67,50 @@ class StatusBranch:
                 raise
             self._repo = git.Repo(target)
         self._repo.git.update_environment(**_gitutil.git_env())
+        if self._tmp is None:
+            self._fetch(fetch)
         self.ref = self._find_ref()
+
+    def _fetch(self, fetch: bool) -> None:
+        """Fetch the status branch from ``origin`` when the repository has that remote (a clone)."""
+        try:
+            origin = str(_gitutil.run(self._repo.git, "remote", "get-url", "origin")).strip()
+        except GitError:
+            return  # no remote: the repository read is the one the reconciler writes to
+        if not origin:
+            return
+        if not fetch:
+            self.fetched = False
+            return
+        remote_ref = f"refs/remotes/origin/{self.branch}"
+        try:
+            sha = _gitutil.ls_remote_head(self._repo.git, origin, self.branch)
+            if sha is None:  # the remote has no status branch (yet): a stale copy is not read either
+                _gitutil.run(self._repo.git, "update-ref", "-d", remote_ref)
+            else:
+                _gitutil.run(
+                    self._repo.git,
+                    "fetch",
+                    "--no-tags",
+                    "--no-write-fetch-head",
+                    "--",
+                    origin,
+                    f"+refs/heads/{self.branch}:{remote_ref}",
+                    timeout=_gitutil.NETWORK_TIMEOUT,
+                )
+        except GitError as exc:
+            raise GitError(
+                f"cannot fetch the status branch {self.branch} from {_gitutil.redact(origin)}: {exc} "
+                "(--no-fetch reads the local copy as it is)"
+            ) from None
+        self._remote_only = True
 
     def _find_ref(self, branch: str | None = None) -> str | None:
         name = branch or self.branch
-        for ref in (f"refs/heads/{name}", f"refs/remotes/origin/{name}"):
+        refs: tuple[str, ...] = (f"refs/heads/{name}", f"refs/remotes/origin/{name}")
+        if self._remote_only and name == self.branch:
+            refs = (f"refs/remotes/origin/{name}",)
+        for ref in refs:
             try:
                 _gitutil.run(self._repo.git, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
                 return ref
@@ -89,6 +137,18 @@ class StatusBranch:
         if self.ref is None:
             return None
         return str(_gitutil.run(self._repo.git, "rev-parse", f"{self.ref}^{{commit}}")).strip()
+
+    @property
+    def tip_time(self) -> str | None:
+        """The tip's committer time, ISO 8601 UTC (``2026-12-02T08:10:00Z``); None without a branch."""
+        if self.ref is None:
+            return None
+        out = str(_gitutil.run(self._repo.git, "log", "-1", "--format=%ct", self.ref, "--")).strip()
+        return utc_iso(int(out)) if out.isdigit() else None
+
+    def basis(self, revision: str | None, observation: ObservationKind) -> Basis:
+        """What a plan of ``revision`` reading this branch was made against."""
+        return Basis(revision, self.tip, self.tip_time, observation, fetched=self.fetched)
 
     def files(self, commit: str | None = None) -> dict[str, bytes]:
         """Every file of the branch's tip (or of ``commit``) by path."""
@@ -191,3 +251,8 @@ class StatusBranch:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def utc_iso(seconds: int) -> str:
+    """Unix seconds as ISO 8601 UTC to the second, ``2026-12-02T08:10:00Z``."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
