@@ -1,6 +1,6 @@
-"""Commands a person waits for import only what they use: ``validate`` and ``plan`` (offline or from the
-status branch) never load the logging stack (structlog, and rich through it) nor the HTTP client, and a
-cached plan does not build the models' validators it never runs (``defer_build``)."""
+"""Commands a person waits for start and end quickly. ``validate`` and ``plan`` (offline or from the
+status branch) never load the logging stack (structlog, and rich through it) nor the HTTP client; a
+one-shot command exits without freeing its heap, its output flushed and its exit code kept."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from tests._contract_support import SAMPLE_INVENTORY, SAMPLE_REPO, git, make_con
 # Runs the command in this process, then prints the top-level modules it imported.
 PROBE = """
 import json, sys
-from reconciler.cli import main
+from reconciler.cli import app
 sys.argv = ["reconciler", *sys.argv[1:]]
 try:
-    main()
+    app()
 except SystemExit:
     pass
 print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})), file=sys.stderr)
@@ -47,3 +47,19 @@ def test_a_plan_from_the_status_branch_does_not_import_logging_or_http(tmp_path:
     modules = imported(*plan, cache=tmp_path / "cache")
     assert "git" in modules  # it did read the repository
     assert not modules & NEVER
+
+
+def test_one_shot_commands_exit_without_freeing_but_with_their_output_and_code(tmp_path: Path) -> None:
+    env = {"RECONCILER_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    plan = [sys.executable, "-m", "reconciler.cli", "plan", "--repo", str(SAMPLE_REPO)]
+    plan += ["--inventory", str(SAMPLE_INVENTORY), "--format", "json"]
+    done = subprocess.run(plan, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr  # the sample plans every platform
+    assert json.loads(done.stdout)["platforms"]  # all of it was flushed
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "bad.yaml").write_text("kind: MLPlatform\nmetadata: {name: x\n")
+    done = subprocess.run([*plan[:3], "validate", str(broken)], capture_output=True, text=True, env=env)
+    assert done.returncode == 1 and "bad.yaml" in done.stdout + done.stderr
+    missing = subprocess.run([*plan[:3], "validate", str(tmp_path / "nowhere")], capture_output=True, env=env)
+    assert missing.returncode == 2
