@@ -28,7 +28,7 @@ __all__ = ["CONTENT_TYPE", "SCALING_DIRECTIONS", "Metrics", "PassOutcome", "Pool
 # prometheus_client adds a ``*_created`` series (the creation time) to every counter and histogram: a
 # second series per counter that no rule reads and that restarts alone would make look new. Off, as
 # the Prometheus text format allows (the setting is the library's, process-wide).
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The ``Content-Type`` of :meth:`Metrics.render`'s output (Prometheus text format 0.0.4)."""
