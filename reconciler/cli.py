@@ -357,11 +357,14 @@ def status(
     history: bool = typer.Option(False, "--history", help="The resource's changes, newest first."),
     format: StatusFormat = typer.Option(StatusFormat.text, "--format", help="Output format."),
     html: Path | None = typer.Option(None, "--html", help="Write a page that draws the inventory."),
+    no_fetch: bool = typer.Option(
+        False, "--no-fetch", help="Read a clone's copy of the status branch as it is (said in the output)."
+    ),
 ) -> None:
     """Show what the status branch says: every platform, pool and workload, or one and its history."""
     from reconciler.commands import status as cmd
 
-    raise typer.Exit(cmd.run(repo, status_branch, resource, history, str(format), html))
+    raise typer.Exit(cmd.run(repo, status_branch, resource, history, str(format), html, fetch=not no_fetch))
 
 
 # Commands that run once and end: nothing of theirs is left to do at exit once their output is written.
