@@ -39,7 +39,7 @@ from reconciler.model.desired import PlatformKey
 from reconciler.palette.observe import load_snapshot
 from reconciler.plan import DONE, Action, PlatformPlan
 from reconciler.server import Server
-from reconciler.status.reader import StatusBranch
+from reconciler.source.status_reader import StatusBranch
 from reconciler.status.view import ResourceRow, load_yaml, rows
 
 DEMO_TIMEOUT_SECONDS = 180.0

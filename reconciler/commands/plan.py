@@ -253,8 +253,8 @@ def observe_status(
     platform was removed, so its clusters are planned for deletion). A target without a snapshot is
     an error: the plan could not say what the next pass does there.
     """
-    from reconciler.source._gitutil import GitError, redact
-    from reconciler.status.reader import StatusBranch
+    from reconciler.source.errors import GitError, redact
+    from reconciler.source.status_reader import StatusBranch
     from reconciler.status.snapshot import SnapshotError, read_snapshots, recorded_palette
 
     try:

@@ -21,10 +21,10 @@ from typing import Any
 
 from reconciler.inventory import Machine, discover
 from reconciler.palette.observe import parse_snapshot
-from reconciler.source._gitutil import GitError
+from reconciler.source.errors import GitError
+from reconciler.source.status_reader import StatusBranch
 from reconciler.status.details import attention_section, details, pools_section
 from reconciler.status.page import render
-from reconciler.status.reader import StatusBranch
 from reconciler.status.view import (
     PLURAL_OF,
     SHOWN_KINDS,

@@ -26,7 +26,8 @@ from reconciler.runtime.pipeline import Pipeline
 from reconciler.runtime.ports import History, Source
 from reconciler.runtime.stages.observe import ClientFactory, ListerFactory, Observer
 from reconciler.source import DirectorySource, GitSource
-from reconciler.status.store import ShardStatusStore, StatusStore
+from reconciler.source.status_shard import ShardStatusStore
+from reconciler.source.status_store import StatusStore
 
 
 def status_store(options: ControllerOptions) -> StatusBranch:

@@ -1,0 +1,285 @@
+"""Cluster entries of one target: each platform's and pool's decision against its cluster, before the
+prune guard (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from reconciler.allocate import DELETING_STATE, Allocation, Decision, Rejection, place, split_clusters
+from reconciler.inventory import Inventory, Machine, Role
+from reconciler.model.conditions import Reason
+from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.gpu import GpuFamily
+from reconciler.model.observed import ClusterState, ManagedCluster
+from reconciler.model.pools import PLATFORM_KIND, POOL_KIND, PoolKey, WorkloadKey
+from reconciler.model.resources import AIWorkload, ComputePool, GpuRequest, MLPlatform
+from reconciler.plan.entries import Action, Plan, PlatformPlan, _Invalid, gpus_of
+from reconciler.profiles import reject_unbuildable
+from reconciler.resolve import is_tenant
+
+
+def _is_reference_problem(diagnostics: Sequence[Diagnostic]) -> bool:
+    return any(d.reason == Reason.REFERENCE_NOT_FOUND for d in diagnostics)
+
+
+def _machines_of(hosts: Sequence[str], machines: Mapping[str, Machine]) -> dict[str, Machine]:
+    return {uid: machines[uid] for uid in sorted(hosts) if uid in machines}
+
+
+def _kept(
+    key: PlatformKey,
+    action: Action,
+    reason: Reason,
+    message: str,
+    cluster: ManagedCluster | None,
+    machines: Mapping[str, Machine],
+) -> PlatformPlan:
+    """A platform whose cluster (if any) is left exactly as it is."""
+    if cluster is None:
+        return PlatformPlan(key[0], key[1], action, reason, message)
+    return PlatformPlan(
+        key[0],
+        key[1],
+        action,
+        reason,
+        message,
+        control_plane=cluster.control_plane,
+        workers=cluster.workers,
+        gpus=gpus_of(cluster.workers, machines),
+        existing=cluster,
+        arch=cluster.arch,
+        machines=_machines_of(cluster.hosts, machines),
+    )
+
+
+def _decided(
+    key: PlatformKey, decision: Decision, cluster: ManagedCluster | None, machines: Mapping[str, Machine]
+) -> PlatformPlan:
+    if cluster is not None and cluster.held is not None:  # its membership is in doubt: leave it as it is
+        state = Reason.PROVISIONED if cluster.known_state is ClusterState.RUNNING else Reason.PROVISIONING
+        return _kept(key, Action.UNCHANGED, state, cluster.held, cluster, machines)
+    if isinstance(decision, Rejection):
+        return _kept(key, Action.REJECTED, decision.reason, decision.message, cluster, machines)
+    alloc: Allocation = decision
+    common: dict[str, Any] = {
+        "control_plane": alloc.control_plane,
+        "workers": alloc.workers,
+        "gpus": alloc.gpus,
+        "existing": cluster,
+        "arch": alloc.arch,
+        "machines": _machines_of(alloc.control_plane + alloc.workers, machines),
+    }
+    hosts = len(alloc.control_plane) + len(alloc.workers)
+    if cluster is None:
+        msg = f"create cluster on {hosts} {alloc.arch} hosts"
+        return PlatformPlan(
+            *key,
+            Action.CREATE,
+            Reason.PROVISIONING,
+            msg,
+            add_workers=alloc.workers,
+            add_control_plane=alloc.control_plane,
+            **common,
+        )
+    if alloc.replaces:
+        msg = f"replace the {cluster.arch or 'existing'} cluster {cluster.name} by a new {alloc.arch} cluster"
+        return PlatformPlan(
+            *key,
+            Action.REPLACE,
+            Reason.PROVISIONING,
+            msg,
+            add_workers=alloc.workers,
+            add_control_plane=alloc.control_plane,
+            remove_workers=cluster.workers,
+            remove_control_plane=cluster.control_plane,
+            **common,
+        )
+    add_w = tuple(sorted(set(alloc.workers) - set(cluster.workers)))
+    rem_w = tuple(sorted(set(cluster.workers) - set(alloc.workers)))
+    add_cp = tuple(sorted(set(alloc.control_plane) - set(cluster.control_plane)))
+    rem_cp = tuple(sorted(set(cluster.control_plane) - set(alloc.control_plane)))
+    if cluster.known_state is DELETING_STATE:
+        msg = f"cluster {cluster.name} is being deleted; it is placed again once it is gone"
+        return PlatformPlan(*key, Action.UNCHANGED, Reason.DELETING, msg, **common)
+    if not (add_w or rem_w or add_cp or rem_cp):
+        reason = Reason.PROVISIONED if cluster.known_state is ClusterState.RUNNING else Reason.PROVISIONING
+        return PlatformPlan(
+            *key, Action.UNCHANGED, reason, f"cluster {cluster.name} is {cluster.state}", **common
+        )
+    parts = []
+    if add_w or rem_w:
+        parts.append(f"workers +{len(add_w)} -{len(rem_w)}")
+    if add_cp or rem_cp:
+        parts.append(f"control plane +{len(add_cp)} -{len(rem_cp)}")
+    return PlatformPlan(
+        *key,
+        Action.SCALE,
+        Reason.SCALING,
+        f"scale {cluster.name} in place: " + ", ".join(parts),
+        add_workers=add_w,
+        remove_workers=rem_w,
+        add_control_plane=add_cp,
+        remove_control_plane=rem_cp,
+        **common,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """Free hosts of one kind after a plan: GPU workers per family, CPU workers, control-plane candidates."""
+
+    kind: str  # a canonical GPU family, "cpu-worker" or "control-plane"
+    hosts: int
+    gpus: int
+
+
+def free_capacity(plan: Plan, inventory: Inventory) -> list[Capacity]:
+    """What stays free once the plan is carried out (hosts of kept, rejected and deleted clusters count
+    as used: deletions free their hosts only once Palette has released them). Pools' hosts count too."""
+    used: set[str] = set()
+    for p in [*plan.platforms, *(pool.cluster for pool in plan.pools)]:
+        used.update(p.control_plane, p.workers)
+        if p.existing is not None:
+            used.update(p.existing.hosts)
+    totals: dict[str, list[int]] = {}
+    for m in inventory.machines:
+        if not m.available or m.uid in used:
+            continue
+        if m.role is Role.CONTROL_PLANE:
+            kind = "control-plane"
+        elif m.gpu_family is not None and m.gpu_count > 0:
+            kind = m.gpu_family
+        else:
+            kind = "cpu-worker"
+        entry = totals.setdefault(kind, [0, 0])
+        entry[0] += 1
+        entry[1] += m.gpu_count if kind != "control-plane" else 0
+    order = {"control-plane": 1, "cpu-worker": 0}
+    return [
+        Capacity(kind, hosts, gpus)
+        for kind, (hosts, gpus) in sorted(totals.items(), key=lambda kv: (order.get(kv[0], -1), kv[0]))
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entries:
+    """The cluster entries of one target before the prune guard: platforms and pools, by key."""
+
+    desired: DesiredState  # with unbuildable platforms and pools moved to invalid
+    platforms: dict[PlatformKey, PlatformPlan]
+    pools: dict[PoolKey, PlatformPlan]
+    machines: Mapping[str, Machine]
+
+    def all(self) -> list[PlatformPlan]:
+        return [*self.platforms.values(), *self.pools.values()]
+
+
+def _invalid_entry(
+    key: PlatformKey,
+    problems: Sequence[Diagnostic],
+    cluster: ManagedCluster | None,
+    machines: Mapping[str, Machine],
+) -> PlatformPlan:
+    reason = Reason.REFERENCE_NOT_FOUND if _is_reference_problem(problems) else Reason.INVALID_SPEC
+    first = sorted(problems, key=Diagnostic.sort_key)[0].message if problems else "invalid manifest"
+    suffix = f"; cluster {cluster.name} kept" if cluster else ""
+    return _kept(key, Action.INVALID, reason, first + suffix, cluster, machines)
+
+
+def _orphan_entry(
+    key: PlatformKey, what: str, cluster: ManagedCluster, machines: Mapping[str, Machine]
+) -> PlatformPlan:
+    if cluster.known_state is DELETING_STATE:
+        # Already on its way out (an earlier pass deleted it): not a new deletion for the guard.
+        msg = f"{what} removed from the repository; cluster {cluster.name} is being deleted"
+        return _kept(key, Action.UNCHANGED, Reason.DELETING, msg, cluster, machines)
+    msg = f"{what} removed from the repository; delete cluster {cluster.name}"
+    return _kept(key, Action.DELETE, Reason.DELETING, msg, cluster, machines)
+
+
+def with_pool_sizes(
+    desired: DesiredState, sizes: Mapping[PoolKey, Mapping[GpuFamily, int]] | None
+) -> DesiredState:
+    """The desired state with each sized pool requesting its current size (GPUs per family) instead of
+    its ``spec.gpus``: a pool with a scaling policy (docs/pools.md, the size computed by
+    :func:`reconciler.scaling.current_size`). Pools not in ``sizes`` keep their ``spec.gpus``."""
+    if not sizes:
+        return desired
+    resources = dict(desired.resources)
+    for key, size in sizes.items():
+        identity = (POOL_KIND, *key)
+        loaded = resources.get(identity)
+        pool = loaded.resource if loaded is not None else None
+        if loaded is None or not isinstance(pool, ComputePool):
+            continue
+        gpus = [GpuRequest(family=f, count=n) for f, n in sorted(size.items()) if n > 0]
+        resized = pool.model_copy(update={"spec": pool.spec.model_copy(update={"gpus": gpus})})
+        resources[identity] = replace(loaded, resource=resized)
+    return replace(desired, resources=resources)
+
+
+def _entries(
+    desired: DesiredState,
+    inventory: Inventory,
+    clusters: Sequence[ManagedCluster],
+    pool_modes: Mapping[PoolKey, str] | None = None,
+    tenants: Mapping[WorkloadKey, _Invalid] | None = None,
+) -> _Entries:
+    """Every dedicated platform and pool of the desired state and every managed cluster gets one entry;
+    a cluster whose platform or pool is gone is a ``delete`` here (the prune guard, over the whole pass,
+    comes after). ``tenants``: invalid workloads, among them invalid MLPlatforms known to be tenants,
+    which are workload entries, not platform entries (unless they have a platform cluster)."""
+    desired = reject_unbuildable(desired)  # no cluster profile: invalid, InvalidSpec (docs/validation.md)
+    machines = inventory.by_uid()
+    platform_clusters, pool_clusters = split_clusters(clusters)
+    decisions = place(desired, inventory, clusters, pool_modes, machines=machines)
+
+    platforms: dict[PlatformKey, PlatformPlan] = {}
+    for p in desired.platforms():
+        if is_tenant(p):
+            continue  # a tenant of a pool: a workload entry, never a cluster
+        key = (p.metadata.namespace, p.metadata.name)
+        cluster = platform_clusters.get(key)
+        if p.spec.suspend:
+            msg = f"suspended; cluster {cluster.name} left as it is" if cluster else "suspended; no cluster"
+            platforms[key] = _kept(key, Action.SUSPENDED, Reason.SUSPENDED, msg, cluster, machines)
+        else:
+            platforms[key] = _decided(key, decisions.platforms[key], cluster, machines)
+
+    pools: dict[PoolKey, PlatformPlan] = {}
+    for pool in desired.of_kind(ComputePool):
+        key = (pool.metadata.namespace, pool.metadata.name)
+        cluster = pool_clusters.get(key)
+        if pool.spec.suspend:
+            msg = f"suspended; cluster {cluster.name} left as it is" if cluster else "suspended; no cluster"
+            pools[key] = _kept(key, Action.SUSPENDED, Reason.SUSPENDED, msg, cluster, machines)
+        else:
+            pools[key] = _decided(key, decisions.pools[key], cluster, machines)
+
+    for (kind, ns, name), problems in sorted(desired.invalid.items()):
+        key = (ns, name)
+        if kind == PLATFORM_KIND and key not in platforms:
+            if key in (tenants or {}) and key not in platform_clusters:
+                continue  # a tenant that held GPUs in a pool: listed under workloads
+            platforms[key] = _invalid_entry(key, problems, platform_clusters.get(key), machines)
+        elif kind == POOL_KIND and key not in pools:
+            pools[key] = _invalid_entry(key, problems, pool_clusters.get(key), machines)
+
+    for key in sorted(k for k in platform_clusters if k not in platforms):
+        platforms[key] = _orphan_entry(key, "platform", platform_clusters[key], machines)
+    for key in sorted(k for k in pool_clusters if k not in pools):
+        pools[key] = _orphan_entry(key, "pool", pool_clusters[key], machines)
+    return _Entries(
+        desired,
+        dict(sorted(platforms.items())),
+        {k: replace(e, kind=POOL_KIND) for k, e in sorted(pools.items())},
+        machines,
+    )
+
+
+def _tenants(desired: DesiredState) -> list[AIWorkload | MLPlatform]:
+    """Valid AIWorkloads and shared-mode MLPlatforms."""
+    return [*desired.of_kind(AIWorkload), *(p for p in desired.platforms() if is_tenant(p))]
