@@ -113,7 +113,21 @@ def plan(
         False, "--from-status", help="Plan against the inventory recorded on the status branch (no Palette)."
     ),
     status_branch: str | None = typer.Option(
-        None, "--status-branch", help="Status branch read by --from-status (default: reconciler/status)."
+        None,
+        "--status-branch",
+        help="Status branch whose records every mode reads (default: reconciler/status).",
+    ),
+    no_status: bool = typer.Option(
+        False, "--no-status", help="Read no status records: plan a first start (not with --from-status)."
+    ),
+    no_fetch: bool = typer.Option(
+        False, "--no-fetch", help="Read the status branch as it is, without fetching it first."
+    ),
+    expect_status: str | None = typer.Option(
+        None,
+        "--expect-status",
+        metavar="SHA",
+        help="Exit 3 (stale plan) when the status branch's tip is not SHA (a full sha or a prefix).",
     ),
     branch: str | None = typer.Option(
         None,
@@ -140,7 +154,7 @@ def plan(
         help="Plan as if FILE were added to the revision (repeatable; a file at the same path replaces it).",
     ),
 ) -> None:
-    """Show what a pass would do. Exit 0 all placeable, 1 rejected/invalid, 2 error."""
+    """Show what a pass would do. Exit 0 all placeable, 1 rejected/invalid/held, 2 error, 3 stale."""
     import gc
 
     from reconciler.commands import plan as cmd
@@ -165,6 +179,9 @@ def plan(
             prometheus=prometheus,
             subtree=subtree,
             what_if=what_if or (),
+            no_status=no_status,
+            fetch=not no_fetch,
+            expect_status=expect_status,
         )
     finally:
         if enabled:
