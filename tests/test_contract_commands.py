@@ -31,6 +31,7 @@ KINDS = [
     "ComputePool",
     "AIWorkload",
     "ScalingPolicy",
+    "Environment",
 ]
 SEARCH = "/v1/dashboard/edgehosts/search"
 

@@ -185,7 +185,11 @@ def test_a_grow_over_quota_is_held_and_kept_by_changes_only() -> None:
     entry = plan.get_pool(NS, "p")
     assert entry is not None and (entry.action, entry.reason) == (Action.UNCHANGED, Reason.QUOTA_EXCEEDED)
     assert entry.cluster.workers == ("gpu-1",)
-    assert entry.message.startswith(f"scale held: needs 8 {A100} GPUs; {NS} uses 8 of 12")
+    assert (
+        entry.message
+        == f"needs 8 {A100} GPUs; {NS} uses 8 of 12; scale held: cluster project-a-p keeps its size"
+    )
+    assert not plan.placeable  # held is not unchanged: plan exits 1
     assert [p["name"] for p in changes_only(plan.to_json())["pools"]] == ["p"]
 
 
