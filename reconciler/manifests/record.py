@@ -96,6 +96,28 @@ class Record:
     def label(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
 
+    def fresh(self) -> Record:
+        """A copy with lists of its own: the cross-resource rules add problems and warnings to it, and
+        a record kept by a cache (``loader.CheckedFile``) stays as it was checked alone."""
+        return Record(
+            self.file,
+            self.doc,
+            self.line,
+            self.column,
+            self.kind,
+            self.namespace,
+            self.name,
+            self.schema_ok,
+            self.resource,
+            self.facts,
+            list(self.problems),
+            list(self.warnings),
+            self.foreign,
+            self.refs,
+            self.raw_vip,
+            self.identity,
+        )
+
 
 def examine(path: str, document: Document, keep_resource: bool) -> Record:
     """Identify, validate and check one document alone (``keep_resource``: keep every resource)."""

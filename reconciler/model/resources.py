@@ -31,6 +31,7 @@ class Strict(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,
+        defer_build=True,
     )
 
 
