@@ -174,7 +174,7 @@ class Pipeline:
             plans = planned.plans
             drift = self._drift(desired, routing, planned, records, seen)
             tip = self.branch.tip
-            applied = self._apply(desired, planned, records)  # 5. apply
+            applied = self._apply(desired, planned, records, seen)  # 5. apply
             if self.branch.tip != tip:  # the apply stage wrote a scaling intent ahead: report over it
                 records = self.branch.records()
             seen = self.parts.observer.refused(desired, plans, seen, applied.writes)
@@ -191,7 +191,9 @@ class Pipeline:
         )
         result.writes, result.plans = len(writes), dict(plans)
         # Only a pass that changed nothing may be skipped next time with the same inputs.
+        # An open create intent is not settled either: the next pass looks again (listing, lookup).
         clean = result.outcome in (PassOutcome.SUCCESS, PassOutcome.INVALID) and not writes and calm
+        clean = clean and not applied.creates
         self._clean = (fingerprint, self.branch.tip) if clean else None
         return result
 
@@ -274,7 +276,7 @@ class Pipeline:
     def _writes_allowed(self) -> bool:
         return not self.stopping.is_set() and self.lease.holds()
 
-    def _apply(self, desired: DesiredState, planned: Planned, records: Records) -> Applied:
+    def _apply(self, desired: DesiredState, planned: Planned, records: Records, seen: Observation) -> Applied:
         return apply.apply_pass(
             desired,
             planned.plans,
@@ -289,6 +291,7 @@ class Pipeline:
             now=self.clock.time,
             dry_run=self.options.dry_run,
             concurrency=self.options.apply_concurrency,
+            listed=listed_names(seen),
         )
 
     def _report(
@@ -322,6 +325,7 @@ class Pipeline:
             applied_at=applied.at,
             stopped=self.stopping.is_set() and not self.options.dry_run,
             palette=self.options.palette_url,
+            creates=applied.creates,
         )
         opts = self.options
         reported = report.report_pass(
@@ -355,3 +359,8 @@ class Pipeline:
         if reported.written.mismatch is not None:
             self._mismatch = result.not_ready = reported.written.mismatch
         return result
+
+
+def listed_names(seen: Observation) -> dict[tuple[str, str | None], list[str]]:
+    """The names of the managed clusters each observed target lists."""
+    return {(t.url, t.project_uid): [c.name for c in o.clusters] for t, o in seen.observed.items()}
