@@ -23,7 +23,7 @@ from reconciler.runtime.branch import BranchReader, branch_mismatch
 from reconciler.runtime.clock import utc_stamp
 from reconciler.runtime.facts import Applied, Loaded, Observation, Planned
 from reconciler.runtime.lease import Fenced, Lease
-from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify, idle_inputs
+from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify, idle_inputs, no_space, os_error
 from reconciler.runtime.parts import Parts
 from reconciler.runtime.stages import apply, fetch, load, plan, report
 from reconciler.runtime.warnings import Health, Warnings, deletion_notes, mig_figures
@@ -110,7 +110,15 @@ class Pipeline:
             result = PassResult(PassOutcome.STANDBY, revision=self._revision)
         except GitError as exc:
             log.warning("git unavailable; nothing applied", error=str(exc))
+            if no_space(str(exc)):
+                self.metrics.on_os_error("ENOSPC")
             result = PassResult(PassOutcome.ERROR, revision=self._revision, error=str(exc))
+        except OSError as exc:  # a full disk, a cache directory gone read-only: transient, classified
+            cache = self.options.cache_dir
+            outcome, message, code = os_error(exc, str(cache) if cache is not None else None)
+            log.warning("OS error; the pass is retried", error=message, errno=code)
+            self.metrics.on_os_error(code)
+            result = PassResult(outcome, revision=self._revision, error=message)
         except Exception as exc:  # a bug or an unforeseen failure must not end the loop: back off, retry
             log.exception("pass failed", revision=self._revision)
             result = PassResult(
