@@ -110,6 +110,9 @@ class EmulatorState:
         self.provision_seconds = provision_seconds
         self.delete_seconds = delete_seconds
         self.clock = clock
+        # Palette's search index lags its store: a cluster created less than this many seconds ago (on
+        # ``clock``) is not listed by the cluster search yet; ``GET`` by uid finds it at once.
+        self.index_delay = 0.0
         self.lock = threading.RLock()
         self._counter = 0
         self.hosts: dict[str, dict[str, Any]] = {}
@@ -313,10 +316,12 @@ class EmulatorState:
             if token and cached is not None and cached[0] == self._version:
                 matching = cached[1]
             else:
+                indexed = self.clock() - self.index_delay
                 matching = [
                     summary
                     for c in sorted(self.clusters.values(), key=lambda c: (c.name, c.uid))
                     if self._in_scope(c.project_uid, project)
+                    and (self.index_delay <= 0 or c.created <= indexed)
                     for summary in (self.cluster_summary(c),)
                     if predicate(summary)
                 ]

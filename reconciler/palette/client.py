@@ -246,6 +246,22 @@ class PaletteClient:
                 found.append(item)
         return found
 
+    def find_cluster_by_name(self, name: str) -> dict[str, Any] | None:
+        """The cluster summary named ``name`` (not deleted), or None: the SDK's ``GetClusterByName``
+        search (a ``clusterName`` filter). Used to confirm that a create whose answer was lost did
+        not happen, once Palette's search index has had time to list it."""
+        body = cluster_search_body()
+        body["filter"]["filterGroups"].append(
+            {"conjunction": "and", "filters": [string_filter("clusterName", [name])]}
+        )
+        for item in self._search(CLUSTERS_SEARCH, body):
+            summary = self._check(wire.SpectroClusterSummary, item, "POST", CLUSTERS_SEARCH)
+            if summary.metadata.name == name and (
+                summary.status is None or summary.status.state != "Deleted"
+            ):
+                return item
+        return None
+
     def get_cluster(self, uid: str) -> dict[str, Any] | None:
         """The cluster (``v1SpectroCluster``), or None when it is gone (404 or state ``Deleted``)."""
         try:
