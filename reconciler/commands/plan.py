@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler import plan_report as report
+from reconciler.commands.exiting import keep_until_exit
 from reconciler.deletions import approved_deletions
 from reconciler.inventory import ExcludedHost, Inventory, Machine, discover
 from reconciler.model.desired import DesiredState
@@ -418,6 +419,7 @@ def run(
         )
         render = report.render_markdown if fmt == "markdown" else report.render_text
         sys.stdout.write(render(document, host_names(machines), note=note, free=free, changes=changes_only))
+    keep_until_exit(desired, observed, plan, document)  # freed by the exit, not one by one (cli.main)
     # A document that could not even be identified (a YAML syntax error, say) may be a platform: then
     # not every platform is known to be valid, so the plan cannot say "all placeable" (exit 1).
     return EXIT_OK if plan.placeable and desired.complete else EXIT_REJECTED
