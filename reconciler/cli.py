@@ -392,10 +392,15 @@ def main() -> None:
     """The ``reconciler`` command. A one-shot command ends without the interpreter freeing its heap (up to
     a tenth of a large plan's time, deallocating objects the process is about to drop anyway): once its
     output is flushed, the process exits at once with the command's exit code (:func:`_exit_now`)."""
+    one_shot = len(sys.argv) > 1 and sys.argv[1] in _ONE_SHOT
+    if one_shot:
+        from reconciler.commands.exiting import one_shot as keep_for_exit
+
+        keep_for_exit()
     try:
         app()
     except SystemExit as exc:
-        if len(sys.argv) > 1 and sys.argv[1] in _ONE_SHOT:
+        if one_shot:
             _exit_now(exc.code)
         raise
 

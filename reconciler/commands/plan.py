@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler import plan_report as report
+from reconciler.commands.exiting import keep_until_exit
 from reconciler.deletions import approved_deletions
 from reconciler.inventory import ExcludedHost, Inventory, Machine
 from reconciler.plan import Observation, free_capacity
@@ -319,6 +320,7 @@ def run(
             document, host_names(machines), note=note, free=free, changes=changes_only, basis=basis.line()
         )
         sys.stdout.write(text)
+    keep_until_exit(made, plan, document)  # freed by the exit, not one by one (cli.main)
     # A document that could not even be identified (a YAML syntax error, say) may be a platform: then
     # not every platform is known to be valid, so the plan cannot say "all placeable" (exit 1). A
     # deletion the guard holds back fails the plan as a rejection does.
