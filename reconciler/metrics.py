@@ -112,7 +112,7 @@ class Metrics:
         )
         self.webhooks = self._counter(
             "reconciler_webhooks",
-            "Requests to the git webhook by result (accepted, ping, ignored, unauthorized, too_large, ...).",
+            "Requests to the git webhook by result (accepted, coalesced, ping, ignored, unauthorized, ...).",
             ("result",),
         )
         self.last_success = self._gauge(

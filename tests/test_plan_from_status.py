@@ -24,7 +24,6 @@ import yaml
 from reconciler.model.observed import managed_labels
 from reconciler.model.pools import pool_cluster_labels
 from reconciler.plan_report import MARKDOWN_LIMIT
-from reconciler.resolve import route
 from reconciler.status.snapshot import render_snapshot, target_file
 from tests._contract_support import (
     SAMPLE_INVENTORY,
@@ -94,15 +93,15 @@ def sample_config(root: Path) -> Path:
 def workload_files(config: Path, inventory: Path, revision: str) -> dict[str, bytes | str]:
     """The workloads' status files as the controller writes them once they are admitted as planned
     offline: each one's pool and the GPUs and MIG instances it holds (what the next pass keeps)."""
-    from reconciler.commands import plan as plan_command
+    from reconciler.runtime.preview import load_revision, preview
+    from reconciler.runtime.preview_observe import SnapshotObserver, read_snapshot_file
+    from reconciler.runtime.preview_source import read_revision_files
     from reconciler.status.pools import workload_document
     from reconciler.status.render import dump
 
-    desired = plan_command.load_desired(str(config), None)
-    url = plan_command.snapshot_url(inventory)
-    routing = route(desired, url)
-    observed = plan_command.observe_snapshot(plan_command.read_snapshot(inventory), routing, url)
-    planned = plan_command.plan_pass(desired, routing, observed, max_deletions=1)
+    source = read_revision_files(str(config), None)
+    desired = load_revision(source, source.sha)
+    planned = preview(desired, SnapshotObserver(inventory, read_snapshot_file(inventory))).plan
     files: dict[str, bytes | str] = {}
     for w in planned.workloads:
         _phase, doc = workload_document(
@@ -355,9 +354,6 @@ def test_a_target_routed_but_never_observed_is_exit_two(tmp_path: Path) -> None:
     [
         pytest.param(["--from-status", "--inventory", str(SAMPLE_INVENTORY)], id="status-and-inventory"),
         pytest.param(["--from-status", "--palette", "http://127.0.0.1:9"], id="status-and-palette"),
-        pytest.param(
-            ["--inventory", str(SAMPLE_INVENTORY), "--status-branch", STATUS], id="status-branch-alone"
-        ),
     ],
 )
 def test_sources_are_exclusive_and_status_flags_need_from_status(extra: list[str]) -> None:

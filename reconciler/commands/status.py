@@ -30,6 +30,7 @@ from reconciler.source.status_reader import StatusBranch, utc_iso
 from reconciler.status.basis import Basis
 from reconciler.status.details import attention_section, details, pools_section
 from reconciler.status.page import render
+from reconciler.status.quota_view import quota_rows, quota_section
 from reconciler.status.view import (
     PLURAL_OF,
     SHOWN_KINDS,
@@ -231,6 +232,7 @@ def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, h
     if fmt == "json":
         listed: dict[str, Any] = {"revision": revision, "basis": basis.to_json()}
         listed["resources"] = [row.to_json() for row in found]
+        listed["quotas"] = quota_rows(files)
         print(json.dumps(listed, indent=2))
     elif resource is not None:
         print(basis.header() + "\n")
@@ -239,7 +241,13 @@ def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, h
         for row in found:
             print("\n" + "\n".join(details(row, every, names)))
     else:
-        sections = (basis.header(), table(found), pools_section(found), attention_section(found))
+        sections = (
+            basis.header(),
+            table(found),
+            pools_section(found),
+            quota_section(quota_rows(files)),
+            attention_section(found),
+        )
         print("\n\n".join(part for part in sections if part))
     return EXIT_OK
 
