@@ -94,11 +94,14 @@ def validate(
 @app.command()
 def schemas(
     out: Path = typer.Option(Path("schemas"), "--out", help="Directory to write the JSON Schemas to."),
+    reference: Path | None = typer.Option(
+        None, "--reference", help="Also write a Markdown field reference per kind there (docs/reference)."
+    ),
 ) -> None:
-    """Write the JSON Schema of every resource kind."""
+    """Write the JSON Schema of every resource kind (and, with --reference, its field reference)."""
     from reconciler.commands import schemas as cmd
 
-    raise typer.Exit(cmd.run(out))
+    raise typer.Exit(cmd.run(out, reference))
 
 
 @app.command()
