@@ -115,10 +115,19 @@ class Observer:
                 self._key_refs.pop(target, None)
                 self.route(desired)  # picks the key reference the Settings name now
             try:
-                observed[target] = self._observe(target, recorded)
-                self._confirm_listing(target, observed[target], routing, recorded, docs)
+                seen = self._observe(target, recorded)
+                self._confirm_listing(target, seen, routing, recorded, docs)
+                observed[target] = seen  # only a listing that passed its checks is an observation
             except (UnauthorizedError, MissingAPIKey) as exc:
                 stalled[target] = self.stall(target, desired, str(exc))
+            except DoubtfulAnswer as exc:
+                failed[target] = f"Palette unavailable: {exc}"
+                log.warning(
+                    "doubtful answer: nothing is created, deleted or moved on this target this pass; "
+                    "read again next pass",
+                    url=target.url,
+                    error=str(exc),
+                )
             except PaletteError as exc:
                 failed[target] = f"Palette unavailable: {exc}"
                 log.warning("palette unavailable", url=target.url, error=str(exc))
