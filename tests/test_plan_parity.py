@@ -22,10 +22,13 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.emulator import EmulatorServer
 from reconciler.palette.pacing import RateLimits
 from reconciler.plan import merge
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.outcome import PassResult
+from reconciler.runtime.pipeline import Pipeline
 from tests._contract_support import run_cli
 from tests._e2e_support import API_KEY, SAMPLE, PinnedClock, sample_files
 from tests._git_support import RemoteRepo, git
@@ -87,7 +90,7 @@ def plan_document(remote: RemoteRepo, *args: str) -> dict[str, Any]:
     return document
 
 
-def settled(ctl: Controller, remote: RemoteRepo, passes: int = 40) -> PassResult:
+def settled(ctl: Pipeline, remote: RemoteRepo, passes: int = 40) -> PassResult:
     """Passes until one commits nothing and every platform and pool is Running."""
     for _ in range(passes):
         result = ctl.reconcile_once()
@@ -107,7 +110,7 @@ def settled(ctl: Controller, remote: RemoteRepo, passes: int = 40) -> PassResult
 @pytest.fixture
 def steady(
     a100_mig_emulator: EmulatorServer, tmp_path: Path
-) -> Iterator[tuple[Controller, RemoteRepo, PinnedClock]]:
+) -> Iterator[tuple[Pipeline, RemoteRepo, PinnedClock]]:
     """The controller after it settled, the pool scaled up once for the pending workload."""
     (tmp_path / "git").mkdir()
     remote = RemoteRepo(tmp_path / "git")
@@ -119,7 +122,7 @@ def steady(
         cache_dir=tmp_path / "cache",
         palette_rate_limits=RateLimits.off(),
     )
-    ctl = Controller(opts, environ={"PALETTE_API_KEY": API_KEY}, clock=clock)
+    ctl = wiring.build(opts, environ={"PALETTE_API_KEY": API_KEY}, clock=clock)
     try:
         settled(ctl, remote)
         before = status_files(remote)[POOL_STATUS]["status"]["allocation"]["gpus"]
@@ -134,7 +137,7 @@ def steady(
 
 
 def test_plan_from_status_is_the_next_pass_entry_for_entry(
-    steady: tuple[Controller, RemoteRepo, PinnedClock],
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
 ) -> None:
     ctl, remote, _clock = steady
     planned = plan_document(remote)
@@ -151,7 +154,7 @@ def test_plan_from_status_is_the_next_pass_entry_for_entry(
 
 
 def test_a_pull_requests_plan_is_what_the_pass_after_its_merge_does(
-    steady: tuple[Controller, RemoteRepo, PinnedClock],
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
 ) -> None:
     ctl, remote, _clock = steady
     notebooks = yaml.safe_load((remote.work / "project-a/platforms/notebooks.yaml").read_text())
@@ -182,7 +185,7 @@ def test_a_pull_requests_plan_is_what_the_pass_after_its_merge_does(
 
 
 def test_a_merge_whose_inventory_changed_since_its_plan_says_what_differs_in_the_status_commit(
-    steady: tuple[Controller, RemoteRepo, PinnedClock], a100_mig_emulator: EmulatorServer
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock], a100_mig_emulator: EmulatorServer
 ) -> None:
     ctl, remote, _clock = steady
     notebooks = yaml.safe_load((remote.work / "project-a/platforms/notebooks.yaml").read_text())

@@ -239,8 +239,9 @@ def test_plan_command_shows_exactly_what_the_next_run_pass_does(
     import subprocess
     import sys
 
-    from reconciler.controller import Controller, ControllerOptions
     from reconciler.emulator import EmulatorServer
+    from reconciler.runtime import wiring
+    from reconciler.runtime.options import ControllerOptions
     from tests._git_support import RemoteRepo
 
     files = {
@@ -308,7 +309,7 @@ def test_plan_command_shows_exactly_what_the_next_run_pass_does(
     monkeypatch.setenv("PALETTE_API_KEY", key)
     with EmulatorServer.from_snapshot(read_snapshot_file(snapshot), key) as emulator:
         options = ControllerOptions(repo=str(remote.bare), palette_url=emulator.url, cache_dir=tmp_path / "c")
-        ctl = Controller(options)
+        ctl = wiring.build(options)
         try:
             result = ctl.reconcile_once()
         finally:
