@@ -13,6 +13,7 @@ from reconciler.model.resources import (
     ComputePool,
     ComputeProfile,
     MLPlatform,
+    ProfileBundle,
     Project,
     Resource,
     Settings,
@@ -25,7 +26,16 @@ Identity = tuple[str, str, str]
 PlatformKey = tuple[str, str]
 
 R = TypeVar(
-    "R", Compute, ComputeProfile, MLPlatform, Project, Settings, WorkloadProfile, ComputePool, AIWorkload
+    "R",
+    Compute,
+    ComputeProfile,
+    MLPlatform,
+    Project,
+    Settings,
+    WorkloadProfile,
+    ComputePool,
+    AIWorkload,
+    ProfileBundle,
 )
 
 

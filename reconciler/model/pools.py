@@ -86,7 +86,8 @@ class WorkloadRequest:
 def pool_ref_of(resource: AIWorkload | MLPlatform) -> str | None:
     """The name of the ComputePool a tenant runs on (None for a dedicated platform)."""
     if isinstance(resource, AIWorkload):
-        return resource.spec.compute_pool_ref.name
+        ref = resource.spec.compute_pool_ref
+        return ref.name if ref is not None else None
     if resource.spec.mode == "shared" and resource.spec.compute_pool_ref is not None:
         return resource.spec.compute_pool_ref.name
     return None

@@ -8,7 +8,7 @@ cross-resource rules (VIP clashes, references, ``nodeCount`` 2 only for two-node
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -166,6 +166,10 @@ class ClusterProfileRef(Strict):
 
 class WorkloadProfileSpec(Strict):
     cluster_profiles: list[ClusterProfileRef] = Field(default_factory=list)
+    type: Literal["Application", "Model", "Infrastructure"] = Field(
+        default="Application",
+        description="What it deploys: Application (the default), Model, or Infrastructure (docs/bundles.md).",
+    )
 
 
 class WorkloadProfile(Strict):
@@ -266,6 +270,11 @@ class ComputePoolSpec(Strict):
     )
     compute_profile_ref: LocalRef | None = None
     workload_profile_ref: LocalRef | None = None
+    profile_bundle_ref: LocalRef | None = Field(
+        default=None,
+        description="An Infrastructure or Fullstack ProfileBundle the pool's cluster is built from, in place "
+        "of the Settings' and the WorkloadProfile's cluster profiles; not with workloadProfileRef.",
+    )
     resource_groups: dict[str, str] = Field(default_factory=dict)
     gpus: list[GpuRequest] = Field(default_factory=list, description="The pool's GPU capacity per family.")
     min_worker_nodes: NonNegativeInt | None = None
@@ -291,8 +300,16 @@ class WorkloadGpuRequest(Strict):
 
 
 class AIWorkloadSpec(Strict):
-    compute_pool_ref: LocalRef
+    compute_pool_ref: LocalRef | None = Field(
+        default=None,
+        description="The pool it runs on (required unless another field of this version says where it goes).",
+    )
     workload_profile_ref: LocalRef | None = None
+    profile_bundle_ref: LocalRef | None = Field(
+        default=None,
+        description="An Application or Fullstack ProfileBundle whose add-ons are attached to the pool's "
+        "cluster while it is admitted; not with workloadProfileRef.",
+    )
     replicas: int = Field(
         default=1,
         ge=1,
@@ -316,9 +333,10 @@ class AIWorkload(Strict):
 
 
 # Kinds in modules of their own import the base models above, so they are imported after them.
+from reconciler.model.bundle import ProfileBundle as ProfileBundle  # noqa: E402
 from reconciler.model.scaling import ScalingPolicy  # noqa: E402
 
-Resource = (
+Resource: TypeAlias = (
     ComputeProfile
     | MLPlatform
     | WorkloadProfile
@@ -328,6 +346,7 @@ Resource = (
     | ComputePool
     | AIWorkload
     | ScalingPolicy
+    | ProfileBundle
 )
 
 # kind -> (apiVersion, model)
@@ -341,6 +360,7 @@ KINDS: dict[str, tuple[str, type[Strict]]] = {
     "ComputePool": ("spectrocloud.com/v1alpha1", ComputePool),
     "AIWorkload": ("spectrocloud.com/v1alpha1", AIWorkload),
     "ScalingPolicy": ("spectrocloud.com/v1alpha1", ScalingPolicy),
+    "ProfileBundle": ("spectrocloud.com/v1beta1", ProfileBundle),
 }
 
 # Status files live at <namespace>/<plural>/<name>.yaml (docs/status-branch.md).
@@ -354,4 +374,5 @@ PLURALS: dict[str, str] = {
     "ComputePool": "computepools",
     "AIWorkload": "aiworkloads",
     "ScalingPolicy": "scalingpolicies",
+    "ProfileBundle": "profilebundles",
 }

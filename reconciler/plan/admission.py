@@ -26,7 +26,7 @@ from reconciler.model.pools import (
     pool_ref_of,
     tenants_by_pool,
 )
-from reconciler.model.resources import AIWorkload, ClusterProfileRef, ComputePool, MLPlatform, WorkloadProfile
+from reconciler.model.resources import AIWorkload, ClusterProfileRef, ComputePool, MLPlatform
 from reconciler.placement.admission import (
     GpuRef,
     GpuUnit,
@@ -50,16 +50,14 @@ from reconciler.plan.entries import (
     _scaling,
 )
 from reconciler.plan.prune import _Guarded
-from reconciler.profiles import cluster_profiles
+from reconciler.profiles import workload_cluster_profiles
 from reconciler.resolve import compute_profile
 
 
 def _workload_profiles(
-    desired: DesiredState, resource: AIWorkload | MLPlatform
+    desired: DesiredState, resource: AIWorkload | MLPlatform, pool: ComputePool | None
 ) -> tuple[ClusterProfileRef, ...]:
-    ref = resource.spec.workload_profile_ref
-    found = desired.get(WorkloadProfile, resource.metadata.namespace, ref.name) if ref is not None else None
-    return cluster_profiles(None, found)
+    return workload_cluster_profiles(desired, resource, pool)
 
 
 def _invalid_workloads(desired: DesiredState, previous: PreviousAdmissions) -> dict[WorkloadKey, _Invalid]:
@@ -224,7 +222,7 @@ def _admit(
             tenant = tenants.get(wkey)
             bad = invalid.get(wkey)
             kind = kinds.get(wkey, "AIWorkload")
-            profiles = _workload_profiles(desired, tenant) if tenant is not None else ()
+            profiles = _workload_profiles(desired, tenant, pool) if tenant is not None else ()
             entry_plan = _workload_entry(decision, kind, running, bad, profiles)
             if wkey in held_back and guarded is not None and decision.action is WorkloadAction.ADMITTED:
                 entry_plan = replace(entry_plan, reason=Reason.PRUNE_BLOCKED, message=guarded.blocked)

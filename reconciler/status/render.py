@@ -101,6 +101,7 @@ _REFERENCE_FIELDS: dict[str, str] = {
     "compute_pool_ref": "ComputePool",
     "scaling_policy_ref": "ScalingPolicy",
     "settings_ref": "Settings",
+    "profile_bundle_ref": "ProfileBundle",
 }
 
 
