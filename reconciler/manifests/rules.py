@@ -52,6 +52,7 @@ REFERENCE_FIELDS: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
                     (("spec", "scalingPolicyRef", "name"), "ScalingPolicy"),
                     (("spec", "profileBundleRef", "name"), "ProfileBundle")),
     "AIWorkload": ((("spec", "computePoolRef", "name"), "ComputePool"),
+                   (("spec", "environmentRef", "name"), "Environment"),
                    (("spec", "workloadProfileRef", "name"), "WorkloadProfile"),
                    (("spec", "profileBundleRef", "name"), "ProfileBundle")),
 }  # fmt: skip

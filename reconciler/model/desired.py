@@ -12,6 +12,7 @@ from reconciler.model.resources import (
     Compute,
     ComputePool,
     ComputeProfile,
+    Environment,
     MLPlatform,
     ProfileBundle,
     Project,
@@ -36,6 +37,7 @@ R = TypeVar(
     ComputePool,
     AIWorkload,
     ProfileBundle,
+    Environment,
 )
 
 

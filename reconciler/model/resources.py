@@ -31,6 +31,7 @@ class Strict(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,
+        defer_build=True,
     )
 
 
@@ -186,6 +187,11 @@ class WorkloadProfile(Strict):
 class ProjectSpec(Strict):
     compute_profile_ref: LocalRef
     settings_ref: LocalRef | None = None
+    gpu_quota: dict[str, NonNegativeInt] = Field(
+        default_factory=dict,
+        description="At most this many GPUs per family for the namespace's dedicated MLPlatforms and "
+        "ComputePools together (docs/environments.md#project-gpu-quota).",
+    )
 
 
 class Project(Strict):
@@ -301,8 +307,10 @@ class WorkloadGpuRequest(Strict):
 
 class AIWorkloadSpec(Strict):
     compute_pool_ref: LocalRef | None = Field(
-        default=None,
-        description="The pool it runs on (required unless another field of this version says where it goes).",
+        default=None, description="The ComputePool it runs on; or spec.environmentRef (exactly one)."
+    )
+    environment_ref: LocalRef | None = Field(
+        default=None, description="The Environment whose first pool that can hold it admits it."
     )
     workload_profile_ref: LocalRef | None = None
     profile_bundle_ref: LocalRef | None = Field(
@@ -334,6 +342,7 @@ class AIWorkload(Strict):
 
 # Kinds in modules of their own import the base models above, so they are imported after them.
 from reconciler.model.bundle import ProfileBundle as ProfileBundle  # noqa: E402
+from reconciler.model.environment import Environment as Environment  # noqa: E402
 from reconciler.model.scaling import ScalingPolicy  # noqa: E402
 
 Resource: TypeAlias = (
@@ -347,6 +356,7 @@ Resource: TypeAlias = (
     | AIWorkload
     | ScalingPolicy
     | ProfileBundle
+    | Environment
 )
 
 # kind -> (apiVersion, model)
@@ -361,6 +371,7 @@ KINDS: dict[str, tuple[str, type[Strict]]] = {
     "AIWorkload": ("spectrocloud.com/v1alpha1", AIWorkload),
     "ScalingPolicy": ("spectrocloud.com/v1alpha1", ScalingPolicy),
     "ProfileBundle": ("spectrocloud.com/v1beta1", ProfileBundle),
+    "Environment": ("spectrocloud.com/v1beta1", Environment),
 }
 
 # Status files live at <namespace>/<plural>/<name>.yaml (docs/status-branch.md).
@@ -375,4 +386,5 @@ PLURALS: dict[str, str] = {
     "AIWorkload": "aiworkloads",
     "ScalingPolicy": "scalingpolicies",
     "ProfileBundle": "profilebundles",
+    "Environment": "environments",
 }
