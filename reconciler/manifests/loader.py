@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from reconciler import resolve
+from reconciler.manifests.bundle_rules import check_bundles
 from reconciler.manifests.environment_rules import check_environments
 from reconciler.manifests.locate import FileNodes
 from reconciler.manifests.parse import ParsedFile, parse_file
@@ -397,6 +398,7 @@ def _load(
     _check_projects(items)
     _check_references(items)
     check_pools(items)
+    check_bundles(items)
     check_environments(items)
     index = _Index(items)
     _check_vips(items, index)
@@ -464,8 +466,8 @@ def _profile_warnings(items: list[Record], state: DesiredState) -> list[Diagnost
             key = (ident[1], item.facts.profile_ref or None, item.facts.workload_ref)
         elif isinstance(item.resource, ComputePool):
             spec = item.resource.spec
-            if spec.suspend:
-                continue
+            if spec.suspend or spec.profile_bundle_ref is not None:
+                continue  # built from its bundle's profiles (docs/bundles.md)
             profile = spec.compute_profile_ref.name if spec.compute_profile_ref is not None else None
             workload = spec.workload_profile_ref.name if spec.workload_profile_ref is not None else None
             key = (ident[1], profile or None, workload)

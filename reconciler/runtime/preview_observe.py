@@ -26,7 +26,7 @@ from reconciler.palette.observe import Snapshot, managed_clusters
 from reconciler.plan import Observation, Observed
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target, route
 from reconciler.runtime.facts import ObservedTarget
-from reconciler.runtime.stages.plan import snapshot_observation
+from reconciler.runtime.stages.plan import snapshot_observation, with_catalogue
 from reconciler.status.basis import ObservationKind
 from reconciler.status.records import Records
 from reconciler.status.render import RECONCILER_FILE, parse_recorded
@@ -194,7 +194,7 @@ def recorded_observation(
                 head, hosts = read_snapshot(data)
             except SnapshotError:
                 return None
-            inventory = discover(hosts)
+            inventory = with_catalogue(discover(hosts), head)
             clusters = managed_clusters(head.clusters, hosts, inventory.by_uid())
         out[target] = Observed(inventory, [c for c in clusters if namespaces.owns(c.namespace)])
     return out

@@ -12,8 +12,10 @@ final sizes) carries each pool's decision. Pools without a policy: one plan, no 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
-from reconciler.inventory import discover
+from reconciler.bundles import catalogue_of
+from reconciler.inventory import Inventory, discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import POOL_KIND, PoolKey, cluster_kind
@@ -95,8 +97,14 @@ def _current_sizes(
     return sizes
 
 
+def with_catalogue(inventory: Inventory, snapshot: Snapshot) -> Inventory:
+    """The inventory with the snapshot's cluster profile catalogue (docs/bundles.md), when it has one."""
+    found = catalogue_of(snapshot.cluster_profiles)
+    return inventory if found is None else replace(inventory, catalogue=tuple(sorted(found.items())))
+
+
 def snapshot_observation(snapshot: Snapshot) -> Observed:
     """A target as an inventory snapshot shows it (machines and managed clusters)."""
     hosts = snapshot.host_facts  # read once: discovery and membership take the same facts
-    inventory = discover(hosts)
+    inventory = with_catalogue(discover(hosts), snapshot)
     return Observed(inventory, managed_clusters(snapshot.clusters, hosts, inventory.by_uid()))
