@@ -29,6 +29,8 @@ _ORDER = _PROBLEMS + _CHANGES + _QUIET
 _SECTIONS = (("platforms", "Platforms"), ("pools", "Pools"), ("workloads", "Workloads"))
 # Entries with nothing to do: what ``--changes-only`` leaves out (docs/planning.md).
 UNCHANGED_ACTIONS = frozenset({"unchanged", "admitted"})
+# Held is not unchanged: an entry a guard holds back stays (a grow held by its Project's GPU quota).
+HELD_REASONS = frozenset({"QuotaExceeded"})
 
 FreeRow = tuple[str, int, int]  # (kind: a GPU family, "cpu-worker" or "control-plane", free hosts, free GPUs)
 
@@ -58,6 +60,8 @@ def held_fix(section: str, entry: Mapping[str, Any], plan: Mapping[str, Any]) ->
     a blocked deletion (``PruneBlocked``), an invalid resource kept as it is, a MIG re-layout of a pool,
     a scaling hold at a bound, a blocked replace (``ReplaceBlocked``)."""
     reason, action = entry.get("reason"), str(entry.get("action"))
+    if reason in HELD_REASONS:
+        return "a grow held by its Project's GPU quota: raise the quota, or free GPUs in the Project"
     if reason == PRUNE_BLOCKED:
         if "could not be read" in str(entry.get("message")):
             return "make every document of the revision readable: nothing is deleted while one is not"

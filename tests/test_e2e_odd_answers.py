@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.metrics import PassOutcome
-from tests._e2e_support import controller
+from reconciler.runtime.facts import Observation
+from tests._e2e_support import controller, status_doc
 from tests._git_support import RemoteRepo
 
 HOSTS = r"^/v1/dashboard/edgehosts/search$"
@@ -73,6 +75,43 @@ def test_an_empty_cluster_listing_creates_nothing(
     assert all(r.outcome is PassOutcome.ERROR for r in results)
     assert "changed at once" in str(results[0].error)
     assert all("did not list" in str(r.error) for r in results[1:])
+
+    emulator.faults.clear()
+    after = ctl.reconcile_once()
+    ctl.close()
+    assert after.outcome is PassOutcome.SUCCESS
+    assert emulator.stats.writes() == writes
+
+
+def test_a_cluster_listing_that_leaves_one_out_creates_deletes_and_moves_nothing(
+    remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    ctl = controller(remote, emulator, tmp_path)
+    settle(ctl, emulator)
+    writes = emulator.stats.writes()
+    emulator.faults.add([FaultRule(path=CLUSTERS, corrupt="drop-one", corrupt_next=3)])
+    observer = ctl.parts.observer
+    observations: list[Observation] = []
+    observe = observer.observe
+
+    def spy(*args: Any, **kwargs: Any) -> Observation:
+        observations.append(observe(*args, **kwargs))
+        return observations[-1]
+
+    observer.observe = spy  # type: ignore[method-assign]
+
+    # Too small a change to be sudden; the status branch records the missing cluster, found by uid: the
+    # listing is incomplete, so the target is not an observation this pass (no create POST for it).
+    results = [ctl.reconcile_once() for _ in range(3)]
+    assert emulator.stats.writes() == writes, [r.error for r in results]
+    assert all(r.outcome is PassOutcome.ERROR and "did not list 1" in str(r.error) for r in results)
+    assert [(len(o.observed), len(o.failed)) for o in observations] == [(0, 1)] * 3  # never planned from
+    # Not planned from the doubtful listing (which would reject it: its hosts are in use): its status
+    # keeps every fact, with the reason.
+    status = status_doc(remote, "project-a/mlplatforms/clearml-prod.yaml")["status"]
+    assert isinstance(status, dict) and status["phase"] == "Running"
+    reachable = [c for c in status["conditions"] if c["type"] == "PaletteReachable"]
+    assert reachable and "did not list 1" in reachable[0]["message"]
 
     emulator.faults.clear()
     after = ctl.reconcile_once()

@@ -39,7 +39,7 @@ def test_plan_sample_repo_offline_json_places_every_platform_as_documented(
 ) -> None:
     assert cmd.run(str(SAMPLE), None, INVENTORY, None, 1, "json") == 0
     doc = _json(capsys)
-    assert set(doc) == {"revision", "basis", "platforms", "pools", "workloads", "diagnostics"}
+    assert set(doc) == {"revision", "basis", "platforms", "pools", "workloads", "quotas", "diagnostics"}
     keys = [(p["namespace"], p["name"]) for p in doc["platforms"]]
     assert keys == sorted(keys) and len(keys) == 5
     prod = next(p for p in doc["platforms"] if p["name"] == "clearml-prod")

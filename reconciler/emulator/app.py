@@ -220,6 +220,12 @@ class EmulatorApp:
                 self.stats.record(method, template, int(message["status"]))
             await dated(message)
 
+        if decision.lost:  # carried out, but the client is told it failed
+            error = fault_error(Decision(status=decision.lost), method, path)
+            await self._palette(scope, receive, _swallowed)
+            self.stats.record(method, template, decision.lost)
+            await _error_response(error)(scope, receive, dated)
+            return
         send_on = counting_send if not decision.corrupt else _corrupting(counting_send, decision)
         await self._palette(scope, receive, send_on)
 
@@ -435,6 +441,10 @@ class EmulatorApp:
             Route("/__emulator/reset-stats", reset_stats, methods=["POST"]),
             *self.utilization.routes(),
         ]
+
+
+async def _swallowed(message: Message) -> None:
+    """Where the answer of a request whose answer is lost goes."""
 
 
 def _corrupting(send: Send, decision: Decision) -> Send:

@@ -32,11 +32,15 @@ class FaultRule:
     latency: float = 0.0
     drop_rate: float = 0.0
     drop_next: int = 0
-    # Odd answers (served with 200): "empty" lists nothing; "drop-refs", "string-refs" and
-    # "null-gpu-count" spoil a share (``corrupt_share``) of the items of a search answer.
+    # Odd answers (served with 200): "empty" lists nothing; "drop-one" leaves out the first item of
+    # each page; "drop-refs", "string-refs" and "null-gpu-count" spoil a share (``corrupt_share``) of
+    # the items of a search answer.
     corrupt: str = ""
     corrupt_next: int = 0
     corrupt_share: float = 0.3
+    # Lost answers: the next N matching requests are carried out, then answered ``error_status`` (a
+    # 503 after Palette acted, or an answer the client gave up on: it never learns what happened).
+    lost_next: int = 0
     _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -53,7 +57,8 @@ class FaultRule:
                 raise ValueError(f"{name} must be between 0 and 1")
         if not 500 <= self.error_status <= 599:
             raise ValueError("error_status must be a 5xx status")
-        if min(self.error_next, self.burst_429, self.drop_next, self.corrupt_next) < 0 or self.latency < 0:
+        counts = (self.error_next, self.burst_429, self.drop_next, self.corrupt_next, self.lost_next)
+        if min(counts) < 0 or self.latency < 0:
             raise ValueError("counts and latency must not be negative")
 
     @classmethod
@@ -93,6 +98,7 @@ class Decision:
     corrupt: str = ""
     share: float = 0.0
     seed: int = 0
+    lost: int = 0  # carry the request out, then answer this status instead of Palette's answer
 
 
 def parse_rules(text: str | None) -> list[FaultRule]:
@@ -151,6 +157,9 @@ class Faults:
                     return Decision(latency, status=rule.error_status)
                 if rule.error_rate and self._rng.random() < rule.error_rate:
                     return Decision(latency, status=rule.error_status)
+                if rule.lost_next > 0:
+                    rule.lost_next -= 1
+                    return Decision(latency, lost=rule.error_status)
                 if rule.corrupt and rule.corrupt_next > 0:
                     rule.corrupt_next -= 1
                     seed = self._rng.randrange(2**32)
@@ -158,7 +167,7 @@ class Faults:
         return Decision(latency)
 
 
-CORRUPTIONS = frozenset({"", "empty", "drop-refs", "string-refs", "null-gpu-count"})
+CORRUPTIONS = frozenset({"", "empty", "drop-one", "drop-refs", "string-refs", "null-gpu-count"})
 
 
 def corrupt_answer(body: bytes, decision: Decision) -> bytes:
@@ -175,6 +184,12 @@ def corrupt_answer(body: bytes, decision: Decision) -> bytes:
         meta = doc.get("listmeta")
         if isinstance(meta, dict):
             meta.update({"count": 0, "continue": ""})
+        return json.dumps(doc).encode()
+    if decision.corrupt == "drop-one":  # consistent with itself: the count says one fewer too
+        doc["items"] = items[1:]
+        meta = doc.get("listmeta")
+        if isinstance(meta, dict) and isinstance(meta.get("count"), int) and items:
+            meta["count"] -= 1
         return json.dumps(doc).encode()
     rng = random.Random(decision.seed)
     for item in items:

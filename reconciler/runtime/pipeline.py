@@ -343,7 +343,11 @@ class Pipeline:
             holds_lease=self.lease.holds,
             confirm=self._confirm,
             dry_run=opts.dry_run,
-            notes=[*deletion_notes(plans), *([note] if (note := drift_note(drift)) else [])],
+            notes=[
+                *records.repairs,
+                *deletion_notes(plans),
+                *([note] if (note := drift_note(drift)) else []),
+            ],
         )
         self.metrics.observe_pools(
             reported.status.files, [str(o.entry.decision) for o in planned.scaling.values()]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciler.manifests import ParsedFile, parse_file
+from reconciler.manifests.loader import CheckedFile
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.source import GitError
 from reconciler.source.errors import SourceError
@@ -37,12 +38,12 @@ class RevisionFiles:
     message: str | None = None  # the commit message (its Reconciler-Allow-Deletions trailer)
     fetch_count: int = 0
     last_fetch_seconds: float = 0.0
-    _parsed: list[ParsedFile] | None = field(default=None, repr=False)
+    _parsed: Sequence[ParsedFile | CheckedFile] | None = field(default=None, repr=False)
 
     def sync(self) -> str:
         return self.sha or ""
 
-    def read_parsed(self, sha: str) -> list[ParsedFile]:
+    def read_parsed(self, sha: str) -> Sequence[ParsedFile | CheckedFile]:
         if sha == (self.sha or ""):
             if self._parsed is None:
                 self._parsed = [parse_file(path, data) for path, data in self.files]
@@ -104,12 +105,13 @@ def _directory(
 def _git_revision(
     repo: str, rev: str | None, subtree: str, extra: Sequence[tuple[str, bytes]]
 ) -> RevisionFiles:
-    from reconciler.source.git import SkippedEntry, read_revision
-    from reconciler.source.overlay import overlay
+    """One git revision, its files checked through the document cache (``source.documents``)."""
+    from reconciler.source.documents import read_checked
+    from reconciler.source.git import SkippedEntry
 
     skipped: list[SkippedEntry] = []
     try:
-        sha, files = read_revision(repo, rev, skipped=skipped, subtree=subtree)
+        sha, checked = read_checked(repo, rev, skipped=skipped, subtree=subtree, extra=extra)
     except SourceError as exc:
         if rev is not None:
             raise RevisionError(str(exc)) from None
@@ -117,15 +119,16 @@ def _git_revision(
         # main, the branch `run` follows by default: plan that before giving up.
         try:
             skipped.clear()
-            sha, files = read_revision(repo, "main", skipped=skipped, subtree=subtree)
+            sha, checked = read_checked(repo, "main", skipped=skipped, subtree=subtree, extra=extra)
         except SourceError:
             raise RevisionError(str(exc)) from None
     return RevisionFiles(
         sha,
-        overlay(files, extra),
+        (),
         [s.to_diagnostic() for s in skipped],
         _reader(repo, subtree),
         message=commit_message(repo, sha),
+        _parsed=checked,
     )
 
 

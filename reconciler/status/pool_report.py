@@ -14,12 +14,15 @@ from reconciler.inventory import Machine
 from reconciler.model.conditions import Reason
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.placement.admission import WorkloadAction
-from reconciler.plan import PoolPlan, WorkloadPlan
+from reconciler.plan import Action, PoolPlan, WorkloadPlan
 from reconciler.scaling import render as render_scaling
 from reconciler.status.pools import pool_document, unreachable_document, workload_document
 from reconciler.status.records import Records
 from reconciler.status.render import dump, resource_inputs, status_path
 from reconciler.status.report_facts import Cut, ReportFacts, unhealthy
+
+# The pool entries whose scaling record is kept though the plan cannot read their policy.
+HELD = frozenset({Action.INVALID, Action.REJECTED})
 
 
 def pool_cut_off(facts: ReportFacts) -> dict[PoolKey, Cut]:
@@ -88,12 +91,14 @@ def scaling_record(
     """``status.scaling`` of a pool with a policy after apply (None: the plan's entry stands), and the
     status commit's text for it. An action is recorded once its Palette write succeeded; a failed write
     records nothing done. A pool the stage did not decide keeps its recorded block (an unreadable one
-    as it is)."""
+    as it is). So does a pool that is invalid or rejected this revision (it, its ScalingPolicy or
+    anything else it resolves does not validate): the plan cannot read its policy, but invalid is not
+    absent, and the revert plans from the size and last action recorded here."""
     o = facts.scaling.get(pool.key)
     if o is None:
         before = (previous or {}).get("status") or {}
         kept = before.get("scaling") if isinstance(before, Mapping) else None
-        if pool.scaling.policy is None or kept is None:
+        if kept is None or (pool.scaling.policy is None and pool.action not in HELD):
             return None, None
         if pool.key in records.unreadable:
             return kept, None  # as it is, until someone fixes it

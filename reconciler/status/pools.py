@@ -22,10 +22,12 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.model.conditions import Phase, Reason
+from reconciler.model.outcomes import WorkloadOutcome as WorkloadOutcome  # re-exported: the report takes it
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.placement.admission import GpuRef, MigInstance, PreviousAdmission, WorkloadAction
 from reconciler.placement.mig_admission import GpuLayout, MigLayoutError, parse_mig_layouts
 from reconciler.plan import PoolPlan, WorkloadPlan
+from reconciler.status.record_check import Repair, check_admissions
 from reconciler.status.render import (
     Outcome,
     observed_fields,
@@ -39,15 +41,6 @@ API_VERSION = "palette.ai/v1alpha1"
 WORKLOAD_KINDS = ("AIWorkload", "MLPlatform")
 
 
-@dataclass(frozen=True, slots=True)
-class WorkloadOutcome:
-    """What applying one workload's profiles did: the profile uids attached for it after the pass."""
-
-    attached: tuple[str, ...] = ()
-    ok: bool = True
-    error: str | None = None
-
-
 @dataclass
 class PoolRecords:
     """What the status branch says about pools and workloads after the last pass."""
@@ -58,6 +51,7 @@ class PoolRecords:
     # workload -> (pool name, profile uids attached to the pool cluster for it)
     attached: dict[WorkloadKey, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # recorded values that could not be read
+    repairs: list[Repair] = field(default_factory=list)  # claims on a GPU an earlier admission holds
 
 
 def workload_path(kind: str, namespace: str, name: str) -> str:
@@ -107,8 +101,10 @@ def _admission(key: WorkloadKey, kind: str, allocation: Mapping[str, Any]) -> Pr
 
 
 def read_pool_records(docs: Mapping[str, Mapping[str, Any]]) -> PoolRecords:
-    """Pool and workload records of a parsed status tree (``render.parse_previous``)."""
+    """Pool and workload records of a parsed status tree (``render.parse_previous``). Admissions that
+    claim a GPU an earlier one holds are repaired (``record_check``, named in ``repairs``)."""
     out = PoolRecords()
+    since: dict[WorkloadKey, str] = {}
     for path, doc in sorted(docs.items()):
         where = _split(path)
         status = doc.get("status") if isinstance(doc, Mapping) else None
@@ -136,10 +132,21 @@ def read_pool_records(docs: Mapping[str, Mapping[str, Any]]) -> PoolRecords:
                 held = _admission((ns, name), kind, allocation)
                 if held.gpus or held.mig:
                     out.previous.setdefault((ns, pool), []).append(held)
+                    since[(ns, name)] = _ready_since(status)
             uids = tuple(str(u) for u in status.get("attachedProfiles") or [] if isinstance(u, str))
             if uids:
                 out.attached[(ns, name)] = (pool, uids)
+    out.previous, out.repairs = check_admissions(out.previous, since)
     return out
+
+
+def _ready_since(status: Mapping[str, Any]) -> str:
+    """The Ready condition's ``lastTransitionTime`` (empty when the file has none)."""
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            at = cond.get("lastTransitionTime")
+            return at if isinstance(at, str) else ""
+    return ""
 
 
 def scaling_blocks(docs: Mapping[str, Mapping[str, Any]]) -> dict[PoolKey, tuple[str, Any]]:
@@ -274,6 +281,8 @@ def workload_document(
         "conditions": [ready_condition(phase, why, message, previous, now)],
         "pool": w.pool,
     }
+    if w.environment is not None:  # placed through an Environment (docs/environments.md)
+        status["environment"] = w.environment
     if w.gpus or w.mig:
         replica_of = w.gpu_replicas if len(w.gpu_replicas) == len(w.gpus) else (0,) * len(w.gpus)
         status["allocation"] = {

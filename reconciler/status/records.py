@@ -8,6 +8,8 @@ layouts a pool holds, each pool's mode, the profiles attached for each workload,
 
 A recorded value that cannot be read is named in :attr:`Records.problems` (the caller logs it) and
 planned as if absent, except a scaling block: its pool keeps the size it has and is not scaled.
+Recorded admissions that claim one GPU twice are repaired before anyone plans with them
+(``status/record_check.py``): :attr:`Records.repairs` says what was dropped.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from reconciler.status.render import Recorded, parse_previous, parse_recorded
 
 POOL_PROBLEM = "unreadable pool status: its MIG layout is planned afresh"
 SCALING_PROBLEM = "unreadable scaling status: the pool keeps its size, not scaled"
+REPAIRED = "recorded state repaired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,8 @@ class Records:
     unreadable: frozenset[PoolKey] = frozenset()  # pools whose status.scaling did not parse
     pending_since: Mapping[WorkloadKey, float] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
+    # claims on GPUs an earlier admission holds, dropped before planning (a note of the status commit)
+    repairs: tuple[str, ...] = ()
 
 
 NO_RECORDS = Records()
@@ -59,6 +64,8 @@ def read_records(tree: Mapping[str, bytes]) -> Records:
     docs = parse_previous(tree)
     pools = read_pool_records(docs)
     problems = [Problem(POOL_PROBLEM, p) for p in pools.problems]
+    repairs = tuple(r.note for r in pools.repairs)
+    problems.extend(Problem(REPAIRED, note) for note in repairs)
     scaling: dict[PoolKey, ScalingStatus | None] = {}
     unreadable: set[PoolKey] = set()
     for key, (path, block) in scaling_blocks(docs).items():
@@ -76,4 +83,5 @@ def read_records(tree: Mapping[str, bytes]) -> Records:
         unreadable=frozenset(unreadable),
         pending_since=pending_since(docs),
         problems=tuple(problems),
+        repairs=repairs,
     )

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
 from reconciler.logging import get_logger
 from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.outcomes import Outcome, WorkloadOutcome
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.palette.client import PaletteClient
 from reconciler.plan import Plan
@@ -28,8 +29,6 @@ from reconciler.runtime.facts import Applied
 from reconciler.scaling.stage import ScalingOutcome
 from reconciler.status.changes import source_trailers
 from reconciler.status.intents import intent_message, intent_tree
-from reconciler.status.pools import WorkloadOutcome
-from reconciler.status.render import Outcome
 
 log = get_logger(component="controller")
 

@@ -19,6 +19,7 @@ from reconciler.logging import get_logger
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from reconciler.model.outcomes import Outcome
 from reconciler.model.resources import Settings
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.cloud_configs import read_cloud_configs
@@ -33,7 +34,6 @@ from reconciler.runtime.facts import Observation, ObservedTarget
 from reconciler.runtime.options import DEFAULT_KEY_ENV, KeyRef
 from reconciler.runtime.outcome import target_order
 from reconciler.status.recorded import listing_gap, missing_clusters
-from reconciler.status.render import Outcome
 from reconciler.status.snapshot import SnapshotError, read_snapshots
 from reconciler.sudden import DEFAULT_THRESHOLD, drift
 
@@ -115,9 +115,17 @@ class Observer:
                 self._key_refs.pop(target, None)
                 self.route(desired)  # picks the key reference the Settings name now
             try:
-                observed[target] = self.read(target, routing, recorded, docs)
+                observed[target] = self.read(target, routing, recorded, docs)  # only a checked listing
             except (UnauthorizedError, MissingAPIKey) as exc:
                 stalled[target] = self.stall(target, desired, str(exc))
+            except DoubtfulAnswer as exc:
+                failed[target] = f"Palette unavailable: {exc}"
+                log.warning(
+                    "doubtful answer: nothing is created, deleted or moved on this target this pass; "
+                    "read again next pass",
+                    url=target.url,
+                    error=str(exc),
+                )
             except PaletteError as exc:
                 failed[target] = f"Palette unavailable: {exc}"
                 log.warning("palette unavailable", url=target.url, error=str(exc))
