@@ -323,3 +323,49 @@ def test_a_held_deletion_is_held_in_the_plan_as_in_the_merge_and_names_its_trail
     reasons = {e["name"]: e["reason"] for s in ("platforms", "workloads") for e in before_merge[s]}
     assert reasons["notebooks"] == reasons["batch-train"] == "PruneBlocked"
     assert entries(before_merge) == entries(pass_document(merged))
+
+
+def _merge_planned(ctl: Controller, remote: RemoteRepo, files: dict[str, str | None], message: str) -> None:
+    """Plan ``files`` as a pull request, merge it, and check the plan is the merge's pass entry for entry
+    (and its ``--changes-only`` keeps every entry the pass changes or holds)."""
+    remote.commit(files, message, push=False)
+    git("push", "-q", "-f", "origin", "HEAD:refs/heads/pull-request", cwd=remote.work)
+    before_merge = plan_document(remote, "--rev", "pull-request")
+    changes = plan_document(remote, "--rev", "pull-request", "--changes-only")
+    git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=remote.work)
+    merged = ctl.reconcile_once()
+    assert merged.revision == before_merge["revision"]
+    assert entries(before_merge) == entries(pass_document(merged)), message
+    kept = {(s, e["namespace"], e["name"]) for s in ("platforms", "pools", "workloads") for e in changes[s]}
+    for section in ("pools",):
+        for e in before_merge[section]:
+            if "MIG layout:" in e["message"]:  # a re-layout is held back as a change, never dropped
+                assert (section, e["namespace"], e["name"]) in kept, e
+
+
+def test_replicas_and_a_mig_relayout_are_planned_as_the_merge_does(
+    steady: tuple[Controller, RemoteRepo, PinnedClock],
+) -> None:
+    ctl, remote, _clock = steady
+    replicated = yaml.safe_load(pool_workload("fanout", 1))
+    replicated["spec"]["replicas"] = 2
+    _merge_planned(
+        ctl,
+        remote,
+        {
+            "project-b/workloads/fanout.yaml": yaml.safe_dump(replicated),
+            "project-b/workloads/mig-serve.yaml": pool_workload("mig-serve", 1, "3g.40gb"),
+        },
+        "fanout: 2 replicas; mig-serve on a bigger slice",
+    )
+
+
+def test_an_invalid_scaling_policy_and_its_revert_are_planned_as_the_merges_do(
+    steady: tuple[Controller, RemoteRepo, PinnedClock],
+) -> None:
+    ctl, remote, _clock = steady
+    broken = {**POLICY, "spec": {**POLICY["spec"], "cooldownDuration": "soon"}}
+    _merge_planned(
+        ctl, remote, {"project-b/scalingpolicy.yaml": yaml.safe_dump(broken)}, "a typo in the policy"
+    )
+    _merge_planned(ctl, remote, {"project-b/scalingpolicy.yaml": yaml.safe_dump(POLICY)}, "revert the typo")
