@@ -110,27 +110,6 @@ def held(plan: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], str]]:
     return out
 
 
-def basis_note(
-    *,
-    status_branch: str | None = None,
-    status_commit: str | None = None,
-    observed_revision: str | None = None,
-    changes: bool = False,
-) -> str | None:
-    """The line under a plan's heading: what it was planned against, and what was left out."""
-    parts = []
-    if status_branch is not None:
-        where = f"Planned against the inventory last observed on the status branch {status_branch}"
-        if status_commit:
-            where += f" at {status_commit[:12]}"
-        if observed_revision:
-            where += f" (after config revision {observed_revision[:12]})"
-        parts.append(where + ".")
-    if changes:
-        parts.append("Unchanged entries are left out.")
-    return " ".join(parts) or None
-
-
 def _free_text(free: Sequence[FreeRow]) -> str:
     shown = []
     for kind, hosts, gpus in free:
