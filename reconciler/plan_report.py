@@ -70,6 +70,8 @@ def held_fix(section: str, entry: Mapping[str, Any], plan: Mapping[str, Any]) ->
             f"approve the {n} removal{'s' if n != 1 else ''} with the commit trailer "
             f"`{ALLOW_DELETIONS_TRAILER}: {n}` in the head commit's message, or split the change"
         )
+    if reason in HELD_REASONS:  # a grow the project's GPU quota holds back
+        return "raise the Project's spec.gpuQuota, or free GPUs of the namespace's dedicated clusters"
     if reason == REPLACE_BLOCKED:
         return f'set the annotation `{ALLOW_REPLACE_ANNOTATION}: "true"` to replace the cluster, or revert it'
     if action == "invalid" and any(entry.get(k) for k in ("controlPlane", "workers", "gpus", "mig", "bound")):

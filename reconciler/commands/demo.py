@@ -82,6 +82,8 @@ def make_remote(sample: Path, workspace: Path) -> Path:
     git("-C", str(work), "add", "-A")
     git("-C", str(work), "commit", "-q", "-m", "Sample PaletteAI compute configuration")
     git("clone", "-q", "--bare", str(work), str(remote))
+    # The server's repository has no upstream: readers of its status branch read it, not an "origin".
+    git("--git-dir", str(remote), "remote", "remove", "origin")
     return remote
 
 

@@ -83,12 +83,12 @@ def scene(
 
 
 def _config(sample: Path, root: Path) -> Path:
-    """Project b without its platforms and workloads, the pool with the demo policy."""
+    """Project b without its platforms, workloads and Environment, the pool with the demo policy."""
     config = root / "sample"
     shutil.copytree(
         sample / "project-b",
         config / "project-b",
-        ignore=shutil.ignore_patterns("platforms", "workloads", "finetune-l40s.yaml"),
+        ignore=shutil.ignore_patterns("platforms", "workloads", "finetune-l40s.yaml", "environment-*.yaml"),
     )
     pool = yaml.safe_load((sample / POOL_FILE).read_text(encoding="utf-8"))
     pool["spec"]["resourceGroups"] = {"network-pool": "3"}

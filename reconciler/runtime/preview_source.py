@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.manifests import ParsedFile, parse_file
-from reconciler.manifests.loader import CheckedFile
+from reconciler.manifests import CheckedFile
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.source import GitError
 from reconciler.source.errors import SourceError
@@ -38,20 +37,24 @@ class RevisionFiles:
     message: str | None = None  # the commit message (its Reconciler-Allow-Deletions trailer)
     fetch_count: int = 0
     last_fetch_seconds: float = 0.0
-    _parsed: Sequence[ParsedFile | CheckedFile] | None = field(default=None, repr=False)
+    _parsed: list[CheckedFile] | None = field(default=None, repr=False)
 
     def sync(self) -> str:
         return self.sha or ""
 
-    def read_parsed(self, sha: str) -> Sequence[ParsedFile | CheckedFile]:
+    def read_parsed(self, sha: str) -> list[CheckedFile]:
+        """The files of ``sha`` checked, through the documents cache (``source.documents``: only what
+        no earlier command checked is parsed)."""
+        from reconciler.source.documents import checked_files
+
         if sha == (self.sha or ""):
             if self._parsed is None:
-                self._parsed = [parse_file(path, data) for path, data in self.files]
+                self._parsed = checked_files(self.files)
             return self._parsed
         if self.earlier is None:
             raise GitError(f"revision {sha[:12]} cannot be read: no history")
         try:
-            return [parse_file(path, data) for path, data in self.earlier(sha)]
+            return checked_files(self.earlier(sha))
         except SourceError as exc:
             raise GitError(str(exc)) from None
 
@@ -105,13 +108,12 @@ def _directory(
 def _git_revision(
     repo: str, rev: str | None, subtree: str, extra: Sequence[tuple[str, bytes]]
 ) -> RevisionFiles:
-    """One git revision, its files checked through the document cache (``source.documents``)."""
-    from reconciler.source.documents import read_checked
-    from reconciler.source.git import SkippedEntry
+    from reconciler.source.git import SkippedEntry, read_revision
+    from reconciler.source.overlay import overlay
 
     skipped: list[SkippedEntry] = []
     try:
-        sha, checked = read_checked(repo, rev, skipped=skipped, subtree=subtree, extra=extra)
+        sha, files = read_revision(repo, rev, skipped=skipped, subtree=subtree)
     except SourceError as exc:
         if rev is not None:
             raise RevisionError(str(exc)) from None
@@ -119,16 +121,15 @@ def _git_revision(
         # main, the branch `run` follows by default: plan that before giving up.
         try:
             skipped.clear()
-            sha, checked = read_checked(repo, "main", skipped=skipped, subtree=subtree, extra=extra)
+            sha, files = read_revision(repo, "main", skipped=skipped, subtree=subtree)
         except SourceError:
             raise RevisionError(str(exc)) from None
     return RevisionFiles(
         sha,
-        (),
+        overlay(files, extra),
         [s.to_diagnostic() for s in skipped],
         _reader(repo, subtree),
         message=commit_message(repo, sha),
-        _parsed=checked,
     )
 
 

@@ -115,7 +115,7 @@ class Observer:
                 self._key_refs.pop(target, None)
                 self.route(desired)  # picks the key reference the Settings name now
             try:
-                observed[target] = self.read(target, routing, recorded, docs)  # only a checked listing
+                observed[target] = self.read(target, routing, recorded, docs)
             except (UnauthorizedError, MissingAPIKey) as exc:
                 stalled[target] = self.stall(target, desired, str(exc))
             except DoubtfulAnswer as exc:
