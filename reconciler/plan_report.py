@@ -60,6 +60,8 @@ def held_fix(section: str, entry: Mapping[str, Any], plan: Mapping[str, Any]) ->
     a blocked deletion (``PruneBlocked``), an invalid resource kept as it is, a MIG re-layout of a pool,
     a scaling hold at a bound, a blocked replace (``ReplaceBlocked``)."""
     reason, action = entry.get("reason"), str(entry.get("action"))
+    if reason in HELD_REASONS:
+        return "a grow held by its Project's GPU quota: raise the quota, or free GPUs in the Project"
     if reason == PRUNE_BLOCKED:
         if "could not be read" in str(entry.get("message")):
             return "make every document of the revision readable: nothing is deleted while one is not"
@@ -108,27 +110,6 @@ def held(plan: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], str]]:
             if fix is not None:
                 out.append((key, e, fix))
     return out
-
-
-def basis_note(
-    *,
-    status_branch: str | None = None,
-    status_commit: str | None = None,
-    observed_revision: str | None = None,
-    changes: bool = False,
-) -> str | None:
-    """The line under a plan's heading: what it was planned against, and what was left out."""
-    parts = []
-    if status_branch is not None:
-        where = f"Planned against the inventory last observed on the status branch {status_branch}"
-        if status_commit:
-            where += f" at {status_commit[:12]}"
-        if observed_revision:
-            where += f" (after config revision {observed_revision[:12]})"
-        parts.append(where + ".")
-    if changes:
-        parts.append("Unchanged entries are left out.")
-    return " ".join(parts) or None
 
 
 def _free_text(free: Sequence[FreeRow]) -> str:

@@ -48,7 +48,7 @@ from reconciler.status.basis import Basis, ObservationKind, stale_message
 from reconciler.status.records import NO_RECORDS, Records, read_records
 
 if TYPE_CHECKING:
-    from reconciler.status.reader import StatusBranch
+    from reconciler.source.status_reader import StatusBranch
 
 EXIT_OK, EXIT_REJECTED, EXIT_ERROR, EXIT_STALE = 0, 1, 2, 3
 DEFAULT_STATUS_BRANCH = "reconciler/status"
@@ -78,8 +78,8 @@ def _plain_directory(repo: str) -> bool:
 
 def _open_status(repo: str, branch: str, *, fetch: bool, required: bool) -> StatusBranch | None:
     """The status branch reader (fetched first), or None when the repository has none to read."""
-    from reconciler.source._gitutil import GitError, redact
-    from reconciler.status.reader import StatusBranch
+    from reconciler.source.errors import GitError, redact
+    from reconciler.source.status_reader import StatusBranch
 
     if not required and (_plain_directory(repo) or Path(repo).is_file()):
         return None
@@ -111,7 +111,7 @@ def _revision(
 ) -> RevisionFiles:
     """The revision planned: ``--from-status`` without ``--rev`` plans the config branch's head, read
     from the objects the status branch was read from; otherwise ``--repo`` as it is (or ``--rev``)."""
-    from reconciler.source._gitutil import redact
+    from reconciler.source.errors import redact
 
     try:
         if status is not None and (from_status or not Path(repo).exists()):

@@ -229,7 +229,8 @@ class PaletteObserver:
         observer.route(desired)  # the key reference each target's Settings name
         # The recorded targets are observed too (for their clusters to be pruned); nothing routed or
         # recorded: the whole tenant of the endpoint.
-        targets = routing.targets | _recorded_targets(records)
+        # (those at the endpoint --palette names: it stands for every namespace's Palette).
+        targets = routing.targets | {t for t in _recorded_targets(records) if t.url == self.url}
         observed: dict[Target, Observation] = {}
         try:
             for target in _order(targets or {Target(self.url, None)}):
