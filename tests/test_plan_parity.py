@@ -226,7 +226,7 @@ def mode_document(remote: RemoteRepo, mode: list[str], *args: str, env: dict[str
 
 
 def test_every_mode_plans_the_next_pass_and_a_settled_repository_to_nothing(
-    steady: tuple[Controller, RemoteRepo, PinnedClock], a100_mig_emulator: EmulatorServer, tmp_path: Path
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock], a100_mig_emulator: EmulatorServer, tmp_path: Path
 ) -> None:
     ctl, remote, _clock = steady
     (snapshot,) = [
@@ -261,7 +261,7 @@ def test_every_mode_plans_the_next_pass_and_a_settled_repository_to_nothing(
 
 
 def test_no_status_plans_a_first_start_and_says_so(
-    steady: tuple[Controller, RemoteRepo, PinnedClock],
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
 ) -> None:
     _ctl, remote, _clock = steady
     inventory_args = ["--inventory", str(SAMPLE / "inventory.json")]
@@ -273,7 +273,7 @@ def test_no_status_plans_a_first_start_and_says_so(
     assert any(w["action"] == "admit" for w in document["workloads"])  # nothing is known to be admitted
 
 
-def test_a_stale_plan_exits_three(steady: tuple[Controller, RemoteRepo, PinnedClock]) -> None:
+def test_a_stale_plan_exits_three(steady: tuple[Pipeline, RemoteRepo, PinnedClock]) -> None:
     ctl, remote, _clock = steady
     tip = git("rev-parse", "reconciler/status", cwd=remote.bare).strip()
     fresh = run_cli(
@@ -289,7 +289,7 @@ def test_a_stale_plan_exits_three(steady: tuple[Controller, RemoteRepo, PinnedCl
 
 
 def test_a_pull_request_breaking_a_running_platforms_file_is_planned_invalid_as_the_merge_does(
-    steady: tuple[Controller, RemoteRepo, PinnedClock],
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
 ) -> None:
     ctl, remote, _clock = steady
     remote.commit({"project-a/platforms/notebooks.yaml": "kind: [\n"}, "break notebooks", push=False)
@@ -305,7 +305,7 @@ def test_a_pull_request_breaking_a_running_platforms_file_is_planned_invalid_as_
 
 
 def test_a_held_deletion_is_held_in_the_plan_as_in_the_merge_and_names_its_trailer(
-    steady: tuple[Controller, RemoteRepo, PinnedClock],
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
 ) -> None:
     ctl, remote, _clock = steady
     remote.commit(
@@ -328,7 +328,7 @@ def test_a_held_deletion_is_held_in_the_plan_as_in_the_merge_and_names_its_trail
     assert entries(before_merge) == entries(pass_document(merged))
 
 
-def _merge_planned(ctl: Controller, remote: RemoteRepo, files: dict[str, str | None], message: str) -> None:
+def _merge_planned(ctl: Pipeline, remote: RemoteRepo, files: dict[str, str | None], message: str) -> None:
     """Plan ``files`` as a pull request, merge it, and check the plan is the merge's pass entry for entry
     (and its ``--changes-only`` keeps every entry the pass changes or holds)."""
     remote.commit(files, message, push=False)
@@ -347,7 +347,7 @@ def _merge_planned(ctl: Controller, remote: RemoteRepo, files: dict[str, str | N
 
 
 def test_replicas_and_a_mig_relayout_are_planned_as_the_merge_does(
-    steady: tuple[Controller, RemoteRepo, PinnedClock],
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
 ) -> None:
     ctl, remote, _clock = steady
     replicated = yaml.safe_load(pool_workload("fanout", 1))
@@ -364,7 +364,7 @@ def test_replicas_and_a_mig_relayout_are_planned_as_the_merge_does(
 
 
 def test_an_invalid_scaling_policy_and_its_revert_are_planned_as_the_merges_do(
-    steady: tuple[Controller, RemoteRepo, PinnedClock],
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
 ) -> None:
     ctl, remote, _clock = steady
     broken = {**POLICY, "spec": {**POLICY["spec"], "cooldownDuration": "soon"}}
