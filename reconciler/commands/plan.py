@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from reconciler import plan_report as report
 from reconciler.commands.exiting import keep_until_exit
@@ -42,90 +41,22 @@ from reconciler.runtime.preview_observe import (
     SnapshotObserver,
     read_snapshot_file,
 )
-from reconciler.runtime.preview_source import RevisionError, RevisionFiles, read_revision_files
+from reconciler.runtime.preview_status import (
+    DEFAULT_STATUS_BRANCH,
+    InputError,
+    StatusRead,
+    open_status,
+    planned_revision,
+    read_status,
+)
 from reconciler.scaling.stage import NoSamples, SampleSource
 from reconciler.status.basis import Basis, ObservationKind, stale_message
-from reconciler.status.records import NO_RECORDS, Records, read_records
-
-if TYPE_CHECKING:
-    from reconciler.source.status_reader import StatusBranch
 
 EXIT_OK, EXIT_REJECTED, EXIT_ERROR, EXIT_STALE = 0, 1, 2, 3
-DEFAULT_STATUS_BRANCH = "reconciler/status"
-DEFAULT_CONFIG_BRANCH = "main"
 
 
 class PlanError(Exception):
     """A problem that ends the command with exit code 2; its text never carries the API key."""
-
-
-@dataclass(frozen=True)
-class StatusRead:
-    """What the status branch gave: its records, its tip and time, whether it was fetched."""
-
-    records: Records = NO_RECORDS
-    commit: str | None = None
-    time: str | None = None
-    fetched: bool = True
-    read: bool = True  # False: --no-status
-
-
-def _plain_directory(repo: str) -> bool:
-    """A directory outside git (no status branch to read)."""
-    path = Path(repo)
-    return path.is_dir() and not (path / ".git").exists() and not (path / "HEAD").is_file()
-
-
-def _open_status(repo: str, branch: str, *, fetch: bool, required: bool) -> StatusBranch | None:
-    """The status branch reader (fetched first), or None when the repository has none to read."""
-    from reconciler.source.errors import GitError, redact
-    from reconciler.source.status_reader import StatusBranch
-
-    if not required and (_plain_directory(repo) or Path(repo).is_file()):
-        return None
-    try:
-        return StatusBranch(repo, branch, fetch=fetch)
-    except GitError as exc:
-        raise PlanError(f"cannot read the status branch of {redact(repo)}: {exc}") from None
-
-
-def _records(status: StatusBranch | None) -> StatusRead:
-    if status is None or status.ref is None:
-        return StatusRead(fetched=status.fetched if status is not None else True)
-    records = read_records(status.record())
-    for problem in records.problems:  # planned as run plans them; said as run logs them
-        print(f"warning: {problem.meaning}: {problem.error}", file=sys.stderr)
-    return StatusRead(records, status.tip, status.tip_time, status.fetched)
-
-
-def _revision(
-    repo: str,
-    rev: str | None,
-    status: StatusBranch | None,
-    read: StatusRead,
-    *,
-    from_status: bool,
-    branch: str | None,
-    subtree: str,
-    extra: Sequence[tuple[str, bytes]],
-) -> RevisionFiles:
-    """The revision planned: ``--from-status`` without ``--rev`` plans the config branch's head, read
-    from the objects the status branch was read from; otherwise ``--repo`` as it is (or ``--rev``)."""
-    from reconciler.source.errors import redact
-
-    try:
-        if status is not None and (from_status or not Path(repo).exists()):
-            if rev is None and from_status:
-                name = branch or read.records.recorded.branch or DEFAULT_CONFIG_BRANCH
-                rev = status.branch_head(name)
-                if rev is None:
-                    raise PlanError(
-                        f"no config branch {name!r} in {redact(repo)}; name the revision with --rev"
-                    )
-            return read_revision_files(status.location, rev, subtree, extra)
-        return read_revision_files(repo, rev, subtree, extra)
-    except RevisionError as exc:
-        raise PlanError(str(exc)) from None
 
 
 def _observer(inventory: Path | None, palette: str | None) -> ReadOnlyObserver:
@@ -220,15 +151,17 @@ def _make(
     """The preview of the revision and its basis (an exit code when ``--expect-status`` refuses it)."""
     path, extra = _files_options(repo, subtree, what_if)
     with ExitStack() as stack:
-        status = None if no_status else _open_status(repo, status_branch, fetch=fetch, required=from_status)
+        status = None if no_status else open_status(repo, status_branch, fetch=fetch, required=from_status)
         if status is not None:
             stack.callback(status.close)
-        read = StatusRead(read=False) if no_status else _records(status)
+        read = StatusRead(read=False) if no_status else read_status(status)
+        for problem in read.problems:  # planned as run plans them; said as run logs them
+            print(f"warning: {problem}", file=sys.stderr)
         if from_status and read.commit is None:
             raise PlanError(
                 f"no status branch {status_branch!r} in {repo}: the reconciler has not committed a pass yet"
             )
-        revision = _revision(
+        revision = planned_revision(
             repo, rev, status, read, from_status=from_status, branch=branch, subtree=path, extra=extra
         )
         observer = _observer(inventory, palette)
@@ -299,7 +232,7 @@ def run(
             fetch=fetch,
             expect_status=expect_status,
         )
-    except (PlanError, ObserveError) as exc:
+    except (PlanError, ObserveError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if isinstance(made, int):
