@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from reconciler.manifests import parse_file
+from reconciler.manifests import check_bytes
 from reconciler.metrics import Metrics
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.hosts import HostLister
@@ -46,7 +46,7 @@ def open_source(
     and what closes them."""
     if options.watch:
         # A local working directory: read as it is on disk; status goes to its repository if it has one.
-        directory = DirectorySource(Path(options.repo), parse=parse_file, subtree=options.subtree)
+        directory = DirectorySource(Path(options.repo), parse=check_bytes, subtree=options.subtree)
         has_git = (Path(options.repo) / ".git").exists()
         status = status_store(options) if has_git else NoStatus()
         return directory, None, status, status.close
@@ -55,7 +55,7 @@ def open_source(
         options.repo,
         options.branch,
         cache / "source" if cache else None,
-        parse=parse_file,
+        parse=check_bytes,
         subtree=options.subtree,
     )
     status = status_store(options)
@@ -151,6 +151,24 @@ def parts(
     )
 
 
-def build(options: ControllerOptions, **kwargs: object) -> Pipeline:
-    """A pipeline for ``options`` (see :func:`parts` for what may be injected)."""
-    return Pipeline(parts(options, **kwargs))  # type: ignore[arg-type]
+def build(
+    options: ControllerOptions,
+    *,
+    metrics: Metrics | None = None,
+    environ: Mapping[str, str] | None = None,
+    client_factory: ClientFactory | None = None,
+    lease: Lease | None = None,
+    clock: Clock | None = None,
+) -> Pipeline:
+    """The pipeline for ``options``: what ``run``, the demos, the benchmarks and the tests build. The
+    ports may be injected (a Palette client factory, a lease, a clock; see :func:`parts`)."""
+    return Pipeline(
+        parts(
+            options,
+            metrics=metrics,
+            environ=environ,
+            client_factory=client_factory,
+            lease=lease,
+            clock=clock,
+        )
+    )

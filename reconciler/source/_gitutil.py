@@ -21,11 +21,17 @@ from urllib.parse import unquote
 
 import git
 
-from reconciler.logging import get_logger
 from reconciler.source.errors import GitError as GitError  # re-exported: the old import path
 from reconciler.source.errors import redact as redact
 
-log = get_logger(component="git")
+
+def _log() -> Any:
+    """The git logger, imported when a line is logged: structlog (and rich through it) costs every command
+    that only reads a repository a tenth of a second of start-up."""
+    from reconciler.logging import get_logger
+
+    return get_logger(component="git")
+
 
 # Seconds a network git command (ls-remote, fetch, push, clone) may take before it is killed.
 NETWORK_TIMEOUT = 120.0
@@ -326,7 +332,9 @@ def remove_stale_locks(git_dir: Path, on_stale_lock: Callable[[str], None] | Non
             raise GitError(f"cannot remove the stale git lock {path}: {exc}") from None
         name = path.relative_to(git_dir).as_posix()
         removed.append(name)
-        log.warning("removed a stale git lock left by an interrupted git", lock=name, repository=str(git_dir))
+        _log().warning(
+            "removed a stale git lock left by an interrupted git", lock=name, repository=str(git_dir)
+        )
         if on_stale_lock is not None:
             on_stale_lock(name)
     return removed

@@ -14,9 +14,10 @@ import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from reconciler.manifests import MAX_FILE_BYTES, build_desired, parse_file
+from reconciler.manifests import MAX_FILE_BYTES, build_desired
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic
+from reconciler.source.documents import DocumentCache, checked_files
 from reconciler.source.overlay import overlay
 from reconciler.source.select import IGNORE_FILE, SUFFIXES, FileSelection, SelectionError
 
@@ -46,9 +47,7 @@ def read_directory(root: Path, subtree: str = "") -> tuple[list[tuple[str, bytes
     return files, diagnostics
 
 
-def stream_directory(
-    root: Path, subtree: str = ""
-) -> tuple[Iterator[tuple[str, bytes]], list[Diagnostic]]:
+def stream_directory(root: Path, subtree: str = "") -> tuple[Iterator[tuple[str, bytes]], list[Diagnostic]]:
     """:func:`read_directory`, one file at a time, in path order: the files are read as the iterator is
     consumed, and what cannot be read is added to the returned (unsorted) list meanwhile."""
     diagnostics: list[Diagnostic] = []
@@ -152,16 +151,18 @@ def load_directory(
     revision: str | None = None,
     subtree: str = "",
     extra: Sequence[tuple[str, bytes]] = (),
+    cache: DocumentCache | None = None,
 ) -> DesiredState:
     """Load and validate a directory tree (or a single file) of manifests (``subtree``: ``--path``;
-    ``extra``: what-if files added to it, see :mod:`reconciler.source.overlay`).
+    ``extra``: what-if files added to it, see :mod:`reconciler.source.overlay`), each file checked
+    through ``cache`` (:mod:`reconciler.source.documents`; default: the user's cache directory).
 
     A manifest that could not be read may hide a resource, so the state is then marked incomplete.
     """
     files, diagnostics = read_directory(root, subtree)
     if extra:
         files = overlay(files, extra)
-    state = build_desired((parse_file(rel, data) for rel, data in files), revision)
+    state = build_desired(checked_files(files, cache), revision)
     if diagnostics:
         state.complete = False
         state.diagnostics = sorted([*state.diagnostics, *diagnostics], key=Diagnostic.sort_key)

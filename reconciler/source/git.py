@@ -175,8 +175,9 @@ class GitSource(Generic[T]):
 
     ``url`` is a local path (bare repository or work tree), or a ``file://``, ``git://``, ``ssh://``
     or ``https://`` URL. ``parse(path, data)`` turns one file into whatever the caller needs (the
-    controller passes ``reconciler.manifests.parse_file``); without it, :meth:`read_parsed` returns
-    ``(path, data)`` pairs. ``timeout`` bounds each network git command (ls-remote, fetch) in seconds.
+    controller passes ``reconciler.manifests.check_bytes``: each file parsed and checked); without it,
+    :meth:`read_parsed` returns ``(path, data)`` pairs. ``timeout`` bounds each network git command
+    (ls-remote, fetch) in seconds.
     An instance is safe to share between threads (one lock serialises git). ``on_stale_lock(name)`` is
     called for each lock file a killed git left in the cache and this instance removed (for metrics).
     ``subtree`` (``--path``) reads only that directory of each revision; paths stay relative to the root.
@@ -222,9 +223,7 @@ class GitSource(Generic[T]):
         on_stale_lock: Callable[[str], None] | None = None,
         subtree: str = "",
     ) -> None:
-        self._git = GitCache(
-            "source", url, branch, cache_dir, error=SourceError, on_stale_lock=on_stale_lock
-        )
+        self._git = GitCache("source", url, branch, cache_dir, error=SourceError, on_stale_lock=on_stale_lock)
         self._location = self._git.location
         self.url = self._git.url
         self.branch = branch
@@ -451,6 +450,15 @@ def read_revision(
     submodules and oversized files are left out, as in :meth:`GitSource.read_tree`; pass a list as
     ``skipped`` to receive their notes. ``subtree`` (``--path``) reads only that directory.
     """
+    with open_repository(repo) as local:
+        sha, entries = list_revision(local, rev or "HEAD", skipped, subtree)
+        return sha, [(e.path, read_blob(local, e.blob)) for e in entries]
+
+
+@contextmanager
+def open_repository(repo: str) -> Iterator[git.Repo]:
+    """``repo`` opened for reading (see :func:`read_revision`): a local repository in place, a URL cloned
+    bare into a temporary directory removed afterwards."""
     try:
         location = _gitutil.normalize_url(repo)
     except GitError as exc:
@@ -464,9 +472,10 @@ def read_revision(
             raise SourceError(f"{location} is not a git repository") from None
         local.git.update_environment(**_gitutil.git_env())
         try:
-            return _read_files(local, rev or "HEAD", skipped, subtree)
+            yield local
         finally:
             local.close()
+        return
     with tempfile.TemporaryDirectory(prefix="reconciler-rev-") as tmp:
         target = Path(tmp) / "repo.git"
         try:
@@ -476,14 +485,15 @@ def read_revision(
         clone = git.Repo(target)
         clone.git.update_environment(**_gitutil.git_env())
         try:
-            return _read_files(clone, rev or "HEAD", skipped, subtree)
+            yield clone
         finally:
             clone.close()
 
 
-def _read_files(
+def list_revision(
     repo: git.Repo, rev: str, skipped: list[SkippedEntry] | None, subtree: str
-) -> tuple[str, list[tuple[str, bytes]]]:
+) -> tuple[str, list[TreeEntry]]:
+    """The commit ``rev`` names and its YAML blobs (nothing read yet); ``skipped`` receives the notes."""
     sha = resolve_commit(repo, rev)
     try:
         entries, notes = list_yaml_entries(repo, sha, subtree)
@@ -493,4 +503,4 @@ def _read_files(
         raise SourceError(f"cannot list the tree of {rev}: {exc}") from None
     if skipped is not None:
         skipped.extend(notes)
-    return sha, [(e.path, read_blob(repo, e.blob)) for e in entries]
+    return sha, entries
