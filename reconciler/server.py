@@ -53,6 +53,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from reconciler.forges import authentic, credential, event_of, push_ref, push_refs, sign_body
 from reconciler.logging import get_logger, register_secret
 from reconciler.metrics import CONTENT_TYPE, Metrics
+from reconciler.readiness import Readiness, judge_readiness, lease_state
 from reconciler.runtime.lease import Lease
 
 __all__ = [
@@ -153,59 +154,6 @@ def parse_listen(address: str) -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return (host or "0.0.0.0", port)
-
-
-@dataclass(frozen=True, slots=True)
-class Readiness:
-    """What ``/readyz`` answers: ready or not, and one line per check for ``/readyz?verbose``."""
-
-    ready: bool
-    lines: tuple[str, ...]
-
-    def text(self, verbose: bool) -> str:
-        if verbose:
-            verdict = "readyz check passed" if self.ready else "readyz check failed"
-            return "\n".join((*self.lines, verdict)) + "\n"
-        if self.ready:
-            return "ready\n"
-        reasons = [line.split(": ", 1)[1] for line in self.lines if line.startswith("[-]")]
-        return f"not ready: {'; '.join(reasons)}\n"
-
-
-def judge_readiness(*, passed: bool, problem: str | None, lease: Lease | None) -> tuple[Readiness, bool]:
-    """The one readiness rule, and whether this instance stands by.
-
-    ``passed``: a pass has succeeded (or the instance stood by) since the process started;
-    ``problem``: the controller's reason not to act (its status branch follows another config branch).
-    Ready iff there is no problem and a pass has succeeded or another instance holds the writer lease.
-    Holding the lease is never a condition: the ``lease`` line only informs (lines as Kubernetes'
-    ``/readyz?verbose``: ``[+]name ok`` or ``[-]name failed: reason``).
-    """
-    standing_by, lease_line = _lease_state(lease)
-    lines = [lease_line]
-    if passed or standing_by:
-        lines.append(
-            "[+]first-pass ok" + (": standing by, nothing to do" if standing_by and not passed else "")
-        )
-    else:
-        lines.append("[-]first-pass failed: no successful pass yet")
-    lines.append("[+]branch ok" if problem is None else f"[-]branch failed: {problem}")
-    ready = problem is None and (passed or standing_by)
-    return Readiness(ready, tuple(lines)), standing_by
-
-
-def _lease_state(lease: Lease | None) -> tuple[bool, str]:
-    """(standing by, the ``/readyz?verbose`` line) for the writer lease."""
-    if lease is None:
-        return False, "[+]lease ok: none (this instance writes)"
-    if lease.holds():
-        return False, f"[+]lease ok: held by this instance ({lease.identity}); reconciler_lease_held 1"
-    holder = lease.holder()
-    if holder is None or holder == lease.identity:
-        return False, "[+]lease ok: not held yet, taking it; reconciler_lease_held 0"
-    return True, (
-        f"[+]lease ok: standing by, held by {holder}; this instance writes nothing; reconciler_lease_held 0"
-    )
 
 
 class _DeadlineProtocol(H11Protocol):
@@ -494,7 +442,7 @@ class Server:
         if event.kind != "push":
             _log.info("webhook ignored", forge=event.forge, forge_event=event.name, delivery=event.delivery)
             return "ignored", JSONResponse({"status": "ignored", "event": event.name})
-        standing_by, _line = _lease_state(self._lease)
+        standing_by, _line = lease_state(self._lease)
         if standing_by:  # the writer polls; a standby starts nothing
             holder = self._lease.holder() if self._lease is not None else None
             _log.info("webhook ignored: standing by", holder=holder, delivery=event.delivery)

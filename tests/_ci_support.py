@@ -75,6 +75,7 @@ class StepResult:
 class ActionRun:
     steps: list[StepResult] = field(default_factory=list)
     outputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    summary: str = ""  # what the steps wrote to $GITHUB_STEP_SUMMARY
 
     @property
     def returncode(self) -> int:
@@ -102,6 +103,8 @@ def run_composite_action(
         for name, spec in action.get("inputs", {}).items()
     }
     files = {name: runner_temp / f"{name.lower()}-{id(context)}" for name in ("GITHUB_ENV", "GITHUB_PATH")}
+    summary = runner_temp / f"step-summary-{id(context)}"
+    summary.write_text("")
     result = ActionRun()
     for index, step in enumerate(action["runs"]["steps"]):
         if "run" not in step or str(step.get("name", "")).startswith(tuple(skip)):
@@ -115,6 +118,7 @@ def run_composite_action(
             GITHUB_WORKSPACE=str(workspace),
             RUNNER_TEMP=str(runner_temp),
             GITHUB_OUTPUT=str(output),
+            GITHUB_STEP_SUMMARY=str(summary),
             **{name: str(path) for name, path in files.items()},
         )
         step_env.update({k: evaluate(str(v), context) for k, v in step.get("env", {}).items()})
@@ -137,6 +141,7 @@ def run_composite_action(
             result.outputs[step["id"]] = outputs
         if done.returncode != 0:
             break
+    result.summary = summary.read_text()
     return result
 
 
@@ -197,9 +202,13 @@ def write_observed_status(repo: ConfigRepo, hosts: list[dict[str, Any]], url: st
 
 class FakeForge:
     """Comments (GitHub: ``/repos/O/R/issues/N/comments``) and notes (GitLab:
-    ``/api/v4/projects/P/merge_requests/N/notes``) kept in memory; every request is recorded."""
+    ``/api/v4/projects/P/merge_requests/N/notes``) kept in memory; every request is recorded.
+    ``read_only``: every write is refused 403, as GitHub does for a fork's pull-request token.
+    ``merge_requests``: what GitLab's ``GET /api/v4/projects/P/merge_requests`` lists."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, read_only: bool = False) -> None:
+        self.read_only = read_only
+        self.merge_requests: list[dict[str, Any]] = []
         self.threads: dict[str, list[dict[str, Any]]] = {}
         self.requests: list[tuple[str, str, Mapping[str, str]]] = []
         self._next = 1000
@@ -221,9 +230,13 @@ class FakeForge:
         path = urlparse(raw_path).path
         with self._lock:
             self.requests.append((method, path, dict(headers)))
+            if method == "GET" and re.fullmatch(r"/api/v4/projects/[^/]+/merge_requests", path):
+                return 200, self.merge_requests
             thread, item = self._thread_of(path)
             if method == "GET":
                 return 200, self.threads.get(thread, [])
+            if self.read_only:
+                return 403, {"message": "Resource not accessible by integration"}
             payload = json.loads(body or b"{}")
             if method == "POST":
                 self._next += 1

@@ -31,13 +31,14 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests._ci_support import FakeForge, run_composite_action, run_gitlab_job, write_observed_status
+from tests._ci_support import FakeForge, evaluate, run_composite_action, run_gitlab_job, write_observed_status
 from tests._contract_support import SAMPLE_INVENTORY, SAMPLE_REPO, ConfigRepo, git, make_config_repo
 from tests._release_support import INSTALL_TIMEOUT, RELEASE_TAG, need
 
@@ -74,11 +75,9 @@ def project(release: tuple[Path, str]) -> tuple[Path, str]:
     return release
 
 
-@pytest.fixture(scope="module")
-def config(tmp_path_factory: pytest.TempPathFactory, project: tuple[Path, str]) -> tuple[ConfigRepo, str]:
-    """The config repository (module docstring) with a status branch and a pull-request branch ``pr``;
-    returns it and the pull request's head."""
-    root = tmp_path_factory.mktemp("config")
+def _make_config(root: Path, project: tuple[Path, str]) -> tuple[ConfigRepo, str]:
+    """The config repository (module docstring) with a status branch and a pull-request branch ``pr``
+    that makes notebooks 6 H100; returns it and the pull request's head."""
     source = root / "source"
     shutil.copytree(SAMPLE_REPO, source)
     (source / "inventory.json").unlink()  # a Palette snapshot is no config file
@@ -98,6 +97,12 @@ def config(tmp_path_factory: pytest.TempPathFactory, project: tuple[Path, str]) 
     git("commit", "-q", "-am", "notebooks: 6 H100", cwd=repo.work)
     git("push", "-q", "origin", "pr", cwd=repo.work)
     return repo, repo.head()
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory, project: tuple[Path, str]) -> tuple[ConfigRepo, str]:
+    """The config repository of :func:`_make_config`, shared by the module's tests."""
+    return _make_config(tmp_path_factory.mktemp("config"), project)
 
 
 def _checkout(repo: ConfigRepo, where: Path, rev: str) -> Path:
@@ -163,7 +168,7 @@ def test_the_github_action_validates_and_keeps_one_plan_comment(
                 "action_path": str(action_path),
                 "token": "ghs_test_token",
                 "sha": rev,
-                "event": {"pull_request": {"number": 7, "head": {"sha": rev}}},
+                "event": {"pull_request": {"number": 7, "head": {"sha": rev}, "base": {"ref": "main"}}},
             }
             # The first job installs; the later ones find the installed reconciler in the runner's
             # temporary directory (where the run step looks for it) and skip the install.
@@ -216,6 +221,7 @@ def test_the_gitlab_jobs_install_from_git_and_keep_one_note(
             CI_API_V4_URL=f"{api}/api/v4",
             CI_PROJECT_ID="42",
             CI_MERGE_REQUEST_IID="3",
+            CI_MERGE_REQUEST_TARGET_BRANCH_NAME="main",
             CI_PIPELINE_SOURCE="merge_request_event",
             RECONCILER_NOTE_TOKEN="glpat-test",
         )
@@ -315,3 +321,171 @@ def test_pre_commit_runs_the_hook_and_fails_on_a_broken_file(
     done = _run_hook(repo, pre_commit_home)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "broken.yaml" in done.stdout
+
+
+SANDBOX = "project-a/platforms/cpu-sandbox.yaml"
+
+
+def _move_main(repo: ConfigRepo) -> str:
+    """main moves on after the pull request branched: the cpu-sandbox platform goes (it was never
+    deployed, so nothing is pruned); returns main's new head."""
+    git("checkout", "-q", "main", cwd=repo.work)
+    git("rm", "-q", SANDBOX, cwd=repo.work)
+    git("commit", "-q", "-m", "cpu-sandbox: retired", cwd=repo.work)
+    git("push", "-q", "origin", "main", cwd=repo.work)
+    head = repo.head()
+    git("checkout", "-q", "pr", cwd=repo.work)
+    return head
+
+
+def _move_status(repo: ConfigRepo) -> str:
+    """The reconciler commits to its status branch again; returns the branch's new tip."""
+    work = repo.work.parent / "status-work"
+    git("commit", "-q", "--allow-empty", "-m", "status: another pass", cwd=work)
+    git("push", "-q", str(repo.bare), "HEAD:refs/heads/reconciler/status", cwd=work)
+    return git("rev-parse", "HEAD", cwd=work)
+
+
+INSTALL = "Install the reconciler (from this action, through its lock file)"
+
+
+class Runner:
+    """One runner for the module's later action runs: the action unpacked once, installed by the first
+    run into ``temp`` (the install itself is tested there and by the first GitHub test), then reused."""
+
+    def __init__(self, root: Path, project: tuple[Path, str]) -> None:
+        self.action_path = root / "_actions" / "paletteai-reconciler"  # as GitHub unpacks it: no .git
+        shutil.copytree(project[0], self.action_path, ignore=shutil.ignore_patterns(".git"))
+        self.temp = root / "runner-temp"
+        self.temp.mkdir()
+        self.installed = False
+
+    def run(
+        self, with_inputs: Mapping[str, str], github: dict[str, Any], workspace: Path, env: dict[str, str]
+    ) -> Any:
+        github = {"action_path": str(self.action_path), **github}
+        skip = (INSTALL,) if self.installed else ()
+        done = run_composite_action(ACTION, with_inputs, github, workspace, self.temp, env, skip=skip)
+        self.installed = self.installed or all(s.returncode == 0 for s in done.steps[:1])
+        return done
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory, project: tuple[Path, str]) -> Runner:
+    return Runner(tmp_path_factory.mktemp("runner"), project)
+
+
+def _pull_request_event(number: int, head: str) -> dict[str, Any]:
+    return {"pull_request": {"number": number, "head": {"sha": head}, "base": {"ref": "main"}}}
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT)
+def test_a_fork_pull_request_is_planned_merged_onto_the_moved_base_into_the_job_summary(
+    project: tuple[Path, str], runner: Runner, tmp_path: Path
+) -> None:
+    """A fork's pull request has a read-only token: the comment is refused 403, the plan is in the job
+    summary, and a clean plan passes. It plans the merge onto main's tip of now (cpu-sandbox gone)."""
+    repo, head = _make_config(tmp_path / "config", project)
+    _move_main(repo)
+    forge = FakeForge(read_only=True)
+    with forge.serve() as api:
+        env = {**_base_env(), "GITHUB_API_URL": api, "GITHUB_REPOSITORY": "acme/compute-config"}
+        github = {"token": "ghs_read_only", "sha": head, "event": _pull_request_event(7, head)}
+        workspace = _checkout(repo, tmp_path / "plan", head)
+        run = runner.run(_uses_step("plan")["with"], github, workspace, env)
+    assert run.returncode == 0, run.log()
+    assert run.outputs["run"]["exit-code"] == "0"
+    plan = Path(run.outputs["run"]["plan-file"]).read_text()
+    assert "project-a/notebooks" in plan and "cpu-sandbox" not in plan, plan
+    assert plan in run.summary
+    assert "::warning::the plan was not posted as a comment (HTTP 403" in run.log()
+    assert forge.threads == {}
+    assert [m for m, _p, _h in forge.requests] == ["GET", "POST"]
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT)
+def test_a_replan_after_the_status_branch_moved_edits_the_one_comment_and_a_stale_plan_fails(
+    project: tuple[Path, str], runner: Runner, tmp_path: Path
+) -> None:
+    """The workflow's replan job (no pull-request event: a schedule) plans the open pull request again
+    and edits its one comment; a plan made on a status tip that is no longer the branch's exits 3 and
+    fails the check, with the comment saying it is stale."""
+    repo, head = _make_config(tmp_path / "config", project)
+    forge = FakeForge()
+    with forge.serve() as api:
+        env = {**_base_env(), "GITHUB_API_URL": api, "GITHUB_REPOSITORY": "acme/compute-config"}
+
+        def job(name: str, with_inputs: Mapping[str, str], event: dict[str, Any]) -> Any:
+            workspace = _checkout(repo, tmp_path / name, head)
+            return runner.run(with_inputs, {"token": "ghs_test", "sha": head, "event": event}, workspace, env)
+
+        first = job("plan", _uses_step("plan")["with"], _pull_request_event(7, head))
+        assert first.returncode == 0, first.log()
+        [comment] = forge.threads["/repos/acme/compute-config#7"]
+        posted = comment["body"]
+
+        old_tip = git("rev-parse", "refs/heads/reconciler/status", cwd=repo.bare)
+        new_tip = _move_status(repo)
+        matrix = {"matrix": {"pull": {"number": 7, "headRefOid": head}}}
+        replan_with = {k: evaluate(str(v), matrix) for k, v in _uses_step("replan")["with"].items()}
+        assert replan_with == {"command": "plan", "rev": head, "base": "main", "pull-request": "7"}
+        replan = job("replan", replan_with, {})
+        assert replan.returncode == 0, replan.log()
+        [edited] = forge.threads["/repos/acme/compute-config#7"]
+        assert edited["id"] == comment["id"] and edited["body"] != posted
+        assert new_tip[:7] in edited["body"] and old_tip[:7] not in edited["body"]
+
+        stale = job("stale", {**replan_with, "expect-status": old_tip}, {})
+        assert stale.outputs["run"]["exit-code"] == "3", stale.log()
+        assert stale.returncode == 3 and "::error::stale plan" in stale.log()
+        [marked] = forge.threads["/repos/acme/compute-config#7"]
+        assert marked["id"] == comment["id"] and "**Stale plan**" in marked["body"]
+    assert [m for m, _p, _h in forge.requests if m != "GET"] == ["POST", "PATCH", "PATCH"]
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT)
+def test_the_gitlab_plan_is_of_the_merge_and_the_replan_of_a_token_that_may_not_write_only_warns(
+    project: tuple[Path, str], tmp_path: Path
+) -> None:
+    repo, head = _make_config(tmp_path / "config", project)
+    git("push", "-q", "origin", f"{head}:refs/merge-requests/3/head", cwd=repo.work)
+    _move_main(repo)
+    venv = tmp_path / "image-python"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    forge = FakeForge()
+    forge.merge_requests = [{"iid": 3, "sha": head, "target_branch": "main", "state": "opened"}]
+    overrides = {"RECONCILER_GIT_URL": f"file://{project[0]}", "RECONCILER_REF": TAG}
+    notes = "/api/v4/projects/42/merge_requests/3/notes"
+    with forge.serve() as api:
+        env = _base_env()
+        env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
+        env.update(CI_API_V4_URL=f"{api}/api/v4", CI_PROJECT_ID="42", RECONCILER_NOTE_TOKEN="glpat-test")
+        mr = {
+            "CI_PIPELINE_SOURCE": "merge_request_event",
+            "CI_MERGE_REQUEST_IID": "3",
+            "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+            "CI_COMMIT_SHA": head,
+        }
+        workspace = _checkout(repo, tmp_path / "plan", head)
+        plan = run_gitlab_job(GITLAB, "plan", workspace, {**env, **mr}, overrides)
+        assert plan.returncode == 0, plan.stdout + plan.stderr
+        install = [line for line in GITLAB[".reconciler"]["before_script"] if "pip install" in line]
+        assert install and '-c "$lock/requirements.lock"' in install[0], install
+        text = (workspace / "plan.md").read_text()
+        assert "project-a/notebooks" in text and "cpu-sandbox" not in text, text
+        [note] = forge.threads[notes]
+
+        _move_status(repo)
+        forge.read_only = True  # the token's role may not write notes (or it expired)
+        main = git("rev-parse", "refs/heads/main", cwd=repo.bare)
+        workspace = _checkout(repo, tmp_path / "replan", main)
+        schedule = {"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_SHA": main, "CI_COMMIT_BRANCH": "main"}
+        replan = run_gitlab_job(GITLAB, "replan", workspace, {**env, **schedule}, overrides)
+        assert replan.returncode == 0, replan.stdout + replan.stderr
+        assert "planning !3" in replan.stdout
+        assert "warning: the plan was not posted as a note (HTTP 403" in replan.stdout
+        assert "project-a/notebooks" in (workspace / "plan.md").read_text()
+        assert forge.threads[notes] == [note]
+        assert ("PUT", f"{notes}/{note['id']}") in [(m, p) for m, p, _h in forge.requests]
+    assert GITLAB["plan"]["artifacts"]["expose_as"] == "Reconciler plan"
+    assert [m for m, _p, _h in forge.requests if m != "GET"] == ["POST", "PUT"]

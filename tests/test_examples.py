@@ -106,7 +106,7 @@ def test_examples_validate_the_whole_repository_with_annotations() -> None:
         plans = [line for line in lines if line.startswith("reconciler plan")]
         assert plans, "each example plans the change"
         for line in plans:
-            for flag in ("--from-status", "--changes-only", "--format markdown", "--rev"):
+            for flag in ("--from-status", "--changes-only", "--format markdown", "--rev", "--expect-status"):
                 assert flag in line, (flag, line)
 
 
