@@ -30,7 +30,6 @@ from rich.live import Live
 from rich.table import Table
 
 from reconciler.commands import demo_scaling
-from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.emulator import EmulatorServer
 from reconciler.logging import configure_logging
 from reconciler.metrics import PassOutcome
@@ -38,6 +37,10 @@ from reconciler.model.conditions import Phase
 from reconciler.model.desired import PlatformKey
 from reconciler.palette.observe import load_snapshot
 from reconciler.plan import DONE, Action, PlatformPlan
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.outcome import PassResult
+from reconciler.runtime.pipeline import Pipeline
 from reconciler.server import Server
 from reconciler.source.status_reader import StatusBranch
 from reconciler.status.view import ResourceRow, load_yaml, rows
@@ -82,6 +85,8 @@ def make_remote(sample: Path, workspace: Path) -> Path:
     git("-C", str(work), "add", "-A")
     git("-C", str(work), "commit", "-q", "-m", "Sample PaletteAI compute configuration")
     git("clone", "-q", "--bare", str(work), str(remote))
+    # The server's repository has no upstream: readers of its status branch read it, not an "origin".
+    git("--git-dir", str(remote), "remote", "remove", "origin")
     return remote
 
 
@@ -324,7 +329,7 @@ def run(keep: bool, heartbeat: float = 30.0) -> int:
             resync_interval=1.0,
             cache_dir=workspace / "cache",
         )
-        controller = Controller(options)
+        controller = wiring.build(options)
         server = Server(
             controller.metrics, webhook_secret=None, on_webhook=lambda _p: _start_pass(controller)
         )
@@ -344,6 +349,8 @@ def run(keep: bool, heartbeat: float = 30.0) -> int:
             pools_ok, pool_rows = _converge_pools(passes, stop.event, remote, latest) if ok else (False, [])
             _summary(console, ok, latest, remote, workspace)
             _pool_summary(console, pools_ok, pool_rows, _pool_modes(remote) if pool_rows else {})
+            for line in environment_lines(StatusBranch(str(remote)).files()):
+                _print(console, line)
             if ok and not stop.event.is_set():
                 demo_scaling.scene(
                     sample, workspace, api_key, lambda line: _print(console, line), make_remote
@@ -468,6 +475,27 @@ def _pool_summary(console: Console, ok: bool, found: list[ResourceRow], modes: M
         console.print("[red]not every pool reached Running[/red]")
 
 
+def environment_lines(files: Mapping[str, bytes]) -> list[str]:
+    """Where each Environment placed its workloads, from its status file (docs/environments.md)."""
+    out: list[str] = []
+    for path, data in sorted(files.items()):
+        parts = path.split("/")
+        if len(parts) != 3 or parts[1] != "environments":
+            continue
+        doc = load_yaml(data)
+        status = doc.get("status") if isinstance(doc, dict) else None
+        if not isinstance(status, dict):
+            continue
+        candidates = ", ".join(str(c) for c in status.get("candidates") or []) or "none"
+        placed = status.get("workloads")
+        placed = placed if isinstance(placed, dict) else {}
+        where = "; ".join(f"{w} -> {p or 'no pool yet'}" for w, p in sorted(placed.items())) or "no workload"
+        out.append(
+            f"environment {parts[0]}/{parts[2].removesuffix('.yaml')} (candidates {candidates}): {where}"
+        )
+    return out
+
+
 def _summary(console: Console, ok: bool, latest: list[PassResult], remote: Path, workspace: Path) -> None:
     plans = next((r.plan for r in reversed(latest) if r.plan), [])
     console.print()
@@ -531,6 +559,6 @@ def _follow(console: Console, passes: queue.Queue[PassResult], stop: threading.E
             _print(console, beat)
 
 
-def _start_pass(controller: Controller) -> bool:
+def _start_pass(controller: Pipeline) -> bool:
     controller.request_pass()
     return True

@@ -12,7 +12,9 @@ from reconciler.model.resources import (
     Compute,
     ComputePool,
     ComputeProfile,
+    Environment,
     MLPlatform,
+    ProfileBundle,
     Project,
     Resource,
     Settings,
@@ -25,7 +27,17 @@ Identity = tuple[str, str, str]
 PlatformKey = tuple[str, str]
 
 R = TypeVar(
-    "R", Compute, ComputeProfile, MLPlatform, Project, Settings, WorkloadProfile, ComputePool, AIWorkload
+    "R",
+    Compute,
+    ComputeProfile,
+    MLPlatform,
+    Project,
+    Settings,
+    WorkloadProfile,
+    ComputePool,
+    AIWorkload,
+    ProfileBundle,
+    Environment,
 )
 
 

@@ -8,7 +8,7 @@ cross-resource rules (VIP clashes, references, ``nodeCount`` 2 only for two-node
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -167,6 +167,10 @@ class ClusterProfileRef(Strict):
 
 class WorkloadProfileSpec(Strict):
     cluster_profiles: list[ClusterProfileRef] = Field(default_factory=list)
+    type: Literal["Application", "Model", "Infrastructure"] = Field(
+        default="Application",
+        description="What it deploys: Application (the default), Model, or Infrastructure (docs/bundles.md).",
+    )
 
 
 class WorkloadProfile(Strict):
@@ -183,6 +187,11 @@ class WorkloadProfile(Strict):
 class ProjectSpec(Strict):
     compute_profile_ref: LocalRef
     settings_ref: LocalRef | None = None
+    gpu_quota: dict[str, NonNegativeInt] = Field(
+        default_factory=dict,
+        description="At most this many GPUs per family for the namespace's dedicated MLPlatforms and "
+        "ComputePools together (docs/environments.md#project-gpu-quota).",
+    )
 
 
 class Project(Strict):
@@ -267,6 +276,11 @@ class ComputePoolSpec(Strict):
     )
     compute_profile_ref: LocalRef | None = None
     workload_profile_ref: LocalRef | None = None
+    profile_bundle_ref: LocalRef | None = Field(
+        default=None,
+        description="An Infrastructure or Fullstack ProfileBundle the pool's cluster is built from, in place "
+        "of the Settings' and the WorkloadProfile's cluster profiles; not with workloadProfileRef.",
+    )
     resource_groups: dict[str, str] = Field(default_factory=dict)
     gpus: list[GpuRequest] = Field(default_factory=list, description="The pool's GPU capacity per family.")
     min_worker_nodes: NonNegativeInt | None = None
@@ -292,8 +306,18 @@ class WorkloadGpuRequest(Strict):
 
 
 class AIWorkloadSpec(Strict):
-    compute_pool_ref: LocalRef
+    compute_pool_ref: LocalRef | None = Field(
+        default=None, description="The ComputePool it runs on; or spec.environmentRef (exactly one)."
+    )
+    environment_ref: LocalRef | None = Field(
+        default=None, description="The Environment whose first pool that can hold it admits it."
+    )
     workload_profile_ref: LocalRef | None = None
+    profile_bundle_ref: LocalRef | None = Field(
+        default=None,
+        description="An Application or Fullstack ProfileBundle whose add-ons are attached to the pool's "
+        "cluster while it is admitted; not with workloadProfileRef.",
+    )
     replicas: int = Field(
         default=1,
         ge=1,
@@ -317,9 +341,11 @@ class AIWorkload(Strict):
 
 
 # Kinds in modules of their own import the base models above, so they are imported after them.
+from reconciler.model.bundle import ProfileBundle as ProfileBundle  # noqa: E402
+from reconciler.model.environment import Environment as Environment  # noqa: E402
 from reconciler.model.scaling import ScalingPolicy  # noqa: E402
 
-Resource = (
+Resource: TypeAlias = (
     ComputeProfile
     | MLPlatform
     | WorkloadProfile
@@ -329,6 +355,8 @@ Resource = (
     | ComputePool
     | AIWorkload
     | ScalingPolicy
+    | ProfileBundle
+    | Environment
 )
 
 # kind -> (apiVersion, model)
@@ -342,6 +370,8 @@ KINDS: dict[str, tuple[str, type[Strict]]] = {
     "ComputePool": ("spectrocloud.com/v1alpha1", ComputePool),
     "AIWorkload": ("spectrocloud.com/v1alpha1", AIWorkload),
     "ScalingPolicy": ("spectrocloud.com/v1alpha1", ScalingPolicy),
+    "ProfileBundle": ("spectrocloud.com/v1beta1", ProfileBundle),
+    "Environment": ("spectrocloud.com/v1beta1", Environment),
 }
 
 # Status files live at <namespace>/<plural>/<name>.yaml (docs/status-branch.md).
@@ -355,4 +385,6 @@ PLURALS: dict[str, str] = {
     "ComputePool": "computepools",
     "AIWorkload": "aiworkloads",
     "ScalingPolicy": "scalingpolicies",
+    "ProfileBundle": "profilebundles",
+    "Environment": "environments",
 }

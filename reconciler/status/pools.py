@@ -281,6 +281,8 @@ def workload_document(
         "conditions": [ready_condition(phase, why, message, previous, now)],
         "pool": w.pool,
     }
+    if w.environment is not None:  # placed through an Environment (docs/environments.md)
+        status["environment"] = w.environment
     if w.gpus or w.mig:
         replica_of = w.gpu_replicas if len(w.gpu_replicas) == len(w.gpus) else (0,) * len(w.gpus)
         status["allocation"] = {

@@ -99,8 +99,10 @@ _REFERENCE_FIELDS: dict[str, str] = {
     "compute_profile_ref": "ComputeProfile",
     "workload_profile_ref": "WorkloadProfile",
     "compute_pool_ref": "ComputePool",
+    "environment_ref": "Environment",
     "scaling_policy_ref": "ScalingPolicy",
     "settings_ref": "Settings",
+    "profile_bundle_ref": "ProfileBundle",
 }
 
 
