@@ -28,7 +28,8 @@ class RevisionError(Exception):
 @dataclass
 class RevisionFiles:
     """One revision's files as the load stage's ``Source``: ``sha`` (None for a directory outside git),
-    the files, what was skipped, and ``earlier`` reading another revision's files (None: no history)."""
+    the files, what was skipped, and ``earlier`` reading another revision's files (None: no history).
+    A git revision comes already checked (``_parsed``, through the documents cache), its ``files`` empty."""
 
     sha: str | None
     files: Sequence[tuple[str, bytes]]
@@ -108,12 +109,14 @@ def _directory(
 def _git_revision(
     repo: str, rev: str | None, subtree: str, extra: Sequence[tuple[str, bytes]]
 ) -> RevisionFiles:
-    from reconciler.source.git import SkippedEntry, read_revision
-    from reconciler.source.overlay import overlay
+    from reconciler.source.documents import read_checked
+    from reconciler.source.git import SkippedEntry
 
+    # Only the blob ids of the tree are listed; the blobs no pack of the documents cache holds are read
+    # and checked (``source.documents``), so ``files`` stays empty and the checked files stand for it.
     skipped: list[SkippedEntry] = []
     try:
-        sha, files = read_revision(repo, rev, skipped=skipped, subtree=subtree)
+        sha, checked = read_checked(repo, rev, skipped=skipped, subtree=subtree, extra=extra)
     except SourceError as exc:
         if rev is not None:
             raise RevisionError(str(exc)) from None
@@ -121,15 +124,16 @@ def _git_revision(
         # main, the branch `run` follows by default: plan that before giving up.
         try:
             skipped.clear()
-            sha, files = read_revision(repo, "main", skipped=skipped, subtree=subtree)
+            sha, checked = read_checked(repo, "main", skipped=skipped, subtree=subtree, extra=extra)
         except SourceError:
             raise RevisionError(str(exc)) from None
     return RevisionFiles(
         sha,
-        overlay(files, extra),
+        (),
         [s.to_diagnostic() for s in skipped],
         _reader(repo, subtree),
         message=commit_message(repo, sha),
+        _parsed=checked,
     )
 
 

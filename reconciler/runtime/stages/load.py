@@ -8,7 +8,6 @@ A shard validates the whole repository but keeps (and logs) only its namespaces.
 
 from __future__ import annotations
 
-from reconciler.logging import get_logger, pass_context
 from reconciler.manifests import build_desired, carry
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Severity
@@ -17,8 +16,6 @@ from reconciler.resolve import NamespaceSelector
 from reconciler.runtime.ports import Source
 from reconciler.source import GitError
 from reconciler.status.records import Records
-
-log = get_logger(component="controller")
 
 
 def load(
@@ -44,6 +41,10 @@ def load(
     desired = select_namespaces(carry.carry_unreadable(previous, loaded), namespaces)
     if quiet:
         return desired
+    # Imported here: ``plan`` (quiet) never logs, and structlog costs its start a tenth of a second.
+    from reconciler.logging import get_logger, pass_context
+
+    log = get_logger(component="controller")
     with pass_context(head):
         for diag in desired.diagnostics:  # once per revision, not on every resync
             log.warning(
