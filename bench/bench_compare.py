@@ -15,6 +15,9 @@ Measures (the inputs come from the generators in ``bench/``, the same for every 
 - ``validate`` of 10,000 files, whole process, next to a bare CSafeLoader parse of the same files;
 - ``plan --inventory`` of 1,000 platforms on 10,000 hosts, whole process (``--plan-size`` adds others,
   e.g. 10000x100000);
+- ``plan --from-status --what-if FILE`` on ``bench_what_if.py``'s git repository of 10,000 AIWorkloads
+  (``--only what-if``; ``--what-if-workloads``): with the cache of checked documents warm (the run before
+  filled it) and cold (emptied before each run); a version without that cache does the same work both ways;
 - discovery (``reconciler.inventory.discover``) of 10,000 search items, in process, best of 5 per run;
 - MIG admission of one pool of 128 A100 GPUs with 150 workloads (cold and warm pass, as
   ``bench_mig_admission.py``), in process; only for versions that have it.
@@ -43,6 +46,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
+import bench_what_if  # noqa: E402
 import gen_config_tree  # noqa: E402
 import gen_inventory  # noqa: E402
 from bench_validate import BARE_PARSE  # noqa: E402
@@ -92,8 +96,11 @@ class Contender:
     label: str
     root: Path
 
+    cache: Path | None = None  # RECONCILER_CACHE_DIR: the cache of checked documents (per contender)
+
     def env(self) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": str(self.root)}
+        cache = {"RECONCILER_CACHE_DIR": str(self.cache)} if self.cache is not None else {}
+        return {**os.environ, "PYTHONPATH": str(self.root), **cache}
 
 
 @dataclass
@@ -211,6 +218,7 @@ def main() -> None:
     parser.add_argument("--plan-size", action="append", help="PLATFORMSxHOSTS (default 1000x10000)")
     parser.add_argument("--discover-hosts", type=int, default=10_000)
     parser.add_argument("--mig", default="16x150", help="HOSTSxWORKLOADS of the MIG pool (8 GPUs a host)")
+    parser.add_argument("--what-if-workloads", type=int, default=10_000)
     args = parser.parse_args()
     only = set(args.only.split(","))
     bases = args.base or default_bases()
@@ -223,6 +231,10 @@ def main() -> None:
     print("cells: best (median) seconds; ratio = this tree's best / the other's best")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        for c in contenders:  # the document cache of each version in the run's directory, not ~/.cache
+            c.cache = work / f"cache-{c.label.replace(' ', '-')}"
+        if "what-if" in only:
+            what_if(contenders, labels, work, args.what_if_workloads, args.repeat)
         if "validate" in only:
             tree = work / "validate-tree"
             write_tree(tree, args.files)
@@ -272,6 +284,34 @@ def main() -> None:
             hosts_, workloads_ = args.mig.split("x")
             title = f"MIG admission, {int(hosts_) * 8} GPUs, {workloads_} workloads (in process)"
             print_table(title, alternate(contenders, args.repeat, mig), labels)
+
+
+def what_if(contenders: list[Contender], labels: list[str], work: Path, workloads: int, rounds: int) -> None:
+    import shutil
+
+    repo = work / "what-if" / "config"
+    bench_what_if.write_repository(repo, workloads, 5_000)
+    extra = work / "what-if" / "my-workload.yaml"
+    family = bench_what_if.family_of(3)
+    extra.write_text(
+        bench_what_if.WORKLOAD.format(
+            name="my-workload", ns="team-03", p=3, priority=3, family=family, count=2
+        )
+    )
+    cmd = [sys.executable, "-m", "reconciler.cli", "plan", "--repo", str(repo), "--from-status"]
+    cmd += ["--format", "json", "--what-if", str(extra)]
+    row = f"what-if, {workloads:,} workloads"
+
+    def measure(c: Contender) -> list[tuple[str, float, float]]:
+        assert c.cache is not None
+        shutil.rmtree(c.cache, ignore_errors=True)
+        cold_cpu, cold_wall, _ = run_process(cmd, c.env(), ok=(0, 1))
+        warm_cpu, warm_wall, _ = run_process(cmd, c.env(), ok=(0, 1))  # the cold run filled the cache
+        return [(f"{row}, warm cache", warm_cpu, warm_wall), (f"{row}, cold cache", cold_cpu, cold_wall)]
+
+    print_table(
+        "plan --from-status --what-if (whole process)", alternate(contenders, rounds, measure), labels
+    )
 
 
 if __name__ == "__main__":

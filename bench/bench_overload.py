@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gen_inventory
 
 from reconciler import allocate
-from reconciler.allocate import Allocation, Requirements
+from reconciler.allocate import Allocation, Requirements, engine
 from reconciler.inventory import HostState, Inventory, Machine, Role, discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.resources import Resource
@@ -97,12 +97,12 @@ def demand(inventory: Inventory, load: float, priorities: int, seed: int) -> Des
 @contextmanager
 def name_order_only() -> Iterator[None]:
     """The engine with its search switched off: each priority placed in (namespace, name) order."""
-    saved = allocate._place_new
-    allocate._place_new = allocate._place_in_order
+    saved = engine._place_new
+    engine._place_new = engine._place_in_order
     try:
         yield
     finally:
-        allocate._place_new = saved
+        engine._place_new = saved
 
 
 def placed_by_priority(

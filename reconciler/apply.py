@@ -20,6 +20,7 @@ from reconciler.membership import config_hosts
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import ManagedCluster, cluster_name, managed_labels
+from reconciler.model.outcomes import Outcome, WorkloadOutcome
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.model.resources import ClusterProfileRef, ComputePool, ComputeProfile, MLPlatform
 from reconciler.palette.entities import (
@@ -37,8 +38,6 @@ from reconciler.palette.observe import cluster_config_uid
 from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import Action, Plan, PlatformPlan, PoolPlan, WorkloadPlan
 from reconciler.profiles import NO_CLUSTER_PROFILE, platform_cluster_profiles
-from reconciler.status.pools import WorkloadOutcome
-from reconciler.status.render import Outcome
 
 log = get_logger(component="apply")
 

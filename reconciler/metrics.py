@@ -17,13 +17,18 @@ from enum import StrEnum
 from typing import Any
 
 import yaml
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from reconciler.model.conditions import Phase
 
 __all__ = ["CONTENT_TYPE", "SCALING_DIRECTIONS", "Metrics", "PassOutcome", "PoolFigures", "pool_figures"]
+
+# prometheus_client adds a ``*_created`` series (the creation time) to every counter and histogram: a
+# second series per counter that no rule reads and that restarts alone would make look new. Off, as
+# the Prometheus text format allows (the setting is the library's, process-wide).
+disable_created_metrics()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The ``Content-Type`` of :meth:`Metrics.render`'s output (Prometheus text format 0.0.4)."""
@@ -107,7 +112,7 @@ class Metrics:
         )
         self.webhooks = self._counter(
             "reconciler_webhooks",
-            "Requests to the git webhook by result (accepted, ping, ignored, unauthorized, too_large, ...).",
+            "Requests to the git webhook by result (accepted, coalesced, ping, ignored, unauthorized, ...).",
             ("result",),
         )
         self.os_errors = self._counter(
@@ -147,10 +152,17 @@ class Metrics:
             "Workloads of a pool whose phase is Pending, after the last pass.",
             ("namespace", "pool"),
         )
+        # The parts (admitted, free) and their total are two metrics, so sum(reconciler_pool_gpus) is the
+        # pool's GPUs, not twice them.
         self.pool_gpus = self._gauge(
             "reconciler_pool_gpus",
-            "GPUs of a pool by family: total, admitted (bound to workloads) and free, after the last pass.",
+            "GPUs of a pool by family and state: admitted (bound to workloads) or free, after the last pass.",
             ("namespace", "pool", "family", "state"),
+        )
+        self.pool_capacity = self._gauge(
+            "reconciler_pool_capacity_gpus",
+            "GPUs of a pool by family (admitted + free), after the last pass.",
+            ("namespace", "pool", "family"),
         )
         self.scaling_decisions = self._counter(
             "reconciler_scaling_decisions",
@@ -213,14 +225,16 @@ class Metrics:
 
     def set_pools(self, figures: PoolFigures) -> None:
         """Replace the pool and workload gauges with ``figures`` (a pool that is gone loses its series)."""
-        for gauge in (self.workloads, self.pool_pending, self.pool_gpus):
+        for gauge in (self.workloads, self.pool_pending, self.pool_gpus, self.pool_capacity):
             gauge.clear()
         for (namespace, pool, phase, reason), count in sorted(figures.workloads.items()):
             self.workloads.labels(namespace=namespace, pool=pool, phase=phase, reason=reason).set(count)
         for (namespace, pool), pending in sorted(figures.pending.items()):
             self.pool_pending.labels(namespace=namespace, pool=pool).set(pending)
         for (namespace, pool, family), counts in sorted(figures.gpus.items()):
-            for state, value in zip(("total", "admitted", "free"), counts, strict=True):
+            total, used, free = counts
+            self.pool_capacity.labels(namespace=namespace, pool=pool, family=family).set(total)
+            for state, value in (("admitted", used), ("free", free)):
                 self.pool_gpus.labels(namespace=namespace, pool=pool, family=family, state=state).set(value)
         self._pools = figures
 

@@ -26,6 +26,8 @@ _ORDER = _PROBLEMS + _CHANGES + _QUIET
 _SECTIONS = (("platforms", "Platforms"), ("pools", "Pools"), ("workloads", "Workloads"))
 # Entries with nothing to do: what ``--changes-only`` leaves out (docs/planning.md).
 UNCHANGED_ACTIONS = frozenset({"unchanged", "admitted"})
+# Held is not unchanged: an entry a guard holds back stays (a grow held by its Project's GPU quota).
+HELD_REASONS = frozenset({"QuotaExceeded"})
 
 FreeRow = tuple[str, int, int]  # (kind: a GPU family, "cpu-worker" or "control-plane", free hosts, free GPUs)
 
@@ -35,7 +37,11 @@ def changes_only(plan: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(plan)
     for key, _label in _SECTIONS:
         if isinstance(out.get(key), list):
-            out[key] = [e for e in out[key] if str(e.get("action")) not in UNCHANGED_ACTIONS]
+            out[key] = [
+                e
+                for e in out[key]
+                if str(e.get("action")) not in UNCHANGED_ACTIONS or e.get("reason") in HELD_REASONS
+            ]
     return out
 
 

@@ -11,24 +11,27 @@ readiness.
 Slow or hostile clients cannot starve the probes: every connection must send a request's line and
 headers within ``header_timeout`` seconds (after connecting, and again after each answer), a webhook
 body within ``body_timeout`` seconds, headers are capped at 16 KiB, and only the webhook has a
-concurrency cap (its excess gets 503); ``/healthz``, ``/readyz`` and ``/metrics`` never queue behind it.
+concurrency cap on the bodies it is reading at once (its excess gets 503); ``/healthz``, ``/readyz``
+and ``/metrics`` never queue behind it.
 
 A Starlette app served by uvicorn in a background thread, so that the controller's loop stays plain
 synchronous code. The server never reconciles anything itself: a verified push only calls
 ``on_webhook(payload)``, which the controller uses to start a pass at once (it must return quickly,
-for instance by setting an event).
+for instance by setting an event). A burst is coalesced, never refused: a push that arrives while a
+call for the same refs waits for its worker thread rides on that call, and a push that finds a pass
+already pending (``on_webhook`` answers :data:`COALESCED`) is answered 202 ``{"status": "coalesced"}``.
 
-Webhook security follows GitHub's scheme: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw
-body>`` with a shared secret, compared in constant time. Without a secret the endpoint is off (404):
-an unauthenticated trigger is never offered. The secret comes from the environment
+Every delivery proves it knows a shared secret, in its forge's way (:mod:`reconciler.forges`): GitHub's
+``X-Hub-Signature-256`` and Bitbucket's ``X-Hub-Signature`` (``sha256=<hex HMAC-SHA256 of the raw
+body>``), Gitea's and Forgejo's bare-hex signature of the JSON payload, GitLab's ``X-Gitlab-Token``
+(the secret itself), each compared in constant time. Without a secret the endpoint is off (404): an
+unauthenticated trigger is never offered. The secret comes from the environment
 (:func:`webhook_secret_from_env`), never from a command-line value, and is registered for redaction.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import os
 import socket
@@ -36,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 from urllib.parse import parse_qs
 
 import uvicorn
@@ -47,23 +50,28 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from reconciler.forges import authentic, credential, event_of, push_ref, push_refs, sign_body
 from reconciler.logging import get_logger, register_secret
 from reconciler.metrics import CONTENT_TYPE, Metrics
 from reconciler.runtime.lease import Lease
 
 __all__ = [
     "BODY_TIMEOUT",
+    "COALESCED",
     "HEADER_TIMEOUT",
     "MAX_WEBHOOKS_IN_FLIGHT",
     "MAX_WEBHOOK_BODY",
+    "QUEUE_TIMEOUT",
     "WEBHOOK_SECRET_ENV",
     "WEBHOOK_SECRET_FILE_ENV",
     "Readiness",
     "Server",
     "ServerError",
+    "WebhookOutcome",
     "judge_readiness",
     "parse_listen",
     "push_ref",
+    "push_refs",
     "sign_body",
     "webhook_secret_from_env",
 ]
@@ -78,15 +86,24 @@ BODY_TIMEOUT: Final = 10.0
 """Seconds a webhook delivery has to send its body once its headers are in (408 after that)."""
 
 MAX_WEBHOOKS_IN_FLIGHT: Final = 16
-"""Webhook requests handled at once; more get 503 (probes and ``/metrics`` are never counted)."""
+"""Webhook bodies read and verified at once; more wait for a slot (probes and ``/metrics`` never do)."""
+
+QUEUE_TIMEOUT: Final = 5.0
+"""Seconds a webhook delivery waits for one of the :data:`MAX_WEBHOOKS_IN_FLIGHT` slots; 503 after that."""
 
 MAX_HEADER_BYTES: Final = 16 * 1024
 """Largest request line plus headers (h11's incomplete-event limit); more is a 400."""
 
+COALESCED: Final = "coalesced"
+"""What ``on_webhook`` answers when a pass was already pending: the delivery is answered 202 coalesced."""
+
+WebhookOutcome = bool | Literal["coalesced"] | None
+"""``on_webhook``'s answer: True or None, a pass was requested; :data:`COALESCED`, one was already
+pending (it will read this push); False, no pass starts (another branch, a tag)."""
+
 WEBHOOK_SECRET_ENV: Final = "RECONCILER_WEBHOOK_SECRET"
 WEBHOOK_SECRET_FILE_ENV: Final = "RECONCILER_WEBHOOK_SECRET_FILE"
 
-_SIGNATURE_PREFIX: Final = "sha256="
 _START_TIMEOUT_SECONDS: Final = 10.0
 _STOP_TIMEOUT_SECONDS: Final = 10.0
 
@@ -99,11 +116,6 @@ class ServerError(RuntimeError):
 
 class _BodyTooLarge(Exception):
     pass
-
-
-def sign_body(secret: bytes, body: bytes) -> str:
-    """The ``X-Hub-Signature-256`` value GitHub sends for ``body`` (also what tests and scripts send)."""
-    return _SIGNATURE_PREFIX + hmac.new(secret, body, hashlib.sha256).hexdigest()
 
 
 def webhook_secret_from_env(environ: Mapping[str, str] | None = None) -> bytes | None:
@@ -141,15 +153,6 @@ def parse_listen(address: str) -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return (host or "0.0.0.0", port)
-
-
-def push_ref(payload: Mapping[str, Any]) -> str | None:
-    """The ref a push payload is about (``refs/heads/main``), or None when it names none.
-
-    Lets the controller ignore pushes to other branches, including its own status branch.
-    """
-    ref = payload.get("ref")
-    return ref if isinstance(ref, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +256,7 @@ class Server:
         metrics: Metrics,
         *,
         webhook_secret: bytes | None,
-        on_webhook: Callable[[dict[str, Any]], bool | None],
+        on_webhook: Callable[[dict[str, Any]], WebhookOutcome],
         host: str = "127.0.0.1",
         port: int = 0,
         health: Callable[[], str | None] | None = None,
@@ -261,6 +264,7 @@ class Server:
         lease: Lease | None = None,
         header_timeout: float = HEADER_TIMEOUT,
         body_timeout: float = BODY_TIMEOUT,
+        queue_timeout: float = QUEUE_TIMEOUT,
     ) -> None:
         """``health`` and ``readiness`` answer None when all is well, else the reason (the controller's
         :meth:`~reconciler.controller.Controller.health` and ``readiness``); they must be quick.
@@ -271,7 +275,10 @@ class Server:
         self._lease = lease
         self._header_timeout = header_timeout
         self._body_timeout = body_timeout
-        self._webhooks_in_flight = 0
+        self._queue_timeout = queue_timeout
+        self._slots: asyncio.Semaphore | None = None  # made in the server's event loop (each start)
+        self._dispatch_lock = threading.Lock()  # the event loop and the worker threads of _dispatch
+        self._waiting: dict[tuple[str, ...], _Waiting] = {}
         self._secret = webhook_secret or None
         if self._secret is not None:
             register_secret(self._secret)
@@ -370,6 +377,7 @@ class Server:
             target=server.run, kwargs={"sockets": [sock]}, name="reconciler-http", daemon=True
         )
         self._socket, self._uvicorn, self._thread = sock, server, thread
+        self._slots = None
         thread.start()
         deadline = time.monotonic() + _START_TIMEOUT_SECONDS
         while not server.started:
@@ -421,28 +429,38 @@ class Server:
         return Response(self._metrics.render(), media_type=CONTENT_TYPE)
 
     async def _webhook(self, request: Request) -> Response:
-        if self._webhooks_in_flight >= MAX_WEBHOOKS_IN_FLIGHT:
-            result, response = "busy", _error(503, "too many webhook deliveries at once; retry")
+        if self._secret is None:
+            result, response = "disabled", _error(404, "webhook disabled: no secret configured")
         else:
-            self._webhooks_in_flight += 1  # only the event loop's thread runs this: no lock needed
+            if self._slots is None:  # only the event loop's thread runs this: no lock needed
+                self._slots = asyncio.Semaphore(MAX_WEBHOOKS_IN_FLIGHT)
             try:
-                result, response = await self._handle_webhook(request)
-            finally:
-                self._webhooks_in_flight -= 1
+                async with asyncio.timeout(self._queue_timeout):
+                    await self._slots.acquire()
+            except TimeoutError:
+                received: bytes | tuple[str, Response] = (
+                    "busy",
+                    _error(503, "too many webhook deliveries at once; retry"),
+                )
+            else:
+                try:
+                    received = await self._receive(request, self._secret)
+                finally:
+                    self._slots.release()  # the cap bounds bodies being read, not dispatches
+            if isinstance(received, tuple):
+                result, response = received
+            else:
+                result, response = await self._handle_event(request, received)
         self._metrics.on_webhook(result)
         return response
 
-    async def _handle_webhook(self, request: Request) -> tuple[str, Response]:
-        """Verify and dispatch one delivery; returns the result label for the metrics and the answer."""
-        if self._secret is None:
-            return "disabled", _error(404, "webhook disabled: no secret configured")
+    async def _receive(self, request: Request, secret: bytes) -> bytes | tuple[str, Response]:
+        """Read and verify one delivery: its body, or the result label and the answer that refuses it."""
         client = _client(request)
-        signature = _signature(request)
-        if signature is None:
+        proof = credential(request.headers)
+        if proof is None:
             _log.warning("webhook rejected", reason="missing signature", client=client)
-            return "unauthorized", _error(
-                401, "missing or malformed X-Hub-Signature-256 (or X-Gitea-Signature / X-Forgejo-Signature)"
-            )
+            return "unauthorized", _error(401, _NO_PROOF)
         declared = request.headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
@@ -461,46 +479,98 @@ class Server:
             return "too_large", _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
         except ClientDisconnect:
             return "bad_request", _error(400, "client disconnected")
-        content_type = request.headers.get("content-type", "")
-        if not any(
-            hmac.compare_digest(sign_body(self._secret, signed), signature)
-            for signed in _signed(body, content_type)
-        ):
-            _log.warning("webhook rejected", reason="signature mismatch", client=client)
-            return "unauthorized", _error(401, "signature mismatch")
+        if not authentic(proof, secret, _signed(body, request.headers.get("content-type", ""))):
+            what = "token" if proof.kind == "token" else "signature"
+            _log.warning("webhook rejected", reason=f"{what} mismatch", forge=proof.forge, client=client)
+            return "unauthorized", _error(401, f"{proof.header}: {what} mismatch")
+        return body
 
-        event = _header(request, "event") or "push"
-        delivery = _header(request, "delivery")
-        if event == "ping":
-            _log.info("webhook ping", delivery=delivery)
+    async def _handle_event(self, request: Request, body: bytes) -> tuple[str, Response]:
+        """Answer a verified delivery by its event; a push goes to :meth:`_dispatch`."""
+        event = event_of(request.headers)
+        if event.kind == "ping":
+            _log.info("webhook ping", forge=event.forge, delivery=event.delivery)
             return "ping", JSONResponse({"status": "pong"})
-        if event != "push":
-            _log.info("webhook ignored", github_event=event, delivery=delivery)
-            return "ignored", JSONResponse({"status": "ignored", "event": event})
+        if event.kind != "push":
+            _log.info("webhook ignored", forge=event.forge, forge_event=event.name, delivery=event.delivery)
+            return "ignored", JSONResponse({"status": "ignored", "event": event.name})
         standing_by, _line = _lease_state(self._lease)
         if standing_by:  # the writer polls; a standby starts nothing
             holder = self._lease.holder() if self._lease is not None else None
-            _log.info("webhook ignored: standing by", holder=holder, delivery=delivery)
+            _log.info("webhook ignored: standing by", holder=holder, delivery=event.delivery)
             return "standby", JSONResponse(
                 {"status": "ignored", "reason": f"standing by: the writer lease is held by {holder}"}
             )
         try:
-            payload = _decode_payload(body, content_type)
+            payload = _decode_payload(body, request.headers.get("content-type", ""))
         except ValueError as exc:
             return "bad_request", _error(400, str(exc))
         try:
-            started = await run_in_threadpool(self._on_webhook, payload)
+            outcome, joined = await self._dispatch(payload)
         except Exception:
-            _log.exception("webhook handler failed", delivery=delivery)
+            _log.exception("webhook handler failed", delivery=event.delivery)
             return "error", _error(500, "webhook handler failed")
         ref = push_ref(payload)
-        if started is False:  # a push to another branch, or a tag: no pass starts, and the answer says so
-            _log.info("webhook ignored", ref=ref, delivery=delivery)
+        if outcome is False:  # a push to another branch, or a tag: no pass starts, and the answer says so
+            _log.info("webhook ignored", ref=ref, forge=event.forge, delivery=event.delivery)
             return "ignored", JSONResponse(
                 {"status": "ignored", "ref": ref, "reason": "not the followed branch"}
             )
-        _log.info("webhook accepted", ref=ref, delivery=delivery)
+        if joined or outcome == COALESCED:
+            _log.debug("webhook coalesced", ref=ref, forge=event.forge, delivery=event.delivery)
+            return "coalesced", JSONResponse(
+                {"status": "coalesced", "reason": "a pass is already pending; it reads this push"},
+                status_code=202,
+            )
+        _log.info("webhook accepted", ref=ref, forge=event.forge, delivery=event.delivery)
         return "accepted", JSONResponse({"status": "accepted"}, status_code=202)
+
+    async def _dispatch(self, payload: dict[str, Any]) -> tuple[WebhookOutcome, bool]:
+        """``on_webhook(payload)`` in a worker thread, once per burst: a push arriving while a call for
+        the same refs waits for its thread rides on that call (its pass starts after both pushes), and
+        is told so (``(outcome, True)``). A call already running is never joined: its pass may have
+        read the branch before this push."""
+        key = push_refs(payload)
+        with self._dispatch_lock:
+            waiting = self._waiting.get(key)
+            if waiting is not None and not waiting.started:
+                joined = waiting
+            else:
+                joined = None
+                mine = _Waiting(asyncio.get_running_loop().create_future())
+                self._waiting[key] = mine
+        if joined is not None:
+            return await asyncio.shield(joined.future), True
+
+        def call() -> WebhookOutcome:
+            with self._dispatch_lock:
+                mine.started = True  # from now on no delivery joins this call
+                if self._waiting.get(key) is mine:
+                    del self._waiting[key]
+            return self._on_webhook(payload)
+
+        try:
+            outcome = await run_in_threadpool(call)
+        except Exception as exc:
+            mine.future.set_exception(exc)
+            mine.future.exception()  # retrieved: joiners may be none
+            raise
+        mine.future.set_result(outcome)
+        return outcome, False
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A call of ``on_webhook`` submitted to the thread pool; ``started`` once its thread runs it."""
+
+    future: asyncio.Future[WebhookOutcome]
+    started: bool = False
+
+
+_NO_PROOF: Final = (
+    "missing or malformed X-Hub-Signature-256 (or X-Gitea-Signature / X-Forgejo-Signature, "
+    "X-Gitlab-Token, Bitbucket's X-Hub-Signature: sha256=...)"
+)
 
 
 async def _read_capped(request: Request, limit: int) -> bytes:
@@ -513,32 +583,6 @@ async def _read_capped(request: Request, limit: int) -> bytes:
             raise _BodyTooLarge
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-# GitHub's headers, and the ones Gitea and Forgejo (and Gogs) send instead or besides.
-_FORGES = ("github", "gitea", "forgejo", "gogs")
-
-
-def _header(request: Request, what: str) -> str | None:
-    """``X-<Forge>-<what>`` of the first forge that sent one (event, delivery)."""
-    for forge in _FORGES:
-        value = request.headers.get(f"x-{forge}-{what}")
-        if value:
-            return value
-    return None
-
-
-def _signature(request: Request) -> str | None:
-    """The delivery's ``sha256=<hex>`` signature: GitHub's ``X-Hub-Signature-256``, or Gitea's and
-    Forgejo's bare-hex ``X-Gitea-Signature`` / ``X-Forgejo-Signature``; None when there is none."""
-    github = request.headers.get("x-hub-signature-256", "")
-    if github.startswith(_SIGNATURE_PREFIX):
-        return github
-    for header in ("x-forgejo-signature", "x-gitea-signature", "x-gogs-signature"):
-        bare = request.headers.get(header, "").strip().lower()
-        if bare and all(c in "0123456789abcdef" for c in bare):
-            return _SIGNATURE_PREFIX + bare
-    return None
 
 
 def _signed(body: bytes, content_type: str) -> list[bytes]:

@@ -207,3 +207,40 @@ def probe_page(page: str, tmp_path: Path, width: int, height: int = 900) -> dict
     assert found, "the probe did not run"
     result: dict[str, float] = json.loads(html.unescape(found.group(1)))
     return result
+
+
+# Where the page's top elements are laid out (inside an iframe of the wanted width, as above): each
+# selector's top and bottom edge, its width and the smallest font size of its text, and the page width.
+TOP_PROBE = """<script>
+function probeTop(frame, selectors) {
+  const doc = frame.contentDocument, win = frame.contentWindow;
+  const out = {width: doc.documentElement.scrollWidth};
+  for (const sel of selectors) {
+    const el = doc.querySelector(sel);
+    if (!el) { out[sel] = null; continue; }
+    const box = el.getBoundingClientRect();
+    out[sel] = {top: box.top, bottom: box.bottom, right: box.right,
+                font: parseFloat(win.getComputedStyle(el).fontSize), text: el.textContent};
+  }
+  document.body.dataset.probe = JSON.stringify(out);
+}
+</script>"""
+
+
+def probe_top(
+    page: str, tmp_path: Path, width: int, selectors: list[str], height: int = 900
+) -> dict[str, Any]:
+    binary = chromium()
+    file = tmp_path / f"top-{width}.html"
+    frame = (
+        f'<iframe style="border:0" width="{width}" height="{height}" '
+        f"onload='probeTop(this, {html.escape(json.dumps(selectors), quote=True)})' "
+        f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
+    )
+    file.write_text(f"<!doctype html><html><body style='margin:0'>{TOP_PROBE}{frame}</body></html>", "utf-8")
+    dom = headless(binary, tmp_path, "--window-size=1400,900", "--dump-dom", file.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'data-probe="([^"]*)"', dom.stdout)
+    assert found, "the probe did not run"
+    result: dict[str, Any] = json.loads(html.unescape(found.group(1)))
+    return result

@@ -21,6 +21,7 @@ import yaml
 
 RULES = Path(__file__).resolve().parent.parent / "deploy" / "alerts" / "reconciler-rules.yaml"
 ALERTS = (
+    "ReconcilerDown",
     "ReconcilerStuck",
     "ReconcilerNoWriter",
     "ReconcilerInvalidConfig",
@@ -68,6 +69,7 @@ def series(instance: str, **values: str) -> list[dict[str, str]]:
         "success": "reconciler_last_successful_pass_timestamp_seconds",
         "invalid": 'reconciler_passes_total{outcome="invalid"}',
         "pending_age": 'reconciler_pool_oldest_pending_workload_age_seconds{namespace="team-a",pool="gpus"}',
+        "up": "up",
     }
     out = []
     for key, value in values.items():
@@ -91,9 +93,28 @@ def quiet(minutes: list[int]) -> list[dict[str, Any]]:
     return [{"eval_time": f"{m}m", "alertname": a, "exp_alerts": []} for m in minutes for a in ALERTS]
 
 
+def _scraped(input_series: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Prometheus's ``up`` of 1 for every instance the case exports series of and gives no ``up`` of its
+    own: a process that exports is a process scraped."""
+    instances = {m for item in input_series for m in re.findall(r'instance="([^"]+)"', item["series"])}
+    given = {m for item in input_series if item["series"].startswith("up{")
+             for m in re.findall(r'instance="([^"]+)"', item["series"])}  # fmt: skip
+    return [
+        {"series": f'up{{job="{JOB}",instance="{i}"}}', "values": steady(1)}
+        for i in sorted(instances - given)
+    ]
+
+
 def run_case(
-    tmp_path: Path, name: str, input_series: list[dict[str, str]], checks: list[dict[str, Any]]
+    tmp_path: Path,
+    name: str,
+    input_series: list[dict[str, str]],
+    checks: list[dict[str, Any]],
+    *,
+    scraped: bool = True,
 ) -> None:
+    if scraped:
+        input_series = [*input_series, *_scraped(input_series)]
     test = {
         "rule_files": [str(RULES)],
         "evaluation_interval": "1m",
@@ -264,3 +285,31 @@ def test_a_workload_pending_for_an_hour_warns_once_only_from_the_writer(tmp_path
         *quiet([151, 179]),
     ]
     run_case(tmp_path, "pending-long", case, checks)
+
+
+def test_every_replica_down_fires_and_so_does_no_replica_at_all(tmp_path: Path) -> None:
+    """From minute 100 both replicas fail their scrapes (``up`` 0; their own series go stale): after 5
+    minutes ReconcilerDown fires for the job. With nothing scraped at all it fires too (absent)."""
+    down = [
+        *series("writer", lease=steady(1, 60, 100), success=tracking(60, until=100), up="_x59 1x40 0x80"),
+        *series("standby", lease=steady(0, 60, 100), success=steady(0, 60, 100), up="_x59 1x40 0x80"),
+    ]
+    checks = [
+        *[{"eval_time": f"{m}m", "alertname": "ReconcilerDown", "exp_alerts": []} for m in (70, 99, 103)],
+        {
+            "eval_time": "106m",
+            "alertname": "ReconcilerDown",
+            "exp_alerts": [firing("ReconcilerDown", job=JOB)],
+        },
+    ]
+    run_case(tmp_path, "all-down", down, checks)
+    one_up = [*down, *series("third", up="_x59 1x120")]
+    run_case(
+        tmp_path, "one-up", one_up, [{"eval_time": "120m", "alertname": "ReconcilerDown", "exp_alerts": []}]
+    )
+    nothing = [{"series": 'reconciler_lease_held{job="other",instance="x"}', "values": steady(1)}]
+    checks = [
+        {"eval_time": "4m", "alertname": "ReconcilerDown", "exp_alerts": []},
+        {"eval_time": "6m", "alertname": "ReconcilerDown", "exp_alerts": [firing("ReconcilerDown")]},
+    ]
+    run_case(tmp_path, "none-scraped", nothing, checks, scraped=False)

@@ -37,6 +37,8 @@ WORKLOAD_KEYS = {
     "mig",
     "bound",
     "position",
+    "environment",
+    "candidates",
 }
 WORKLOAD_ACTIONS = {"admit", "admitted", "pending", "remove", "rejected", "invalid", "suspended"}
 
@@ -51,7 +53,7 @@ def _plan(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str,
 
 def check_plan_shape(plan: dict[str, Any]) -> None:
     """Everything section 8 promises about one plan object."""
-    assert set(plan) == {"revision", "platforms", "pools", "workloads", "diagnostics"}
+    assert set(plan) == {"revision", "platforms", "pools", "workloads", "quotas", "diagnostics"}
     assert plan["revision"] is None or re.fullmatch(r"[0-9a-f]{40}", plan["revision"])
     platforms = plan["platforms"]
     keys = [(p["namespace"], p["name"]) for p in platforms]
@@ -89,6 +91,10 @@ def check_plan_shape(plan: dict[str, Any]) -> None:
         assert all(set(b) == {"replica", "host", "gpus"} for b in w["bound"])
         assert sum(len(b["gpus"]) for b in w["bound"]) == sum(w["gpus"].values())
         assert w["position"] is None or w["action"] == "pending"
+        assert w["environment"] is None or isinstance(w["environment"], str)
+        assert all(set(c) == {"pool", "reason", "message"} for c in w["candidates"])
+    for q in plan["quotas"]:
+        assert set(q) == {"namespace", "family", "used", "quota"}
     for d in plan["diagnostics"]:
         assert set(d) == DIAGNOSTIC_KEYS
 

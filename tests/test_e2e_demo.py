@@ -30,6 +30,11 @@ def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
     for name, mode in (("finetune-l40s", "dedicated"), ("shared-a100", "shared")):
         assert re.search(rf"project-b/{name}\s.*ComputePool \({mode}\)\s.*Running", proc.stdout), name
     assert re.search(r"project-b/sweep\s.*Pending\s.*PoolCapacityExceeded: needs 4 NVIDIA-A100", proc.stdout)
+    # notebook is placed through the Environment team-gpus: finetune-l40s is dedicated, shared-a100 takes it.
+    assert (
+        "environment project-b/team-gpus (candidates finetune-l40s, shared-a100): notebook -> shared-a100"
+        in proc.stdout
+    )
     # The scaling scene: a scale-up with its status commit when Prometheus is installed, else one hint.
     if shutil.which("prometheus"):
         assert (

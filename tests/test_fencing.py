@@ -19,7 +19,7 @@ from reconciler.metrics import PassOutcome
 from reconciler.palette.client import PaletteClient
 from reconciler.runtime.lease import LeaseFence, NoLease
 from reconciler.source.lease import GitLease
-from reconciler.status.store import StatusStore
+from reconciler.source.status_store import StatusStore
 from tests._e2e_support import controller, status_tip
 from tests._git_support import RemoteRepo, git
 from tests._palette_support import fast_retry

@@ -23,6 +23,13 @@ def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], f
     return parsed
 
 
+def test_no_created_series_are_exported() -> None:
+    metrics = Metrics()
+    metrics.observe_pass("success", 0.5)
+    text = metrics.render().decode("utf-8")
+    assert "reconciler_passes_total" in text and "_created" not in text
+
+
 def test_every_documented_metric_is_exposed_before_anything_happens() -> None:
     text = Metrics().render().decode("utf-8")
     for name in (
@@ -192,9 +199,11 @@ def test_pool_gauges_are_replaced_as_a_whole_and_the_pending_age_grows_between_p
         == 2
     )
     gpu = (("family", "NVIDIA-A100"), ("namespace", "team-a"), ("pool", "gpus"))
-    assert [
-        values[("reconciler_pool_gpus", (*gpu, ("state", s)))] for s in ("total", "admitted", "free")
-    ] == [8, 6, 2]
+    assert values[("reconciler_pool_capacity_gpus", gpu)] == 8
+    assert [values[("reconciler_pool_gpus", (*gpu, ("state", s)))] for s in ("admitted", "free")] == [6, 2]
+    assert ("reconciler_pool_gpus", (*gpu, ("state", "total"))) not in values, (
+        "parts only: sum() is the total"
+    )
     now[0] += 600  # no pass in between: the wait is ten minutes longer when scraped
     assert samples(metrics)[("reconciler_pool_oldest_pending_workload_age_seconds", pool)] == 4200
     # The next pass: the pending ones were admitted, the idle pool is gone: no stale series remain.
@@ -236,9 +245,11 @@ def test_a_pass_of_the_controller_exports_its_pools_and_workloads(emulator: Any,
         ctl.close()
     pool = (("namespace", "project-b"), ("pool", "shared-a100"))
     gpu = (("family", "NVIDIA-A100"), *pool)
-    assert [
-        values[("reconciler_pool_gpus", (*gpu, ("state", s)))] for s in ("total", "admitted", "free")
-    ] == [8, 6, 2]
+    assert values[("reconciler_pool_capacity_gpus", gpu)] == 8
+    assert [values[("reconciler_pool_gpus", (*gpu, ("state", s)))] for s in ("admitted", "free")] == [6, 2]
+    assert ("reconciler_pool_gpus", (*gpu, ("state", "total"))) not in values, (
+        "parts only: sum() is the total"
+    )
     assert values[("reconciler_pool_pending_workloads", pool)] == 3  # two wait for the cluster, one for GPUs
     waiting = (pool[0], ("phase", "Pending"), pool[1], ("reason", "PoolCapacityExceeded"))
     assert values[("reconciler_workloads", waiting)] == 1

@@ -194,6 +194,7 @@ def test_to_json_is_the_section_8_contract() -> None:
         ],
         "pools": [],
         "workloads": [],
+        "quotas": [],
         "diagnostics": [
             {
                 "file": "x.yaml",

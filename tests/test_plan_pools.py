@@ -334,6 +334,8 @@ def test_plan_json_has_pools_and_workloads_in_the_section_8_shape() -> None:
         "mig": [],
         "bound": [{"replica": 0, "host": "g", "gpus": [0, 1]}],
         "position": None,
+        "environment": None,
+        "candidates": [],
     }
     assert (sweep["action"], sweep["reason"], sweep["gpus"]) == ("pending", "PoolCapacityExceeded", {})
     assert (sweep["bound"], sweep["position"]) == ([], 1)
@@ -342,7 +344,7 @@ def test_plan_json_has_pools_and_workloads_in_the_section_8_shape() -> None:
 def test_plan_json_has_empty_pool_and_workload_lists_without_pools() -> None:
     doc = make_plan(desired(platform("p", {H100: 8})), inventory([*cps(1), machine("g", 8)]), []).to_json()
     assert doc["pools"] == [] and doc["workloads"] == []
-    assert list(doc) == ["revision", "platforms", "pools", "workloads", "diagnostics"]
+    assert list(doc) == ["revision", "platforms", "pools", "workloads", "quotas", "diagnostics"]
 
 
 def _broken(state_kind: str, name: str) -> Diagnostic:

@@ -7,8 +7,9 @@ import json
 
 from reconciler.inventory import discover
 from reconciler.model.pools import canonical_limits, pool_ref_of, workload_request
-from reconciler.model.resources import AIWorkload, ComputePool, ComputeProfile
+from reconciler.model.resources import AIWorkload, ComputePool, ComputeProfile, Environment
 from reconciler.placement.admission import PoolState, admit_pool, gpu_units
+from reconciler.placement.environment import EnvRequest, candidates, route
 from reconciler.source.directory import load_directory
 from tests._manifests_support import SAMPLE_REPO
 
@@ -26,6 +27,7 @@ def test_sample_pools_admit_their_workloads_as_their_comments_say() -> None:
         for m in discover(json.loads((SAMPLE_REPO / "inventory.json").read_text())["edgeHosts"]).machines
     }
     workloads = list(state.of_kind(AIWorkload))
+    states: dict[tuple[str, str], PoolState] = {}
     for pool in state.of_kind(ComputePool):
         name = pool.metadata.name
         profile_ref = pool.spec.compute_profile_ref
@@ -34,11 +36,20 @@ def test_sample_pools_admit_their_workloads_as_their_comments_say() -> None:
         assert profile is not None
         units = gpu_units(machines[h] for h in POOL_HOSTS[name])
         assert len(units) == sum(g.count for g in pool.spec.gpus)
-        pool_state = PoolState(
-            (pool.metadata.namespace, name), pool.spec.mode, units, canonical_limits(profile.spec.gpu_limits)
-        )
-        tenants = [workload_request(w) for w in workloads if pool_ref_of(w) == name]
-        result = admit_pool(pool_state, tenants)
+        key = (pool.metadata.namespace, name)
+        states[key] = PoolState(key, pool.spec.mode, units, canonical_limits(profile.spec.gpu_limits))
+    fixed = {k: [workload_request(w) for w in workloads if pool_ref_of(w) == k[1]] for k in states}
+    routed = []
+    for w in workloads:
+        if w.spec.environment_ref is not None:
+            env = state.get(Environment, w.metadata.namespace, w.spec.environment_ref.name)
+            assert env is not None
+            names = candidates(env, list(state.of_kind(ComputePool)))
+            routed.append(EnvRequest(workload_request(w), env.metadata.name, names, env.spec.order))
+    routing = route(routed, fixed, lambda k, tenants: admit_pool(states[k], tenants) if k in states else None)
+    for key, pool_state in states.items():
+        name = key[1]
+        result = admit_pool(pool_state, [*fixed[key], *routing.assigned.get(key, ())])
         assert {k[1]: str(d.action) for k, d in result.workloads.items()} == EXPECTED[name]
         if name == "shared-a100":
             sweep = result.workloads[("project-b", "sweep")].message

@@ -116,27 +116,42 @@ def test_unfinished_headers_over_16_kib_are_refused_without_waiting_for_more(ser
         assert http.get("/healthz", headers={"X-Fine": "a" * 8_000}).status_code == 200
 
 
-def test_webhooks_over_the_cap_get_503_while_probes_answer(server: Server) -> None:
-    """Deliveries whose bodies are still coming count against the webhook's own cap; probes never do."""
+def test_webhooks_over_the_cap_wait_for_a_slot_then_get_503_while_probes_answer() -> None:
+    """Deliveries whose bodies are still coming hold the webhook's slots; one more waits for a slot up to
+    its queue deadline and gets 503 then; probes never wait. Once the slow ones go, deliveries pass."""
+    payloads: list[dict[str, Any]] = []
     head = (
         "POST /hooks/git HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         f"X-Hub-Signature-256: sha256={'0' * 64}\r\nContent-Length: 100\r\n\r\n"
     ).encode()
-    holding = [_slow(server.port, head) for _ in range(MAX_WEBHOOKS_IN_FLIGHT)]
-    try:
-        with httpx.Client(base_url=server.url, timeout=5) as http:
+    body = json.dumps({"ref": "refs/heads/main"}).encode()
+    signed = {"X-Hub-Signature-256": sign_body(SECRET, body), "Content-Type": "application/json"}
+    with Server(
+        Metrics(), webhook_secret=SECRET, on_webhook=payloads.append, body_timeout=60, queue_timeout=0.2
+    ) as server:
+        holding = [_slow(server.port, head) for _ in range(MAX_WEBHOOKS_IN_FLIGHT)]
+        try:
+            with httpx.Client(base_url=server.url, timeout=10) as http:
 
-            def refused() -> bool:
-                return http.post("/hooks/git", content=b"{}").status_code == 503
+                def refused() -> bool:
+                    return http.post("/hooks/git", content=body, headers=signed).status_code == 503
 
-            wait_for(refused, 10, "the webhook cap reached")
-            assert http.get("/healthz").status_code == 200
-            assert http.get("/metrics").status_code == 200
-        for conn in holding:  # each held delivery ends with 408 once its body deadline passes
-            assert _closed_by_server(conn, 10).startswith(b"HTTP/1.1 408")
-    finally:
-        for conn in holding:
-            conn.close()
+                wait_for(refused, 10, "the webhook cap reached")
+                assert http.get("/healthz").status_code == 200
+                assert http.get("/metrics").status_code == 200
+                assert 'reconciler_webhooks_total{result="busy"}' in http.get("/metrics").text
+                assert payloads == []
+                for conn in holding:
+                    conn.close()
+
+                def accepted() -> bool:
+                    return http.post("/hooks/git", content=body, headers=signed).status_code == 202
+
+                wait_for(accepted, 10, "the slots freed by the slow clients' going")
+        finally:
+            for conn in holding:
+                conn.close()
+    assert payloads and payloads[0] == {"ref": "refs/heads/main"}
 
 
 def test_readyz_and_the_webhook_do_not_wait_on_a_lease_renewal_in_flight() -> None:

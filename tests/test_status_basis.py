@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.source._gitutil import GitError
+from reconciler.source.errors import GitError
+from reconciler.source.status_reader import StatusBranch, utc_iso
 from reconciler.status.basis import Basis, stale_message
-from reconciler.status.reader import StatusBranch, utc_iso
 from tests._git_support import RemoteRepo, git
 
 CONFIG = "1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d"

@@ -70,7 +70,11 @@ def test_table_lists_every_platform_with_phase_and_cluster(deployed: Deployed) -
     result = deployed.status()
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split()[:4] == ["KIND", "RESOURCE", "PHASE", "REASON"]
+    tip = deployed.repo.status_git("rev-parse", "reconciler/status")
+    assert (
+        lines[0].startswith(f"status {tip[:7]} of 20") and f"(config {deployed.repo.head()[:7]})" in lines[0]
+    )
+    assert lines[2].split()[:4] == ["KIND", "RESOURCE", "PHASE", "REASON"]
     for namespace, name in SAMPLE_PLATFORMS:
         line = next(line for line in lines if f" {namespace}/{name} " in line)
         assert line.startswith("MLPlatform")
@@ -82,6 +86,9 @@ def test_json_has_the_documented_shape(deployed: Deployed) -> None:
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["revision"] == deployed.repo.head()
+    tip = deployed.repo.status_git("rev-parse", "reconciler/status")
+    assert doc["basis"]["statusCommit"] == tip and doc["basis"]["observation"] == "none"
+    assert doc["basis"]["revision"] == deployed.repo.head() and doc["basis"]["statusTime"].endswith("Z")
     keys = {"kind", "namespace", "name", "phase", "reason", "message", "cluster", "gpus", "hosts", "since"}
     assert doc["resources"] and all(set(r) == keys for r in doc["resources"])
     assert [(r["namespace"], r["name"]) for r in doc["resources"]] == sorted(
@@ -99,7 +106,7 @@ def test_table_shows_pool_capacity_and_why_work_waits(deployed: Deployed) -> Non
     waits = next(line for line in out.splitlines() if line.startswith("AIWorkload  project-b/sweep"))
     assert "PoolCapacityExceeded: needs 4 NVIDIA-A100 GPUs" in waits
     compute = deployed.status("project-a/edge-compute").stdout
-    assert compute.splitlines()[1].startswith("Compute") and "hosts available" in compute
+    assert compute.splitlines()[3].startswith("Compute") and "hosts available" in compute
 
 
 def test_one_resource_and_unknown_ones(deployed: Deployed) -> None:
@@ -186,6 +193,22 @@ def test_history_reads_the_source_subject_and_author_from_the_trailers(
     assert newest["phase"] == ("Suspended" if doc["spec"]["suspend"] else "Running")
 
 
+def test_a_clone_is_fetched_first_and_no_fetch_reads_its_copy_and_says_so(deployed: Deployed) -> None:
+    clone = str(deployed.repo.work)
+    tip = deployed.repo.status_git("rev-parse", "reconciler/status")
+    git("update-ref", "-d", "refs/remotes/origin/reconciler/status", cwd=deployed.repo.work)
+    unfetched = run_cli("status", "--repo", clone, "--no-fetch")
+    assert unfetched.returncode == 2 and "no status branch" in unfetched.stderr, "nothing fetched yet"
+    fetched = run_cli("status", "--repo", clone)
+    assert fetched.returncode == 0, fetched.stderr
+    assert fetched.stdout.splitlines()[0].startswith(f"status {tip[:7]} of ")
+    assert "not fetched" not in fetched.stdout
+    as_is = run_cli("status", "--repo", clone, "--no-fetch", "--format", "json")
+    assert as_is.returncode == 0 and json.loads(as_is.stdout)["basis"]["statusCommit"] == tip
+    text = run_cli("status", "--repo", clone, "--no-fetch").stdout.splitlines()[0]
+    assert "not fetched: --no-fetch read the local copy as it is" in text
+
+
 def test_without_a_status_branch_it_says_so(tmp_path: Path) -> None:
     repo = make_config_repo(tmp_path)
     result = run_cli("status", "--repo", str(repo.bare))
@@ -204,6 +227,9 @@ def test_html_page_draws_every_held_host_and_says_why_work_waits_in_chromium(
     assert result.returncode == 0, result.stderr
     text = page.read_text()
     assert "<script" not in text and "http://" not in text and "https://" not in text, "self-contained"
+    tip = deployed.repo.status_git("rev-parse", "reconciler/status")
+    basis = text[text.index('id="basis"') :].split("</p>")[0]
+    assert "made 20" in basis and f"from status {tip[:7]} of 20" in basis, basis
 
     dom = headless(binary, tmp_path, "--dump-dom", page.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]

@@ -4,16 +4,20 @@ Chromium reading the laid-out DOM of a 10,000-host fleet at desktop and phone wi
 
 from __future__ import annotations
 
+import html
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from reconciler.inventory import HostState, Machine, Role
 from reconciler.model.gpu import GpuFamily
+from reconciler.status.basis import Basis
 from reconciler.status.page import OPEN_LIMIT, render
+from reconciler.status.page_summary import NAMES_SHOWN, attention_groups
 from reconciler.status.view import ResourceRow
-from tests._page_support import fleet, probe_page
+from tests._page_support import fleet, probe_page, probe_top
 
 
 def _machine(uid: str, family: str | None = "NVIDIA-A100", state: HostState = HostState.AVAILABLE) -> Machine:
@@ -108,3 +112,67 @@ def test_ten_thousand_hosts_fit_in_a_few_screens_and_tile_text_stays_readable(
     assert probe["width"] <= width, "no horizontal scrolling of the page"
     assert probe["height"] <= screens * 900, f"{probe['height']} px tall collapsed"
     assert probe["closed"] >= 6
+
+
+def _waiting(name: str, message: str) -> ResourceRow:
+    return ResourceRow("AIWorkload", "ns", name, "Pending", "PoolCapacityExceeded", message, None,
+                       status={"pool": "p"})  # fmt: skip
+
+
+def test_identical_reasons_are_one_entry_with_counts_not_repeated() -> None:
+    same = "needs 16 NVIDIA-A100 GPUs, 8 free in pool p"
+    rows = [_waiting(f"w-{i:02d}", same) for i in range(45)] + [_waiting("other", "needs 64 GPUs")]
+    rows.append(_row("bad", "Rejected", [], "GPULimitExceeded", "asks 99 GPUs, limit 8"))
+    page = render(rows, [], revision="r")
+    attention = page[page.index('id="attention"') : page.index("<h2>Pools")]
+    assert attention.count(html.escape(same)) == 1, "each distinct message once"
+    assert 'data-reason="PoolCapacityExceeded" data-count="46"' in attention
+    assert "<b>46 AIWorkload</b> · Pending · PoolCapacityExceeded" in attention
+    assert f'{html.escape(same)} <small class="count">(45)</small>' in attention
+    assert f"<summary>{45 - NAMES_SHOWN} more</summary>" in attention, "the names past the first few fold"
+    assert all(f'data-resource="ns/w-{i:02d}"' in attention for i in range(45)), "every resource is named"
+    assert attention.index("ns/bad") < attention.index("ns/w-00"), "problems first"
+    assert [g.count for g in attention_groups(rows)] == [1, 46]
+
+
+def test_unavailable_hosts_are_counted_by_why_at_the_top() -> None:
+    machines = [_machine(f"edge-{i}") for i in range(3)]
+    for i in range(5):
+        machines.append(replace(_machine(f"edge-u{i}", state=HostState.UNAVAILABLE),
+                                unavailable_reason="health is unhealthy"))  # fmt: skip
+    machines.append(replace(_machine("edge-p", state=HostState.UNAVAILABLE),
+                            unavailable_reason="state is unpaired (not ready)"))  # fmt: skip
+    page = render([], machines, revision="r")
+    top = page[: page.index("<h2>Needs attention")]
+    assert "<b>6</b> hosts unavailable" in top
+    assert 'data-why="health is unhealthy" data-count="5"' in top
+    assert 'data-why="state is unpaired (not ready)" data-count="1"' in top
+    assert "No host is unavailable." in render([], machines[:3], revision="r")
+
+
+def test_the_header_says_when_and_from_what_the_page_was_made() -> None:
+    basis = Basis("1a2b3c4d" * 5, "9f8e7d6c" * 5, "2026-12-02T08:10:00Z", "none")
+    page = render([], [], revision=basis.revision, basis=basis, made="2026-12-02T09:00:00Z")
+    header = page[page.index('id="basis"') :].split("</p>")[0]
+    assert "made 2026-12-02T09:00:00Z from status 9f8e7d6 of 2026-12-02T08:10:00Z (config 1a2b3c4)" in header
+    unfetched = replace(basis, fetched=False)
+    assert "not fetched" in render([], [], revision=None, basis=unfetched, made="t")
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_basis_and_unavailable_counts_are_on_the_first_screen_at_desktop_and_phone_width(
+    tmp_path: Path, width: int
+) -> None:
+    rows, machines, mig = fleet(10_000)
+    basis = Basis("a" * 40, "b" * 40, "2026-12-02T08:10:00Z", "none")
+    page = render(rows, machines, revision="a" * 40, mig=mig, basis=basis, made="2026-12-02T09:00:00Z")
+    found = probe_top(page, tmp_path, width, ["#basis", "#unavailable-total", "#unavailable", "#attention"])
+    assert found["width"] <= width, "no horizontal scrolling"
+    unhealthy = sum(1 for m in machines if m.state is HostState.UNAVAILABLE)
+    assert f"{unhealthy} hosts unavailable" in found["#unavailable-total"]["text"]
+    for selector in ("#basis", "#unavailable-total", "#unavailable"):
+        box = found[selector]
+        assert box["bottom"] <= 900, f"{selector} is below the first screen at {width} px"
+        assert box["right"] <= width and box["font"] >= 11
+    assert "from status bbbbbbb of 2026-12-02T08:10:00Z" in found["#basis"]["text"]
+    assert found["#attention"]["top"] < 900 * 2, "what needs attention follows closely"

@@ -203,7 +203,7 @@ def test_reconciler_status_shows_where_each_replica_is() -> None:
     row = row_of("project-a/aiworkloads/llm.yaml", dump(render(entry)))
     assert row is not None
     assert details(row, [row])[-3:] == [
-        "replica 0: whole GPUs: h1 GPU 0",
-        "replica 1: whole GPUs: h1 GPU 3",
+        "replica 0: whole GPUs: h1 (uid-h1) GPU 0",
+        "replica 1: whole GPUs: h1 (uid-h1) GPU 3",
         "replica 1: MIG instance: uid-h2 GPU 1 3g.40gb@4",
     ]

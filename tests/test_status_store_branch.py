@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.source.status_store import StatusConflict
 from reconciler.status import StatusError, StatusStore, format_message
-from reconciler.status.store import StatusConflict, push_retry
+from reconciler.status.store import push_retry
 from tests._git_support import RemoteRepo, git, git_daemon, git_http_server, git_run
 
 BRANCH = "reconciler/status"
@@ -557,7 +558,7 @@ def test_parallel_writers_never_lose_a_commit(remote: RemoteRepo, tmp_path: Path
 def test_read_docs_parses_each_blob_once_and_json_as_json(
     remote: RemoteRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import reconciler.status.store as store_module
+    import reconciler.source.status_store as store_module
 
     parsed: list[str] = []
     real = store_module.load

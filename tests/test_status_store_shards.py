@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from reconciler.resolve import NamespaceSelector
+from reconciler.source.status_shard import ShardStatusStore
 from reconciler.status import StatusStore
-from reconciler.status.store import ShardStatusStore, push_retry, shard_owns
+from reconciler.status.store import push_retry, shard_owns
 from tests._git_support import RemoteRepo, git
 
 BRANCH = "reconciler/status"

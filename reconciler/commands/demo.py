@@ -39,7 +39,7 @@ from reconciler.model.desired import PlatformKey
 from reconciler.palette.observe import load_snapshot
 from reconciler.plan import DONE, Action, PlatformPlan
 from reconciler.server import Server
-from reconciler.status.reader import StatusBranch
+from reconciler.source.status_reader import StatusBranch
 from reconciler.status.view import ResourceRow, load_yaml, rows
 
 DEMO_TIMEOUT_SECONDS = 180.0
@@ -344,6 +344,8 @@ def run(keep: bool, heartbeat: float = 30.0) -> int:
             pools_ok, pool_rows = _converge_pools(passes, stop.event, remote, latest) if ok else (False, [])
             _summary(console, ok, latest, remote, workspace)
             _pool_summary(console, pools_ok, pool_rows, _pool_modes(remote) if pool_rows else {})
+            for line in environment_lines(StatusBranch(str(remote)).files()):
+                _print(console, line)
             if ok and not stop.event.is_set():
                 demo_scaling.scene(
                     sample, workspace, api_key, lambda line: _print(console, line), make_remote
@@ -466,6 +468,27 @@ def _pool_summary(console: Console, ok: bool, found: list[ResourceRow], modes: M
         )
     else:
         console.print("[red]not every pool reached Running[/red]")
+
+
+def environment_lines(files: Mapping[str, bytes]) -> list[str]:
+    """Where each Environment placed its workloads, from its status file (docs/environments.md)."""
+    out: list[str] = []
+    for path, data in sorted(files.items()):
+        parts = path.split("/")
+        if len(parts) != 3 or parts[1] != "environments":
+            continue
+        doc = load_yaml(data)
+        status = doc.get("status") if isinstance(doc, dict) else None
+        if not isinstance(status, dict):
+            continue
+        candidates = ", ".join(str(c) for c in status.get("candidates") or []) or "none"
+        placed = status.get("workloads")
+        placed = placed if isinstance(placed, dict) else {}
+        where = "; ".join(f"{w} -> {p or 'no pool yet'}" for w, p in sorted(placed.items())) or "no workload"
+        out.append(
+            f"environment {parts[0]}/{parts[2].removesuffix('.yaml')} (candidates {candidates}): {where}"
+        )
+    return out
 
 
 def _summary(console: Console, ok: bool, latest: list[PassResult], remote: Path, workspace: Path) -> None:

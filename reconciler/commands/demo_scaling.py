@@ -30,7 +30,7 @@ from reconciler.emulator.utilization import METRICS_PATH
 from reconciler.model.pools import KIND_LABEL, POOL_KIND
 from reconciler.palette.observe import load_snapshot
 from reconciler.source import GitError
-from reconciler.status.reader import StatusBranch
+from reconciler.source.status_reader import StatusBranch
 from reconciler.status.view import load_yaml
 
 HINT = (

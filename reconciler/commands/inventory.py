@@ -87,7 +87,14 @@ def _groups_text(groups: Mapping[str, str] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (groups or {}).items())
 
 
+def _named(uid: str, names: Mapping[str, str]) -> str:
+    """A machine as a person reads it: its name beside its uid."""
+    name = names.get(uid)
+    return f"{name} ({uid})" if name and name != uid else uid
+
+
 def _render_table(inventory: Inventory, status: Mapping[str, Any], console: Console) -> None:
+    names = {m.uid: m.name for m in inventory.machines}
     compute = Table(title="Available compute", title_justify="left")
     for column in ("role", "arch", "cpus", "gpus", "instances", "resource groups", "machines"):
         compute.add_column(column, no_wrap=column == "machines")
@@ -108,7 +115,7 @@ def _render_table(inventory: Inventory, status: Mapping[str, Any], console: Cons
                 gpus,
                 str(entry["instances"]),
                 _groups_text(entry.get("resourceGroups")),
-                "\n".join(entry["machines"]),
+                "\n".join(_named(uid, names) for uid in entry["machines"]),
             )
     console.print(compute)
     if status["unavailableMachines"]:

@@ -57,7 +57,6 @@ def load_desired(
     """The desired state of ``repo`` (a directory's files, or one git revision): under ``subtree``
     (``--path``), with the what-if files ``extra`` added (``reconciler.source.overlay``)."""
     from reconciler.source.directory import MissingSubtree
-    from reconciler.source.overlay import overlay
 
     path = Path(repo)
     if path.is_symlink():  # --repo is what the user named: follow it (links inside are never followed)
@@ -71,14 +70,15 @@ def load_desired(
                 return load_directory(path, revision=head, subtree=subtree, extra=extra)
             except MissingSubtree as exc:
                 raise PlanError(str(exc)) from None
-    from reconciler.manifests import load_files
+    from reconciler.manifests import build_desired
     from reconciler.model.diagnostics import Severity
+    from reconciler.source.documents import read_checked
     from reconciler.source.errors import SourceError
-    from reconciler.source.git import SkippedEntry, read_revision
+    from reconciler.source.git import SkippedEntry
 
     skipped: list[SkippedEntry] = []
     try:
-        sha, files = read_revision(repo, rev, skipped=skipped, subtree=subtree)
+        sha, files = read_checked(repo, rev, skipped=skipped, subtree=subtree, extra=extra)
     except SourceError as exc:
         if rev is not None:
             raise PlanError(str(exc)) from None
@@ -86,10 +86,10 @@ def load_desired(
         # main, the branch `run` follows by default: plan that before giving up.
         try:
             skipped.clear()
-            sha, files = read_revision(repo, "main", skipped=skipped, subtree=subtree)
+            sha, files = read_checked(repo, "main", skipped=skipped, subtree=subtree, extra=extra)
         except SourceError:
             raise PlanError(str(exc)) from None
-    desired = load_files(overlay(files, extra), revision=sha)
+    desired = build_desired(files, revision=sha)  # checked files cached by blob id (source.documents)
     desired.diagnostics.extend(s.to_diagnostic() for s in skipped)
     if any(s.severity is Severity.ERROR for s in skipped):
         desired.complete = False  # a skipped manifest may hold a resource: plan no deletion
@@ -253,8 +253,8 @@ def observe_status(
     platform was removed, so its clusters are planned for deletion). A target without a snapshot is
     an error: the plan could not say what the next pass does there.
     """
-    from reconciler.source._gitutil import GitError, redact
-    from reconciler.status.reader import StatusBranch
+    from reconciler.source.errors import GitError, redact
+    from reconciler.source.status_reader import StatusBranch
     from reconciler.status.snapshot import SnapshotError, read_snapshots, recorded_palette
 
     try:

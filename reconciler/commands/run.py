@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from reconciler.logging import configure_logging, get_logger
 from reconciler.metrics import PassOutcome
@@ -37,7 +37,15 @@ from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.outcome import PassResult
 from reconciler.runtime.pipeline import Pipeline
 from reconciler.runtime.wiring import build
-from reconciler.server import Server, ServerError, parse_listen, push_ref, webhook_secret_from_env
+from reconciler.server import (
+    COALESCED,
+    Server,
+    ServerError,
+    WebhookOutcome,
+    parse_listen,
+    push_refs,
+    webhook_secret_from_env,
+)
 from reconciler.source import GitError, watch_directory
 from reconciler.source.select import normalize_subtree
 
@@ -271,20 +279,40 @@ def _run_once(controller: Pipeline, lease_duration: float = 60.0) -> int:
     return 0 if result.outcome in _DONE else 1
 
 
+class _Passes(Protocol):
+    wake: threading.Event
+
+    def request_pass(self) -> None: ...
+
+
+def push_handler(branch: str, passes: _Passes) -> Callable[[dict[str, Any]], WebhookOutcome]:
+    """The webhook's ``on_webhook``: start a pass for a push that names the followed branch (or names no
+    ref); anything else (a tag, our own status commits, another branch) starts none and the answer says
+    so. A pass already requested and not started yet reads this push too: the answer is coalesced (the
+    loop clears ``wake`` just before a pass reads the branch)."""
+    log = get_logger(component="run")
+    followed = f"refs/heads/{branch}"
+
+    def on_webhook(payload: dict[str, Any]) -> WebhookOutcome:
+        refs = push_refs(payload)
+        if refs and followed not in refs:
+            log.info("webhook for another ref ignored", ref=refs[0])
+            return False
+        pending = passes.wake.is_set()
+        passes.request_pass()
+        if pending:
+            return COALESCED
+        log.info("webhook received; starting a pass", refs=list(refs))
+        return True
+
+    return on_webhook
+
+
 def _serve(controller: Pipeline, *, branch: str, listen: str, watch: bool, lease_duration: float) -> int:
     """The loop, with the webhook/metrics server, the lease keeper and (``--watch``) the file watcher."""
     log = get_logger(component="run")
 
-    def on_webhook(payload: dict[str, Any]) -> bool:
-        """Start a pass for a push to the followed branch; anything else (a tag, our own status
-        commits, another branch) starts none and the webhook's answer says so."""
-        ref = push_ref(payload)
-        if ref is not None and ref != f"refs/heads/{branch}":
-            log.info("webhook for another ref ignored", ref=ref)
-            return False
-        log.info("webhook received; starting a pass", ref=ref)
-        controller.request_pass()
-        return True
+    on_webhook = push_handler(branch, controller)
 
     host, port = parse_listen(listen)
     server = Server(

@@ -7,7 +7,10 @@ several kinds share the name) with its details; its changes with ``--history`` (
 changed its file, with the config commit that caused it: the ``Source-Revision`` trailer, and
 ``Source-Subject``/``Source-Author`` from the trailers or, for commits written before those trailers
 existed, from the config commit itself when the repository has it), also of a resource whose file is gone;
-``--format json``; ``--html FILE`` draws the inventory. Reads git only: no Palette, no key.
+``--format json``; ``--html FILE`` draws the inventory. Every output starts with its basis (the status
+commit read, its time, the config revision it reports; JSON ``basis``); the status branch is fetched
+first, ``--no-fetch`` reads a clone's copy as it is and the basis says so. Reads git only: no Palette,
+no key.
 Exit codes: 0 shown, 2 no status branch, unknown resource, or a git error.
 """
 
@@ -15,16 +18,19 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from reconciler.inventory import Machine, discover
 from reconciler.palette.observe import parse_snapshot
-from reconciler.source._gitutil import GitError
+from reconciler.source.errors import GitError
+from reconciler.source.status_reader import StatusBranch, utc_iso
+from reconciler.status.basis import Basis
 from reconciler.status.details import attention_section, details, pools_section
 from reconciler.status.page import render
-from reconciler.status.reader import StatusBranch
+from reconciler.status.quota_view import quota_rows, quota_section
 from reconciler.status.view import (
     PLURAL_OF,
     SHOWN_KINDS,
@@ -181,6 +187,16 @@ def _mig(files: Mapping[str, bytes]) -> dict[str, list[Mapping[str, Any]]]:
     return layouts
 
 
+def _write_page(out: Path, found: list[ResourceRow], files: Mapping[str, bytes], basis: Basis) -> None:
+    made = utc_iso(int(time.time()))
+    page = render(found, _machines(files), revision=basis.revision, mig=_mig(files), basis=basis, made=made)
+    try:
+        out.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise _CommandError(f"cannot write {out}: {exc.strerror or exc}") from None
+    print(f"wrote {out} ({len(found)} resources; {basis.header()})", file=sys.stderr)
+
+
 def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, html_out: Path | None) -> int:
     if branch.ref is None:
         raise _CommandError(f"no status branch {branch.branch!r} in the repository (has a pass run yet?)")
@@ -190,13 +206,9 @@ def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, h
     if revision is None:
         tip_commits = branch.history(".")
         revision = tip_commits[0].trailers.get("Source-Revision") if tip_commits else None
+    basis = branch.basis(revision, "none")
     if html_out is not None:
-        page = render(found, _machines(files), revision=revision, mig=_mig(files))
-        try:
-            html_out.write_text(page, encoding="utf-8")
-        except OSError as exc:
-            raise _CommandError(f"cannot write {html_out}: {exc.strerror or exc}") from None
-        print(f"wrote {html_out} ({len(found)} resources)", file=sys.stderr)
+        _write_page(html_out, found, files, basis)
         if resource is None and not history:
             return EXIT_OK
     every = list(found)
@@ -208,23 +220,34 @@ def _show(branch: StatusBranch, resource: str | None, history: bool, fmt: str, h
             row = _select(found, resource) if matches else _gone(branch, resource)
             entries = _history(branch, row)
             if fmt == "json":
-                print(json.dumps({"resource": row.to_json(), "history": entries}, indent=2))
+                doc = {"basis": basis.to_json(), "resource": row.to_json(), "history": entries}
+                print(json.dumps(doc, indent=2))
             else:
-                print(_history_text(row, entries))
+                print(basis.header() + "\n\n" + _history_text(row, entries))
             return EXIT_OK
         if not matches:
             gone = _gone(branch, resource)
             raise _CommandError(f"{resource} has no status any more: {gone.message}; see --history")
         found = matches
     if fmt == "json":
-        print(json.dumps({"revision": revision, "resources": [row.to_json() for row in found]}, indent=2))
+        listed: dict[str, Any] = {"revision": revision, "basis": basis.to_json()}
+        listed["resources"] = [row.to_json() for row in found]
+        listed["quotas"] = quota_rows(files)
+        print(json.dumps(listed, indent=2))
     elif resource is not None:
+        print(basis.header() + "\n")
         print(table(found))
         names = {m.uid: m.name for m in _machines(files)}
         for row in found:
             print("\n" + "\n".join(details(row, every, names)))
     else:
-        sections = (table(found), pools_section(found), attention_section(found))
+        sections = (
+            basis.header(),
+            table(found),
+            pools_section(found),
+            quota_section(quota_rows(files)),
+            attention_section(found),
+        )
         print("\n\n".join(part for part in sections if part))
     return EXIT_OK
 
@@ -236,9 +259,12 @@ def run(
     history: bool,
     fmt: str,
     html_out: Path | None,
+    fetch: bool = True,
 ) -> int:
+    """``fetch=False`` (``--no-fetch``) reads a clone's copy of the status branch as it is; the header
+    says so."""
     try:
-        with StatusBranch(repo, status_branch) as branch:
+        with StatusBranch(repo, status_branch, fetch=fetch) as branch:
             return _show(branch, resource, history, fmt, html_out)
     except (GitError, _CommandError) as exc:
         print(f"error: {exc}", file=sys.stderr)

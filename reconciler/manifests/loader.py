@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from reconciler import resolve
+from reconciler.manifests.environment_rules import check_environments
 from reconciler.manifests.locate import FileNodes
 from reconciler.manifests.parse import ParsedFile, parse_file
 from reconciler.manifests.pool_rules import check_pools
@@ -311,6 +312,31 @@ def _did_you_mean(family: str) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+@dataclass(frozen=True, slots=True)
+class CheckedFile:
+    """One file parsed and each of its documents checked alone (:func:`check_file`): a pure function of
+    its path and bytes, so a cache may keep it by git blob id and hand it to :func:`build_desired`
+    again instead of the file. Its records are never changed: the cross-resource rules work on copies.
+    """
+
+    path: str
+    diagnostics: tuple[Diagnostic, ...]
+    complete: bool
+    text: str  # to find positions again when a cross-resource rule reports a problem
+    records: tuple[Record, ...]
+
+
+def check_file(parsed: ParsedFile, keep_resources: bool = True) -> CheckedFile:
+    """``parsed`` with each document identified, validated and checked alone (``examine``)."""
+    records = tuple(examine(parsed.path, doc, keep_resources) for doc in parsed.documents)
+    return CheckedFile(parsed.path, parsed.diagnostics, parsed.complete, parsed.text, records)
+
+
+def check_bytes(path: str, data: bytes) -> CheckedFile:
+    """:func:`check_file` of the bytes of one file (what a cache of validated files computes on a miss)."""
+    return check_file(parse_file(path, data))
+
+
 @dataclass
 class Verdict:
     """What ``validate`` reports of a tree: every diagnostic, and how much was read."""
@@ -321,8 +347,9 @@ class Verdict:
     complete: bool
 
 
-def build_desired(files: Iterable[ParsedFile], revision: str | None) -> DesiredState:
-    """Validate every document of every file and return the desired state of one revision."""
+def build_desired(files: Iterable[ParsedFile | CheckedFile], revision: str | None) -> DesiredState:
+    """Validate every document of every file and return the desired state of one revision (a
+    :class:`CheckedFile` from a cache is taken as it is: only the cross-resource rules run again)."""
     state = DesiredState(revision=revision)
     _load(files, state, keep_resources=True)
     return state
@@ -343,7 +370,7 @@ def validate_files(files: Iterable[ParsedFile], text_of: Callable[[str], str] | 
 
 
 def _load(
-    files: Iterable[ParsedFile],
+    files: Iterable[ParsedFile | CheckedFile],
     state: DesiredState,
     keep_resources: bool,
     text_of: Callable[[str], str] | None = None,
@@ -352,18 +379,23 @@ def _load(
     items: list[Record] = []
     diagnostics: list[Diagnostic] = []
     texts: dict[str, str] = {}  # to find positions again for the documents that have problems
-    for parsed in files:
-        diagnostics.extend(parsed.diagnostics)
-        if not parsed.complete:
+    for unit in files:
+        diagnostics.extend(unit.diagnostics)
+        if not unit.complete:
             state.complete = False
-        if parsed.documents and text_of is None:
-            texts[parsed.path] = parsed.text
-        for doc in parsed.documents:
-            items.append(examine(parsed.path, doc, keep_resources))
+        if isinstance(unit, CheckedFile):
+            items.extend([record.fresh() for record in unit.records])
+            has_documents = bool(unit.records)
+        else:
+            items.extend([examine(unit.path, doc, keep_resources) for doc in unit.documents])
+            has_documents = bool(unit.documents)
+        if has_documents and text_of is None:
+            texts[unit.path] = unit.text
     _check_duplicates(items)
     _check_projects(items)
     _check_references(items)
     check_pools(items)
+    check_environments(items)
     index = _Index(items)
     _check_vips(items, index)
     _check_admission(items, index)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sys import intern
 from typing import Any, NamedTuple
 
+from reconciler.manifests.environment_rules import check_environment_document
 from reconciler.manifests.parse import Document
 from reconciler.manifests.pool_rules import check_pool_document
 from reconciler.manifests.rules import check_document, named_references
@@ -56,6 +57,7 @@ class Facts(NamedTuple):
     gpus: tuple[tuple[str, int], ...]  # an MLPlatform's spec.gpus: (family as written, count)
     request: WorkloadRequest | None  # a tenant's admission request, when its own document has no problem
     first_mig: int | None  # an AIWorkload's first spec.gpus entry with a MIG profile
+    environment_ref: str | None = None  # an AIWorkload's spec.environmentRef.name
 
 
 @dataclass(eq=False, slots=True)
@@ -94,6 +96,28 @@ class Record:
     def label(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
 
+    def fresh(self) -> Record:
+        """A copy with lists of its own: the cross-resource rules add problems and warnings to it, and
+        a record kept by a cache (``loader.CheckedFile``) stays as it was checked alone."""
+        return Record(
+            self.file,
+            self.doc,
+            self.line,
+            self.column,
+            self.kind,
+            self.namespace,
+            self.name,
+            self.schema_ok,
+            self.resource,
+            self.facts,
+            list(self.problems),
+            list(self.warnings),
+            self.foreign,
+            self.refs,
+            self.raw_vip,
+            self.identity,
+        )
+
 
 def examine(path: str, document: Document, keep_resource: bool) -> Record:
     """Identify, validate and check one document alone (``keep_resource``: keep every resource)."""
@@ -126,6 +150,7 @@ def _identify(record: Record, data: Any, keep_resource: bool) -> None:
     record.kind = _KIND_NAMES[kind]  # one string object for every document of a kind
     resource, problems = validate_document(kind, data)
     extra = check_document(kind, data) + check_pool_document(kind, data)
+    extra += check_environment_document(kind, data)
     if extra:  # where the schema layer already reported a field, the rules stay silent about it
         reported = {p.path for p in problems}
         problems.extend(p for p in extra if p.path not in reported)
@@ -173,6 +198,7 @@ def facts_of(resource: MLPlatform | AIWorkload, with_request: bool) -> Facts:
         wspec = resource.spec
         first_mig = next((i for i, g in enumerate(wspec.gpus) if g.mig), None)
         workload = intern(wspec.workload_profile_ref.name) if wspec.workload_profile_ref is not None else None
+        env = intern(wspec.environment_ref.name) if wspec.environment_ref is not None else None
         return Facts(
             mode="shared",
             suspend=wspec.suspend,
@@ -186,6 +212,7 @@ def facts_of(resource: MLPlatform | AIWorkload, with_request: bool) -> Facts:
             gpus=(),
             request=request,
             first_mig=first_mig,
+            environment_ref=env,
         )
     spec = resource.spec
     edge = spec.edge

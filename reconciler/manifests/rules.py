@@ -51,6 +51,7 @@ REFERENCE_FIELDS: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
                     (("spec", "workloadProfileRef", "name"), "WorkloadProfile"),
                     (("spec", "scalingPolicyRef", "name"), "ScalingPolicy")),
     "AIWorkload": ((("spec", "computePoolRef", "name"), "ComputePool"),
+                   (("spec", "environmentRef", "name"), "Environment"),
                    (("spec", "workloadProfileRef", "name"), "WorkloadProfile")),
 }  # fmt: skip
 

@@ -27,6 +27,9 @@ class Reason(StrEnum):
     POOL_NOT_READY = "PoolNotReady"
     NO_FITTING_LAYOUT = "NoFittingLayout"
     MIG_UNSUPPORTED = "MIGUnsupported"
+    # Project GPU quotas (docs/environments.md)
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    QUOTA_REACHED = "QuotaReached"
 
 
 class Phase(StrEnum):

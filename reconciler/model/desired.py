@@ -12,6 +12,7 @@ from reconciler.model.resources import (
     Compute,
     ComputePool,
     ComputeProfile,
+    Environment,
     MLPlatform,
     Project,
     Resource,
@@ -25,7 +26,16 @@ Identity = tuple[str, str, str]
 PlatformKey = tuple[str, str]
 
 R = TypeVar(
-    "R", Compute, ComputeProfile, MLPlatform, Project, Settings, WorkloadProfile, ComputePool, AIWorkload
+    "R",
+    Compute,
+    ComputeProfile,
+    MLPlatform,
+    Project,
+    Settings,
+    WorkloadProfile,
+    ComputePool,
+    AIWorkload,
+    Environment,
 )
 
 

@@ -84,9 +84,11 @@ class WorkloadRequest:
 
 
 def pool_ref_of(resource: AIWorkload | MLPlatform) -> str | None:
-    """The name of the ComputePool a tenant runs on (None for a dedicated platform)."""
+    """The name of the ComputePool a tenant names (None for a dedicated platform, and for a workload
+    placed through an Environment: :mod:`reconciler.placement.environment` chooses its pool)."""
     if isinstance(resource, AIWorkload):
-        return resource.spec.compute_pool_ref.name
+        ref = resource.spec.compute_pool_ref
+        return ref.name if ref is not None else None  # None: placed through its Environment
     if resource.spec.mode == "shared" and resource.spec.compute_pool_ref is not None:
         return resource.spec.compute_pool_ref.name
     return None

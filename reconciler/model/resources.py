@@ -8,7 +8,7 @@ cross-resource rules (VIP clashes, references, ``nodeCount`` 2 only for two-node
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -31,6 +31,7 @@ class Strict(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,
+        defer_build=True,
     )
 
 
@@ -182,6 +183,11 @@ class WorkloadProfile(Strict):
 class ProjectSpec(Strict):
     compute_profile_ref: LocalRef
     settings_ref: LocalRef | None = None
+    gpu_quota: dict[str, NonNegativeInt] = Field(
+        default_factory=dict,
+        description="At most this many GPUs per family for the namespace's dedicated MLPlatforms and "
+        "ComputePools together (docs/environments.md#project-gpu-quota).",
+    )
 
 
 class Project(Strict):
@@ -291,7 +297,12 @@ class WorkloadGpuRequest(Strict):
 
 
 class AIWorkloadSpec(Strict):
-    compute_pool_ref: LocalRef
+    compute_pool_ref: LocalRef | None = Field(
+        default=None, description="The ComputePool it runs on; or spec.environmentRef (exactly one)."
+    )
+    environment_ref: LocalRef | None = Field(
+        default=None, description="The Environment whose first pool that can hold it admits it."
+    )
     workload_profile_ref: LocalRef | None = None
     replicas: int = Field(
         default=1,
@@ -316,9 +327,10 @@ class AIWorkload(Strict):
 
 
 # Kinds in modules of their own import the base models above, so they are imported after them.
+from reconciler.model.environment import Environment as Environment  # noqa: E402
 from reconciler.model.scaling import ScalingPolicy  # noqa: E402
 
-Resource = (
+Resource: TypeAlias = (
     ComputeProfile
     | MLPlatform
     | WorkloadProfile
@@ -328,6 +340,7 @@ Resource = (
     | ComputePool
     | AIWorkload
     | ScalingPolicy
+    | Environment
 )
 
 # kind -> (apiVersion, model)
@@ -341,6 +354,7 @@ KINDS: dict[str, tuple[str, type[Strict]]] = {
     "ComputePool": ("spectrocloud.com/v1alpha1", ComputePool),
     "AIWorkload": ("spectrocloud.com/v1alpha1", AIWorkload),
     "ScalingPolicy": ("spectrocloud.com/v1alpha1", ScalingPolicy),
+    "Environment": ("spectrocloud.com/v1beta1", Environment),
 }
 
 # Status files live at <namespace>/<plural>/<name>.yaml (docs/status-branch.md).
@@ -354,4 +368,5 @@ PLURALS: dict[str, str] = {
     "ComputePool": "computepools",
     "AIWorkload": "aiworkloads",
     "ScalingPolicy": "scalingpolicies",
+    "Environment": "environments",
 }

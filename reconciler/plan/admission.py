@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.inventory import Machine
@@ -30,6 +30,7 @@ from reconciler.model.resources import AIWorkload, ClusterProfileRef, ComputePoo
 from reconciler.placement.admission import (
     GpuRef,
     GpuUnit,
+    PoolAdmission,
     PoolState,
     PreviousAdmission,
     PreviousAdmissions,
@@ -49,6 +50,7 @@ from reconciler.plan.entries import (
     _Invalid,
     _scaling,
 )
+from reconciler.plan.environments import route_environments, unrouted, with_environment
 from reconciler.plan.prune import _Guarded
 from reconciler.profiles import cluster_profiles
 from reconciler.resolve import compute_profile
@@ -173,6 +175,60 @@ def _workload_entry(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _PoolInput:
+    """One pool's admission inputs: its state, the requests of the workloads that name it (and of the
+    invalid and held-back ones, which ask for what they hold), its records."""
+
+    state: PoolState
+    requests: tuple[WorkloadRequest, ...]
+    held: tuple[PreviousAdmission, ...]
+    layouts: tuple[GpuLayout, ...]
+
+    def admit(self, requests: Sequence[WorkloadRequest]) -> tuple[PoolAdmission, Any]:
+        """Admission with these tenants (a fresh MIG planner each time: a trial leaves nothing behind)."""
+        planner = (
+            PoolMigPlanner(self.state, self.layouts, list(self.held), list(requests))
+            if self.state.mig_strategy == "mixed"
+            else None
+        )
+        result = admit_pool(self.state, requests, self.held, planner)
+        return result, planner.finish(result) if planner is not None else None
+
+
+def _pool_input(
+    found: _Entries,
+    key: PoolKey,
+    entry: PlatformPlan,
+    named: Sequence[WorkloadRequest],
+    previous: PreviousAdmissions,
+    invalid: Mapping[WorkloadKey, _Invalid],
+    layouts: PreviousLayouts,
+    held_back: frozenset[WorkloadKey],
+) -> _PoolInput:
+    desired = found.desired
+    pool = desired.get(ComputePool, *key)
+    profile = compute_profile(desired, pool) if pool is not None else None
+    units = gpu_units(found.machines[u] for u in sorted(entry.workers) if u in found.machines)
+    held = tuple(previous.get(key, ()))
+    requests = list(named)
+    requests += [_kept_request(a.key, invalid[a.key].kind, a, units) for a in held if a.key in invalid]
+    requests += [_kept_request(a.key, a.kind, a, units) for a in held if a.key in held_back]
+    mode: str | None = pool.spec.mode if pool is not None else None
+    if mode is None and entry.existing is not None:
+        mode = entry.existing.labels.get(POOL_MODE_LABEL)
+    state = PoolState(
+        key,
+        mode=mode or "shared",
+        gpus=units,
+        gpu_limits=canonical_limits(profile.spec.gpu_limits) if profile is not None else {},
+        profile=profile.metadata.name if profile is not None else None,
+        mig_strategy=_mig_strategy(pool, layouts.get(key, ()), held),
+        not_ready=_not_ready(key, pool, entry, desired),
+    )
+    return _PoolInput(state, tuple(requests), held, tuple(layouts.get(key, ())))
+
+
 def _admit(
     found: _Entries,
     pool_entries: Mapping[PoolKey, PlatformPlan],
@@ -184,48 +240,36 @@ def _admit(
     """Admission into every pool of one target, on the hosts as planned (after the prune guard).
     ``invalid``: the invalid workloads of the whole desired state (not only of this target);
     ``layouts``: the MIG layouts each pool's status recorded (``parse_mig_layouts``); ``guarded``: the
-    deletion guard's verdict (a held-back workload asks for exactly what it holds and keeps it)."""
+    deletion guard's verdict (a held-back workload asks for exactly what it holds and keeps it).
+    Workloads placed through an Environment are routed first (:mod:`reconciler.plan.environments`)."""
     held_back = guarded.held_back if guarded is not None else frozenset()
     desired = found.desired
     tenants = {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)}
     by_pool = tenants_by_pool(tenants.values())
+    inputs = {
+        key: _pool_input(found, key, entry, by_pool.get(key, []), previous, invalid, layouts, held_back)
+        for key, entry in sorted(pool_entries.items())
+    }
+
+    def trial(key: PoolKey, requests: Sequence[WorkloadRequest]) -> PoolAdmission | None:
+        return inputs[key].admit(requests)[0] if key in inputs else None
+
+    routed = route_environments(desired, {k: i.requests for k, i in inputs.items()}, previous, trial)
     pools: list[PoolPlan] = []
-    workloads: list[WorkloadPlan] = []
+    workloads: list[WorkloadPlan] = list(routed.unplaced)
     for key, entry in sorted(pool_entries.items()):
         pool = desired.get(ComputePool, *key)
-        profile = compute_profile(desired, pool) if pool is not None else None
-        units = gpu_units(found.machines[u] for u in sorted(entry.workers) if u in found.machines)
-        held = list(previous.get(key, ()))
-        requests = list(by_pool.get(key, []))
-        requests += [_kept_request(a.key, invalid[a.key].kind, a, units) for a in held if a.key in invalid]
-        requests += [_kept_request(a.key, a.kind, a, units) for a in held if a.key in held_back]
-        mode: str | None = pool.spec.mode if pool is not None else None
-        if mode is None and entry.existing is not None:
-            mode = entry.existing.labels.get(POOL_MODE_LABEL)
-        state = PoolState(
-            key,
-            mode=mode or "shared",
-            gpus=units,
-            gpu_limits=canonical_limits(profile.spec.gpu_limits) if profile is not None else {},
-            profile=profile.metadata.name if profile is not None else None,
-            mig_strategy=_mig_strategy(pool, layouts.get(key, ()), held),
-            not_ready=_not_ready(key, pool, entry, desired),
-        )
-        planner = (
-            PoolMigPlanner(state, layouts.get(key, ()), held, requests)
-            if state.mig_strategy == "mixed"
-            else None
-        )
-        result = admit_pool(state, requests, held, planner)
-        outcome = planner.finish(result) if planner is not None else None
+        inp = inputs[key]
+        requests = [*inp.requests, *routed.extra.get(key, ())]
+        result, outcome = inp.admit(requests)
         running = _pool_running(entry)
-        kinds = {a.key: a.kind for a in held} | {r.key: r.kind for r in requests}
+        kinds = {a.key: a.kind for a in inp.held} | {r.key: r.kind for r in requests}
         for wkey, decision in result.workloads.items():
             tenant = tenants.get(wkey)
             bad = invalid.get(wkey)
             kind = kinds.get(wkey, "AIWorkload")
             profiles = _workload_profiles(desired, tenant) if tenant is not None else ()
-            entry_plan = _workload_entry(decision, kind, running, bad, profiles)
+            entry_plan = with_environment(_workload_entry(decision, kind, running, bad, profiles), routed)
             if wkey in held_back and guarded is not None and decision.action is WorkloadAction.ADMITTED:
                 entry_plan = replace(entry_plan, reason=Reason.PRUNE_BLOCKED, message=guarded.blocked)
             workloads.append(entry_plan)
@@ -246,9 +290,23 @@ def _admit(
             if outcome.relayout:  # which GPUs of a host are re-laid out: in the message, for the report
                 entry = replace(entry, message=f"{entry.message}; {relayout_summary(outcome.relayout)}")
         pools.append(
-            PoolPlan(entry, mode, result.capacity, scaling=_scaling(pool), admitted=admitted, **mig_fields)
+            PoolPlan(
+                entry,
+                mode_of(pool, entry),
+                result.capacity,
+                scaling=_scaling(pool),
+                admitted=admitted,
+                **mig_fields,
+            )
         )
     return pools, workloads
+
+
+def mode_of(pool: ComputePool | None, entry: PlatformPlan) -> str | None:
+    """The pool's mode; for a pool the plan cannot read, the one its cluster's label records."""
+    if pool is not None:
+        return pool.spec.mode
+    return entry.existing.labels.get(POOL_MODE_LABEL) if entry.existing is not None else None
 
 
 def _strays(
@@ -287,7 +345,7 @@ def _strays(
         why = unplanned_pools.get((wkey[0], pool), "it is not planned in this pass")
         msg = f"pool {pool} cannot be planned: {why}"
         out.append(entry(wkey, tenant.kind, pool, WorkloadAction.PENDING, Reason.POOL_NOT_READY, msg))
-    return out
+    return out + unrouted(desired, planned | {w.key for w in out})
 
 
 def _held_units(admission: PreviousAdmission, machines: Mapping[str, Machine]) -> tuple[GpuUnit, ...]:

@@ -16,6 +16,7 @@ from reconciler.model.gpu import GpuFamily
 from reconciler.model.observed import ClusterState, ManagedCluster
 from reconciler.model.pools import PLATFORM_KIND, POOL_KIND, PoolKey, WorkloadKey
 from reconciler.model.resources import AIWorkload, ComputePool, GpuRequest, MLPlatform
+from reconciler.placement.quota import QuotaUse, place_within_quota
 from reconciler.plan.entries import Action, Plan, PlatformPlan, _Invalid, gpus_of
 from reconciler.profiles import reject_unbuildable
 from reconciler.resolve import is_tenant
@@ -172,6 +173,7 @@ class _Entries:
     platforms: dict[PlatformKey, PlatformPlan]
     pools: dict[PoolKey, PlatformPlan]
     machines: Mapping[str, Machine]
+    quotas: tuple[QuotaUse, ...] = ()  # each namespace's GPU quota as these entries leave it
 
     def all(self) -> list[PlatformPlan]:
         return [*self.platforms.values(), *self.pools.values()]
@@ -235,7 +237,10 @@ def _entries(
     desired = reject_unbuildable(desired)  # no cluster profile: invalid, InvalidSpec (docs/validation.md)
     machines = inventory.by_uid()
     platform_clusters, pool_clusters = split_clusters(clusters)
-    decisions = place(desired, inventory, clusters, pool_modes, machines=machines)
+    within = place_within_quota(
+        desired, clusters, machines, lambda d: place(d, inventory, clusters, pool_modes, machines=machines)
+    )
+    decisions = within.placement
 
     platforms: dict[PlatformKey, PlatformPlan] = {}
     for p in desired.platforms():
@@ -247,7 +252,8 @@ def _entries(
             msg = f"suspended; cluster {cluster.name} left as it is" if cluster else "suspended; no cluster"
             platforms[key] = _kept(key, Action.SUSPENDED, Reason.SUSPENDED, msg, cluster, machines)
         else:
-            platforms[key] = _decided(key, decisions.platforms[key], cluster, machines)
+            entry = _decided(key, decisions.platforms[key], cluster, machines)
+            platforms[key] = _quota_held(entry, within.held.get((PLATFORM_KIND, *key)))
 
     pools: dict[PoolKey, PlatformPlan] = {}
     for pool in desired.of_kind(ComputePool):
@@ -257,7 +263,8 @@ def _entries(
             msg = f"suspended; cluster {cluster.name} left as it is" if cluster else "suspended; no cluster"
             pools[key] = _kept(key, Action.SUSPENDED, Reason.SUSPENDED, msg, cluster, machines)
         else:
-            pools[key] = _decided(key, decisions.pools[key], cluster, machines)
+            entry = _decided(key, decisions.pools[key], cluster, machines)
+            pools[key] = _quota_held(entry, within.held.get((POOL_KIND, *key)))
 
     for (kind, ns, name), problems in sorted(desired.invalid.items()):
         key = (ns, name)
@@ -277,7 +284,16 @@ def _entries(
         dict(sorted(platforms.items())),
         {k: replace(e, kind=POOL_KIND) for k, e in sorted(pools.items())},
         machines,
+        within.uses,
     )
+
+
+def _quota_held(entry: PlatformPlan, message: str | None) -> PlatformPlan:
+    """A grow the namespace's GPU quota holds: its cluster keeps its size (held is not unchanged)."""
+    if message is None:
+        return entry
+    kept = f"; cluster {entry.existing.name} keeps its size" if entry.existing is not None else ""
+    return replace(entry, reason=Reason.QUOTA_EXCEEDED, message=f"scale held: {message}{kept}")
 
 
 def _tenants(desired: DesiredState) -> list[AIWorkload | MLPlatform]:

@@ -21,8 +21,10 @@ from reconciler.placement.admission import (
     WorkloadAction,
     replica_bindings,
 )
+from reconciler.placement.environment import Candidate
 from reconciler.placement.mig import MigUsage
 from reconciler.placement.mig_admission import GpuLayout, MigMachinePool
+from reconciler.placement.quota import QuotaUse
 
 PreviousLayouts = Mapping[PoolKey, Sequence[GpuLayout]]
 """Per pool, the GPUs in MIG mode its status file recorded (``mig_admission.parse_mig_layouts``)."""
@@ -237,6 +239,9 @@ class WorkloadPlan:
     replicas: int = 1
     gpu_replicas: tuple[int, ...] = ()  # the replica of each of ``gpus`` (empty: all replica 0)
     position: int | None = None  # 1-based place among its pool's pending workloads
+    # Placed through an Environment (docs/environments.md): its name and what each candidate said.
+    environment: str | None = None
+    candidates: tuple[Candidate, ...] = ()
 
     @property
     def key(self) -> WorkloadKey:
@@ -275,6 +280,8 @@ class WorkloadPlan:
             ],
             "bound": [b.to_json() for b in replica_bindings(self.gpus, self.gpu_replicas)],
             "position": self.position,
+            "environment": self.environment,
+            "candidates": [c.to_json() for c in self.candidates],
         }
 
 
@@ -295,6 +302,8 @@ class Plan:
     # The deletion guard's sentence for the status commit when the revision approves deletions
     # (``Reconciler-Allow-Deletions``); "" otherwise. The same for every target of a pass.
     deletions_note: str = ""
+    # Each namespace's GPU quota per family as the plan leaves it (docs/environments.md).
+    quotas: tuple[QuotaUse, ...] = ()
 
     def to_json(self, scaling: Mapping[PoolKey, ScalingPlan] | None = None) -> dict[str, Any]:
         """Exactly the ``plan --format json`` object of docs/planning.md; ``scaling``: the scaling
@@ -305,6 +314,7 @@ class Plan:
             "platforms": [p.to_json() for p in sorted(plan.platforms, key=lambda p: p.key)],
             "pools": [p.to_json() for p in sorted(plan.pools, key=lambda p: p.key)],
             "workloads": [w.to_json() for w in sorted(plan.workloads, key=lambda w: w.sort_key)],
+            "quotas": [q.to_json() for q in sorted(plan.quotas, key=lambda q: (q.namespace, q.family))],
             "diagnostics": [d.to_json() for d in plan.diagnostics],
         }
 

@@ -60,6 +60,7 @@ def make_plan(
         pools=pools,
         workloads=sorted(workloads, key=lambda w: w.sort_key),
         deletions_note=guarded.note,
+        quotas=found.quotas,
     )
     return plan.with_scaling(scaling) if scaling else plan
 
@@ -126,6 +127,7 @@ def plan_targets(
             pools=pools,
             workloads=workloads,
             deletions_note=guarded.note,
+            quotas=f.quotas,
         ).with_scaling(scaling or {})
     if order:
         every_machine = found[order[0]].machines  # the same map when there is one target
@@ -177,4 +179,7 @@ def merge(revision: str | None, plans: Mapping[Target, Plan], diagnostics: Seque
         pools=[pools[k] for k in sorted(pools)],
         workloads=[workloads[k] for k in sorted(workloads)],
         deletions_note=next((p.deletions_note for p in plans.values() if p.deletions_note), ""),
+        quotas=tuple(
+            sorted({q for p in plans.values() for q in p.quotas}, key=lambda q: (q.namespace, q.family))
+        ),
     )

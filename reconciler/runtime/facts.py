@@ -9,14 +9,13 @@ from typing import Any
 from reconciler.inventory import Inventory
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import ManagedCluster
+from reconciler.model.outcomes import Outcome, WorkloadOutcome
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.plan import Plan
 from reconciler.resolve import Target
 from reconciler.scaling.stage import ScalingOutcome
 from reconciler.status.creates import CreateIntent
-from reconciler.status.pools import WorkloadOutcome
 from reconciler.status.records import Records
-from reconciler.status.render import Outcome
 from reconciler.status.snapshot import render_snapshot
 
 __all__ = ["Applied", "Loaded", "Observation", "ObservedTarget", "Planned"]

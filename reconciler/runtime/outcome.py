@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from reconciler.metrics import PassOutcome
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.outcomes import Outcome
 from reconciler.model.resources import ComputePool
 from reconciler.plan import DONE, Action, Plan, PlatformPlan
 from reconciler.resolve import Routing, Target
 from reconciler.runtime.facts import Observation
-from reconciler.status.render import Outcome
 
 MAX_RESTARTS = 3
 """Times a pass starts over because the config branch moved under it, before it gives up (error)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from reconciler.manifests import ParsedFile
+from reconciler.manifests import CheckedFile, ParsedFile
 from reconciler.model.diagnostics import Diagnostic
 
 
@@ -21,7 +21,7 @@ class Source(Protocol):
 
     def sync(self) -> str: ...
 
-    def read_parsed(self, sha: str) -> Sequence[ParsedFile]: ...
+    def read_parsed(self, sha: str) -> Sequence[ParsedFile | CheckedFile]: ...
 
     @property
     def diagnostics(self) -> Sequence[Diagnostic]: ...

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from reconciler.manifests import parse_file
+from reconciler.manifests import check_bytes
 from reconciler.metrics import Metrics
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.hosts import HostLister
@@ -26,7 +26,8 @@ from reconciler.runtime.pipeline import Pipeline
 from reconciler.runtime.ports import History, Source
 from reconciler.runtime.stages.observe import ClientFactory, ListerFactory, Observer
 from reconciler.source import DirectorySource, GitSource
-from reconciler.status.store import ShardStatusStore, StatusStore
+from reconciler.source.status_shard import ShardStatusStore
+from reconciler.source.status_store import StatusStore
 
 
 def status_store(options: ControllerOptions) -> StatusBranch:
@@ -45,7 +46,7 @@ def open_source(
     and what closes them."""
     if options.watch:
         # A local working directory: read as it is on disk; status goes to its repository if it has one.
-        directory = DirectorySource(Path(options.repo), parse=parse_file, subtree=options.subtree)
+        directory = DirectorySource(Path(options.repo), parse=check_bytes, subtree=options.subtree)
         has_git = (Path(options.repo) / ".git").exists()
         status = status_store(options) if has_git else NoStatus()
         return directory, None, status, status.close
@@ -54,7 +55,7 @@ def open_source(
         options.repo,
         options.branch,
         cache / "source" if cache else None,
-        parse=parse_file,
+        parse=check_bytes,
         subtree=options.subtree,
     )
     status = status_store(options)

@@ -12,7 +12,8 @@ Order of the rules, first match wins:
 3. Scale up, by one host, within bounds: demand first (a workload pending with PoolCapacityExceeded
    for a family for that family's ``scaleUpDuration``), then GPU utilisation per family in the
    policy's order, then CPU. A wish that no host can meet is ``ScalingLimited`` (the bound) or
-   ``NoCandidateHost``; any wish to grow also rules out shrinking in the same pass.
+   ``NoCandidateHost``; a host the namespace's Project ``gpuQuota`` has no room for is ``QuotaReached``
+   (``PoolView.quota_room``); any wish to grow also rules out shrinking in the same pass.
 4. Scale down, by one host, only with every configured metric available and no pending demand:
    GPU families in order, then CPU. The host removed holds no bound GPU and the admitted workloads
    still fit without it (the caller's ``fits_without``, admission's own binding).
@@ -63,6 +64,7 @@ class ScalingReason(StrEnum):
     FAILED = "ScalingFailed"
     NO_CANDIDATE = "NoCandidateHost"
     WOULD_UNBIND = "WorkloadsWouldNotFit"
+    QUOTA_REACHED = "QuotaReached"  # the namespace's Project gpuQuota has no room for the host
 
 
 class Trigger(StrEnum):
@@ -94,6 +96,8 @@ class PoolView:
     free: tuple[ScalingHost, ...] = ()
     admitted: Mapping[GpuFamily, int] = field(default_factory=dict)
     min_workers: int = 0
+    # GPUs per family the namespace's Project gpuQuota still allows (a family not listed: no quota)
+    quota_room: Mapping[GpuFamily, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,6 +520,13 @@ class _Pass:
         host: ScalingHost,
         evidence: Window | PendingDemand,
     ) -> Decision:
+        room = self.pool.quota_room.get(host.family) if host.family is not None else None
+        if direction is Direction.UP and room is not None and host.gpus > room:
+            message = (
+                f"{self.pool.name} stops at its project's GPU quota: host {host.name} has {host.gpus} "
+                f"{host.family} GPUs and the quota leaves {room}; no host added"
+            )
+            return self._done(Direction.NONE, ScalingReason.QUOTA_REACHED, message, resource=resource)
         message = sentence(self.pool.name, direction, resource, host, evidence, self.spec, self.now)
         reason = ScalingReason.SCALED_UP if direction is Direction.UP else ScalingReason.SCALED_DOWN
         return self._done(

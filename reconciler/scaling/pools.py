@@ -126,6 +126,9 @@ def scaling_subjects(
             free=tuple(_host(m) for m in free_hosts(desired, plan, entry, pool)),
             admitted={GpuFamily(f): c.admitted for f, c in sorted(entry.capacity.items())},
             min_workers=_min_workers(desired, pool),
+            quota_room={
+                GpuFamily(q.family): q.quota - q.used for q in plan.quotas if q.namespace == entry.namespace
+            },
         )
         previous = settle(recorded.get(entry.key), (m.name for m in workers), True, now)
         out.append(

@@ -10,15 +10,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from reconciler.source._gitutil import GitError
     from reconciler.source.cache import ParseCache, blob_id
-    from reconciler.source.errors import SourceError
+    from reconciler.source.errors import GitError, SourceError
     from reconciler.source.git import GitSource, SkippedEntry, read_revision
     from reconciler.source.lease import GitLease
     from reconciler.source.watch import DirectorySource, watch_directory
 
 _WHERE = {
-    "GitError": "reconciler.source._gitutil",
+    "GitError": "reconciler.source.errors",
     "ParseCache": "reconciler.source.cache",
     "blob_id": "reconciler.source.cache",
     "SourceError": "reconciler.source.errors",

@@ -1,7 +1,10 @@
-"""Shared git plumbing for the source and the status store: URLs, environment, cache repos, errors.
+"""Shared git plumbing of the source package (the config source, the lease, the status branch): URLs,
+environment, cache repos, locks.
 
 Every git process the reconciler starts goes through :func:`run`, so that each one has a timeout,
-never prompts for credentials, and fails with a message whose URLs carry no userinfo.
+never prompts for credentials, and fails with a message whose URLs carry no userinfo. The errors are
+public, in :mod:`reconciler.source.errors` (``GitError`` and ``redact`` are re-exported here for old
+imports).
 """
 
 from __future__ import annotations
@@ -18,9 +21,17 @@ from urllib.parse import unquote
 
 import git
 
-from reconciler.logging import get_logger
+from reconciler.source.errors import GitError as GitError  # re-exported: the old import path
+from reconciler.source.errors import redact as redact
 
-log = get_logger(component="git")
+
+def _log() -> Any:
+    """The git logger, imported when a line is logged: structlog (and rich through it) costs every command
+    that only reads a repository a tenth of a second of start-up."""
+    from reconciler.logging import get_logger
+
+    return get_logger(component="git")
+
 
 # Seconds a network git command (ls-remote, fetch, push, clone) may take before it is killed.
 NETWORK_TIMEOUT = 120.0
@@ -30,7 +41,6 @@ LOCAL_TIMEOUT = 60.0
 _URL_SCHEMES = frozenset({"file", "git", "ssh", "http", "https"})
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCP_RE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:")
-_USERINFO_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
 _HTTP_USERINFO_RE = re.compile(r"^(https?://)([^/@\s]*)@(.+)$", re.IGNORECASE)
 # The credential helper git runs for a URL that carried ``user:token@``: it answers from the
 # environment of that one git process, so the token is neither on a command line (``ps``) nor in any
@@ -50,18 +60,6 @@ _TOP_LEVEL_LOCKS = ("packed-refs.lock", "HEAD.lock", "index.lock", "shallow.lock
 # The file this process flocks while it runs git in a cache repository (the kernel drops the flock when
 # the process dies, however it dies, so it can never go stale itself).
 CACHE_FLOCK = "reconciler.flock"
-
-
-class GitError(Exception):
-    """A git operation failed. The message never contains credentials (userinfo is stripped)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(redact(message))
-
-
-def redact(text: str) -> str:
-    """Remove userinfo (``user:token@``) from every URL in ``text``."""
-    return _USERINFO_RE.sub(r"\1", text)
 
 
 def normalize_url(url: str) -> str:
@@ -334,7 +332,9 @@ def remove_stale_locks(git_dir: Path, on_stale_lock: Callable[[str], None] | Non
             raise GitError(f"cannot remove the stale git lock {path}: {exc}") from None
         name = path.relative_to(git_dir).as_posix()
         removed.append(name)
-        log.warning("removed a stale git lock left by an interrupted git", lock=name, repository=str(git_dir))
+        _log().warning(
+            "removed a stale git lock left by an interrupted git", lock=name, repository=str(git_dir)
+        )
         if on_stale_lock is not None:
             on_stale_lock(name)
     return removed

@@ -14,9 +14,10 @@ import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from reconciler.manifests import MAX_FILE_BYTES, build_desired, parse_file
+from reconciler.manifests import MAX_FILE_BYTES, build_desired
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic
+from reconciler.source.documents import DocumentCache, checked_files
 from reconciler.source.overlay import overlay
 from reconciler.source.select import IGNORE_FILE, SUFFIXES, FileSelection, SelectionError
 
@@ -152,16 +153,18 @@ def load_directory(
     revision: str | None = None,
     subtree: str = "",
     extra: Sequence[tuple[str, bytes]] = (),
+    cache: DocumentCache | None = None,
 ) -> DesiredState:
     """Load and validate a directory tree (or a single file) of manifests (``subtree``: ``--path``;
-    ``extra``: what-if files added to it, see :mod:`reconciler.source.overlay`).
+    ``extra``: what-if files added to it, see :mod:`reconciler.source.overlay`), each file checked
+    through ``cache`` (:mod:`reconciler.source.documents`; default: the user's cache directory).
 
     A manifest that could not be read may hide a resource, so the state is then marked incomplete.
     """
     files, diagnostics = read_directory(root, subtree)
     if extra:
         files = overlay(files, extra)
-    state = build_desired((parse_file(rel, data) for rel, data in files), revision)
+    state = build_desired(checked_files(files, cache), revision)
     if diagnostics:
         state.complete = False
         state.diagnostics = sorted([*state.diagnostics, *diagnostics], key=Diagnostic.sort_key)

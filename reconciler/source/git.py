@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,9 +29,9 @@ import git
 
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.source import _gitutil
-from reconciler.source._gitutil import GitError
 from reconciler.source.cache import ParseCache
-from reconciler.source.errors import SourceError
+from reconciler.source.cache_repo import GitCache
+from reconciler.source.errors import GitError, SourceError
 from reconciler.source.select import IGNORE_FILE, SUFFIXES, FileSelection, SelectionError
 
 T = TypeVar("T")
@@ -176,8 +175,9 @@ class GitSource(Generic[T]):
 
     ``url`` is a local path (bare repository or work tree), or a ``file://``, ``git://``, ``ssh://``
     or ``https://`` URL. ``parse(path, data)`` turns one file into whatever the caller needs (the
-    controller passes ``reconciler.manifests.parse_file``); without it, :meth:`read_parsed` returns
-    ``(path, data)`` pairs. ``timeout`` bounds each network git command (ls-remote, fetch) in seconds.
+    controller passes ``reconciler.manifests.check_bytes``: each file parsed and checked); without it,
+    :meth:`read_parsed` returns ``(path, data)`` pairs. ``timeout`` bounds each network git command
+    (ls-remote, fetch) in seconds.
     An instance is safe to share between threads (one lock serialises git). ``on_stale_lock(name)`` is
     called for each lock file a killed git left in the cache and this instance removed (for metrics).
     ``subtree`` (``--path``) reads only that directory of each revision; paths stay relative to the root.
@@ -223,21 +223,19 @@ class GitSource(Generic[T]):
         on_stale_lock: Callable[[str], None] | None = None,
         subtree: str = "",
     ) -> None:
-        try:
-            self._location = _gitutil.normalize_url(url)
-        except GitError as exc:
-            raise SourceError(str(exc)) from None
-        self.url = _gitutil.redact(self._location)
+        self._git = GitCache(
+            "source", url, branch, cache_dir, error=SourceError, on_stale_lock=on_stale_lock
+        )
+        self._location = self._git.location
+        self.url = self._git.url
         self.branch = branch
         self.subtree = subtree
         self.timeout = timeout
-        self.cache_dir = cache_dir or _gitutil.default_cache_dir("source", self._location)
+        self.cache_dir = self._git.path
         self._parsed: ParseCache[T] = ParseCache(
             parse or cast(Callable[[str, bytes], T], _identity), parse_cache_size
         )
-        self._lock = threading.RLock()
-        self._repo: git.Repo | None = None
-        self._cache_lock = _gitutil.CacheLock(self.cache_dir, on_stale_lock, SourceError)
+        self._lock = self._git.lock
         self._listing: tuple[str, list[TreeEntry], list[SkippedEntry]] | None = None
         # The cached branch head as this instance last saw it (only this instance writes the cache).
         self._head: str | None = None
@@ -251,25 +249,17 @@ class GitSource(Generic[T]):
     # -- git ------------------------------------------------------------------------------------
 
     def _cache(self) -> git.Repo:
-        if self._repo is None:
-            try:
-                self._repo = _gitutil.open_cache_repo(self.cache_dir)
-                _gitutil.check_branch_name(self._repo.git, self.branch)
-            except GitError as exc:
-                raise SourceError(str(exc)) from None
-        return self._repo
+        return self._git.repo()
 
     @contextmanager
     def _operation(self) -> Iterator[git.Repo]:
         """The cache repository, held for one operation (threads and processes), stale locks removed."""
-        with self._lock:
-            repo = self._cache()
-            with self._cache_lock:
-                yield repo
+        with self._git.operation() as repo:
+            yield repo
 
     @property
     def _ref(self) -> str:
-        return f"refs/heads/{self.branch}"
+        return self._git.ref
 
     def remote_head(self) -> str:
         """The remote's head of the branch, asked with ``git ls-remote`` (nothing is fetched)."""
@@ -425,10 +415,7 @@ class GitSource(Generic[T]):
 
     def close(self) -> None:
         """Stop the persistent ``git cat-file`` processes of the cache repository."""
-        with self._lock:
-            if self._repo is not None:
-                self._repo.close()
-                self._repo = None
+        self._git.close()
 
     def __enter__(self) -> GitSource[T]:
         return self
@@ -465,6 +452,15 @@ def read_revision(
     submodules and oversized files are left out, as in :meth:`GitSource.read_tree`; pass a list as
     ``skipped`` to receive their notes. ``subtree`` (``--path``) reads only that directory.
     """
+    with open_repository(repo) as local:
+        sha, entries = list_revision(local, rev or "HEAD", skipped, subtree)
+        return sha, [(e.path, read_blob(local, e.blob)) for e in entries]
+
+
+@contextmanager
+def open_repository(repo: str) -> Iterator[git.Repo]:
+    """``repo`` opened for reading (see :func:`read_revision`): a local repository in place, a URL cloned
+    bare into a temporary directory removed afterwards."""
     try:
         location = _gitutil.normalize_url(repo)
     except GitError as exc:
@@ -478,9 +474,10 @@ def read_revision(
             raise SourceError(f"{location} is not a git repository") from None
         local.git.update_environment(**_gitutil.git_env())
         try:
-            return _read_files(local, rev or "HEAD", skipped, subtree)
+            yield local
         finally:
             local.close()
+        return
     with tempfile.TemporaryDirectory(prefix="reconciler-rev-") as tmp:
         target = Path(tmp) / "repo.git"
         try:
@@ -490,14 +487,15 @@ def read_revision(
         clone = git.Repo(target)
         clone.git.update_environment(**_gitutil.git_env())
         try:
-            return _read_files(clone, rev or "HEAD", skipped, subtree)
+            yield clone
         finally:
             clone.close()
 
 
-def _read_files(
+def list_revision(
     repo: git.Repo, rev: str, skipped: list[SkippedEntry] | None, subtree: str
-) -> tuple[str, list[tuple[str, bytes]]]:
+) -> tuple[str, list[TreeEntry]]:
+    """The commit ``rev`` names and its YAML blobs (nothing read yet); ``skipped`` receives the notes."""
     sha = resolve_commit(repo, rev)
     try:
         entries, notes = list_yaml_entries(repo, sha, subtree)
@@ -507,4 +505,4 @@ def _read_files(
         raise SourceError(f"cannot list the tree of {rev}: {exc}") from None
     if skipped is not None:
         skipped.extend(notes)
-    return sha, [(e.path, read_blob(repo, e.blob)) for e in entries]
+    return sha, entries

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,7 +48,8 @@ from gitdb.base import IStream  # type: ignore[import-untyped]
 from reconciler.fencing import WriteDeadline
 from reconciler.logging import get_logger
 from reconciler.source import _gitutil
-from reconciler.source._gitutil import GitError
+from reconciler.source.cache_repo import GitCache
+from reconciler.source.errors import GitError
 
 log = get_logger(component="lease")
 
@@ -149,22 +149,18 @@ class GitLease:
             self._ident = _gitutil.author_env(author)
         except ValueError as exc:
             raise LeaseError(str(exc)) from None
-        try:
-            self._location = _gitutil.normalize_url(url)
-        except GitError as exc:
-            raise LeaseError(str(exc)) from None
-        self.url = _gitutil.redact(self._location)
+        self._git = GitCache("lease", url, branch, cache_dir, error=LeaseError, on_stale_lock=on_stale_lock)
+        self._location = self._git.location
+        self.url = self._git.url
         self.identity = identity
         self.branch = branch
         self.duration = duration
         self.safety_margin = safety_margin
         self.timeout = timeout
-        self.cache_dir = cache_dir or _gitutil.default_cache_dir("lease", self._location)
+        self.cache_dir = self._git.path
         self._clock = clock
         self._monotonic = monotonic
-        self._lock = threading.RLock()
-        self._cache_lock = _gitutil.CacheLock(self.cache_dir, on_stale_lock, LeaseError)
-        self._repo: git.Repo | None = None
+        self._lock = self._git.lock
         # The write deadline: from the start of the last successful renewal (read without the lock).
         self._deadline = WriteDeadline(duration - safety_margin, monotonic)
         self._commit: str | None = None  # the lease commit this process pushed last
@@ -176,20 +172,12 @@ class GitLease:
 
     @property
     def _ref(self) -> str:
-        return f"refs/heads/{self.branch}"
+        return self._git.ref
 
     @contextmanager
     def _operation(self) -> Iterator[git.Repo]:
-        with self._lock:
-            if self._repo is None:
-                try:
-                    repo = _gitutil.open_cache_repo(self.cache_dir)
-                    _gitutil.check_branch_name(repo.git, self.branch)
-                except GitError as exc:
-                    raise LeaseError(str(exc)) from None
-                self._repo = repo
-            with self._cache_lock:
-                yield self._repo
+        with self._git.operation() as repo:
+            yield repo
 
     # -- the Lease protocol (reconciler.runtime.lease) ---------------------------------------------
 
@@ -356,10 +344,7 @@ class GitLease:
 
     def close(self) -> None:
         """Stop the persistent git processes of the private repository (the lease is kept)."""
-        with self._lock:
-            if self._repo is not None:
-                self._repo.close()
-                self._repo = None
+        self._git.close()
 
     def __enter__(self) -> GitLease:
         return self

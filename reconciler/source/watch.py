@@ -25,10 +25,9 @@ import watchfiles
 
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.source import _gitutil
-from reconciler.source._gitutil import GitError
 from reconciler.source.cache import ParseCache, blob_id
 from reconciler.source.directory import MissingSubtree, read_directory
-from reconciler.source.errors import SourceError
+from reconciler.source.errors import GitError, SourceError
 from reconciler.source.git import list_yaml_entries
 from reconciler.source.select import SelectionError
 

@@ -24,6 +24,7 @@ import yaml
 
 from reconciler.model.resources import PLURALS
 from reconciler.status.render import parse_recorded
+from reconciler.status.view import host_label, host_names
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _KINDS = {plural: kind for kind, plural in PLURALS.items()}
@@ -221,9 +222,9 @@ def transition(change: Change) -> str:
     return f"{prefix}updated"
 
 
-def _hosts_text(added: Sequence[str], removed: Sequence[str]) -> str:
+def _hosts_text(added: Sequence[str], removed: Sequence[str], names: Mapping[str, str] | None = None) -> str:
     def listed(sign: str, hosts: Sequence[str]) -> list[str]:
-        shown = [f"{sign}{h}" for h in hosts[:MAX_HOSTS_LISTED]]
+        shown = [f"{sign}{host_label(h, names or {})}" for h in hosts[:MAX_HOSTS_LISTED]]
         if len(hosts) > MAX_HOSTS_LISTED:
             shown.append(f"{sign}{len(hosts) - MAX_HOSTS_LISTED} more")
         return shown
@@ -279,9 +280,16 @@ def _decision(scaling: Mapping[str, Any]) -> Mapping[str, Any]:
     return inner if isinstance(inner, Mapping) else scaling
 
 
-def pool_notes(change: Change) -> list[str]:
+def _relaid(change: Change) -> list[str]:
+    """Hosts whose MIG layout differs between the two sides of a pool's change."""
+    mig_before, mig_after = _mapping(change.before, "mig"), _mapping(change.after, "mig")
+    return sorted(h for h in set(mig_before) | set(mig_after) if mig_before.get(h) != mig_after.get(h))
+
+
+def pool_notes(change: Change, names: Mapping[str, str] | None = None) -> list[str]:
     """What moved inside a pool: workloads admitted or gone, GPUs admitted per family, the scaling
-    decision with its reason and message, the hosts whose MIG layout changed."""
+    decision with its reason and message, the hosts whose MIG layout changed (by name and uid when
+    ``names`` knows them)."""
     if change.kind != "ComputePool" or change.after is None:
         return []
     notes = []
@@ -300,21 +308,21 @@ def pool_notes(change: Change) -> list[str]:
     if scaling and not quiet and [scaling.get(k) for k in keys] != [before.get(k) for k in keys]:
         text = f"scaling {scaling.get('decision') or 'none'} ({scaling.get('reason') or '-'})"
         notes.append(text + (f": {_one_line(scaling['message'])}" if scaling.get("message") else ""))
-    mig_before, mig_after = _mapping(change.before, "mig"), _mapping(change.after, "mig")
-    relaid = sorted(h for h in set(mig_before) | set(mig_after) if mig_before.get(h) != mig_after.get(h))
+    relaid = _relaid(change)
     if relaid:
-        shown = ", ".join(relaid[:MAX_HOSTS_LISTED]) + (
+        shown = ", ".join(host_label(h, names or {}) for h in relaid[:MAX_HOSTS_LISTED]) + (
             f" and {len(relaid) - MAX_HOSTS_LISTED} more" if len(relaid) > MAX_HOSTS_LISTED else ""
         )
         notes.append(f"MIG layout changed on {shown}")
     return notes
 
 
-def body_line(change: Change) -> str:
+def body_line(change: Change, names: Mapping[str, str] | None = None) -> str:
     """``MLPlatform project-a/clearml-prod: Provisioning -> Running (Provisioned); hosts +a -b``; for a
     kind without phases (Compute: its available machines) ``new``, ``removed`` or how many hosts
     became available or not. A pool's or workload's line says why (``AIWorkload ns/w: new -> Pending
-    (PoolCapacityExceeded: needs 4 ...)``) and what moved in a pool (:func:`pool_notes`)."""
+    (PoolCapacityExceeded: needs 4 ...)``) and what moved in a pool (:func:`pool_notes`). Hosts are
+    named ``name (uid)`` when ``names`` knows them."""
     head = f"{change.kind} {change.namespace}/{change.name}: "
     added, removed = change.hosts_added, change.hosts_removed
     if change.phase_before is None and change.phase_after is None:
@@ -332,8 +340,8 @@ def body_line(change: Change) -> str:
     elif why:
         parts[0] += f" ({why})"
     if (added or removed) and change.after is not None:
-        parts.append(f"hosts {_hosts_text(added, removed)}")
-    parts += pool_notes(change)
+        parts.append(f"hosts {_hosts_text(added, removed, names)}")
+    parts += pool_notes(change, names)
     moved = change.revision_moved
     if moved and change.before is not None:
         parts.append(f"observes {moved[:12]}")
@@ -405,8 +413,20 @@ def commit_message(
         paragraphs.append("\n".join(notes))
     paragraphs.extend(text.strip() for text in scaling if text.strip())
     if changes:
-        paragraphs.append("\n".join(body_line(c) for c in changes))
+        names = _names_for(changes, before, after)
+        paragraphs.append("\n".join(body_line(c, names) for c in changes))
     return "\n\n".join(paragraphs)
+
+
+def _names_for(
+    changes: Sequence[Change], before: Mapping[str, bytes], after: Mapping[str, bytes]
+) -> Mapping[str, str]:
+    """Host names for the body, read from the inventory snapshots only when a line lists hosts."""
+    listed = any(
+        (change.after is not None and (change.hosts_added or change.hosts_removed)) or _relaid(change)
+        for change in changes
+    )
+    return host_names({**before, **after}) if listed else {}
 
 
 def source_trailers(revision: str | None, summary: tuple[str, str] | None) -> dict[str, str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reconciler.status.view import ResourceRow, needs_attention
+from reconciler.status.view import ResourceRow, host_label, needs_attention
 
 
 def _aligned(lines: list[tuple[str, ...]]) -> list[str]:
@@ -43,12 +43,31 @@ def pool_of(row: ResourceRow) -> str | None:
     return f"{row.namespace}/{pool}" if pool else None
 
 
-def scaling_text(row: ResourceRow) -> str:
+def scaling_decision(row: ResourceRow) -> tuple[str, str | None, str | None] | None:
+    """(decision, reason, message) of a pool's ``status.scaling``: a recorded block nests them under
+    ``decision`` (``{decision: {decision, reason, message}, size, ...}``), the plan's entry has them at
+    its top level. None without a scaling block."""
     scaling = row.status.get("scaling")
     if not isinstance(scaling, Mapping):
+        return None
+    inner = scaling.get("decision")
+    found = inner if isinstance(inner, Mapping) else scaling
+    decision = found.get("decision")
+    reason, message = found.get("reason"), found.get("message")
+    return (
+        str(decision) if isinstance(decision, str) and decision else "none",
+        str(reason) if reason else None,
+        " ".join(str(message).split()) if message else None,
+    )
+
+
+def scaling_text(row: ResourceRow) -> str:
+    """``hold (ScalingLimited)``: the decision and its reason, never the block's mapping."""
+    found = scaling_decision(row)
+    if found is None:
         return "-"
-    decision, reason = scaling.get("decision") or "none", scaling.get("reason")
-    return f"{decision} ({reason})" if reason else str(decision)
+    decision, reason, _ = found
+    return f"{decision} ({reason})" if reason else decision
 
 
 def mig_slices_text(row: ResourceRow) -> str:
@@ -59,7 +78,9 @@ def mig_slices_text(row: ResourceRow) -> str:
 
 
 def _waiting(pool: ResourceRow, workloads: Sequence[ResourceRow]) -> list[ResourceRow]:
-    return [w for w in workloads if pool_of(w) == pool.key and w.phase != "Running"]
+    """The pool's workloads that wait for it (``Pending``); an invalid, rejected or suspended workload
+    waits for a change of its own, not for capacity, and is listed under NEEDS ATTENTION instead."""
+    return [w for w in workloads if pool_of(w) == pool.key and w.phase == "Pending"]
 
 
 def pools_section(found: Sequence[ResourceRow]) -> str:
@@ -105,7 +126,7 @@ def attention_section(found: Sequence[ResourceRow]) -> str:
 def _mig_lines(mig: Mapping[str, Any], names: Mapping[str, str]) -> list[str]:
     lines = []
     for uid, gpus in sorted(mig.items()):
-        host = f"{names[uid]} ({uid})" if uid in names else uid
+        host = host_label(uid, names)
         for gpu in gpus if isinstance(gpus, list) else []:
             if not isinstance(gpu, Mapping):
                 continue
@@ -135,13 +156,26 @@ def _pool_details(row: ResourceRow, found: Sequence[ResourceRow], names: Mapping
     else:
         lines.append("MIG: none (every GPU whole)")
     scaling = row.status.get("scaling")
-    if isinstance(scaling, Mapping):
+    decided = scaling_decision(row)
+    if isinstance(scaling, Mapping) and decided is not None:
         policy = scaling.get("policy") or "no policy"
-        lines.append(f"scaling: {scaling_text(row)}, {policy}: {scaling.get('message') or '-'}")
+        lines.append(f"scaling: {scaling_text(row)}, {policy}: {decided[2] or '-'}")
+        size = scaling.get("size")
+        if isinstance(size, Mapping) and size:
+            lines.append(
+                "    size: " + ", ".join(f"{family}={count}" for family, count in sorted(size.items()))
+            )
     return lines
 
 
-def _workload_details(row: ResourceRow) -> list[str]:
+def _bound_host(item: Mapping[str, Any], names: Mapping[str, str]) -> str:
+    """``gpu-a100-01 (edge-...)`` of a binding: its recorded ``hostName``, else the inventory's name."""
+    uid = str(item.get("host") or "-")
+    name = item.get("hostName")
+    return host_label(uid, {uid: str(name)} if name else names)
+
+
+def _workload_details(row: ResourceRow, names: Mapping[str, str]) -> list[str]:
     lines = [f"pool: {pool_of(row)}"]
     allocation = row.status.get("allocation")
     if isinstance(allocation, Mapping):
@@ -158,7 +192,7 @@ def _workload_details(row: ResourceRow) -> list[str]:
         bound: dict[tuple[int, str], list[str]] = {}
         for b in allocation.get("bound") or []:
             if isinstance(b, Mapping):
-                host = str(b.get("hostName") or b.get("host"))
+                host = _bound_host(b, names)
                 bound.setdefault((number(b), host), []).append(str(b.get("gpu")))
         for (which, host), gpus in sorted(bound.items()):
             prefix = f"replica {which}: " if several else ""
@@ -166,7 +200,7 @@ def _workload_details(row: ResourceRow) -> list[str]:
         for m in allocation.get("mig") or []:
             if isinstance(m, Mapping):
                 lines.append(
-                    f"{replica(m)}MIG instance: {m.get('hostName') or m.get('host')} GPU {m.get('gpu')} "
+                    f"{replica(m)}MIG instance: {_bound_host(m, names)} GPU {m.get('gpu')} "
                     f"{m.get('profile')}@{m.get('start')}"
                 )
     return lines
@@ -181,5 +215,5 @@ def details(
     if row.kind == "ComputePool":
         lines += _pool_details(row, found, names or {})
     elif pool_of(row) is not None:
-        lines += _workload_details(row)
+        lines += _workload_details(row, names or {})
     return [line for line in lines if line]

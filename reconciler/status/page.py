@@ -1,9 +1,10 @@
 """``reconciler status --html FILE``: one self-contained page that draws the inventory (pure).
 
-Read top to bottom it answers, in order: what needs attention and why (failures first, then what waits,
-each with its reason and message), how full each pool is (GPUs admitted and free per family, waiting
-workloads, MIG slices, the scaling decision), the free capacity per family, every resource, and the
-hosts. Colours say health, never who: Running green, Provisioning/Pending/Deleting amber,
+Read top to bottom it answers, in order: when and from what it was made, how many hosts are
+unavailable and why (:mod:`reconciler.status.page_summary`), what needs attention and why (grouped by
+reason with counts; failures first, then what waits), how full each pool is (GPUs admitted and free per
+family, waiting workloads, MIG slices, the scaling decision), the free capacity per family, every
+resource, and the hosts. Colours say health, never who: Running green, Provisioning/Pending/Deleting amber,
 Degraded/Failed/Rejected/Invalid red, free or unused grey. Hosts are grouped by role, GPU family and
 resource group, then by holder, in ``<details>`` that start closed when large, so 10,000 hosts fit in a
 few screens. No script, font or stylesheet is fetched; a viewport meta makes it readable on a phone.
@@ -16,42 +17,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from reconciler.inventory import HostState, Machine
+from reconciler.status.basis import Basis
 from reconciler.status.details import admitted, capacity, mig_slices_text, pool_of, scaling_text
 from reconciler.status.page_hosts import OPEN_LIMIT, Hosts, e, unobserved_block
 from reconciler.status.page_style import STYLE
-from reconciler.status.view import ResourceRow, health, needs_attention
+from reconciler.status.page_summary import attention_block, basis_line, unavailable_block
+from reconciler.status.view import ResourceRow, health
 
 _e = e
 
 
 def _why(row: ResourceRow) -> str:
     return ": ".join(_e(part) for part in (row.reason, row.message) if part) or "no reason recorded"
-
-
-ATTENTION_SHOWN = 20
-"""Entries of "Needs attention" drawn open; the rest are in a closed ``<details>``."""
-
-
-def _attention(found: Sequence[ResourceRow]) -> str:
-    rows = needs_attention(list(found))
-    if not rows:
-        return '<p id="attention">Nothing needs attention.</p>'
-
-    def items(some: Sequence[ResourceRow]) -> str:
-        return "".join(
-            f'<li class="{health(r)}" data-resource="{_e(r.key)}" data-kind="{_e(r.kind)}">'
-            f"<b>{_e(r.kind)} {_e(r.key)}</b> · {_e(r.phase or '-')}"
-            f'<span class="why">{_why(r)}</span></li>'
-            for r in some
-        )
-
-    shown, rest = rows[:ATTENTION_SHOWN], rows[ATTENTION_SHOWN:]
-    more = (
-        f'<details><summary>{len(rest)} more</summary><ul class="attention">{items(rest)}</ul></details>'
-        if rest
-        else ""
-    )
-    return f'<ul class="attention" id="attention">{items(shown)}</ul>{more}'
 
 
 def _pool_card(pool: ResourceRow, workloads: Sequence[ResourceRow]) -> str:
@@ -64,7 +41,7 @@ def _pool_card(pool: ResourceRow, workloads: Sequence[ResourceRow]) -> str:
             f'<div class="bar" role="img" aria-label="{used} of {total} admitted">'
             f'<span class="used" style="width:{width:.1f}%"></span></div>'
         )
-    waiting = [w for w in workloads if pool_of(w) == pool.key and w.phase != "Running"]
+    waiting = [w for w in workloads if pool_of(w) == pool.key and w.phase == "Pending"]
     waits = "".join(f'<p class="waiting">waiting: <b>{_e(w.key)}</b> · {_why(w)}</p>' for w in waiting)
     return (
         f'<div class="pool" data-pool="{_e(pool.key)}"><h3>{_e(pool.key)} '
@@ -132,9 +109,13 @@ def render(
     revision: str | None,
     mig: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     title: str = "PaletteAI inventory",
+    basis: Basis | None = None,
+    made: str | None = None,
 ) -> str:
     """The page: ``rows`` say who holds which host and how healthy it is; ``machines`` are the
-    discovered hosts; ``mig`` maps a host uid to its MIG GPUs (``pools[].mig`` of ``plan --format json``)."""
+    discovered hosts; ``mig`` maps a host uid to its MIG GPUs (``pools[].mig`` of ``plan --format json``);
+    ``basis`` what the page was made from (the status commit and its time, the config revision) and
+    ``made`` when (ISO 8601), both in its header."""
     # A host's holder is the platform or pool whose cluster it is in; the workloads bound to it inside a
     # pool are named on the tile as well.
     holder: dict[str, ResourceRow] = {}
@@ -170,10 +151,10 @@ def render(
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{_e(title)}</title><style>{STYLE}</style></head><body>
-<h1>{_e(title)}</h1>
+<h1>{_e(title)}</h1>{basis_line(basis, made, revision)}
 <p>revision <code>{_e(revision or "unknown")}</code> · {len(machines) + len(unobserved)} hosts ·
-{len(rows)} resources</p><ul class="chips" id="health">{chips}</ul>
-<h2>Needs attention</h2>{_attention(rows)}
+{len(rows)} resources</p><ul class="chips" id="health">{chips}</ul>{unavailable_block(machines)}
+<h2>Needs attention</h2>{attention_block(rows)}
 <h2>Pools</h2>{_pools(rows)}
 <h2>Free capacity</h2>{_capacity(machines, holder)}
 <h2>Resources</h2>{_resources(rows)}

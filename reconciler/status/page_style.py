@@ -13,6 +13,9 @@ code{overflow-wrap:anywhere}
 .attention{list-style:none;padding:0;margin:0;display:grid;gap:6px}
 .attention li{border-width:0 0 0 6px;border-style:solid;padding:6px 10px;border-radius:4px}
 .why{display:block;font-size:13px;overflow-wrap:anywhere}
+.messages{list-style:none;padding:0;margin:4px 0 0}
+.attention .messages li{border:0;padding:2px 0;background:transparent}
+.who{display:inline-block;font-size:12px;margin:1px 6px 1px 0;overflow-wrap:anywhere}
 .pools{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:10px}
 .pool{border:1px solid #d1d5db;border-radius:8px;padding:10px}
 .pool h3{font-size:15px;margin:0 0 6px;overflow-wrap:anywhere} .pool p{margin:4px 0;font-size:13px}

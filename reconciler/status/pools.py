@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.model.conditions import Phase, Reason
+from reconciler.model.outcomes import WorkloadOutcome as WorkloadOutcome  # re-exported: the report takes it
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.placement.admission import GpuRef, MigInstance, PreviousAdmission, WorkloadAction
 from reconciler.placement.mig_admission import GpuLayout, MigLayoutError, parse_mig_layouts
@@ -38,15 +39,6 @@ from reconciler.status.render import (
 
 API_VERSION = "palette.ai/v1alpha1"
 WORKLOAD_KINDS = ("AIWorkload", "MLPlatform")
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadOutcome:
-    """What applying one workload's profiles did: the profile uids attached for it after the pass."""
-
-    attached: tuple[str, ...] = ()
-    ok: bool = True
-    error: str | None = None
 
 
 @dataclass
@@ -289,6 +281,8 @@ def workload_document(
         "conditions": [ready_condition(phase, why, message, previous, now)],
         "pool": w.pool,
     }
+    if w.environment is not None:  # placed through an Environment (docs/environments.md)
+        status["environment"] = w.environment
     if w.gpus or w.mig:
         replica_of = w.gpu_replicas if len(w.gpu_replicas) == len(w.gpus) else (0,) * len(w.gpus)
         status["allocation"] = {

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import cluster_name
+from reconciler.model.outcomes import Outcome as Outcome  # re-exported: the status report takes it
 from reconciler.model.resources import (
     DNS1123_LABEL,
     PLURALS,
@@ -46,16 +47,6 @@ from reconciler.resolve import (
 
 _READY_PHASES = {Phase.RUNNING}
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What applying one platform's action did (None fields: nothing was attempted)."""
-
-    ok: bool
-    cluster_uid: str | None = None
-    error: str | None = None
-    unauthorized: bool = False  # Palette refused the key (401/403): the target stalls
 
 
 INVALID_DIR = "_invalid"  # status of documents whose namespace is no valid name ("_" is in none)
@@ -108,6 +99,7 @@ _REFERENCE_FIELDS: dict[str, str] = {
     "compute_profile_ref": "ComputeProfile",
     "workload_profile_ref": "WorkloadProfile",
     "compute_pool_ref": "ComputePool",
+    "environment_ref": "Environment",
     "scaling_policy_ref": "ScalingPolicy",
     "settings_ref": "Settings",
 }

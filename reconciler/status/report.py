@@ -23,6 +23,7 @@ from reconciler.model.desired import PlatformKey
 from reconciler.model.resources import Compute
 from reconciler.resolve import Routing, Target
 from reconciler.status.creates import CreateIntent, read_creates, render_creates, resolved
+from reconciler.status.environments import environment_files
 from reconciler.status.pool_report import cut_off_workload_files, pool_cut_off, pool_files, workload_files
 from reconciler.status.records import Records
 from reconciler.status.render import (
@@ -87,6 +88,9 @@ def status_tree(facts: ReportFacts, records: Records) -> StatusTree:
     files.update(pool_files(facts, records, machines, cut, commits))
     files.update(workload_files(facts, records, cut))
     files.update(cut_off_workload_files(facts, records, cut, files))
+    files.update(
+        environment_files(facts.desired, facts.plans.values(), facts.revision, records.files, records.docs)
+    )
     # A target leaves reconciler.yaml only when it holds no managed cluster any more.
     keep = set(facts.routing.targets) | set(facts.failed) | set(facts.stalled)
     keep |= {t for t, o in facts.observed.items() if o.clusters}

@@ -7,6 +7,7 @@ Compute has no phase: its row counts the hosts it offers (its ``hosts`` are the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,6 +172,31 @@ def row_of(path: str, data: bytes) -> ResourceRow | None:
         path=path,
         status=status,
     )
+
+
+def host_names(files: Mapping[str, bytes]) -> dict[str, str]:
+    """Host names by uid from the tree's ``inventory/*.json`` snapshots (the first snapshot by path that
+    names a host wins); unreadable snapshots are skipped: a name is a courtesy, never a fact to plan on."""
+    names: dict[str, str] = {}
+    for path, data in sorted(files.items()):
+        if not (path.startswith("inventory/") and path.endswith(".json")):
+            continue
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            continue
+        hosts = doc.get("edgeHosts") if isinstance(doc, Mapping) else None
+        for host in hosts if isinstance(hosts, list) else []:
+            metadata = host.get("metadata") if isinstance(host, Mapping) else None
+            if isinstance(metadata, Mapping) and metadata.get("uid") and metadata.get("name"):
+                names.setdefault(str(metadata["uid"]), str(metadata["name"]))
+    return names
+
+
+def host_label(uid: str, names: Mapping[str, str]) -> str:
+    """How a person reads a host: ``gpu-a100-01 (edge-9baf...)``; the uid alone when no name is known."""
+    name = names.get(uid)
+    return f"{name} ({uid})" if name and name != uid else uid
 
 
 def _str(value: Any) -> str | None:

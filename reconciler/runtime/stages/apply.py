@@ -24,6 +24,7 @@ from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
 from reconciler.logging import get_logger
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import cluster_name
+from reconciler.model.outcomes import Outcome, WorkloadOutcome
 from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.errors import PaletteError
@@ -35,8 +36,6 @@ from reconciler.scaling.stage import ScalingOutcome
 from reconciler.status.changes import source_trailers
 from reconciler.status.creates import CreateIntent, TargetKey, Wanted, gate, read_creates, with_creates
 from reconciler.status.intents import intent_message, intent_tree
-from reconciler.status.pools import WorkloadOutcome
-from reconciler.status.render import Outcome
 
 log = get_logger(component="controller")
 

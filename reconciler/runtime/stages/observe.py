@@ -19,6 +19,7 @@ from reconciler.logging import get_logger
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from reconciler.model.outcomes import Outcome
 from reconciler.model.resources import Settings
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.cloud_configs import read_cloud_configs
@@ -33,7 +34,6 @@ from reconciler.runtime.facts import Observation, ObservedTarget
 from reconciler.runtime.options import DEFAULT_KEY_ENV, KeyRef
 from reconciler.runtime.outcome import target_order
 from reconciler.status.recorded import listing_gap, missing_clusters
-from reconciler.status.render import Outcome
 from reconciler.status.snapshot import SnapshotError, read_snapshots
 from reconciler.sudden import DEFAULT_THRESHOLD, drift
 

@@ -1,0 +1,238 @@
+"""Validated documents cached on disk by git blob id, so a command re-parses only the files that changed.
+
+A file's :class:`~reconciler.manifests.loader.CheckedFile` (its documents parsed, identified and checked
+alone) is a pure function of its path and bytes and of the code that checks it. So it is kept under the
+key (blob id, path), in a directory named after a fingerprint of that code (the package's source files,
+Python's, pydantic's and PyYAML's versions): another version never reads it. Only the cross-resource
+rules run again on every load; they work on copies, so a plan is the same with or without the cache.
+
+On disk (``<cache>/documents/<fingerprint>/``): packs, each a pickle of ``{(blob, path): CheckedFile}``
+named by the SHA-256 of its bytes (content-addressed; written to a temporary file and renamed, so a reader
+never sees half a pack). A load reads the newest packs until every wanted file is found, checks the rest
+and writes them as a new pack; past :data:`MAX_PACKS` packs, one pack of the files of this load replaces
+them all. Everything here is best effort: the directory is safe to delete at any time, a pack that
+cannot be read (truncated, corrupt, another format) is ignored, a failed write only costs the next load
+a parse, and a directory not private to this user (owned by another, writable by group or others) is
+not read at all: a pickle is code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import os
+import pickle
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reconciler.manifests.loader import CheckedFile, check_bytes
+from reconciler.source.cache import blob_id
+
+if TYPE_CHECKING:
+    from reconciler.source.git import SkippedEntry
+
+FORMAT = 1
+MAX_PACKS = 8
+Key = tuple[str, str]  # (blob id, path)
+
+
+@cache
+def code_fingerprint() -> str:
+    """What the checked documents depend on besides their bytes: this package's source and the versions
+    of Python and of the libraries that parse and validate (any change gives another directory)."""
+    import pydantic
+    import yaml
+
+    import reconciler
+
+    hasher = hashlib.sha256(f"{FORMAT} {sys.version} {pydantic.VERSION} {yaml.__version__}".encode())
+    package = Path(reconciler.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        hasher.update(f"{path.relative_to(package)} {info.st_size} {info.st_mtime_ns}\n".encode())
+    return hasher.hexdigest()[:24]
+
+
+def default_root() -> Path:
+    """``$RECONCILER_CACHE_DIR/documents`` (``run --cache-dir``'s variable), else
+    ``$XDG_CACHE_HOME/paletteai-reconciler/documents`` (``~/.cache`` without it)."""
+    configured = os.environ.get("RECONCILER_CACHE_DIR")
+    if configured:
+        return Path(configured) / "documents"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "paletteai-reconciler" / "documents"
+
+
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """Unpickling builds many small objects with few cycles: the cyclic collector would only rescan them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class DocumentCache:
+    """The checked files of one directory of packs (``root`` None: nothing is kept, every file is checked).
+
+    ``hits`` and ``misses`` count the files of the last :meth:`checked`.
+    """
+
+    def __init__(self, root: Path | None) -> None:
+        self.directory = root / code_fingerprint() if root is not None else None
+        self.hits = 0
+        self.misses = 0
+
+    def checked(self, wanted: Sequence[Key], read: Callable[[Key], bytes]) -> list[CheckedFile]:
+        """The checked file of each ``(blob, path)`` of ``wanted``, in order; ``read(key)`` gives the bytes
+        of a file found in no pack."""
+        packs = self._packs()
+        found = self._read(packs, set(wanted))
+        new: dict[Key, CheckedFile] = {}
+        out: list[CheckedFile] = []
+        for key in wanted:
+            checked = found.get(key)
+            if checked is None:
+                checked = new.get(key)
+                if checked is None:
+                    checked = new[key] = check_bytes(key[1], read(key))
+            out.append(checked)
+        self.misses = len(new)
+        self.hits = len(wanted) - self.misses
+        if new and self.directory is not None:
+            if len(packs) + 1 > MAX_PACKS:
+                self._write(dict(zip(wanted, out, strict=True)), replaces=packs)
+            else:
+                self._write(new, replaces=[])
+        return out
+
+    def _packs(self) -> list[Path]:
+        """The packs, newest first; none when the directory is missing or not private to this user."""
+        directory = self.directory
+        if directory is None:
+            return []
+        try:
+            info = os.stat(directory, follow_symlinks=False)
+        except OSError:
+            return []
+        if not _private(info) or not stat.S_ISDIR(info.st_mode):
+            return []
+        dated: list[tuple[int, Path]] = []
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.endswith(".pack"):
+                    with contextlib.suppress(OSError):
+                        dated.append((entry.stat(follow_symlinks=False).st_mtime_ns, Path(entry.path)))
+        return [path for _mtime, path in sorted(dated, key=lambda d: (-d[0], d[1].name))]
+
+    def _read(self, packs: list[Path], wanted: set[Key]) -> dict[Key, CheckedFile]:
+        found: dict[Key, CheckedFile] = {}
+        for pack in packs:
+            if len(found) == len(wanted):
+                break
+            entries = _load_pack(pack)
+            for key in wanted - found.keys():
+                checked = entries.get(key)
+                if isinstance(checked, CheckedFile) and checked.path == key[1]:
+                    found[key] = checked
+        return found
+
+    def _write(self, entries: dict[Key, CheckedFile], replaces: list[Path]) -> None:
+        directory = self.directory
+        assert directory is not None
+        try:
+            data = pickle.dumps({"format": FORMAT, "entries": entries}, protocol=pickle.HIGHEST_PROTOCOL)
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not _private(os.stat(directory, follow_symlinks=False)):
+                return
+            name = directory / f"{hashlib.sha256(data).hexdigest()[:32]}.pack"
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".pack-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                os.replace(tmp, name)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            for old in replaces:
+                if old != name:
+                    with contextlib.suppress(OSError):
+                        old.unlink()
+        except (OSError, pickle.PicklingError):
+            return  # a cache: the next load checks these files again
+
+
+def _private(info: os.stat_result) -> bool:
+    return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _load_pack(path: Path) -> dict[Key, object]:
+    """A pack's entries; empty when it cannot be read as a pack of this format (ignored, not an error)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as file:
+            if not _private(os.fstat(file.fileno())):
+                return {}
+            data = file.read()
+        with _no_collection():
+            loaded = pickle.loads(data)
+    except Exception:
+        return {}
+    if not isinstance(loaded, dict) or loaded.get("format") != FORMAT:
+        return {}
+    entries = loaded.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def read_checked(
+    repo: str,
+    rev: str | None = None,
+    *,
+    skipped: list[SkippedEntry] | None = None,
+    subtree: str = "",
+    extra: Sequence[tuple[str, bytes]] = (),
+    cache: DocumentCache | None = None,
+) -> tuple[str, list[CheckedFile]]:
+    """One revision's files checked, as :func:`~reconciler.source.git.read_revision` reads them and
+    with the what-if files ``extra`` added (:func:`~reconciler.source.overlay.overlay`): only the blobs
+    no pack of ``cache`` holds are read and checked (default: the cache under :func:`default_root`)."""
+    from reconciler.source.git import list_revision, open_repository, read_blob  # GitPython: only here
+
+    store = cache if cache is not None else DocumentCache(default_root())
+    with open_repository(repo) as local:
+        sha, entries = list_revision(local, rev or "HEAD", skipped, subtree)
+        blobs = {e.path: e.blob for e in entries}
+        added = dict(extra)  # the last of two copies of a path wins, as in overlay()
+        blobs.update((path, blob_id(data)) for path, data in added.items())
+
+        def read(key: Key) -> bytes:
+            blob, path = key
+            data = added.get(path)
+            return data if data is not None else read_blob(local, blob)
+
+        return sha, store.checked([(blob, path) for path, blob in sorted(blobs.items())], read)
+
+
+def checked_files(
+    files: Sequence[tuple[str, bytes]], cache: DocumentCache | None = None
+) -> list[CheckedFile]:
+    """``(path, bytes)`` pairs checked, through ``cache`` (default: the cache under :func:`default_root`)."""
+    store = cache if cache is not None else DocumentCache(default_root())
+    data = {(blob_id(content), path): content for path, content in files}
+    return store.checked(list(data), data.__getitem__)
