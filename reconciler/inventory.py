@@ -106,6 +106,9 @@ class ExcludedHost:
 class Inventory:
     machines: tuple[Machine, ...] = ()
     excluded: tuple[ExcludedHost, ...] = ()
+    # Palette's cluster profile catalogue as observed ((uid, infra|add-on|full), sorted), when the
+    # observation has one (an inventory snapshot's clusterProfiles); None when it has none.
+    catalogue: tuple[tuple[str, str], ...] | None = None
 
     def by_uid(self) -> dict[str, Machine]:
         return {m.uid: m for m in self.machines}

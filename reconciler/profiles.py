@@ -13,19 +13,24 @@ Decisions the design leaves open, written down here:
 - A platform's Settings are those of its ComputeProfile's ``settingsRef``, else its Project's: the same
   Settings whose Palette the platform's cluster lives in (the controller's routing).
 - A suspended platform is left alone: it is never created, so it is not rejected for lacking profiles.
-- A ComputePool's cluster follows the same rule (its Settings, then its own WorkloadProfile); a
-  shared-mode MLPlatform has no cluster (its profiles are add-ons attached to its pool's cluster), so it
+- A ComputePool's cluster follows the same rule (its Settings, then its own WorkloadProfile), unless it
+  names a Profile Bundle (``spec.profileBundleRef``): then the bundle's cluster profiles, in the bundle's
+  order, in place of both (docs/bundles.md).
+- A shared-mode MLPlatform has no cluster (its profiles are add-ons attached to its pool's cluster), so it
   is never rejected for lacking one.
 """
 
 from __future__ import annotations
 
+from reconciler.model.bundle import ProfileBundle
 from reconciler.model.desired import DesiredState, SourceRef
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.resources import (
+    AIWorkload,
     ClusterProfileRef,
     ComputePool,
     ComputeProfile,
+    MLPlatform,
     Settings,
     WorkloadProfile,
 )
@@ -50,6 +55,23 @@ def cluster_profiles(
         named.extend(settings.spec.palette.cluster_profiles)
     if workload is not None and workload.spec is not None:
         named.extend(workload.spec.cluster_profiles)
+    return _once(named)
+
+
+def bundle_cluster_profiles(desired: DesiredState, bundle: ProfileBundle) -> tuple[ClusterProfileRef, ...]:
+    """What a Profile Bundle deploys: its own cluster profiles in their order, then those of its
+    WorkloadProfiles in theirs (a bundle of one WorkloadProfile deploys exactly what a
+    ``workloadProfileRef`` to it does); each uid once."""
+    ns = bundle.metadata.namespace
+    named: list[ClusterProfileRef] = list(bundle.spec.cluster_profiles)
+    for ref in bundle.spec.workload_profiles:
+        found = desired.get(WorkloadProfile, ns, ref.name)
+        if found is not None and found.spec is not None:
+            named.extend(found.spec.cluster_profiles)
+    return _once(named)
+
+
+def _once(named: list[ClusterProfileRef]) -> tuple[ClusterProfileRef, ...]:
     seen: set[str] = set()
     out: list[ClusterProfileRef] = []
     for ref in named:
@@ -80,9 +102,33 @@ def has_cluster_profile(
     return bool(cluster_profiles(settings, workload))
 
 
+def profile_bundle(desired: DesiredState, resource: ComputePool | AIWorkload) -> ProfileBundle | None:
+    """The Profile Bundle a pool or workload names (None without one, or when it is not in ``desired``)."""
+    ref = resource.spec.profile_bundle_ref
+    return desired.get(ProfileBundle, resource.metadata.namespace, ref.name) if ref is not None else None
+
+
 def platform_cluster_profiles(desired: DesiredState, platform: Clustered) -> tuple[ClusterProfileRef, ...]:
-    """:func:`cluster_profiles` of a platform of ``desired``."""
+    """:func:`cluster_profiles` of a platform or pool of ``desired``."""
+    bundle = profile_bundle(desired, platform) if isinstance(platform, ComputePool) else None
+    if bundle is not None:
+        return bundle_cluster_profiles(desired, bundle)
     return cluster_profiles(platform_settings(desired, platform), workload_profile(desired, platform))
+
+
+def workload_cluster_profiles(
+    desired: DesiredState, tenant: AIWorkload | MLPlatform, pool: ComputePool | None
+) -> tuple[ClusterProfileRef, ...]:
+    """The profiles a tenant attaches to its pool's cluster while it is admitted: its WorkloadProfile's,
+    or its bundle's less those the pool's cluster is built from (a Fullstack bundle's infrastructure
+    profile is the pool's own, never attached twice, never detached with the workload)."""
+    bundle = profile_bundle(desired, tenant) if isinstance(tenant, AIWorkload) else None
+    if bundle is None:
+        ref = tenant.spec.workload_profile_ref
+        found = desired.get(WorkloadProfile, tenant.metadata.namespace, ref.name) if ref is not None else None
+        return cluster_profiles(None, found)
+    own = {r.uid for r in platform_cluster_profiles(desired, pool)} if pool is not None else set()
+    return tuple(r for r in bundle_cluster_profiles(desired, bundle) if r.uid not in own)
 
 
 def unbuildable(desired: DesiredState) -> list[Clustered]:
@@ -94,8 +140,8 @@ def unbuildable(desired: DesiredState) -> list[Clustered]:
     known: dict[tuple[str, str | None, str | None], bool] = {}
     out: list[Clustered] = []
     for p in clustered:
-        if p.spec.suspend:
-            continue
+        if p.spec.suspend or (isinstance(p, ComputePool) and p.spec.profile_bundle_ref is not None):
+            continue  # a bundle's profiles: an Infrastructure or Fullstack bundle always lists some
         ref, workload = p.spec.compute_profile_ref, p.spec.workload_profile_ref
         key = (
             p.metadata.namespace,

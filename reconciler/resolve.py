@@ -44,6 +44,7 @@ from reconciler.model.resources import (
     ComputePool,
     ComputeProfile,
     MLPlatform,
+    ProfileBundle,
     Project,
     SecretRef,
     Settings,
@@ -109,8 +110,27 @@ def compute_profile(desired: DesiredState, resource: Clustered) -> ComputeProfil
 
 
 def workload_profile(desired: DesiredState, resource: Clustered) -> WorkloadProfile | None:
+    """The WorkloadProfile whose ``palette.ai/min-nodes`` a platform or pool follows: its
+    ``workloadProfileRef``; for a pool built from a Profile Bundle, the bundle's WorkloadProfile asking for
+    the most nodes (else its first), as a pool WorkloadProfile's label applies (docs/bundles.md)."""
+    ns = resource.metadata.namespace
+    bundle_ref = resource.spec.profile_bundle_ref if isinstance(resource, ComputePool) else None
+    if bundle_ref is not None:
+        bundle = desired.get(ProfileBundle, ns, bundle_ref.name)
+        found = (
+            [desired.get(WorkloadProfile, ns, r.name) for r in bundle.spec.workload_profiles]
+            if bundle
+            else []
+        )
+        profiles = [p for p in found if p is not None]
+
+        def nodes(p: WorkloadProfile) -> int:
+            parsed = parse_min_nodes(p.metadata.labels.get(MIN_NODES_LABEL, ""))
+            return parsed if parsed is not None else -1
+
+        return max(profiles, key=nodes) if profiles else None
     ref = resource.spec.workload_profile_ref
-    return desired.get(WorkloadProfile, resource.metadata.namespace, ref.name) if ref is not None else None
+    return desired.get(WorkloadProfile, ns, ref.name) if ref is not None else None
 
 
 def settings(desired: DesiredState, namespace: str, own: str | None = None) -> Settings | None:

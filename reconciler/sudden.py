@@ -77,8 +77,6 @@ def drift(
     known_after = {c.uid for c in clusters_after}
     gone = len(known_before - known_after)
     digest = hashlib.sha256(
-        json.dumps(
-            [sorted((uid, repr(_facts(m))) for uid, m in new.items()), sorted(known_after)]
-        ).encode()
+        json.dumps([sorted((uid, repr(_facts(m))) for uid, m in new.items()), sorted(known_after)]).encode()
     ).hexdigest()
     return Drift(changed, len(old), gone, len(known_before), digest)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.palette.client import CLUSTER_CREATE
 from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
+from reconciler.runtime.pipeline import Pipeline
 from reconciler.status.creates import INDEXING_DELAY, read_creates
 from tests._e2e_support import API_KEY, SAMPLE, PinnedClock, controller, sample_files
 from tests._git_support import RemoteRepo, git
@@ -62,7 +62,7 @@ SANDBOX = "project-a/platforms/cpu-sandbox.yaml"
 
 def settled_without_sandbox(
     tmp_path: Path, emulator: EmulatorServer, clock: PinnedClock
-) -> tuple[RemoteRepo, Controller]:
+) -> tuple[RemoteRepo, Pipeline]:
     """The sample without cpu-sandbox, every cluster created and listed (no lag yet)."""
     (tmp_path / "git").mkdir()
     remote = RemoteRepo(tmp_path / "git")

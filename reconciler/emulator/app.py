@@ -373,6 +373,14 @@ class EmulatorApp:
             return JSONResponse(machine)
 
         @_handles_errors
+        async def delete_machine(request: Request) -> Response:
+            params = request.path_params
+            state.delete_machine(
+                params["configUid"], params["machinePoolName"], params["machineUid"], _project(request)
+            )
+            return Response(status_code=204)
+
+        @_handles_errors
         async def overview(request: Request) -> Response:
             return JSONResponse(state.cluster_overview(request.path_params["uid"], _project(request)))
 
@@ -384,6 +392,7 @@ class EmulatorApp:
             Route(profiles, delete_profiles, methods=["DELETE"]),
             Route(machines, list_machines, methods=["GET"]),
             Route(machines + "/{machineUid}", get_machine, methods=["GET"]),
+            Route(machines + "/{machineUid}", delete_machine, methods=["DELETE"]),
             Route("/v1/dashboard/spectroclusters/{uid}/overview", overview, methods=["GET"]),
         ]
 

@@ -524,6 +524,27 @@ class EmulatorState:
                     return self._machine_document(cluster, pool, host_uid)
             raise ApiError(404, "ResourceNotFound", f"machine {machine_uid} not found")
 
+    def delete_machine(self, config_uid: str, pool_name: str, machine_uid: str, project: str | None) -> None:
+        """``DELETE .../machines/{machineUid}``: the machine leaves its pool and its host is free again
+        (Palette drains and removes the node; the Terraform provider deletes the machines of removed
+        hosts before it PUTs the pool without them). The last machine of a control-plane pool stays."""
+        with self.lock:
+            self.sweep()
+            cluster = self._cluster_by_config(config_uid, project)
+            if cluster.deleting_since is not None:
+                raise ApiError(409, "ClusterDeleting", f"cluster {cluster.name} is being deleted")
+            pool = cluster.pool(pool_name)
+            if pool is None:
+                raise ApiError(404, "ResourceNotFound", f"machine pool {pool_name} not found")
+            host_uid = next((h for h in pool.hosts if _machine_uid(cluster.uid, h) == machine_uid), None)
+            if host_uid is None:
+                raise ApiError(404, "ResourceNotFound", f"machine {machine_uid} not found")
+            if pool.is_control_plane and len(pool.hosts) == 1:
+                raise ApiError(400, "InvalidRequest", "a control-plane pool needs at least one machine")
+            self._release(host_uid, cluster.uid)
+            pool.hosts = [h for h in pool.hosts if h != host_uid]
+            pool.entities = {h: e for h, e in pool.entities.items() if h != host_uid}
+
     def _machine_document(self, cluster: Cluster, pool: Pool, host_uid: str) -> dict[str, Any]:
         """``v1EdgeNativeMachine``: named as the host (the provider matches machines to hosts by name)."""
         state = self.cluster_state(cluster)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from reconciler import resolve
+from reconciler.manifests.bundle_rules import check_bundles
 from reconciler.manifests.environment_rules import check_environments
 from reconciler.manifests.locate import FileNodes
 from reconciler.manifests.parse import ParsedFile, parse_file
@@ -23,7 +24,7 @@ from reconciler.manifests.record import Facts, Record, examine
 from reconciler.manifests.schema import PathElem, Problem, field_path
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, Identity, Loaded, SourceRef
-from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic, Severity
+from reconciler.model.diagnostics import REFERENCE_INVALID, UNKNOWN_GPU_FAMILY, Diagnostic, Severity
 from reconciler.model.gpu import KNOWN_FAMILIES, canonical_family
 from reconciler.model.resources import Compute, ComputePool, ComputeProfile, Project
 from reconciler.profiles import has_cluster_profile, no_profile_diagnostic
@@ -217,6 +218,7 @@ def _need(
                 path,
                 f"{where}: {kind} {ns}/{name} is invalid (see its errors); this platform is kept as it is "
                 "until it is fixed",
+                reason=REFERENCE_INVALID,
             )
         )
 
@@ -301,7 +303,8 @@ def _check_admission(items: list[Record], index: _Index) -> None:
                     ("spec", "gpus", i, "count"),
                     f"spec.gpus[{i}].count: {breach.count} {breach.family} GPUs exceed the limit of "
                     f"{breach.limit} in ComputeProfile {profile.metadata.namespace}/{profile.metadata.name}; "
-                    "this platform will be rejected with GPULimitExceeded",
+                    "this platform is rejected with GPULimitExceeded: a new one is not created, a running "
+                    "one is kept as it is (Degraded, not scaled) until the request or the limit changes",
                     reason=Reason.GPU_LIMIT_EXCEEDED,
                 )
             )
@@ -395,6 +398,7 @@ def _load(
     _check_projects(items)
     _check_references(items)
     check_pools(items)
+    check_bundles(items)
     check_environments(items)
     index = _Index(items)
     _check_vips(items, index)
@@ -462,8 +466,8 @@ def _profile_warnings(items: list[Record], state: DesiredState) -> list[Diagnost
             key = (ident[1], item.facts.profile_ref or None, item.facts.workload_ref)
         elif isinstance(item.resource, ComputePool):
             spec = item.resource.spec
-            if spec.suspend:
-                continue
+            if spec.suspend or spec.profile_bundle_ref is not None:
+                continue  # built from its bundle's profiles (docs/bundles.md)
             profile = spec.compute_profile_ref.name if spec.compute_profile_ref is not None else None
             workload = spec.workload_profile_ref.name if spec.workload_profile_ref is not None else None
             key = (ident[1], profile or None, workload)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sys import intern
 from typing import Any, NamedTuple
 
+from reconciler.manifests.bundle_rules import MODEL_LABEL, check_bundle_document
 from reconciler.manifests.environment_rules import check_environment_document
 from reconciler.manifests.parse import Document
 from reconciler.manifests.pool_rules import check_pool_document
@@ -58,6 +59,8 @@ class Facts(NamedTuple):
     request: WorkloadRequest | None  # a tenant's admission request, when its own document has no problem
     first_mig: int | None  # an AIWorkload's first spec.gpus entry with a MIG profile
     environment_ref: str | None = None  # an AIWorkload's spec.environmentRef.name
+    bundle_ref: str | None = None  # an AIWorkload's spec.profileBundleRef.name
+    model: bool = False  # an AIWorkload labelled palette.ai/aiworkload-type: model (a Model Deployment)
 
 
 @dataclass(eq=False, slots=True)
@@ -150,7 +153,7 @@ def _identify(record: Record, data: Any, keep_resource: bool) -> None:
     record.kind = _KIND_NAMES[kind]  # one string object for every document of a kind
     resource, problems = validate_document(kind, data)
     extra = check_document(kind, data) + check_pool_document(kind, data)
-    extra += check_environment_document(kind, data)
+    extra += check_environment_document(kind, data) + check_bundle_document(kind, data)
     if extra:  # where the schema layer already reported a field, the rules stay silent about it
         reported = {p.path for p in problems}
         problems.extend(p for p in extra if p.path not in reported)
@@ -199,6 +202,7 @@ def facts_of(resource: MLPlatform | AIWorkload, with_request: bool) -> Facts:
         first_mig = next((i for i, g in enumerate(wspec.gpus) if g.mig), None)
         workload = intern(wspec.workload_profile_ref.name) if wspec.workload_profile_ref is not None else None
         env = intern(wspec.environment_ref.name) if wspec.environment_ref is not None else None
+        bundle = wspec.profile_bundle_ref
         return Facts(
             mode="shared",
             suspend=wspec.suspend,
@@ -213,6 +217,8 @@ def facts_of(resource: MLPlatform | AIWorkload, with_request: bool) -> Facts:
             request=request,
             first_mig=first_mig,
             environment_ref=env,
+            bundle_ref=intern(bundle.name) if bundle is not None else None,
+            model=resource.metadata.labels.get(MODEL_LABEL) == "model",
         )
     spec = resource.spec
     edge = spec.edge

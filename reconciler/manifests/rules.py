@@ -49,10 +49,12 @@ REFERENCE_FIELDS: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
                    (("spec", "computePoolRef", "name"), "ComputePool")),
     "ComputePool": ((("spec", "computeProfileRef", "name"), "ComputeProfile"),
                     (("spec", "workloadProfileRef", "name"), "WorkloadProfile"),
-                    (("spec", "scalingPolicyRef", "name"), "ScalingPolicy")),
+                    (("spec", "scalingPolicyRef", "name"), "ScalingPolicy"),
+                    (("spec", "profileBundleRef", "name"), "ProfileBundle")),
     "AIWorkload": ((("spec", "computePoolRef", "name"), "ComputePool"),
                    (("spec", "environmentRef", "name"), "Environment"),
-                   (("spec", "workloadProfileRef", "name"), "WorkloadProfile")),
+                   (("spec", "workloadProfileRef", "name"), "WorkloadProfile"),
+                   (("spec", "profileBundleRef", "name"), "ProfileBundle")),
 }  # fmt: skip
 
 

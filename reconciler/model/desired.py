@@ -14,6 +14,7 @@ from reconciler.model.resources import (
     ComputeProfile,
     Environment,
     MLPlatform,
+    ProfileBundle,
     Project,
     Resource,
     Settings,
@@ -35,6 +36,7 @@ R = TypeVar(
     WorkloadProfile,
     ComputePool,
     AIWorkload,
+    ProfileBundle,
     Environment,
 )
 

@@ -167,6 +167,10 @@ class ClusterProfileRef(Strict):
 
 class WorkloadProfileSpec(Strict):
     cluster_profiles: list[ClusterProfileRef] = Field(default_factory=list)
+    type: Literal["Application", "Model", "Infrastructure"] = Field(
+        default="Application",
+        description="What it deploys: Application (the default), Model, or Infrastructure (docs/bundles.md).",
+    )
 
 
 class WorkloadProfile(Strict):
@@ -272,6 +276,11 @@ class ComputePoolSpec(Strict):
     )
     compute_profile_ref: LocalRef | None = None
     workload_profile_ref: LocalRef | None = None
+    profile_bundle_ref: LocalRef | None = Field(
+        default=None,
+        description="An Infrastructure or Fullstack ProfileBundle the pool's cluster is built from, in place "
+        "of the Settings' and the WorkloadProfile's cluster profiles; not with workloadProfileRef.",
+    )
     resource_groups: dict[str, str] = Field(default_factory=dict)
     gpus: list[GpuRequest] = Field(default_factory=list, description="The pool's GPU capacity per family.")
     min_worker_nodes: NonNegativeInt | None = None
@@ -304,6 +313,11 @@ class AIWorkloadSpec(Strict):
         default=None, description="The Environment whose first pool that can hold it admits it."
     )
     workload_profile_ref: LocalRef | None = None
+    profile_bundle_ref: LocalRef | None = Field(
+        default=None,
+        description="An Application or Fullstack ProfileBundle whose add-ons are attached to the pool's "
+        "cluster while it is admitted; not with workloadProfileRef.",
+    )
     replicas: int = Field(
         default=1,
         ge=1,
@@ -327,6 +341,7 @@ class AIWorkload(Strict):
 
 
 # Kinds in modules of their own import the base models above, so they are imported after them.
+from reconciler.model.bundle import ProfileBundle as ProfileBundle  # noqa: E402
 from reconciler.model.environment import Environment as Environment  # noqa: E402
 from reconciler.model.scaling import ScalingPolicy  # noqa: E402
 
@@ -340,6 +355,7 @@ Resource: TypeAlias = (
     | ComputePool
     | AIWorkload
     | ScalingPolicy
+    | ProfileBundle
     | Environment
 )
 
@@ -354,6 +370,7 @@ KINDS: dict[str, tuple[str, type[Strict]]] = {
     "ComputePool": ("spectrocloud.com/v1alpha1", ComputePool),
     "AIWorkload": ("spectrocloud.com/v1alpha1", AIWorkload),
     "ScalingPolicy": ("spectrocloud.com/v1alpha1", ScalingPolicy),
+    "ProfileBundle": ("spectrocloud.com/v1beta1", ProfileBundle),
     "Environment": ("spectrocloud.com/v1beta1", Environment),
 }
 
@@ -368,5 +385,6 @@ PLURALS: dict[str, str] = {
     "ComputePool": "computepools",
     "AIWorkload": "aiworkloads",
     "ScalingPolicy": "scalingpolicies",
+    "ProfileBundle": "profilebundles",
     "Environment": "environments",
 }

@@ -186,7 +186,9 @@ def scoped(snapshot: Snapshot, target: Target) -> Snapshot:
     ]
     keep = [f is not None and in_scope(f.project_uid, target) for f in facts]
     part = Snapshot(
-        edge_hosts=[h for h, k in zip(snapshot.edge_hosts, keep, strict=True) if k], clusters=clusters
+        edge_hosts=[h for h, k in zip(snapshot.edge_hosts, keep, strict=True) if k],
+        clusters=clusters,
+        cluster_profiles=snapshot.cluster_profiles,  # the catalogue is the tenant's, not one project's
     )
     # Seeds the part's cached ``host_facts`` (a cached_property keeps its value in the instance dict).
     part.__dict__["host_facts"] = [f for f, k in zip(facts, keep, strict=True) if f is not None and k]

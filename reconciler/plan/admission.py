@@ -26,7 +26,7 @@ from reconciler.model.pools import (
     pool_ref_of,
     tenants_by_pool,
 )
-from reconciler.model.resources import AIWorkload, ClusterProfileRef, ComputePool, MLPlatform, WorkloadProfile
+from reconciler.model.resources import AIWorkload, ClusterProfileRef, ComputePool, MLPlatform
 from reconciler.placement.admission import (
     GpuRef,
     GpuUnit,
@@ -52,16 +52,14 @@ from reconciler.plan.entries import (
 )
 from reconciler.plan.environments import route_environments, unrouted, with_environment
 from reconciler.plan.prune import _Guarded
-from reconciler.profiles import cluster_profiles
+from reconciler.profiles import workload_cluster_profiles
 from reconciler.resolve import compute_profile
 
 
 def _workload_profiles(
-    desired: DesiredState, resource: AIWorkload | MLPlatform
+    desired: DesiredState, resource: AIWorkload | MLPlatform, pool: ComputePool | None
 ) -> tuple[ClusterProfileRef, ...]:
-    ref = resource.spec.workload_profile_ref
-    found = desired.get(WorkloadProfile, resource.metadata.namespace, ref.name) if ref is not None else None
-    return cluster_profiles(None, found)
+    return workload_cluster_profiles(desired, resource, pool)
 
 
 def _invalid_workloads(desired: DesiredState, previous: PreviousAdmissions) -> dict[WorkloadKey, _Invalid]:
@@ -268,7 +266,7 @@ def _admit(
             tenant = tenants.get(wkey)
             bad = invalid.get(wkey)
             kind = kinds.get(wkey, "AIWorkload")
-            profiles = _workload_profiles(desired, tenant) if tenant is not None else ()
+            profiles = _workload_profiles(desired, tenant, pool) if tenant is not None else ()
             entry_plan = with_environment(_workload_entry(decision, kind, running, bad, profiles), routed)
             if wkey in held_back and guarded is not None and decision.action is WorkloadAction.ADMITTED:
                 entry_plan = replace(entry_plan, reason=Reason.PRUNE_BLOCKED, message=guarded.blocked)

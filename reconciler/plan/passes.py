@@ -3,21 +3,30 @@ merge into the one plan ``plan`` prints (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from reconciler.bundles import bundle_rejections, reject_bad_bundles
 from reconciler.deletions import DeletionGuard
 from reconciler.inventory import Inventory
-from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.desired import DesiredState, Identity, PlatformKey
 from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.observed import ManagedCluster
-from reconciler.model.pools import PoolKey, WorkloadKey
+from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey
 from reconciler.model.resources import MLPlatform
-from reconciler.placement.admission import PreviousAdmissions
+from reconciler.placement.admission import PreviousAdmissions, WorkloadAction
 from reconciler.plan.admission import _admit, _carried, _invalid_workloads, _strays
 from reconciler.plan.decisions import _entries, with_pool_sizes
-from reconciler.plan.entries import Plan, PlatformPlan, PoolPlan, PreviousLayouts, ScalingPlan, WorkloadPlan
+from reconciler.plan.entries import (
+    Action,
+    Plan,
+    PlatformPlan,
+    PoolPlan,
+    PreviousLayouts,
+    ScalingPlan,
+    WorkloadPlan,
+)
 from reconciler.plan.prune import _blocked, _leaving, _prune_guard
 from reconciler.plan.shards import Observation, _target_entries, select_namespaces
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
@@ -42,7 +51,9 @@ def make_plan(
     ``sizes``: pools' current sizes (GPUs per family) instead of their ``spec.gpus``; ``scaling``: pools'
     scaling entries (the scaling stage's decisions) instead of ``NotEvaluated``; ``approved_deletions``:
     the revision's ``Reconciler-Allow-Deletions`` trailer (:mod:`reconciler.deletions`)."""
-    desired = _carried(with_pool_sizes(desired, sizes), clusters, previous or {})
+    rejected = bundle_rejections(desired, _catalogue([inventory]))
+    desired = with_pool_sizes(reject_bad_bundles(desired, rejected), sizes)
+    desired = _carried(desired, clusters, previous or {})
     invalid = _invalid_workloads(desired, previous or {})
     found = _entries(desired, inventory, clusters, pool_modes, invalid)
     guard = DeletionGuard(max_deletions, approved_deletions, desired.revision)
@@ -62,6 +73,7 @@ def make_plan(
         deletions_note=guarded.note,
         quotas=found.quotas,
     )
+    plan = _as_rejected(plan, rejected)
     return plan.with_scaling(scaling) if scaling else plan
 
 
@@ -93,6 +105,8 @@ def plan_targets(
     whole pass against ``max_deletions``, raised to ``approved_deletions`` (the revision's trailer).
     """
     desired = with_pool_sizes(select_namespaces(desired, namespaces), sizes)
+    rejected = bundle_rejections(desired, _catalogue(o.inventory for o in observed.values()))
+    desired = reject_bad_bundles(desired, rejected)
     previous = {k: v for k, v in (previous or {}).items() if namespaces.owns(k[0])}
     seen_clusters = [c for seen in observed.values() for c in seen.clusters if namespaces.owns(c.namespace)]
     carried = _carried(desired, seen_clusters, previous)
@@ -138,7 +152,39 @@ def plan_targets(
         plans[order[0]] = replace(
             first, workloads=sorted([*first.workloads, *strays], key=lambda w: w.sort_key)
         )
-    return plans
+    return {t: _as_rejected(p, rejected) for t, p in plans.items()}
+
+
+def _catalogue(inventories: Iterable[Inventory]) -> dict[str, str] | None:
+    """Palette's cluster profile catalogue as the observation shows it (every target's, together), or
+    None when no target's observation has one (then bundles are not checked against it)."""
+    found: dict[str, str] | None = None
+    for inventory in inventories:
+        if inventory.catalogue is not None:
+            found = {**(found or {}), **dict(inventory.catalogue)}
+    return found
+
+
+def _as_rejected(plan: Plan, rejected: Mapping[Identity, str]) -> Plan:
+    """The entries of what a bundle check rejected say ``rejected`` (they are carried as invalid, so
+    that what runs keeps running): a pool always, a workload when it holds nothing."""
+    if not rejected:
+        return plan
+    pools = [
+        replace(p, cluster=replace(p.cluster, action=Action.REJECTED))
+        if (POOL_KIND, *p.key) in rejected and p.cluster.action is Action.INVALID
+        else p
+        for p in plan.pools
+    ]
+    workloads = [
+        replace(w, action=WorkloadAction.REJECTED)
+        if (w.kind, w.namespace, w.name) in rejected
+        and w.action is WorkloadAction.INVALID
+        and not (w.gpus or w.mig)
+        else w
+        for w in plan.workloads
+    ]
+    return replace(plan, pools=pools, workloads=workloads)
 
 
 def plan_diagnostics(desired: DesiredState, host_families: set[GpuFamily]) -> list[Diagnostic]:

@@ -17,6 +17,7 @@ from reconciler.deletions import approved_deletions
 from reconciler.logging import get_logger, pass_context
 from reconciler.metrics import PassOutcome
 from reconciler.model.desired import DesiredState
+from reconciler.plan import merge
 from reconciler.resolve import Routing, Target
 from reconciler.runtime import loop
 from reconciler.runtime.branch import BranchReader, branch_mismatch
@@ -25,10 +26,12 @@ from reconciler.runtime.facts import Applied, Loaded, Observation, Planned
 from reconciler.runtime.lease import Fenced, Lease
 from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify, idle_inputs, no_space, os_error
 from reconciler.runtime.parts import Parts
+from reconciler.runtime.preview import ObserveError, PreviewOptions, preview
+from reconciler.runtime.preview_observe import RecordedObserver
 from reconciler.runtime.stages import apply, fetch, load, plan, report
 from reconciler.runtime.warnings import Health, Warnings, deletion_notes, mig_figures
 from reconciler.source import GitError
-from reconciler.status.drift import drift_note
+from reconciler.status.drift import drift_note, plan_drift
 from reconciler.status.records import Records
 from reconciler.status.report import ReportFacts
 
@@ -260,20 +263,27 @@ class Pipeline:
     def _drift(
         self, desired: DesiredState, routing: Routing, planned: Planned, records: Records, seen: Observation
     ) -> list[str]:
-        """After a merge: what this pass does differently from what its pull request's plan said."""
+        """After a merge: what this pass does differently from what its pull request's plan said. That
+        plan is made as ``reconciler plan --from-status`` makes it (:func:`reconciler.runtime.preview.
+        preview` over the recorded inventory, no Prometheus), with this pass's desired state and records."""
         if records.recorded.revision in (None, self._revision):
             return []
         opts = self.options
-        lines = plan.drift(
-            desired,
-            routing,
-            planned,
-            records,
+        observer = RecordedObserver(opts.palette_url, live=seen.observed, namespaces=opts.namespaces)
+        observer.use_recorded_palette = False  # routed as this pass routes
+        settings = PreviewOptions(
             max_deletions=opts.max_deletions,
-            namespaces=opts.namespaces,
             approved_deletions=self._approved(),
-            live=seen.observed,
+            namespaces=opts.namespaces,
         )
+        try:
+            expected = preview(desired, observer.bind(records), records, settings)
+        except ObserveError:
+            return []  # no recorded inventory of some target: no pull request could have been planned
+        # The pull request's plan covers the targets this pass observed (a target it could not read
+        # has no entries in either).
+        shown = {t: p for t, p in expected.planned.plans.items() if t in planned.plans}
+        lines = plan_drift(merge(desired.revision, shown, []), merge(desired.revision, planned.plans, []))
         for line in lines:
             log.warning("the pass differs from the plan against the recorded inventory", difference=line)
         return lines

@@ -47,9 +47,7 @@ def read_directory(root: Path, subtree: str = "") -> tuple[list[tuple[str, bytes
     return files, diagnostics
 
 
-def stream_directory(
-    root: Path, subtree: str = ""
-) -> tuple[Iterator[tuple[str, bytes]], list[Diagnostic]]:
+def stream_directory(root: Path, subtree: str = "") -> tuple[Iterator[tuple[str, bytes]], list[Diagnostic]]:
     """:func:`read_directory`, one file at a time, in path order: the files are read as the iterator is
     consumed, and what cannot be read is added to the returned (unsorted) list meanwhile."""
     diagnostics: list[Diagnostic] = []

@@ -223,9 +223,7 @@ class GitSource(Generic[T]):
         on_stale_lock: Callable[[str], None] | None = None,
         subtree: str = "",
     ) -> None:
-        self._git = GitCache(
-            "source", url, branch, cache_dir, error=SourceError, on_stale_lock=on_stale_lock
-        )
+        self._git = GitCache("source", url, branch, cache_dir, error=SourceError, on_stale_lock=on_stale_lock)
         self._location = self._git.location
         self.url = self._git.url
         self.branch = branch

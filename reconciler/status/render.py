@@ -102,6 +102,7 @@ _REFERENCE_FIELDS: dict[str, str] = {
     "environment_ref": "Environment",
     "scaling_policy_ref": "ScalingPolicy",
     "settings_ref": "Settings",
+    "profile_bundle_ref": "ProfileBundle",
 }
 
 

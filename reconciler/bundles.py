@@ -1,0 +1,149 @@
+"""Profile Bundles against Palette's catalogue of cluster profiles (pure; docs/bundles.md).
+
+Validation cannot know a cluster profile's type: Palette does. When the observation carries the
+catalogue (``{uid: infra|add-on|full}``, an inventory snapshot's ``clusterProfiles``), the plan checks
+every bundle in use against it before anything is placed:
+
+- every uid is known to Palette;
+- an Infrastructure or Fullstack bundle holds exactly one ``infra`` or ``full`` profile, an Application
+  bundle none;
+- an AIWorkload's Fullstack bundle has the infrastructure profile of the pool it runs on.
+
+A pool or workload whose bundle breaks one of these is rejected with reason ``InvalidSpec`` and a message
+naming the bundle and the uid; nothing is sent to Palette for it. It is carried the way an invalid
+resource is (:func:`reject_bad_bundles` moves it to ``invalid``), so that what already runs keeps running:
+a pool keeps its cluster, a workload its GPUs and attached profiles (invalid is not absent).
+Without a catalogue nothing is checked here; Palette's own answer to a create or attach (400 for an
+unknown uid) is then what the resource reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from reconciler.model.bundle import APPLICATION, ProfileBundle
+from reconciler.model.conditions import Reason
+from reconciler.model.desired import DesiredState, Identity, SourceRef
+from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.resources import AIWorkload, ComputePool
+from reconciler.profiles import platform_cluster_profiles, profile_bundle
+
+BUILDING_TYPES = frozenset({"infra", "full"})  # the types Palette builds an edge-native cluster from
+Catalogue = Mapping[str, str]  # cluster profile uid -> infra | add-on | full
+
+
+def catalogue_of(profiles: Iterable[Mapping[str, object]] | None) -> dict[str, str] | None:
+    """A snapshot's ``clusterProfiles`` as a catalogue (None when it has none)."""
+    if profiles is None:
+        return None
+    return {str(p["uid"]): str(p.get("type") or "infra") for p in profiles if p.get("uid")}
+
+
+def infrastructure_uid(bundle: ProfileBundle, catalogue: Catalogue) -> str | None:
+    """The bundle's infra or full profile per the catalogue (the first, when it wrongly has several)."""
+    return next((r.uid for r in bundle.spec.cluster_profiles if catalogue.get(r.uid) in BUILDING_TYPES), None)
+
+
+def bundle_problem(bundle: ProfileBundle, catalogue: Catalogue) -> str | None:
+    """Why the bundle cannot be deployed as Palette's catalogue describes its profiles, or None."""
+    name = bundle.metadata.name
+    refs = bundle.spec.cluster_profiles
+    for ref in refs:
+        if ref.uid not in catalogue:
+            return f"profile bundle {name}: cluster profile {ref.uid} unknown to Palette"
+    building = [r.uid for r in refs if catalogue[r.uid] in BUILDING_TYPES]
+    kind = bundle.spec.type
+    if kind == APPLICATION:
+        if building:
+            uid = building[0]
+            return (
+                f"profile bundle {name}: cluster profile {uid} is of type {catalogue[uid]}; an Application "
+                "bundle holds add-on profiles only"
+            )
+        return None
+    if not building:
+        uids = ", ".join(r.uid for r in refs)
+        return (
+            f"profile bundle {name}: cluster profile {uids} is of type add-on; a {kind} bundle holds exactly "
+            "one infra or full cluster profile"
+        )
+    if len(building) > 1:
+        uid = building[1]
+        return (
+            f"profile bundle {name}: cluster profile {uid} is a second infra or full profile (after "
+            f"{building[0]}); a {kind} bundle holds exactly one"
+        )
+    return None
+
+
+def infrastructure_mismatch(
+    desired: DesiredState, workload: AIWorkload, bundle: ProfileBundle, catalogue: Catalogue
+) -> str | None:
+    """Why a workload's Fullstack bundle does not fit its pool: its infrastructure profile is not the
+    pool's. None for other bundle types, for a workload without a (valid) pool, or when it matches."""
+    if bundle.spec.type != "Fullstack" or workload.spec.compute_pool_ref is None:
+        return None
+    pool = desired.get(ComputePool, workload.metadata.namespace, workload.spec.compute_pool_ref.name)
+    uid = infrastructure_uid(bundle, catalogue)
+    if pool is None or uid is None:
+        return None
+    own = [r.uid for r in platform_cluster_profiles(desired, pool)]
+    if uid in own:
+        return None
+    theirs = next((u for u in own if catalogue.get(u) in BUILDING_TYPES), None)
+    return (
+        f"profile bundle {bundle.metadata.name}: infrastructure profile {uid} does not match the one of pool "
+        f"{pool.metadata.name} ({theirs or 'none'})"
+    )
+
+
+def bundle_rejections(desired: DesiredState, catalogue: Catalogue | None) -> dict[Identity, str]:
+    """Every pool and AIWorkload of ``desired`` that a bundle check rejects, with the message."""
+    if catalogue is None:
+        return {}
+    verdicts: dict[tuple[str, str], str | None] = {}
+    out: dict[Identity, str] = {}
+    users: list[ComputePool | AIWorkload] = [*desired.of_kind(ComputePool), *desired.of_kind(AIWorkload)]
+    for user in users:
+        bundle = profile_bundle(desired, user)
+        if bundle is None:
+            continue
+        key = (bundle.metadata.namespace, bundle.metadata.name)
+        if key not in verdicts:
+            verdicts[key] = bundle_problem(bundle, catalogue)
+        problem = verdicts[key]
+        if problem is None and isinstance(user, AIWorkload):
+            problem = infrastructure_mismatch(desired, user, bundle, catalogue)
+        if problem is not None:
+            out[(user.kind, user.metadata.namespace, user.metadata.name)] = problem
+    return out
+
+
+def reject_bad_bundles(desired: DesiredState, rejected: Mapping[Identity, str]) -> DesiredState:
+    """``desired`` with every pool and workload in ``rejected`` (:func:`bundle_rejections`) moved to
+    ``invalid`` (reason InvalidSpec, the diagnostic at the resource's document). Unchanged when none is."""
+    if not rejected:
+        return desired
+    invalid = dict(desired.invalid)
+    for identity, message in rejected.items():
+        loaded = desired.resources[identity]
+        source: SourceRef = loaded.source
+        kind, ns, name = identity
+        diagnostic = Diagnostic(
+            source.file,
+            source.line,
+            source.column,
+            message,
+            kind=kind,
+            namespace=ns,
+            name=name,
+            field="spec.profileBundleRef",
+            reason=Reason.INVALID_SPEC,
+        )
+        invalid[identity] = [*invalid.get(identity, []), diagnostic]
+    return replace(
+        desired,
+        resources={k: v for k, v in desired.resources.items() if k not in rejected},
+        invalid=invalid,
+    )

@@ -1,0 +1,256 @@
+"""Validation rules of Profile Bundles and of the pools and workloads that use them (docs/bundles.md).
+
+Two entry points, each called with one line from the loader, as the pool rules are:
+
+- ``check_bundle_document(kind, data)``: rules of one document on its plain data (a uid listed twice, a
+  bundle reference beside a ``workloadProfileRef``, a workload with no pool to go to);
+- ``check_bundles(docs)``: rules across documents (the bundle's WorkloadProfiles resolve and have the types
+  its own type allows; a pool uses an Infrastructure or Fullstack bundle, a workload an Application or
+  Fullstack one; a Model Deployment's bundle holds a Model WorkloadProfile).
+
+What needs Palette's catalogue of cluster profiles (the type of each uid) is not known offline: it is a
+plan-time rule, in :mod:`reconciler.bundles`. Offline, a bundle that must hold an infrastructure profile
+but lists no cluster profile at all is already an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reconciler.manifests.pool_rules import PoolDoc
+from reconciler.manifests.schema import PathElem, Problem, field_path
+from reconciler.model.bundle import APPLICATION, FULLSTACK, INFRASTRUCTURE, ProfileBundle
+from reconciler.model.conditions import Reason
+from reconciler.model.resources import ComputePool, WorkloadProfile
+
+BUNDLE_KIND = "ProfileBundle"
+MODEL_LABEL = "palette.ai/aiworkload-type"
+DEPLOYING_TYPES = ("Application", "Model")  # WorkloadProfile types an App or Model Deployment runs
+NO_POOL = (
+    "required: name the ComputePool it runs on (or an Environment in spec.environmentRef); a pool "
+    "provisioned for the workload from a Fullstack bundle is not built by this version"
+)
+
+# --- per document ------------------------------------------------------------------------------------
+
+
+def check_bundle_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
+    spec = data.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    if kind == BUNDLE_KIND:
+        return _listed_once(spec, "clusterProfiles", "uid", "cluster profile") + _listed_once(
+            spec, "workloadProfiles", "name", "WorkloadProfile"
+        )
+    if kind == "AIWorkload" and "profileBundleRef" in spec and not any(
+        k in spec for k in ("computePoolRef", "environmentRef")
+    ):
+        return [Problem(("spec",), f"spec.computePoolRef: {NO_POOL}")]
+    if kind in ("ComputePool", "AIWorkload") and "profileBundleRef" in spec and "workloadProfileRef" in spec:
+        return [
+            Problem(
+                ("spec", "profileBundleRef"),
+                "spec.profileBundleRef: not with spec.workloadProfileRef; name the WorkloadProfile in the "
+                "bundle's spec.workloadProfiles instead",
+                at_key=True,
+            )
+        ]
+    return []
+
+
+def _listed_once(spec: Mapping[str, Any], field: str, key: str, what: str) -> list[Problem]:
+    items = spec.get(field)
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        value = item.get(key) if isinstance(item, dict) else None
+        if not isinstance(value, str) or not value:
+            continue  # the schema layer reports it
+        if value in seen:
+            problems.append(
+                Problem(
+                    ("spec", field, i, key),
+                    f"spec.{field}[{i}].{key}: {what} {value} is listed twice (spec.{field}[{seen[value]}] "
+                    f"and spec.{field}[{i}]); each at most once",
+                )
+            )
+        seen.setdefault(value, i)
+    return problems
+
+
+# --- across documents --------------------------------------------------------------------------------
+
+
+def check_bundles(docs: Sequence[PoolDoc]) -> None:
+    """Cross-resource rules of bundles, then of the pools and workloads naming one."""
+    bundles = [d for d in docs if d.kind == BUNDLE_KIND]
+    users = [d for d in docs if _bundle_ref(d) is not None]
+    if not bundles and not users:
+        return
+    index = _Index(docs)
+    for doc in bundles:
+        if isinstance(doc.resource, ProfileBundle) and not doc.problems:
+            doc.problems.extend(bundle_problems(doc.resource, index))
+    index = _Index(docs)
+    for doc in users:
+        name = _bundle_ref(doc)
+        if doc.problems or doc.namespace is None or name is None:
+            continue
+        doc.problems.extend(_user_problems(doc, name, index))
+
+
+def _bundle_ref(doc: PoolDoc) -> str | None:
+    if isinstance(doc.resource, ComputePool):
+        ref = doc.resource.spec.profile_bundle_ref
+        return ref.name if ref is not None else None
+    if doc.kind == "AIWorkload" and doc.facts is not None:
+        return doc.facts.bundle_ref
+    return None
+
+
+class _Index:
+    def __init__(self, docs: Sequence[PoolDoc]) -> None:
+        self.valid: dict[tuple[str, str, str], PoolDoc] = {}
+        self.failed: set[tuple[str, str, str]] = set()
+        for doc in docs:
+            if doc.kind is None or doc.namespace is None or doc.name is None:
+                continue
+            ident = (doc.kind, doc.namespace, doc.name)
+            if doc.problems or not doc.schema_ok:
+                self.failed.add(ident)
+            else:
+                self.valid.setdefault(ident, doc)
+
+    def status(self, kind: str, ns: str, name: str) -> str:
+        if (kind, ns, name) in self.valid:
+            return "valid"
+        return "invalid" if (kind, ns, name) in self.failed else "missing"
+
+    def workload_profile(self, ns: str, name: str) -> WorkloadProfile | None:
+        doc = self.valid.get(("WorkloadProfile", ns, name))
+        return doc.resource if doc is not None and isinstance(doc.resource, WorkloadProfile) else None
+
+    def bundle(self, ns: str, name: str) -> ProfileBundle | None:
+        doc = self.valid.get((BUNDLE_KIND, ns, name))
+        return doc.resource if doc is not None and isinstance(doc.resource, ProfileBundle) else None
+
+
+def workload_profile_type(profile: WorkloadProfile) -> str:
+    """A WorkloadProfile's ``spec.type`` (Application when it has no spec)."""
+    return profile.spec.type if profile.spec is not None else "Application"
+
+
+def bundle_problems(bundle: ProfileBundle, index: _Index) -> list[Problem]:
+    """The rules of one bundle that its namespace's documents decide."""
+    ns = bundle.metadata.namespace
+    spec = bundle.spec
+    problems: list[Problem] = []
+    types: list[tuple[int, str]] = []
+    for i, ref in enumerate(spec.workload_profiles):
+        path: tuple[PathElem, ...] = ("spec", "workloadProfiles", i, "name")
+        status = index.status("WorkloadProfile", ns, ref.name)
+        if status == "missing":
+            problems.append(
+                Problem(
+                    path,
+                    f"ReferenceNotFound: {field_path(path)}: WorkloadProfile '{ref.name}' not found in "
+                    f"namespace {ns}",
+                    reason=Reason.REFERENCE_NOT_FOUND,
+                )
+            )
+            continue
+        found = index.workload_profile(ns, ref.name)
+        if found is None:
+            problems.append(
+                Problem(
+                    path,
+                    f"{field_path(path)}: WorkloadProfile {ns}/{ref.name} is invalid (see its errors); this "
+                    "bundle is kept as it is until it is fixed",
+                )
+            )
+            continue
+        types.append((i, workload_profile_type(found)))
+    if spec.type in (INFRASTRUCTURE, FULLSTACK) and not spec.cluster_profiles:
+        problems.append(
+            Problem(
+                ("spec", "type"),
+                f"spec.type: a {spec.type} bundle holds exactly one infrastructure (infra or full) cluster "
+                "profile; spec.clusterProfiles lists none",
+                reason=Reason.INVALID_SPEC,
+            )
+        )
+    if spec.type == INFRASTRUCTURE:
+        for i, kind in types:
+            if kind in DEPLOYING_TYPES:
+                problems.append(
+                    Problem(
+                        ("spec", "workloadProfiles", i, "name"),
+                        f"spec.workloadProfiles[{i}].name: WorkloadProfile {spec.workload_profiles[i].name} "
+                        f"is of type {kind}; an Infrastructure bundle holds no Application or Model "
+                        "WorkloadProfile (use type Fullstack)",
+                        reason=Reason.INVALID_SPEC,
+                    )
+                )
+    complete = len(types) == len(spec.workload_profiles)
+    if spec.type == APPLICATION and complete and not any(kind in DEPLOYING_TYPES for _i, kind in types):
+        problems.append(
+            Problem(
+                ("spec", "workloadProfiles"),
+                "spec.workloadProfiles: an Application bundle holds at least one WorkloadProfile of "
+                "type Application or Model",
+                reason=Reason.INVALID_SPEC,
+            )
+        )
+    return problems
+
+
+def _user_problems(doc: PoolDoc, name: str, index: _Index) -> list[Problem]:
+    ns = doc.namespace or ""
+    path: tuple[PathElem, ...] = ("spec", "profileBundleRef", "name")
+    status = index.status(BUNDLE_KIND, ns, name)
+    if status == "missing":
+        message = f"ReferenceNotFound: {field_path(path)}: ProfileBundle '{name}' not found in namespace {ns}"
+        return [Problem(path, message, reason=Reason.REFERENCE_NOT_FOUND)]
+    bundle = index.bundle(ns, name)
+    if bundle is None:
+        message = (
+            f"{field_path(path)}: ProfileBundle {ns}/{name} is invalid (see its errors); this resource is "
+            "kept as it is until it is fixed"
+        )
+        return [Problem(path, message)]
+    kind = bundle.spec.type
+    if doc.kind == "ComputePool":
+        if kind == APPLICATION:
+            return [_type_problem(path, name, kind, "a ComputePool", "Infrastructure or Fullstack")]
+        return []
+    facts = doc.facts
+    problems: list[Problem] = []
+    if kind == INFRASTRUCTURE:
+        problems.append(_type_problem(path, name, kind, "an AIWorkload", "Application or Fullstack"))
+    if facts is not None and facts.model and not _has_model(bundle, index):
+        problems.append(
+            Problem(
+                path,
+                f"{field_path(path)}: a Model Deployment (label {MODEL_LABEL}: model) needs a bundle with a "
+                f"WorkloadProfile of type Model; profile bundle {name} has none",
+                reason=Reason.INVALID_SPEC,
+            )
+        )
+    return problems
+
+
+def _type_problem(path: tuple[PathElem, ...], name: str, kind: str, user: str, allowed: str) -> Problem:
+    return Problem(
+        path,
+        f"{field_path(path)}: profile bundle {name} is of type {kind}; {user} uses an {allowed} bundle",
+        reason=Reason.INVALID_SPEC,
+    )
+
+
+def _has_model(bundle: ProfileBundle, index: _Index) -> bool:
+    ns = bundle.metadata.namespace
+    for ref in bundle.spec.workload_profiles:
+        found = index.workload_profile(ns, ref.name)
+        if found is not None and workload_profile_type(found) == "Model":
+            return True
+    return False

@@ -1,0 +1,137 @@
+"""Profile Bundles end to end: the controller against the emulator and a real git remote
+(docs/bundles.md). A pool built from its bundle's profiles; a workload's bundle attached once admitted
+on the Running pool and detached when it leaves; a bundle naming a uid Palette does not know is refused
+by the emulator as Palette refuses it, and rejected at plan time when the observation has the catalogue."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.emulator import EmulatorServer
+from reconciler.runtime.pipeline import Pipeline
+from tests._e2e_support import SAMPLE, controller
+from tests._loop_support import status_files
+from tests.test_e2e_pools import pool_cluster, repo_with
+
+INFRA = "6651a2b3c4d5e6f708192a3c"  # edge-ubuntu-k8s-gpu-infra
+DCGM = "66f1a2b3c4d5e6f7a8b9c0f1"  # dcgm-exporter (add-on)
+TRITON = "66f1a2b3c4d5e6f7a8b9c0e1"  # triton-inference-profile's add-on
+POOL_FILE = "project-b/pools/shared-a100.yaml"
+
+
+def doc(kind: str, name: str, spec: dict[str, Any], api: str = "spectrocloud.com/v1beta1") -> str:
+    return yaml.safe_dump(
+        {"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": "project-b"}, "spec": spec}
+    )
+
+
+def bundled_pool(bundle: str) -> str:
+    pool = yaml.safe_load((SAMPLE / POOL_FILE).read_text())
+    pool["spec"].pop("workloadProfileRef", None)
+    pool["spec"]["profileBundleRef"] = {"name": bundle}
+    return yaml.safe_dump(pool)
+
+
+def files(pool_uids: list[str], with_workload: bool) -> dict[str, str | bytes | None]:
+    out: dict[str, str | bytes | None] = {
+        "project-b/bundles/a100-stack.yaml": doc(
+            "ProfileBundle",
+            "a100-stack",
+            {"type": "Infrastructure", "clusterProfiles": [{"uid": u} for u in pool_uids]},
+        ),
+        "project-b/bundles/serving.yaml": doc(
+            "ProfileBundle",
+            "serving",
+            {"type": "Application", "workloadProfiles": [{"name": "triton-inference-profile"}]},
+        ),
+        POOL_FILE: bundled_pool("a100-stack"),
+    }
+    workload = doc(
+        "AIWorkload",
+        "llm",
+        {
+            "computePoolRef": {"name": "shared-a100"},
+            "profileBundleRef": {"name": "serving"},
+            "gpus": [{"family": "NVIDIA-A100", "count": 2}],
+        },
+        api="spectrocloud.com/v1alpha1",
+    )
+    if with_workload:
+        out["project-b/workloads/llm.yaml"] = workload
+    return out
+
+
+def attached(emulator: EmulatorServer) -> set[str]:
+    return {str(p["uid"]) for p in pool_cluster(emulator).profiles}
+
+
+def until(ctl: Pipeline, check: Any, passes: int = 25) -> None:
+    for _ in range(passes):
+        ctl.reconcile_once()
+        if check():
+            return
+        time.sleep(0.3)
+    raise AssertionError("not reached")
+
+
+def test_a_bundle_built_pool_and_a_workload_bundle_attached_and_detached(
+    emulator: EmulatorServer,
+    tmp_path: Path,
+) -> None:
+    remote = repo_with(tmp_path, files([INFRA, DCGM], with_workload=True))
+    ctl = controller(remote, emulator, tmp_path)
+    ctl.reconcile_once()
+    # The pool's cluster is built from its bundle's profiles alone, in their order.
+    assert [str(p["uid"]) for p in pool_cluster(emulator).profiles] == [INFRA, DCGM]
+
+    def llm_running() -> bool:
+        status = status_files(remote).get("project-b/aiworkloads/llm.yaml")
+        return bool(status) and status["status"]["phase"] == "Running"
+
+    until(ctl, llm_running)
+    assert attached(emulator) == {INFRA, DCGM, TRITON}
+    status = status_files(remote)["project-b/aiworkloads/llm.yaml"]["status"]
+    assert status["attachedProfiles"] == [TRITON]
+
+    # The workload leaves: its bundle's add-on is detached, the pool's own profiles stay.
+    remote.commit(
+        {**files([INFRA, DCGM], with_workload=False), "project-b/workloads/llm.yaml": None}, "llm leaves"
+    )
+    until(ctl, lambda: attached(emulator) == {INFRA, DCGM})
+
+
+def test_a_uid_unknown_to_palette_is_refused_by_palette_and_rejected_by_a_plan_with_the_catalogue(
+    emulator: EmulatorServer,
+    tmp_path: Path,
+) -> None:
+    unknown = "66aa01b2c3d4e5f607182930"
+    remote = repo_with(tmp_path, files([INFRA, unknown], with_workload=False))
+    ctl = controller(remote, emulator, tmp_path)
+    ctl.reconcile_once()
+    emulator.state.sweep()
+    assert not [c for c in emulator.state.clusters.values() if c.name == "project-b-shared-a100"]
+    status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]
+    assert unknown in json.dumps(status)  # Palette's 400 names the uid
+
+    # With Palette's catalogue in the observation (the inventory snapshot), the plan rejects the pool
+    # itself, InvalidSpec, naming the bundle and the uid, and sends nothing.
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(remote.bare), str(checkout)], check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "reconciler.cli", "plan", "--repo", str(checkout), "--inventory",
+         str(SAMPLE / "inventory.json"), "--format", "json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    pool = next(p for p in json.loads(out.stdout)["pools"] if p["name"] == "shared-a100")
+    assert (pool["action"], pool["reason"]) == ("rejected", "InvalidSpec")
+    assert pool["message"].startswith(
+        f"profile bundle a100-stack: cluster profile {unknown} unknown to Palette"
+    )
