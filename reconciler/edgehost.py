@@ -16,6 +16,7 @@ reads as absent, as the schema allows.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -254,6 +255,9 @@ def _tags(labels: Mapping[Any, Any]) -> Mapping[str, str]:
     return labels
 
 
+_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # Palette's uids: hex; never a path or blank
+
+
 def read_host(item: Any) -> HostFacts | None:
     """One search item -> its facts; None when the item is not even an object. Facts already read
     (what :class:`reconciler.palette.hosts.HostLister` keeps) are returned as they are.
@@ -273,7 +277,9 @@ def read_host(item: Any) -> HostFacts | None:
     if type(labels) is not dict:
         labels = _mapping_at(metadata, "labels", "metadata.labels", bad)
     uid = metadata.get("uid")
-    uid = uid if type(uid) is str else _text(uid)
+    if type(uid) is not str or not _UID.fullmatch(uid):
+        bad.append(("metadata.uid", uid))  # a number, null, a path: whose answer this is is unknown
+        uid = ""
     name = metadata.get("name")
     name = (name if type(name) is str else _text(name)) or uid
     spec = item.get("spec")
@@ -501,21 +507,49 @@ def carry_readable(
     if not doubtful:
         return list(current), []
     last: dict[str, HostItem] = {}
+    by_name: dict[str, tuple[str, HostItem]] = {}  # for answers whose uid is unreadable
     for item in prior:
         facts = read_host(item)
-        if facts is not None and facts.uid in doubtful and not facts.unreadable and facts.cluster_uid:
+        if facts is None or facts.unreadable or not facts.cluster_uid:
+            continue
+        by_name[facts.name] = (facts.uid, item)
+        if facts.uid in doubtful:
             last[facts.uid] = item
-    if not last:
+    read = [read_host(item) for item in current]
+    if not last and not (by_name and any(f is not None and not f.uid for f in read)):
         return list(current), []
+    present = {f.uid for f in read if f is not None and f.uid}
     out: list[HostItem] = []
     carried: list[str] = []
-    for item in current:
-        facts = read_host(item)
+    for item, facts in zip(current, read, strict=True):
         uid = facts.uid if facts is not None else ""
-        if uid in last:
-            kept = last[uid]
-            out.append(kept if isinstance(kept, HostFacts) else dict(kept))
+        found = last.get(uid) if uid else None
+        if found is None and facts is not None and not uid and facts.name in by_name:
+            uid, found = by_name[facts.name]  # the same host by name, its uid garbled this time
+            found = None if uid in present or uid in carried else found
+        if found is not None:
+            out.append(found if isinstance(found, HostFacts) else dict(found))
             carried.append(uid)
         else:
             out.append(item)
     return out, sorted(carried)
+
+
+def doubtful_answers(current: Sequence[HostItem], prior: Iterable[HostItem]) -> set[str]:
+    """The uids of hosts whose answer reads but is not believed: a host that holds a cluster and now
+    reports no GPUs where its last readable copy had some (``gpus: []`` after a driver reload is not
+    "no GPUs"). Such a host is carried as its last copy (:func:`carry_readable`) and released at the
+    first answer that agrees with it again."""
+    suspects = {
+        f.uid
+        for f in map(read_host, current)
+        if f is not None and f.uid and f.cluster_uid and not f.gpus and not f.unreadable
+    }
+    if not suspects:
+        return set()
+    out: set[str] = set()
+    for item in prior:
+        facts = read_host(item)
+        if facts is not None and facts.uid in suspects and facts.gpus and not facts.unreadable:
+            out.add(facts.uid)
+    return out

@@ -39,7 +39,9 @@ def settle(ctl: Pipeline, emulator: EmulatorServer, timeout: float = 120.0) -> N
     raise AssertionError("the loop did not settle")
 
 
-@pytest.mark.parametrize("corruption", ["drop-refs", "string-refs", "null-gpu-count"])
+@pytest.mark.parametrize(
+    "corruption", ["drop-refs", "string-refs", "null-gpu-count", "empty-gpus", "number-uid"]
+)
 def test_odd_host_answers_on_a_restart_move_and_grow_nothing(
     remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path, corruption: str
 ) -> None:

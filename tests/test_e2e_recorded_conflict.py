@@ -58,8 +58,13 @@ def test_a_gpu_claimed_twice_on_the_status_branch_is_repaired_and_every_pass_pro
         assert "recorded state repaired: project-b/b-sliced claimed GPU" in message
         assert "which project-b/a-whole (admitted earlier) holds" in message
         assert "recorded state repaired: project-b/c-small claimed MIG instance" in message
+        # The workload placed again says so in its own status, for that pass.
+        ready = status_files(remote)[SLICED]["status"]["conditions"][0]
+        assert "recorded state repaired: project-b/b-sliced claimed GPU" in ready["message"]
+        ctl.reconcile_once()  # repaired: nothing to repair any more (the note leaves the message)
+        assert "recorded state repaired" not in str(status_files(remote)[SLICED]["status"])
         tip = git("rev-parse", "reconciler/status", cwd=remote.bare)
-        ctl.reconcile_once()  # repaired: the next pass has nothing to repair
+        ctl.reconcile_once()
         assert git("rev-parse", "reconciler/status", cwd=remote.bare) == tip
     finally:
         ctl.close()

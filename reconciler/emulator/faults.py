@@ -33,8 +33,8 @@ class FaultRule:
     drop_rate: float = 0.0
     drop_next: int = 0
     # Odd answers (served with 200): "empty" lists nothing; "drop-one" leaves out the first item of
-    # each page; "drop-refs", "string-refs" and "null-gpu-count" spoil a share (``corrupt_share``) of
-    # the items of a search answer.
+    # each page; "drop-refs", "string-refs", "null-gpu-count", "empty-gpus" and "number-uid" spoil a
+    # share (``corrupt_share``) of the items of a search answer.
     corrupt: str = ""
     corrupt_next: int = 0
     corrupt_share: float = 0.3
@@ -176,7 +176,9 @@ class Faults:
         return Decision(latency)
 
 
-CORRUPTIONS = frozenset({"", "empty", "drop-one", "drop-refs", "string-refs", "null-gpu-count"})
+CORRUPTIONS = frozenset(
+    {"", "empty", "drop-one", "drop-refs", "string-refs", "null-gpu-count", "empty-gpus", "number-uid"}
+)
 
 
 def corrupt_answer(body: bytes, decision: Decision) -> bytes:
@@ -213,6 +215,14 @@ def _spoil(item: dict[str, Any], how: str) -> None:
         status.pop("inUseClustersRef", None)
     elif how == "string-refs" and isinstance(status, dict) and status.get("inUseClustersRef"):
         status["inUseClustersRef"] = "spoiled"
+    elif how == "empty-gpus":  # a driver reload: the agent reports no GPUs for a while
+        device = (item.get("spec") or {}).get("device")
+        if isinstance(device, dict):
+            device["gpus"] = []
+    elif how == "number-uid":
+        metadata = item.get("metadata")
+        if isinstance(metadata, dict):
+            metadata["uid"] = 12345
     elif how == "null-gpu-count":
         gpus = ((item.get("spec") or {}).get("device") or {}).get("gpus")
         for gpu in gpus if isinstance(gpus, list) else []:

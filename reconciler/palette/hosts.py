@@ -103,10 +103,17 @@ def changed_since_body(tags: Mapping[str, str] | None, since: float) -> dict[str
 _Kept = tuple[HostFacts, float | None]
 
 
+def _key(facts: HostFacts) -> str:
+    """What a host is kept under: its uid; an answer whose uid is unreadable (a number, null, a path)
+    under its name, so that it stays one quarantined host of its own (never placed) until a sweep
+    reads it right, and its last good copy can be found by name (``edgehost.carry_readable``)."""
+    return facts.uid or f"\0{facts.name}"
+
+
 def _read(item: Any) -> _Kept | None:
-    """A search item as kept; None for one without a uid (nothing could ever name it)."""
+    """A search item as kept; None for one that names nothing (neither a readable uid nor a name)."""
     facts = read_host(item)
-    if facts is None or not facts.uid:
+    if facts is None or not (facts.uid or facts.name):
         return None
     meta = item.get("metadata")
     return facts, parse_time(meta.get("lastModifiedTimestamp")) if isinstance(meta, Mapping) else None
@@ -216,7 +223,7 @@ class HostLister:
                 read = _read(item)
                 if read is None:
                     continue
-                uid, stamp = read[0].uid, read[1]
+                uid, stamp = _key(read[0]), read[1]
                 newest = stamp if newest is None or (stamp is not None and stamp > newest) else newest
                 kept = seen.get(uid)
                 if kept is None or _newer_or_same(stamp, kept[1]):
@@ -256,7 +263,7 @@ class HostLister:
                 for item in page.items:
                     read = _read(item)
                     if read is not None:
-                        self._touched.add(read[0].uid)
+                        self._touched.add(_key(read[0]))
                         self._merge(read)
         except ClientError as exc:
             log.warning(
@@ -297,7 +304,7 @@ class HostLister:
             for item in page.items:
                 read = _read(item)
                 if read is not None:
-                    sweep.seen.add(read[0].uid)
+                    sweep.seen.add(_key(read[0]))
                     self._merge(read)
             if not page.continue_token:
                 self._finish_sweep(sweep)
@@ -322,18 +329,19 @@ class HostLister:
         timestamp only (the listing, and :attr:`version`, do not change)."""
         assert self._hosts is not None
         facts, stamp = read
-        kept = self._hosts.get(facts.uid)
+        key = _key(facts)
+        kept = self._hosts.get(key)
         if kept is not None and not _newer_or_same(stamp, kept[1]):
             return
         if kept is not None and kept[0] == facts:
-            self._hosts[facts.uid] = (kept[0], stamp if stamp is not None else kept[1])
+            self._hosts[key] = (kept[0], stamp if stamp is not None else kept[1])
             return
-        self._hosts[facts.uid] = read
+        self._hosts[key] = read
         self._changed()
         if facts.unreadable:
-            self._doubtful.add(facts.uid)
+            self._doubtful.add(key)
         else:
-            self._doubtful.discard(facts.uid)
+            self._doubtful.discard(key)
 
     def _changed(self) -> None:
         self.version += 1

@@ -143,6 +143,10 @@ def workload_files(facts: ReportFacts, records: Records, cut: Mapping[PoolKey, C
                 previous=previous,
                 now=facts.now,
             )
+            repaired = records.repaired.get(key)
+            if repaired is not None:  # this pass placed it again: its status says why (once)
+                ready = (doc.get("status") or {}).get("conditions") or [{}]
+                ready[0]["message"] = f"{ready[0].get('message', '')}; {repaired}".lstrip("; ")
         files[path] = dump(doc)
     return files
 

@@ -54,6 +54,7 @@ class Records:
     problems: tuple[Problem, ...] = ()
     # claims on GPUs an earlier admission holds, dropped before planning (a note of the status commit)
     repairs: tuple[str, ...] = ()
+    repaired: Mapping[WorkloadKey, str] = field(default_factory=dict)  # the loser -> its repair's note
 
 
 NO_RECORDS = Records()
@@ -84,4 +85,12 @@ def read_records(tree: Mapping[str, bytes]) -> Records:
         pending_since=pending_since(docs),
         problems=tuple(problems),
         repairs=repairs,
+        repaired=_by_loser(pools),
     )
+
+
+def _by_loser(pools: PoolRecords) -> dict[WorkloadKey, str]:
+    out: dict[WorkloadKey, list[str]] = {}
+    for repair in pools.repairs:
+        out.setdefault(repair.loser, []).append(repair.note)
+    return {key: "; ".join(notes) for key, notes in out.items()}

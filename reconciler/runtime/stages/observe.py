@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reconciler.edgehost import HostFacts, carry_readable
+from reconciler.edgehost import HostFacts, carry_readable, doubtful_answers, read_host
 from reconciler.inventory import DiscoveryMemo, discover
 from reconciler.logging import get_logger
 from reconciler.model.conditions import Reason
@@ -279,9 +279,14 @@ class Observer:
         if last is not None and last.fingerprint == digest:
             return last  # nothing moved in Palette: reuse the machines and clusters read last time
         doubtful = lister.doubtful
+        prior: list[Mapping[str, Any] | HostFacts] | None = None
+        if any(not f.gpus and f.cluster_uid for f in map(read_host, hosts) if f is not None):
+            prior = self._prior_hosts(target, recorded)
+            doubtful |= doubtful_answers(hosts, prior)  # gpus: [] on a member: not "no GPUs"
         if doubtful:  # a member's unreadable answer is replaced by its last readable copy, and the
             # clusters' own cloud configs say who their members are
-            hosts, carried = carry_readable(hosts, doubtful, self._prior_hosts(target, recorded))
+            prior = prior if prior is not None else self._prior_hosts(target, recorded)
+            hosts, carried = carry_readable(hosts, doubtful, prior)
             log.warning(
                 "unreadable edge host answers: never placed; cluster members keep their last readable copy",
                 url=target.url,
