@@ -6,7 +6,7 @@ gets applied.
                                     [--interval 60] [--merge-new 5] [--merge-changed 5]
 
 Runs the emulator as a separate process with Palette's limits on (``--rate-limits palette``: 10
-requests/s on ``/v1/dashboard``), a real bare repository, and ``Controller.run_forever`` in a child
+requests/s on ``/v1/dashboard``), a real bare repository, and ``Pipeline.run_forever`` in a child
 process of its own (git every ``--interval`` s, no webhook), so that the child's ``VmHWM`` is the
 loop's own peak RSS. The child writes one JSON line per pass; this process reads them. Prints:
 - the first pass: its time, its ``/v1/dashboard`` requests, and the paced minimum (those requests, less
@@ -89,9 +89,11 @@ def _hwm_mib() -> float:
 def child_loop(repo: str, url: str, cache: str, interval: float, out: str) -> None:
     """``run_forever`` until SIGTERM; one JSON line per pass (monotonic time, outcome, writes, commit,
     error, VmHWM so far) appended to ``out``."""
-    from reconciler.controller import Controller, ControllerOptions, PassResult
     from reconciler.logging import configure_logging
     from reconciler.palette.pacing import RateLimits
+    from reconciler.runtime import wiring
+    from reconciler.runtime.options import ControllerOptions
+    from reconciler.runtime.outcome import PassResult
 
     configure_logging("error")
     options = ControllerOptions(
@@ -101,7 +103,7 @@ def child_loop(repo: str, url: str, cache: str, interval: float, out: str) -> No
         interval=interval,
         palette_rate_limits=RateLimits.palette(),
     )
-    ctl = Controller(options)
+    ctl = wiring.build(options)
     signal.signal(signal.SIGTERM, lambda *_: ctl.stop())
     with open(out, "a", encoding="utf-8") as sink:
 

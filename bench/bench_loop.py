@@ -30,10 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _support import emulator_process, fleet, git
 
-from reconciler.controller import Controller, ControllerOptions
 from reconciler.logging import configure_logging
 from reconciler.metrics import PassOutcome
 from reconciler.palette.client import PaletteClient
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.pipeline import Pipeline
 
 
 def stats(url: str) -> dict[tuple[str, str], int]:
@@ -53,7 +55,7 @@ def writes(counts: dict[tuple[str, str], int]) -> int:
     )
 
 
-def first_pass(ctl: Controller, url: str, hosts: int) -> None:
+def first_pass(ctl: Pipeline, url: str, hosts: int) -> None:
     """The first full pass: its time, actions and Palette calls by kind."""
     httpx.post(f"{url}/__emulator/reset-stats", timeout=10)
     t0 = time.perf_counter()
@@ -70,7 +72,7 @@ def first_pass(ctl: Controller, url: str, hosts: int) -> None:
     print(f"  host listing: {host_pages} pages for {hosts} hosts (pages of 50: {-(-hosts // 50)})")
 
 
-def noop_against_baseline(ctl: Controller, url: str, key: str, bare: Path, repeat: int) -> None:
+def noop_against_baseline(ctl: Pipeline, url: str, key: str, bare: Path, repeat: int) -> None:
     """No-op passes and the baseline (``git ls-remote`` + one full inventory listing), alternated."""
     tip = git("-C", str(bare), "rev-parse", "refs/heads/reconciler/status")
     noop: list[float] = []
@@ -114,7 +116,7 @@ def main() -> int:
         options = ControllerOptions(
             repo=str(repo.bare), palette_url=url, cache_dir=work / "cache", apply_concurrency=8
         )
-        with closing(Controller(options)) as ctl:
+        with closing(wiring.build(options)) as ctl:
             first_pass(ctl, url, args.hosts)
             # Let every cluster finish provisioning, then until a pass finds nothing to do.
             for _ in range(30):

@@ -94,12 +94,13 @@ def _hwm_mib() -> float:
 
 def child_run(repo: str, url: str, cache: str) -> None:
     """First pass, passes until one finds nothing to do, then one idle pass measured on its own."""
-    from reconciler.controller import Controller, ControllerOptions
     from reconciler.logging import configure_logging
     from reconciler.metrics import PassOutcome
+    from reconciler.runtime import wiring
+    from reconciler.runtime.options import ControllerOptions
 
     configure_logging("error")
-    ctl = Controller(
+    ctl = wiring.build(
         ControllerOptions(repo=repo, palette_url=url, cache_dir=Path(cache), apply_concurrency=8)
     )
     base = _hwm_mib()
@@ -214,7 +215,7 @@ class Bench:
         subprocess.run([*generator, "--out", str(self.inventory)], check=True, capture_output=True)
         self.per_hosts = 10_000 / max(args.hosts, 1)
         self.per_files = 10_000 / max(args.files, 1)
-        imports = [sys.executable, "-c", "import reconciler.cli, reconciler.controller"]
+        imports = [sys.executable, "-c", "import reconciler.cli, reconciler.runtime.wiring"]
         self.floor = measure(imports, source=sources["now"])[0]
         print(
             f"interpreter + imports: {self.floor:.0f} MiB; {args.hosts:,} hosts, {args.platforms:,} platforms"

@@ -51,6 +51,8 @@ class ClusterAPI(Protocol):
     def get_cloud_config(self, config_uid: str) -> dict[str, Any]: ...
     def update_machine_pool(self, config_uid: str, pool_name: str, entity: Mapping[str, Any]) -> None: ...
     def create_machine_pool(self, config_uid: str, entity: Mapping[str, Any]) -> None: ...
+    def list_pool_machines(self, config_uid: str, pool_name: str) -> list[dict[str, Any]]: ...
+    def delete_pool_machine(self, config_uid: str, pool_name: str, machine_uid: str) -> None: ...
     def get_cluster_profiles(self, uid: str) -> list[dict[str, Any]]: ...
     def attach_profiles(self, uid: str, profiles: Sequence[Mapping[str, Any]]) -> None: ...
     def detach_profiles(self, uid: str, profile_uids: Iterable[str]) -> None: ...
@@ -113,6 +115,28 @@ def _config_uid(client: ClusterAPI, cluster: ManagedCluster) -> str:
     return config_uid
 
 
+def _delete_machines_of(
+    client: ClusterAPI,
+    config_uid: str,
+    pool: str,
+    removed: Sequence[str],
+    names: Mapping[str, str],
+    machines: Mapping[str, Machine],
+) -> None:
+    """Scale-down as the Terraform provider does it (``resourceClusterEdgeNativeUpdate``): before the
+    pool is PUT without them, the machines of the removed hosts are deleted, found in the pool's machine
+    list by ``metadata.name`` (the host's name; also ``spec.edgeHostUid``), so Palette drains and
+    removes each node rather than finding it gone from the pool's spec."""
+    if not removed:
+        return
+    gone = set(removed)
+    named = {names.get(uid) or (machines[uid].name if uid in machines else uid) for uid in removed}
+    for machine in client.list_pool_machines(config_uid, pool):
+        meta, spec = machine.get("metadata") or {}, machine.get("spec") or {}
+        if (meta.get("name") in named or spec.get("edgeHostUid") in gone) and meta.get("uid"):
+            client.delete_pool_machine(config_uid, pool, str(meta["uid"]))
+
+
 def _scale(
     client: ClusterAPI, desired: DesiredState, p: PlatformPlan, machines: Mapping[str, Machine]
 ) -> Outcome:
@@ -131,6 +155,8 @@ def _scale(
             continue
         entity = machine_pool_entity(pool, is_cp, pool_hosts(target, machines, names), profile, arch)
         if pool in pools:
+            removed = [h for h in pools[pool] if h not in target]
+            _delete_machines_of(client, config_uid, pool, removed, names, machines)
             client.update_machine_pool(config_uid, pool, entity)
         else:
             client.create_machine_pool(config_uid, entity)
@@ -299,6 +325,8 @@ def _sync_pool_machine_pools(
         is_cp, target, extra = wanted.get(name, (False, [], {}))
         keep = [h for h in hosts if h in target]
         if len(keep) != len(hosts):
+            removed = [h for h in hosts if h not in target]
+            _delete_machines_of(client, config_uid, name, removed, names, machines)
             entity = _pool_entity(name, is_cp, keep, extra, profile, arch, machines, names)
             client.update_machine_pool(config_uid, name, entity)
             current[name], changed = keep, True

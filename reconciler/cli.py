@@ -94,11 +94,14 @@ def validate(
 @app.command()
 def schemas(
     out: Path = typer.Option(Path("schemas"), "--out", help="Directory to write the JSON Schemas to."),
+    reference: Path | None = typer.Option(
+        None, "--reference", help="Also write a Markdown field reference per kind there (docs/reference)."
+    ),
 ) -> None:
-    """Write the JSON Schema of every resource kind."""
+    """Write the JSON Schema of every resource kind (and, with --reference, its field reference)."""
     from reconciler.commands import schemas as cmd
 
-    raise typer.Exit(cmd.run(out))
+    raise typer.Exit(cmd.run(out, reference))
 
 
 @app.command()
@@ -113,7 +116,21 @@ def plan(
         False, "--from-status", help="Plan against the inventory recorded on the status branch (no Palette)."
     ),
     status_branch: str | None = typer.Option(
-        None, "--status-branch", help="Status branch read by --from-status (default: reconciler/status)."
+        None,
+        "--status-branch",
+        help="Status branch whose records every mode reads (default: reconciler/status).",
+    ),
+    no_status: bool = typer.Option(
+        False, "--no-status", help="Read no status records: plan a first start (not with --from-status)."
+    ),
+    no_fetch: bool = typer.Option(
+        False, "--no-fetch", help="Read the status branch as it is, without fetching it first."
+    ),
+    expect_status: str | None = typer.Option(
+        None,
+        "--expect-status",
+        metavar="SHA",
+        help="Exit 3 (stale plan) when the status branch's tip is not SHA (a full sha or a prefix).",
     ),
     branch: str | None = typer.Option(
         None,
@@ -140,7 +157,7 @@ def plan(
         help="Plan as if FILE were added to the revision (repeatable; a file at the same path replaces it).",
     ),
 ) -> None:
-    """Show what a pass would do. Exit 0 all placeable, 1 rejected/invalid, 2 error."""
+    """Show what a pass would do. Exit 0 all placeable, 1 rejected/invalid/held, 2 error, 3 stale."""
     import gc
 
     from reconciler.commands import plan as cmd
@@ -165,6 +182,9 @@ def plan(
             prometheus=prometheus,
             subtree=subtree,
             what_if=what_if or (),
+            no_status=no_status,
+            fetch=not no_fetch,
+            expect_status=expect_status,
         )
     finally:
         if enabled:
@@ -375,10 +395,15 @@ def main() -> None:
     """The ``reconciler`` command. A one-shot command ends without the interpreter freeing its heap (up to
     a tenth of a large plan's time, deallocating objects the process is about to drop anyway): once its
     output is flushed, the process exits at once with the command's exit code (:func:`_exit_now`)."""
+    one_shot = len(sys.argv) > 1 and sys.argv[1] in _ONE_SHOT
+    if one_shot:
+        from reconciler.commands.exiting import one_shot as keep_for_exit
+
+        keep_for_exit()
     try:
         app()
     except SystemExit as exc:
-        if len(sys.argv) > 1 and sys.argv[1] in _ONE_SHOT:
+        if one_shot:
             _exit_now(exc.code)
         raise
 

@@ -67,7 +67,9 @@ class DeletionGuard:
         if not complete:
             return f"would {what}, but some documents of this revision could not be read; nothing is deleted"
         if deletions > self.limit:
-            return f"would {what}, {self._limit_text()}; nothing is deleted"
+            trailer = f"{ALLOW_DELETIONS_TRAILER}: {deletions}"
+            fix = f"approve with the commit trailer {trailer}, or split the change"
+            return f"would {what}, {self._limit_text()}; nothing is deleted ({fix})"
         return ""
 
     def note(self, clusters: Collection[str], workloads: int, blocked: str) -> str | None:

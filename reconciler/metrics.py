@@ -115,6 +115,11 @@ class Metrics:
             "Requests to the git webhook by result (accepted, coalesced, ping, ignored, unauthorized, ...).",
             ("result",),
         )
+        self.os_errors = self._counter(
+            "reconciler_os_errors",
+            "Passes that failed on an OS error, by errno name (ENOSPC: the disk is full).",
+            ("errno",),
+        )
         self.last_success = self._gauge(
             "reconciler_last_successful_pass_timestamp_seconds",
             "Unix time at which the last successful (or skipped: nothing to do) pass ended (0: none yet).",
@@ -284,6 +289,10 @@ class Metrics:
             self.set_pool_mig({})
         self._held = held
         self.lease_held.set(1 if held else 0)
+
+    def on_os_error(self, code: str) -> None:
+        """One pass failed on an OS error (``code``: its errno name)."""
+        self.os_errors.labels(errno=code).inc()
 
     def on_webhook(self, result: str) -> None:
         """Count one webhook request by what the server did with it (see ``reconciler.server``)."""

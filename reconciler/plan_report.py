@@ -16,6 +16,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reconciler.allocate import ALLOW_REPLACE_ANNOTATION
+from reconciler.deletions import ALLOW_DELETIONS_TRAILER
+
 MARKDOWN_LIMIT = 60_000
 
 # Sections in the order they matter to a reviewer: what fails, what changes, what stays.
@@ -33,37 +36,80 @@ FreeRow = tuple[str, int, int]  # (kind: a GPU family, "cpu-worker" or "control-
 
 
 def changes_only(plan: Mapping[str, Any]) -> dict[str, Any]:
-    """``plan`` without its unchanged entries (``unchanged``, ``admitted``); every list stays present."""
+    """``plan`` without its unchanged entries (``unchanged``, ``admitted``) except those a guard holds
+    (:func:`held_fix`): held is not unchanged. Every list stays present."""
     out = dict(plan)
     for key, _label in _SECTIONS:
         if isinstance(out.get(key), list):
             out[key] = [
                 e
                 for e in out[key]
-                if str(e.get("action")) not in UNCHANGED_ACTIONS or e.get("reason") in HELD_REASONS
+                if str(e.get("action")) not in UNCHANGED_ACTIONS or held_fix(key, e, plan) is not None
             ]
     return out
 
 
-def basis_note(
-    *,
-    status_branch: str | None = None,
-    status_commit: str | None = None,
-    observed_revision: str | None = None,
-    changes: bool = False,
-) -> str | None:
-    """The line under a plan's heading: what it was planned against, and what was left out."""
-    parts = []
-    if status_branch is not None:
-        where = f"Planned against the inventory last observed on the status branch {status_branch}"
-        if status_commit:
-            where += f" at {status_commit[:12]}"
-        if observed_revision:
-            where += f" (after config revision {observed_revision[:12]})"
-        parts.append(where + ".")
-    if changes:
-        parts.append("Unchanged entries are left out.")
-    return " ".join(parts) or None
+PRUNE_BLOCKED = "PruneBlocked"
+REPLACE_BLOCKED = "ReplaceBlocked"
+_RELAYOUT = "MIG layout: "
+_AT_BOUND = frozenset({"ScalingLimited", "WorkloadsWouldNotFit"})  # a hold at a bound, not a steady pool
+
+
+def held_fix(section: str, entry: Mapping[str, Any], plan: Mapping[str, Any]) -> str | None:
+    """What a guard holds back in ``entry`` and how to let it through, or None when nothing is held:
+    a blocked deletion (``PruneBlocked``), an invalid resource kept as it is, a MIG re-layout of a pool,
+    a scaling hold at a bound, a blocked replace (``ReplaceBlocked``)."""
+    reason, action = entry.get("reason"), str(entry.get("action"))
+    if reason in HELD_REASONS:
+        return "a grow held by its Project's GPU quota: raise the quota, or free GPUs in the Project"
+    if reason == PRUNE_BLOCKED:
+        if "could not be read" in str(entry.get("message")):
+            return "make every document of the revision readable: nothing is deleted while one is not"
+        n = held_deletions(plan)
+        return (
+            f"approve the {n} removal{'s' if n != 1 else ''} with the commit trailer "
+            f"`{ALLOW_DELETIONS_TRAILER}: {n}` in the head commit's message, or split the change"
+        )
+    if reason in HELD_REASONS:  # a grow the project's GPU quota holds back
+        return "raise the Project's spec.gpuQuota, or free GPUs of the namespace's dedicated clusters"
+    if reason == REPLACE_BLOCKED:
+        return f'set the annotation `{ALLOW_REPLACE_ANNOTATION}: "true"` to replace the cluster, or revert it'
+    if action == "invalid" and any(entry.get(k) for k in ("controlPlane", "workers", "gpus", "mig", "bound")):
+        return "fix the document (see its errors): until then what it holds is kept as it is"
+    if section == "pools":
+        if _RELAYOUT in str(entry.get("message")):
+            return (
+                "the MIG re-layout of these GPUs is carried out by the merge's pass; nothing held there moves"
+            )
+        scaling = entry.get("scaling")
+        if (
+            isinstance(scaling, Mapping)
+            and scaling.get("decision") == "hold"
+            and scaling.get("reason") in _AT_BOUND
+        ):
+            return (
+                f"the scaling policy is held ({scaling.get('reason')}: {scaling.get('message')}): "
+                "raise its bound or free what its workloads hold to scale further"
+            )
+    return None
+
+
+def held_deletions(plan: Mapping[str, Any]) -> int:
+    """How many removals the deletion guard holds back in ``plan`` (clusters and admitted workloads)."""
+    return sum(
+        1 for key, _label in _SECTIONS for e in plan.get(key) or [] if e.get("reason") == PRUNE_BLOCKED
+    )
+
+
+def held(plan: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], str]]:
+    """Every held entry of ``plan`` with its section and its fix, in section then name order."""
+    out = []
+    for key, _label in _SECTIONS:
+        for e in plan.get(key) or []:
+            fix = held_fix(key, e, plan)
+            if fix is not None:
+                out.append((key, e, fix))
+    return out
 
 
 def _free_text(free: Sequence[FreeRow]) -> str:
@@ -177,16 +223,19 @@ def render_markdown(
     note: str | None = None,
     free: Sequence[FreeRow] = (),
     changes: bool = False,
+    basis: str | None = None,
 ) -> str:
     """The pull-request comment of ``plan`` (the JSON contract), at most ``limit`` characters.
 
-    ``note`` is a line under the heading (what the plan was made against), ``free`` the capacity left
-    after the plan, ``changes`` says that unchanged entries were left out (``--changes-only``).
+    ``basis`` is its first line (what it was planned against), ``note`` a line under the heading,
+    ``free`` the capacity left after the plan, ``changes`` says that unchanged entries were left out
+    (``--changes-only``). What a guard holds comes first, under "Held", each with its fix.
     """
     present = [(key, label, plan.get(key) or []) for key, label in _SECTIONS]
     diagnostics = plan.get("diagnostics") or []
     head = _markdown_head(plan, present, diagnostics, title=title, note=note, free=free, changes=changes)
-    comment = _Comment(head, limit)
+    comment = _Comment((f"{_md(basis)}\n\n" if basis else "") + head, limit)
+    _add_held(comment, plan)
     for key, label, entries in present:
         if entries:
             _add_section(comment, key, label, _sorted(entries), names)
@@ -251,6 +300,26 @@ def _markdown_head(
     return "\n".join(lines) + "\n"
 
 
+def _add_held(comment: _Comment, plan: Mapping[str, Any]) -> None:
+    """The "Held" block: each entry a guard holds back, with its fix (never folded). Held entries are
+    in their sections' tables too, so what does not fit here is said, not counted again."""
+    entries = held(plan)
+    if not entries:
+        return
+    intro = f"\n#### Held\n\n{len(entries)} held back by a guard; each says how to let it through.\n\n"
+    if not comment.add(intro):
+        return
+    for index, (key, entry, fix) in enumerate(entries):
+        resource = f"{entry.get('namespace')}/{entry.get('name')}"
+        line = f"- {_code(resource)} ({key[:-1]}, {_md(entry.get('action'))}): {_md(_why(entry))}\n"
+        line += f"  - fix: {_md(fix)}\n"
+        if entry.get("reason") == PRUNE_BLOCKED and "could not be read" not in str(entry.get("message")):
+            line += f"\n    ```\n    {ALLOW_DELETIONS_TRAILER}: {held_deletions(plan)}\n    ```\n"
+        if not comment.add(line):
+            comment.add(f"- and {len(entries) - index} more held (in the tables below)\n")
+            return
+
+
 def _add_section(
     comment: _Comment, key: str, label: str, rows: Sequence[Mapping[str, Any]], names: Mapping[str, str]
 ) -> None:
@@ -294,12 +363,18 @@ def render_text(
     note: str | None = None,
     free: Sequence[FreeRow] = (),
     changes: bool = False,
+    basis: str | None = None,
 ) -> str:
-    """One line per entry (``KIND ACTION NAMESPACE/NAME GPUS HOSTS REASON``), nothing folded or cut."""
+    """One line per entry (``KIND ACTION NAMESPACE/NAME GPUS HOSTS REASON``), nothing folded or cut;
+    ``basis`` is the first line; an entry a guard holds ends with ``[held: its fix]``, and the count of
+    held entries comes first."""
     revision = plan.get("revision") or "(working tree)"
-    lines = [f"Plan for revision {revision}"]
+    lines = [basis] if basis else []
+    lines.append(f"Plan for revision {revision}")
     if note:
         lines.append(note)
+    if kept := held(plan):
+        lines.append(f"Held: {len(kept)} held back by a guard (each says its fix)")
     if not any(plan.get(key) for key, _label in _SECTIONS):
         lines.append(_empty_text(changes))
     for key, label in _SECTIONS:
@@ -313,7 +388,7 @@ def render_text(
                 f"{e.get('namespace')}/{e.get('name')}",
                 _gpus(e.get("gpus")).replace(" x ", "x").replace(", ", ","),
                 _hosts(e, names, markdown=False) or "-",
-                _why(e) or "-",
+                (_why(e) or "-") + (f" [held: {fix}]" if (fix := held_fix(key, e, plan)) else ""),
             )
             for e in entries
         ]

@@ -267,7 +267,7 @@ class Server:
         queue_timeout: float = QUEUE_TIMEOUT,
     ) -> None:
         """``health`` and ``readiness`` answer None when all is well, else the reason (the controller's
-        :meth:`~reconciler.controller.Controller.health` and ``readiness``); they must be quick.
+        :meth:`~reconciler.runtime.pipeline.Pipeline.health` and ``readiness``); they must be quick.
         ``lease`` is the writer lease, for the ``/readyz?verbose`` line and the webhook of a standby."""
         self._metrics = metrics
         self._health = health

@@ -15,7 +15,7 @@ import json
 import re
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -91,8 +91,11 @@ def run_composite_action(
     workspace: Path,
     runner_temp: Path,
     env: Mapping[str, str],
+    *,
+    skip: Sequence[str] = (),
 ) -> ActionRun:
-    """Run the composite ``action``'s ``run:`` steps until one fails; see the module docstring."""
+    """Run the composite ``action``'s ``run:`` steps until one fails; see the module docstring. Steps
+    whose name starts with one of ``skip`` are not run (what an earlier job left is reused)."""
     context: dict[str, Any] = {"github": github, "steps": {}}
     context["inputs"] = {
         name: evaluate(str(with_inputs.get(name, spec.get("default", ""))), context)
@@ -101,7 +104,7 @@ def run_composite_action(
     files = {name: runner_temp / f"{name.lower()}-{id(context)}" for name in ("GITHUB_ENV", "GITHUB_PATH")}
     result = ActionRun()
     for index, step in enumerate(action["runs"]["steps"]):
-        if "run" not in step:
+        if "run" not in step or str(step.get("name", "")).startswith(tuple(skip)):
             continue
         output = runner_temp / f"output-{id(context)}-{index}"
         output.write_text("")
@@ -137,23 +140,31 @@ def run_composite_action(
     return result
 
 
-def gitlab_job_script(document: Mapping[str, Any], job: str) -> str:
-    """The job's ``before_script`` and ``script`` (through ``extends``), as one bash script."""
+def gitlab_job_script(document: Mapping[str, Any], job: str, installed: bool = False) -> str:
+    """The job's ``before_script`` and ``script`` (through ``extends``), as one bash script; with
+    ``installed``, without the ``pip install`` lines (an earlier job installed into the same Python)."""
     spec = dict(document[job])
     for parent in [spec["extends"]] if isinstance(spec.get("extends"), str) else spec.get("extends", []):
         spec = {**document[parent], **spec}
-    lines = [*spec.get("before_script", []), *spec.get("script", [])]
+    before = [line for line in spec.get("before_script", []) if not (installed and "pip install" in line)]
+    lines = [*before, *spec.get("script", [])]
     return "set -eo pipefail\n" + "\n".join(lines) + "\n"
 
 
 def run_gitlab_job(
-    document: Mapping[str, Any], job: str, cwd: Path, env: Mapping[str, str], overrides: Mapping[str, str]
+    document: Mapping[str, Any],
+    job: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    overrides: Mapping[str, str],
+    *,
+    installed: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``job`` with the file's variables, ``overrides`` (what a project's CI/CD settings would set)
-    and the predefined ``CI_*`` variables in ``env``."""
+    and the predefined ``CI_*`` variables in ``env`` (``installed``: see :func:`gitlab_job_script`)."""
     variables = {k: str(v) for k, v in document.get("variables", {}).items()}
     return subprocess.run(
-        ["bash", "--noprofile", "--norc", "-c", gitlab_job_script(document, job)],
+        ["bash", "--noprofile", "--norc", "-c", gitlab_job_script(document, job, installed)],
         cwd=cwd,
         env={**env, **variables, **overrides},
         capture_output=True,

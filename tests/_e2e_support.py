@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.controller import Controller, ControllerOptions
 from reconciler.emulator import EmulatorServer
 from reconciler.model.pools import KIND_LABEL, POOL_KIND
 from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.pipeline import Pipeline
 from tests._git_support import RemoteRepo, git
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +97,7 @@ def controller(
     *,
     clock: PinnedClock | None = None,
     **options: object,
-) -> Controller:
+) -> Pipeline:
     opts = ControllerOptions(
         repo=str(remote.bare),
         palette_url=emulator.url,
@@ -103,7 +105,7 @@ def controller(
         palette_rate_limits=RateLimits.off(),
         **options,  # type: ignore[arg-type]
     )
-    return Controller(opts, clock=clock)
+    return wiring.build(opts, clock=clock)
 
 
 def status_doc(remote: RemoteRepo, path: str) -> dict[str, object]:

@@ -17,8 +17,11 @@ from typing import Any
 
 import yaml
 
-from reconciler.controller import Controller, ControllerOptions, Target
 from reconciler.palette.client import PaletteClient
+from reconciler.resolve import Target
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import API_KEY
 from tests._git_support import RemoteRepo, git
 from tests._palette_support import fast_retry
@@ -34,7 +37,7 @@ def fast_controller(
     *,
     environ: MutableMapping[str, str] | None = None,
     **options: Any,
-) -> Controller:
+) -> Pipeline:
     """A controller whose Palette client gives up quickly (an outage costs milliseconds, not 30 s)."""
 
     def client(target: Target, key: str) -> PaletteClient:
@@ -42,10 +45,10 @@ def fast_controller(
 
     opts = ControllerOptions(repo=str(remote.bare), palette_url=url, cache_dir=cache, **options)
     env = environ if environ is not None else {"PALETTE_API_KEY": API_KEY}
-    return Controller(opts, client_factory=client, environ=env)
+    return wiring.build(opts, client_factory=client, environ=env)
 
 
-def until_running(ctl: Controller, passes: int = 15) -> None:
+def until_running(ctl: Pipeline, passes: int = 15) -> None:
     for _ in range(passes):
         result = ctl.reconcile_once()
         if result.phases and all(str(p) == "Running" for p in result.phases.values()):

@@ -11,8 +11,14 @@ the sample inventory. On it:
 - the GitLab job: its ``before_script`` and ``script`` lines, installing with
   ``pip install "git+<url>@<tag>"`` where the URL is a git repository of this checkout, keeping ONE
   merge-request note on a fake GitLab API;
-- ``pre-commit run --all-files`` with the hook of ``.pre-commit-hooks.yaml`` from that git repository;
+- ``pre-commit run --all-files`` with the hook of ``.pre-commit-hooks.yaml`` from that git repository,
+  on this config repository and on the plain sample (valid, then with a broken file);
 - ``reconciler validate .``: clean, the dotfiles never read.
+
+Each way of installing runs once (tests/_release_support.py): the action's install step installs into
+the runner's temporary directory for the first job, and the later jobs of the test find it there; the
+GitLab jobs share the job image's Python, installed by the first job's ``before_script``; the pre-commit
+hook's environment is the session's, shared with tests/test_examples.py.
 
 Only package registries are reachable here (the installs need them); off CI a missing tool skips.
 """
@@ -33,6 +39,7 @@ import yaml
 
 from tests._ci_support import FakeForge, run_composite_action, run_gitlab_job, write_observed_status
 from tests._contract_support import SAMPLE_INVENTORY, SAMPLE_REPO, ConfigRepo, git, make_config_repo
+from tests._release_support import INSTALL_TIMEOUT, RELEASE_TAG, need
 
 pytestmark = pytest.mark.e2e
 
@@ -43,18 +50,9 @@ GITLAB_TEXT = (ROOT / "examples" / "gitlab" / ".gitlab-ci.yml").read_text()
 GITLAB = yaml.safe_load(GITLAB_TEXT)
 URL = "https://api.spectrocloud.com"
 PROJECT = "6514216503b1d1cd4f1bdc44"  # the sample Settings' defaultProjectID
-TAG = "v0.0.0-ci-test"
+TAG = RELEASE_TAG
 NOTEBOOKS = "project-a/platforms/notebooks.yaml"
-_SKIP_COPY = shutil.ignore_patterns(
-    ".git", "node_modules", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "tools"
-)
-
-
-def _need(condition: bool, why: str) -> None:
-    if not condition:
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
+_need = need
 
 
 def _base_env() -> dict[str, str]:
@@ -71,17 +69,9 @@ def _base_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """This checkout as it is now (committed or not) in a git repository tagged ``TAG``: what a release
-    of the project is. Returns (path, commit)."""
-    _need(shutil.which("git") is not None, "git is not installed")
-    root = tmp_path_factory.mktemp("project") / "paletteai-reconciler"
-    shutil.copytree(ROOT, root, ignore=_SKIP_COPY)
-    git("init", "-q", "-b", "main", cwd=root)
-    git("add", "-A", ".", cwd=root)
-    git("commit", "-q", "-m", "release", cwd=root)
-    git("tag", TAG, cwd=root)
-    return root, git("rev-parse", "HEAD", cwd=root)
+def project(release: tuple[Path, str]) -> tuple[Path, str]:
+    """This checkout as a release tagged ``TAG`` (the session's): (path, commit)."""
+    return release
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +144,7 @@ def test_the_config_repository_with_its_ci_files_validates_clean(config: tuple[C
     assert json.loads(done.stdout) == []
 
 
+@pytest.mark.timeout(INSTALL_TIMEOUT)
 def test_the_github_action_validates_and_keeps_one_plan_comment(
     config: tuple[ConfigRepo, str], project: tuple[Path, str], tmp_path: Path
 ) -> None:
@@ -174,7 +165,16 @@ def test_the_github_action_validates_and_keeps_one_plan_comment(
                 "sha": rev,
                 "event": {"pull_request": {"number": 7, "head": {"sha": rev}}},
             }
-            return run_composite_action(ACTION, _uses_step(name)["with"], github, workspace, temp, env)
+            # The first job installs; the later ones find the installed reconciler in the runner's
+            # temporary directory (where the run step looks for it) and skip the install.
+            skip = (
+                ("Install the reconciler",)
+                if (temp / "paletteai-reconciler" / "bin" / "reconciler").exists()
+                else ()
+            )
+            return run_composite_action(
+                ACTION, _uses_step(name)["with"], github, workspace, temp, env, skip=skip
+            )
 
         validate = job("validate", head)
         assert validate.returncode == 0, validate.log()
@@ -200,6 +200,7 @@ def test_the_github_action_validates_and_keeps_one_plan_comment(
         assert all(h.get("Authorization") == "Bearer ghs_test_token" for _m, _p, h in forge.requests)
 
 
+@pytest.mark.timeout(INSTALL_TIMEOUT)
 def test_the_gitlab_jobs_install_from_git_and_keep_one_note(
     config: tuple[ConfigRepo, str], project: tuple[Path, str], tmp_path: Path
 ) -> None:
@@ -228,7 +229,9 @@ def test_the_gitlab_jobs_install_from_git_and_keep_one_note(
         notes = "/api/v4/projects/42/merge_requests/3/notes"
         for rev in (head, _push(repo, 3)):
             workspace = _checkout(repo, tmp_path / f"plan-{rev[:8]}", rev)
-            plan = run_gitlab_job(GITLAB, "plan", workspace, {**env, "CI_COMMIT_SHA": rev}, overrides)
+            # The image's Python already has the reconciler the validate job installed: no new install.
+            env_rev = {**env, "CI_COMMIT_SHA": rev}
+            plan = run_gitlab_job(GITLAB, "plan", workspace, env_rev, overrides, installed=True)
             assert plan.returncode == 0, plan.stdout + plan.stderr
             [note] = forge.threads[notes]
             assert note["body"].endswith((workspace / "plan.md").read_text())
@@ -236,10 +239,12 @@ def test_the_gitlab_jobs_install_from_git_and_keep_one_note(
         assert all(h.get("Private-Token") == "glpat-test" for _m, _p, h in forge.requests)
 
 
-def test_pre_commit_runs_the_hook_from_the_project(config: tuple[ConfigRepo, str], tmp_path: Path) -> None:
-    _need(shutil.which("pre-commit") is not None, "pre-commit is not installed (the dev extra has it)")
+@pytest.mark.timeout(INSTALL_TIMEOUT)
+def test_pre_commit_runs_the_hook_from_the_project(
+    config: tuple[ConfigRepo, str], pre_commit_home: Path
+) -> None:
     repo, _ = config
-    env = {**_base_env(), "PRE_COMMIT_HOME": str(tmp_path / "home"), "PRE_COMMIT_COLOR": "never"}
+    env = {**_base_env(), "PRE_COMMIT_HOME": str(pre_commit_home), "PRE_COMMIT_COLOR": "never"}
     env["PATH"] = f"{Path(shutil.which('pre-commit') or '').parent}:{env['PATH']}"
     done = subprocess.run(
         ["pre-commit", "run", "--all-files"],
@@ -252,3 +257,61 @@ def test_pre_commit_runs_the_hook_from_the_project(config: tuple[ConfigRepo, str
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reconciler validate" in done.stdout and "Passed" in done.stdout
+
+
+# --- the hook on the sample, valid and broken (one hook environment for the session) ---------------
+
+
+def _sample_config_repo(tmp_path: Path, release: tuple[Path, str]) -> Path:
+    """The sample as a config repository whose ``.pre-commit-config.yaml`` uses the project's hook, from
+    this checkout as released at its tag (the session's: tests/_release_support.py)."""
+    repo = tmp_path / "config"
+    shutil.copytree(SAMPLE_REPO, repo)
+    hook = {
+        "repos": [{"repo": str(release[0]), "rev": RELEASE_TAG, "hooks": [{"id": "reconciler-validate"}]}]
+    }
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(hook))
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "config", cwd=repo)
+    return repo
+
+
+def _run_hook(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """``pre-commit run --all-files`` with the session's ``PRE_COMMIT_HOME``: the hook's environment is
+    built once for the session (``pre-commit try-repo`` would build one per call, in a store of its own)."""
+    env = {**os.environ, "PRE_COMMIT_HOME": str(home), "PRE_COMMIT_COLOR": "never"}
+    env.pop("PYTHONPATH", None)  # the hook's own virtualenv must use what pre-commit installed in it
+    return subprocess.run(
+        ["pre-commit", "run", "--all-files"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_TIMEOUT,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT)
+def test_pre_commit_runs_the_hook_and_passes_a_valid_config_repository(
+    tmp_path: Path, pre_commit_home: Path, release: tuple[Path, str]
+) -> None:
+    done = _run_hook(_sample_config_repo(tmp_path, release), pre_commit_home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reconciler validate" in done.stdout and "Passed" in done.stdout
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT)
+def test_pre_commit_runs_the_hook_and_fails_on_a_broken_file(
+    tmp_path: Path, pre_commit_home: Path, release: tuple[Path, str]
+) -> None:
+    repo = _sample_config_repo(tmp_path, release)
+    broken = repo / "broken.yaml"
+    broken.write_text(
+        "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: Bad_Name, namespace: x}\n"
+    )
+    git("add", "-A", cwd=repo)
+    done = _run_hook(repo, pre_commit_home)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "broken.yaml" in done.stdout

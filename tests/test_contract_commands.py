@@ -31,6 +31,7 @@ KINDS = [
     "ComputePool",
     "AIWorkload",
     "ScalingPolicy",
+    "Environment",
 ]
 SEARCH = "/v1/dashboard/edgehosts/search"
 
@@ -160,7 +161,12 @@ def test_online_plan_against_the_emulator_matches_the_offline_plan(emulator: Emu
         "plan", "--repo", str(SAMPLE_REPO), "--palette", emulator.url, "--format", "json", env=with_key()
     )
     assert online.returncode == offline.returncode == 0
-    assert load_json(online.stdout) == load_json(offline.stdout)
+    online_plan, offline_plan = load_json(online.stdout), load_json(offline.stdout)
+    assert (online_plan.pop("basis")["observation"], offline_plan.pop("basis")["observation"]) == (
+        "palette",
+        "inventory",
+    )
+    assert online_plan == offline_plan
     no_key = run_cli("plan", "--repo", str(SAMPLE_REPO), "--palette", emulator.url, "--format", "json")
     assert no_key.returncode == 2
     wrong = run_cli("inventory", "show", "--palette", emulator.url, env={"PALETTE_API_KEY": "wrong"})

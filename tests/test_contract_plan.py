@@ -53,7 +53,10 @@ def _plan(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str,
 
 def check_plan_shape(plan: dict[str, Any]) -> None:
     """Everything section 8 promises about one plan object."""
-    assert set(plan) == {"revision", "platforms", "pools", "workloads", "quotas", "diagnostics"}
+    assert set(plan) == {"revision", "basis", "platforms", "pools", "workloads", "quotas", "diagnostics"}
+    assert set(plan["basis"]) == {"revision", "statusCommit", "statusTime", "observation"}
+    assert plan["basis"]["revision"] == plan["revision"]
+    assert plan["basis"]["observation"] in ("palette", "inventory", "status", "none")
     assert plan["revision"] is None or re.fullmatch(r"[0-9a-f]{40}", plan["revision"])
     platforms = plan["platforms"]
     keys = [(p["namespace"], p["name"]) for p in platforms]

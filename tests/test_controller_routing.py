@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reconciler.controller import Controller, ControllerOptions, Target
 from reconciler.manifests import load_files
+from reconciler.resolve import Target
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
 
 PROJECT = """apiVersion: mural.sh/v1alpha1
 kind: Project
@@ -57,7 +59,7 @@ def routed(tmp_path: Path, palette_url: str | None = None) -> Any:
     desired = load_files([(k, v.encode()) for k, v in files.items()], revision="r1")
     assert ("MLPlatform", "team", "broken") in desired.invalid
     options = ControllerOptions(repo=str(tmp_path / "unused.git"), palette_url=palette_url)
-    return Controller(options, environ={}).parts.observer.route(desired)
+    return wiring.build(options, environ={}).parts.observer.route(desired)
 
 
 def test_platforms_follow_their_compute_profile_settings_else_the_project(tmp_path: Path) -> None:

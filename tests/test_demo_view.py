@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from reconciler.commands.demo import PassView
-from reconciler.controller import PassResult
 from reconciler.metrics import PassOutcome
 from reconciler.model.conditions import Phase
+from reconciler.runtime.outcome import PassResult
 
 REV = "a" * 40
 RUNNING = {("project-a", "notebooks"): Phase.RUNNING}

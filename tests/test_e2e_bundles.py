@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
+from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import SAMPLE, controller
 from tests._git_support import RemoteRepo
 from tests._loop_support import status_files
@@ -73,7 +73,7 @@ def attached(emulator: EmulatorServer) -> set[str]:
     return {str(p["uid"]) for p in pool_cluster(emulator).profiles}
 
 
-def until(ctl: Controller, check: Any, passes: int = 25) -> None:
+def until(ctl: Pipeline, check: Any, passes: int = 25) -> None:
     for _ in range(passes):
         ctl.reconcile_once()
         if check():

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
+from reconciler.runtime.pipeline import Pipeline
 from tests._contract_support import run_cli
 from tests._e2e_support import SAMPLE, controller
 from tests._git_support import RemoteRepo
@@ -54,7 +54,7 @@ def status(remote: RemoteRepo, kind: str, name: str) -> dict[str, Any]:
     return found
 
 
-def until_settled(ctl: Controller, remote: RemoteRepo, passes: int = 25) -> None:
+def until_settled(ctl: Pipeline, remote: RemoteRepo, passes: int = 25) -> None:
     for _ in range(passes):
         ctl.reconcile_once()
         files = status_files(remote)

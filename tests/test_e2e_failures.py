@@ -8,25 +8,28 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from reconciler.controller import Controller, ControllerOptions, Target
 from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.metrics import PassOutcome
 from reconciler.palette.client import Page, PaletteClient
 from reconciler.plan import Action
+from reconciler.resolve import Target
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import API_KEY, platform_clusters, status_doc, status_tip
 from tests._git_support import RemoteRepo
 from tests._palette_support import fast_retry
 
 
-def fast_controller(remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path) -> Controller:
+def fast_controller(remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path) -> Pipeline:
     def client(target: Target, key: str) -> PaletteClient:
         return PaletteClient(target.url, key, target.project_uid, retry=fast_retry(max_attempts=2))
 
     options = ControllerOptions(repo=str(remote.bare), palette_url=emulator.url, cache_dir=tmp_path / "cache")
-    return Controller(options, client_factory=client)
+    return wiring.build(options, client_factory=client)
 
 
-def running(ctl: Controller) -> None:
+def running(ctl: Pipeline) -> None:
     for _ in range(10):
         result = ctl.reconcile_once()
         if result.phases and all(str(p) == "Running" for p in result.phases.values()):
@@ -100,7 +103,7 @@ def test_an_unexpected_error_fails_the_pass_not_the_loop(
         return Flaky(target.url, key, target.project_uid, retry=fast_retry())
 
     options = ControllerOptions(repo=str(remote.bare), palette_url=emulator.url, cache_dir=tmp_path / "c")
-    ctl = Controller(options, client_factory=client)
+    ctl = wiring.build(options, client_factory=client)
     first = ctl.reconcile_once()
     second = ctl.reconcile_once()
     ctl.close()

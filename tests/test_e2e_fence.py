@@ -6,19 +6,20 @@ other), a rollback of the branch, and a status branch that follows another confi
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from reconciler.emulator import EmulatorServer
 from tests._e2e_support import clusters_by_name
-from tests._git_support import RemoteRepo, git
+from tests._git_support import RemoteRepo, free_port, git
 from tests._loop_support import (
     fast_controller,
+    passes,
     recorded,
     run_once,
     start_run,
     status_files,
     until_running,
+    wait_for,
 )
 
 NOTEBOOKS = "project-a/platforms/notebooks.yaml"
@@ -60,7 +61,11 @@ def test_a_pass_never_reports_an_older_revision_after_a_newer_one(
     newer = remote.commit({NOTEBOOKS: doc}, "notebooks: fewer GPUs")
     new = fast_controller(remote, emulator.url, tmp_path / "new")
     new.reconcile_once()
-    time.sleep(0.6)  # the clusters are Running now: the old instance has something new to report
+    # Once the clusters are Running, the old instance has something new to report.
+    wait_for(
+        lambda: all(emulator.state.cluster_state(c) == "Running" for c in emulator.state.clusters.values()),
+        what="the clusters Running",
+    )
 
     old.reconcile_once(check_source=False)
     old.close()
@@ -141,14 +146,23 @@ def test_two_run_processes_on_one_repository_never_delete_a_platform_in_git(
     emulator.faults.decide = record  # type: ignore[method-assign]
     # --max-deletions 5: the prune guard must not be what saves the platforms here, the fence must.
     common = ("--palette", emulator.url, "--max-deletions", "5", "--lease", "none")
-    slow = start_run(remote, tmp_path / "slow", *common, "--interval", "45")
-    fast = start_run(remote, tmp_path / "fast", *common, "--interval", "1")
+    slow_port, fast_port = free_port(), free_port()
+    slow = start_run(
+        remote, tmp_path / "slow", *common, "--interval", "45", "--listen", f"127.0.0.1:{slow_port}"
+    )
+    fast = start_run(
+        remote, tmp_path / "fast", *common, "--interval", "1", "--listen", f"127.0.0.1:{fast_port}"
+    )
     try:
-        time.sleep(4)
+        wait_for(lambda: passes(slow_port) >= 1 and passes(fast_port) >= 1, 120, "a first pass of each")
         for path, data in platforms.items():
             remote.commit({path: data}, f"add {path}")
-            time.sleep(4)
-        time.sleep(30)  # past the slow instance's Palette resync (30 s after its first pass)
+            name = "-".join(path.split("/")[::2]).removesuffix(".yaml")  # project-a-notebooks
+            wait_for(lambda name=name: name in clusters_by_name(emulator), 120, f"{name} created by fast")
+        # The slow instance still holds the first revision: its next pass (the Palette resync, 30 s
+        # after its first pass, before its next git check at 45 s) must not undo what fast created.
+        before = passes(slow_port)
+        wait_for(lambda: passes(slow_port) > before, 120, "the slow instance's next pass")
     finally:
         for proc in (slow, fast):
             proc.terminate()

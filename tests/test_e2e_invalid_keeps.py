@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
+from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import SAMPLE, controller
 from tests._git_support import RemoteRepo, git
 from tests._loop_support import status_files
@@ -81,7 +81,7 @@ def _phases(remote: RemoteRepo) -> dict[str, str]:
     return {name: files[f"project-b/aiworkloads/{name}.yaml"]["status"]["phase"] for name in WORKLOADS}
 
 
-def _settle(ctl: Controller, remote: RemoteRepo, ready: Callable[[], bool], passes: int = 30) -> None:
+def _settle(ctl: Pipeline, remote: RemoteRepo, ready: Callable[[], bool], passes: int = 30) -> None:
     for _ in range(passes):
         ctl.reconcile_once()
         if ready():
@@ -95,9 +95,7 @@ def _pool_layout(remote: RemoteRepo) -> Any:
     return status["mig"], status["capacity"], status.get("machinePools")
 
 
-def _running(
-    emulator: EmulatorServer, tmp_path: Path
-) -> tuple[dict[str, str | bytes], RemoteRepo, Controller]:
+def _running(emulator: EmulatorServer, tmp_path: Path) -> tuple[dict[str, str | bytes], RemoteRepo, Pipeline]:
     """The story's files in a remote and a controller that has run them all to Running."""
     files = _files()
     remote = repo_with(tmp_path, files)

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import yaml
 
-from reconciler.controller import Controller, ControllerOptions
 from reconciler.emulator import EmulatorServer
 from reconciler.metrics import PassOutcome
 from reconciler.plan import Action
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import (
     PinnedClock,
     clusters_by_name,
@@ -33,7 +35,7 @@ PLATFORM_FILES = [
 ]
 
 
-def settle(ctl: Controller, passes: int = 6, pause: float = 0.4) -> None:
+def settle(ctl: Pipeline, passes: int = 6, pause: float = 0.4) -> None:
     """Run passes until every platform is Running (clusters provision in 0.3 s in these tests)."""
     for _ in range(passes):
         result = ctl.reconcile_once()
@@ -238,7 +240,7 @@ def test_a_local_directory_is_a_source_read_as_it_is_on_disk(
     directory = copy_sample(tmp_path / "config")  # not a git repository: no status branch
     (directory / "project-b/pools/finetune-l40s.yaml").unlink()  # its L40S hosts are for inference here
     (directory / "project-b/workloads/finetune.yaml").unlink()
-    ctl = Controller(ControllerOptions(repo=str(directory), palette_url=emulator.url, watch=True))
+    ctl = wiring.build(ControllerOptions(repo=str(directory), palette_url=emulator.url, watch=True))
     first = ctl.reconcile_once()
     assert first.revision is not None and first.revision.startswith("content-")
     assert len(platform_clusters(emulator)) == 5

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.metrics import PassOutcome
 from reconciler.runtime.facts import Observation
+from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import controller, status_doc
 from tests._git_support import RemoteRepo
 
@@ -21,7 +21,7 @@ HOSTS = r"^/v1/dashboard/edgehosts/search$"
 CLUSTERS = r"^/v1/dashboard/spectroclusters/search$"
 
 
-def settle(ctl: Controller, emulator: EmulatorServer, timeout: float = 120.0) -> None:
+def settle(ctl: Pipeline, emulator: EmulatorServer, timeout: float = 120.0) -> None:
     """Passes until every cluster (platforms' and pools') is Running and two passes in a row write
     nothing to Palette (profiles attached, nothing left to do)."""
     deadline = time.monotonic() + timeout

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from reconciler.commands import inventory as inventory_command
-from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
 from reconciler.emulator.faults import FaultRule
 from reconciler.model.pools import KIND_LABEL, POOL_KIND
 from reconciler.palette.pacing import RateLimits
+from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import SAMPLE, controller, sample_files
 from tests._git_support import RemoteRepo
 from tests._loop_support import fast_controller, status_files
@@ -82,7 +82,7 @@ def workload_status(remote: RemoteRepo, name: str) -> dict[str, Any]:
     return status
 
 
-def until_pool_running(ctl: Controller, remote: RemoteRepo, passes: int = 20) -> None:
+def until_pool_running(ctl: Pipeline, remote: RemoteRepo, passes: int = 20) -> None:
     for _ in range(passes):
         ctl.reconcile_once()
         pool = status_files(remote).get("project-b/computepools/shared-a100.yaml")

@@ -21,11 +21,11 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
 from reconciler.emulator.utilization import METRICS_PATH
 from reconciler.model.pools import KIND_LABEL, POOL_KIND
 from reconciler.palette.pacing import RateLimits
+from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import SAMPLE, sample_files
 from tests._git_support import RemoteRepo, git
 from tests._loop_support import fast_controller, status_files
@@ -85,7 +85,7 @@ def prometheus(emulator: EmulatorServer, tmp_path: Path) -> Iterator[PrometheusS
 
 def start(
     remote: RemoteRepo, emulator: EmulatorServer, prometheus: str, cache: Path, **options: Any
-) -> Controller:
+) -> Pipeline:
     return fast_controller(
         remote,
         emulator.url,
@@ -127,7 +127,7 @@ def set_utilisation(emulator: EmulatorServer, gpu: float) -> None:
     assert response.status_code == 200, response.text
 
 
-def passes_until(ctl: Controller, remote: RemoteRepo, done: Any, timeout: float, what: str) -> dict[str, Any]:
+def passes_until(ctl: Pipeline, remote: RemoteRepo, done: Any, timeout: float, what: str) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         ctl.reconcile_once()
@@ -255,7 +255,7 @@ def test_pool_scales_up_on_high_utilisation_keeps_its_cooldown_and_scales_down_a
 # --- the wiring's other rules, against an in-process server answering Prometheus's range API ----------
 
 
-def running(ctl: Controller, remote: RemoteRepo) -> None:
+def running(ctl: Pipeline, remote: RemoteRepo) -> None:
     passes_until(ctl, remote, lambda s: s["phase"] == "Running", 30, "the pool Running")
 
 

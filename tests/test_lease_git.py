@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease
 from reconciler.source.lease import GitLease, LeaseError, LeaseRecord
@@ -258,3 +259,83 @@ def test_the_lease_commits_as_its_author(remote: RemoteRepo, tmp_path: Path) -> 
     assert git("log", "-1", "--format=%an|%ae|%cn|%ce", BRANCH, cwd=remote.bare).strip() == (
         "Lease Bot|bot@x|Lease Bot|bot@x"
     )
+
+
+# --- clock skew: expiry is timed on each process's own monotonic clock (client-go's rule) ---------------
+
+
+class Clocks:
+    """One process's clocks: a monotonic clock the test moves, and a wall clock ``offset`` s off."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.mono = 1000.0
+        self.offset = offset
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def time(self) -> float:
+        return 1_790_000_000.0 + self.mono + self.offset
+
+
+def skewed(remote: RemoteRepo, tmp_path: Path, name: str, clocks: Clocks) -> GitLease:
+    return GitLease(
+        str(remote.bare),
+        name,
+        cache_dir=tmp_path / f"cache-{name}",
+        duration=60.0,
+        safety_margin=20.0,
+        clock=clocks.time,
+        monotonic=clocks.monotonic,
+    )
+
+
+def run(
+    leases: dict[str, GitLease], clocks: list[Clocks], seconds: float, step: float, alive: set[str]
+) -> tuple[str | None, float | None]:
+    """Move every clock by ``step`` up to ``seconds``; each live process acquires each step. Checks that
+    at most one holds at any moment; returns who holds at the end and when the holder last changed."""
+    changed: float | None = None
+    holder: str | None = None
+    t = 0.0
+    while t < seconds:
+        for name, lease in leases.items():
+            if name in alive:
+                lease.acquire()
+        holding = [n for n, lease in leases.items() if lease.holds()]
+        assert len(holding) <= 1, f"two writers at {t} s: {holding}"
+        if holding and holding[0] != holder:
+            holder, changed = holding[0], t
+        for c in clocks:
+            c.mono += step
+        t += step
+    return holder, changed
+
+
+@pytest.mark.parametrize("offset", [3600.0, -3600.0, 60.0])
+def test_a_standby_whose_clock_is_off_never_takes_over_a_live_holder(
+    remote: RemoteRepo, tmp_path: Path, offset: float
+) -> None:
+    a_clock, b_clock = Clocks(), Clocks(offset)
+    a, b = skewed(remote, tmp_path, "a", a_clock), skewed(remote, tmp_path, "b", b_clock)
+    assert a.acquire()
+    with capture_logs() as logs:
+        holder, _ = run({"a": a, "b": b}, [a_clock, b_clock], 300.0, 20.0, {"a", "b"})
+    assert holder == "a" and not b.holds()
+    skews = [e["skew_seconds"] for e in logs if e["event"] == "lease clock skew"]
+    assert skews and all(abs(s + offset) < 1.0 for s in skews)  # renewTime - b's clock = -offset
+    assert b.skew is not None and abs(b.skew + offset) < 1.0
+
+
+@pytest.mark.parametrize("offset", [3600.0, -3600.0])
+def test_a_dead_holder_whose_clock_was_off_is_taken_over_within_two_lease_durations(
+    remote: RemoteRepo, tmp_path: Path, offset: float
+) -> None:
+    a_clock, b_clock = Clocks(offset), Clocks()
+    a, b = skewed(remote, tmp_path, "a", a_clock), skewed(remote, tmp_path, "b", b_clock)
+    leases, clocks = {"a": a, "b": b}, [a_clock, b_clock]
+    assert a.acquire()
+    run(leases, clocks, 40.0, 5.0, {"a", "b"})  # a renews, b watches
+    holder, changed = run(leases, clocks, 240.0, 5.0, {"b"})  # a dies (no release)
+    assert holder == "b" and changed is not None
+    assert changed <= 2 * 60.0, f"taken over {changed} s after the holder died"

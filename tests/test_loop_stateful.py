@@ -1,6 +1,6 @@
 """A stateful property test of the whole reconcile loop.
 
-Hypothesis drives the real :class:`Controller` against the real Palette emulator on loopback and a real
+Hypothesis drives the real :class:`Pipeline` against the real Palette emulator on loopback and a real
 bare git repository through random sequences of operations (add, delete, scale, break and fix platform
 files, suspend, resource groups, host health flips, controller restarts, passes) and checks the safety
 rules of docs/reconciling.md and the allocation rules of section 4 after every pass. A seeded random walk
@@ -27,7 +27,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.emulator import EmulatorServer
 from reconciler.metrics import PassOutcome
 from reconciler.model.conditions import Reason
@@ -35,6 +34,10 @@ from reconciler.model.gpu import canonical_family
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAME_LABEL, NAMESPACE_LABEL
 from reconciler.palette.observe import load_snapshot
 from reconciler.plan import Action, PlatformPlan
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.outcome import PassResult
+from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import SAMPLE, sample_files
 from tests._git_support import GIT_ENV, RemoteRepo, git_run
 
@@ -182,7 +185,7 @@ class ReconcileLoop(RuleBasedStateMachine):
 
     # -- wiring -------------------------------------------------------------------------------------
 
-    def _new_controller(self) -> Controller:
+    def _new_controller(self) -> Pipeline:
         self.restarts += 1
         options = ControllerOptions(
             repo=str(self.remote.bare),
@@ -190,7 +193,7 @@ class ReconcileLoop(RuleBasedStateMachine):
             cache_dir=self.tmp / f"cache-{self.restarts}",
             max_deletions=self.max_deletions,
         )
-        return Controller(options, environ={"PALETTE_API_KEY": API_KEY})
+        return wiring.build(options, environ={"PALETTE_API_KEY": API_KEY})
 
     def teardown(self) -> None:
         self.controller.close()
@@ -358,7 +361,7 @@ class ReconcileLoop(RuleBasedStateMachine):
             self.unhealthy.add(uid)
 
     def op_restart(self) -> None:
-        """A new process: a new Controller object with a fresh cache directory."""
+        """A new process: a new Pipeline object with a fresh cache directory."""
         self.controller.close()
         self.controller = self._new_controller()
 

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.controller import Controller, ControllerOptions, Target
 from reconciler.emulator import EmulatorServer
 from reconciler.palette.client import EDGE_HOSTS_SEARCH, PaletteClient
 from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
 from reconciler.plan import Action
+from reconciler.resolve import Target
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
 from tests._e2e_support import API_KEY, SAMPLE, PinnedClock
 from tests._git_support import RemoteRepo
 from tests._palette_support import host
@@ -71,7 +73,7 @@ def test_a_merge_during_a_running_sweep_is_planned_at_once_against_the_held_inve
         host_sweep_every=600.0,
         host_sweep_rate=0.01,  # one sweep page per 100 s: the sweep outlasts many passes
     )
-    ctl = Controller(options, clock=clock, client_factory=pages.client)
+    ctl = wiring.build(options, clock=clock, client_factory=pages.client)
     ctl.reconcile_once()
     full_listing = pages.count
     assert full_listing == 7
@@ -112,7 +114,7 @@ def test_a_merge_during_the_first_listing_is_planned_against_it_without_reading_
         cache_dir=tmp_path / "cache",
         palette_rate_limits=RateLimits.off(),
     )
-    ctl = Controller(options, clock=PinnedClock(), client_factory=pages.client)
+    ctl = wiring.build(options, clock=PinnedClock(), client_factory=pages.client)
     result = ctl.reconcile_once()
     ctl.close()
 

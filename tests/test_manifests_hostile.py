@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from reconciler.manifests import MAX_FILE_BYTES, load_files, parse_file
-from reconciler.manifests.parse import MAX_DEPTH
+from reconciler.manifests.parse import MAX_DEPTH, MAX_DOCUMENTS
 
 COMPUTE = b"apiVersion: palette.ai/v1alpha1\nkind: Compute\nmetadata: {name: edge, namespace: ns}\n"
 
@@ -199,3 +199,17 @@ def test_thousands_of_duplicates_stay_linear() -> None:
     state = load_files([("f.yaml", doc * 3000)])
     assert len(state.diagnostics) == 3000
     assert "also defined at f.yaml:5, f.yaml:9, f.yaml:13 and 2996 more" in state.diagnostics[0].message
+
+
+def test_more_than_ten_thousand_documents_in_one_file_is_refused_unparsed() -> None:
+    data = COMPUTE + b"---\n" * 100_000  # the file of 100,000 empty documents
+    line, column, message = _only_error(data)
+    assert (line, column) == (MAX_DOCUMENTS + 3, 1)  # the marker of document 10,001
+    assert message == (
+        "more than 10,000 YAML documents in one file (document 10,001 starts here); refused: split the file"
+    )
+
+
+def test_ten_thousand_documents_are_read() -> None:
+    parsed = parse_file("f.yaml", COMPUTE + (b"---\n" + COMPUTE) * (MAX_DOCUMENTS - 1))
+    assert len(parsed.documents) == MAX_DOCUMENTS and parsed.complete

@@ -115,7 +115,46 @@ PUBLISHED = {
         "7g.180gb": 1,
     },
     "NVIDIA-A30-24GB": {"1g.6gb": 4, "1g.6gb+me": 1, "2g.12gb": 2, "2g.12gb+me": 1, "4g.24gb": 1},
+    "NVIDIA-GB200-186GB": {
+        "1g.23gb": 7, "1g.47gb": 4, "2g.47gb": 3, "3g.93gb": 2, "4g.93gb": 1, "7g.186gb": 1,
+    },
+    "NVIDIA-B300-269GB": {
+        "1g.34gb": 7, "1g.67gb": 4, "2g.67gb": 3, "3g.135gb": 2, "4g.135gb": 1, "7g.269gb": 1,
+    },
+    "NVIDIA-GB300-278GB": {"1g.35gb": 7, "2g.70gb": 3, "3g.139gb": 2, "4g.139gb": 1, "7g.278gb": 1},
+    "NVIDIA-RTX-PRO-6000-BLACKWELL-96GB": {"1g.24gb": 4, "2g.48gb": 2, "4g.96gb": 1},
 }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "memory", "key"),
+    [
+        ("GB100 [GB200]", "189471 MiB", "NVIDIA-GB200-186GB"),
+        ("NVIDIA GB200", "192 GB", "NVIDIA-GB200-186GB"),
+        ("NVIDIA B300 SXM6 AC", "275040 MiB", "NVIDIA-B300-269GB"),
+        ("NVIDIA GB300", "288 GB", "NVIDIA-GB300-278GB"),
+        (
+            "GB202GL [RTX PRO 6000 Blackwell Server Edition]",
+            "97887 MiB",
+            "NVIDIA-RTX-PRO-6000-BLACKWELL-96GB",
+        ),
+    ],
+)
+def test_blackwell_gpus_find_their_entries_from_the_agents_model(model: str, memory: str, key: str) -> None:
+    entry = catalogue_entry(family_from_model("NVIDIA", model), memory, mig_capable=True)
+    assert entry is not None and entry.key == key
+
+
+def test_variants_the_planner_does_not_model_are_no_profiles() -> None:
+    rtx = entry_by_key("NVIDIA-RTX-PRO-6000-BLACKWELL-96GB")
+    assert rtx.compute_slices == 4 and rtx.memory_slices == 4
+    for name in ("1g.24gb+gfx", "1g.24gb-me", "1g.24gb+me.all"):
+        assert rtx.profile(name) is None
+    assert not any(
+        p.media
+        for k in ("NVIDIA-GB200-186GB", "NVIDIA-B300-269GB")
+        for p in entry_by_key(k).profiles.values()
+    )
 
 
 @pytest.mark.parametrize("key", sorted(PUBLISHED))

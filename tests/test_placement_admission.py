@@ -291,3 +291,32 @@ def test_a_broken_admission_retried_does_not_claim_gpus_it_released() -> None:
     assert len(held) == len(set(held))
     assert actions(second)["b"] == "pending"
     assert second.workloads[("project-a", "b")].gpus == ()
+
+
+def test_who_frees_counts_freed_gpus_on_their_own_hosts() -> None:
+    """Removing a and b frees 12 GPUs, but 6 on each host: an 8-GPU replica fits on neither. The
+    message names holders whose removal does leave 8 on one host (b, and serve's replica beside it)."""
+    pool = shared(hosts(8, 8))
+    placed = [want("a", 6), want("b", 6), want("serve", 2, replicas=2)]
+    first = admit_pool(pool, placed)
+    assert sorted({h for h, _ in bound(first, "serve")}) == ["host-0", "host-1"]
+    result = admit_pool(pool, [*placed, want("big", 8)], previous_of(first))
+    message = result.workloads[("project-a", "big")].message
+    assert "project-a/a and project-a/b are removed" not in message
+    assert message.endswith("frees when project-a/b and project-a/serve are removed, or the pool grows by 8")
+
+
+def test_holders_whose_removal_leaves_no_host_big_enough_are_not_named() -> None:
+    """x and y hold 7 GPUs each, one host each; nlp/serve one GPU on each host. By count removing x and
+    y frees 14, enough for 8, but 7 on each host: an 8-GPU replica needs one host. The message names
+    removals that do leave 8 on one host."""
+    pool = shared(hosts(8, 8))
+    placed = [want("x", 7), want("y", 7), want("serve", 1, replicas=2, ns="nlp")]
+    first = admit_pool(pool, placed)
+    assert sorted(h for h, _ in bound(first, "serve")) == ["host-0", "host-1"]
+    result = admit_pool(pool, [*placed, want("big", 8)], previous_of(first))
+    message = result.workloads[("project-a", "big")].message
+    assert "project-a/x and project-a/y are removed" not in message, message
+    assert message.endswith("frees when project-a/y and nlp/serve are removed, or the pool grows by 8"), (
+        message
+    )

@@ -39,7 +39,7 @@ def test_plan_sample_repo_offline_json_places_every_platform_as_documented(
 ) -> None:
     assert cmd.run(str(SAMPLE), None, INVENTORY, None, 1, "json") == 0
     doc = _json(capsys)
-    assert set(doc) == {"revision", "platforms", "pools", "workloads", "diagnostics"}
+    assert set(doc) == {"revision", "basis", "platforms", "pools", "workloads", "quotas", "diagnostics"}
     keys = [(p["namespace"], p["name"]) for p in doc["platforms"]]
     assert keys == sorted(keys) and len(keys) == 5
     prod = next(p for p in doc["platforms"] if p["name"] == "clearml-prod")
@@ -83,8 +83,12 @@ def test_plan_formats_say_the_same_as_the_json(capsys: pytest.CaptureFixture[str
     for fmt, render in (("markdown", render_markdown), ("text", render_text)):
         assert cmd.run(str(SAMPLE), None, INVENTORY, None, 1, fmt) == 0
         out = capsys.readouterr().out
-        # The command adds only the free-capacity line to what the renderer makes of the JSON.
-        assert _content(out) == _content(render(doc, names))
+        # The command adds only its basis (the first line) and the free-capacity line to what the
+        # renderer makes of the JSON.
+        assert out.splitlines()[0] == "planned at the work tree (no commit) against no status branch " + (
+            "(a first start: nothing is recorded yet)"
+        )
+        assert _content(out)[1:] == _content(render(doc, names))
 
 
 def _content(text: str) -> list[str]:
@@ -165,7 +169,10 @@ def test_plan_online_against_the_emulator_matches_offline(
     monkeypatch.setenv("PALETTE_API_KEY", KEY)
     with running(load_snapshot(INVENTORY).edge_hosts) as server:
         assert cmd.run(str(SAMPLE), None, None, server.url, 1, "json") == 0
-    assert _json(capsys) == offline
+    online = _json(capsys)
+    kinds = (online.pop("basis")["observation"], offline.pop("basis")["observation"])
+    assert kinds == ("palette", "inventory")
+    assert online == offline
 
 
 def test_plan_online_rejected_key_is_an_error_without_the_key(

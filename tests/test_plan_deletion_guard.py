@@ -38,6 +38,7 @@ def test_the_guard_counts_clusters_and_workloads_and_an_approval_only_raises_the
     assert msg == (
         "would delete 1 platform or pool clusters and remove 2 admitted workloads, more than "
         "--max-deletions 2; nothing is deleted"
+        " (approve with the commit trailer Reconciler-Allow-Deletions: 3, or split the change)"
     )
     assert "could not be read" in guard.blocked([], 1, False)
     approved = DeletionGuard(1, 4, "0123456789")
@@ -102,7 +103,8 @@ def test_a_platform_and_a_workload_count_together() -> None:
     )
     assert platform.message == (
         "would delete 1 platform clusters and remove 1 admitted workload, more than --max-deletions 1; "
-        "nothing is deleted"
+        "nothing is deleted (approve with the commit trailer Reconciler-Allow-Deletions: 2, or split the "
+        "change)"
     )
     (tenant,) = plan.get_workloads(NS, "tenant")
     assert (tenant.action, tenant.reason) == (WorkloadAction.ADMITTED, Reason.PRUNE_BLOCKED) and tenant.gpus

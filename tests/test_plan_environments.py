@@ -185,5 +185,50 @@ def test_a_grow_over_quota_is_held_and_kept_by_changes_only() -> None:
     entry = plan.get_pool(NS, "p")
     assert entry is not None and (entry.action, entry.reason) == (Action.UNCHANGED, Reason.QUOTA_EXCEEDED)
     assert entry.cluster.workers == ("gpu-1",)
-    assert entry.message.startswith(f"scale held: needs 8 {A100} GPUs; {NS} uses 8 of 12")
+    assert (
+        entry.message
+        == f"needs 8 {A100} GPUs; {NS} uses 8 of 12; scale held: cluster project-a-p keeps its size"
+    )
+    assert not plan.placeable  # held is not unchanged: plan exits 1
     assert [p["name"] for p in changes_only(plan.to_json())["pools"]] == ["p"]
+
+
+def test_an_invalid_environment_keeps_what_its_workloads_hold() -> None:
+    from reconciler.model.diagnostics import Diagnostic
+
+    first = make_plan(
+        desired(
+            *two_pools(), environment("a100-east", "shared-a100-1", "shared-a100-2"), env_workload("a", 4)
+        ),
+        inventory(hosts()),
+        [],
+    )
+    # The Environment stops validating: the workload that names it is invalid too, and keeps its GPUs.
+    state = desired(*two_pools())
+    problem = "spec.environmentRef.name: Environment project-a/a100-east is invalid (see its errors)"
+    state.invalid[("Environment", NS, "a100-east")] = [Diagnostic("env.yaml", 1, 1, "spec: bad")]
+    state.invalid[("AIWorkload", NS, "a")] = [Diagnostic("a.yaml", 5, 3, problem)]
+    again = make_plan(state, inventory(hosts(used=True)), running_pools(), previous=held_of(first))
+    (entry,) = [w for w in again.workloads if w.name == "a"]
+    assert (entry.action, entry.pool, len(entry.gpus)) == (WorkloadAction.INVALID, "shared-a100-1", 4)
+
+
+def test_what_if_says_which_pool_a_new_workload_lands_in(tmp_path: Any) -> None:
+    import json
+
+    from tests._contract_support import run_cli
+    from tests._manifests_support import SAMPLE_REPO
+
+    new = tmp_path / "embed.yaml"
+    new.write_text(
+        "apiVersion: spectrocloud.com/v1alpha1\nkind: AIWorkload\n"
+        "metadata: {name: embed, namespace: project-b}\n"
+        "spec: {environmentRef: {name: team-gpus}, gpus: [{family: NVIDIA-A100, count: 1}]}\n"
+    )
+    result = run_cli(
+        "plan", "--repo", str(SAMPLE_REPO), "--inventory", str(SAMPLE_REPO / "inventory.json"),
+        "--what-if", str(new), "--format", "json",
+    )  # fmt: skip
+    (embed,) = [w for w in json.loads(result.stdout)["workloads"] if w["name"] == "embed"]
+    assert (embed["pool"], embed["action"], embed["environment"]) == ("shared-a100", "admit", "team-gpus")
+    assert [c["pool"] for c in embed["candidates"]] == ["finetune-l40s", "shared-a100"]

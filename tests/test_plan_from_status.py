@@ -24,7 +24,6 @@ import yaml
 from reconciler.model.observed import managed_labels
 from reconciler.model.pools import pool_cluster_labels
 from reconciler.plan_report import MARKDOWN_LIMIT
-from reconciler.resolve import route
 from reconciler.status.snapshot import render_snapshot, target_file
 from tests._contract_support import (
     SAMPLE_INVENTORY,
@@ -94,15 +93,15 @@ def sample_config(root: Path) -> Path:
 def workload_files(config: Path, inventory: Path, revision: str) -> dict[str, bytes | str]:
     """The workloads' status files as the controller writes them once they are admitted as planned
     offline: each one's pool and the GPUs and MIG instances it holds (what the next pass keeps)."""
-    from reconciler.commands import plan as plan_command
+    from reconciler.runtime.preview import load_revision, preview
+    from reconciler.runtime.preview_observe import SnapshotObserver, read_snapshot_file
+    from reconciler.runtime.preview_source import read_revision_files
     from reconciler.status.pools import workload_document
     from reconciler.status.render import dump
 
-    desired = plan_command.load_desired(str(config), None)
-    url = plan_command.snapshot_url(inventory)
-    routing = route(desired, url)
-    observed = plan_command.observe_snapshot(plan_command.read_snapshot(inventory), routing, url)
-    planned = plan_command.plan_pass(desired, routing, observed, max_deletions=1)
+    source = read_revision_files(str(config), None)
+    desired = load_revision(source, source.sha)
+    planned = preview(desired, SnapshotObserver(inventory, read_snapshot_file(inventory))).plan
     files: dict[str, bytes | str] = {}
     for w in planned.workloads:
         _phase, doc = workload_document(
@@ -355,9 +354,6 @@ def test_a_target_routed_but_never_observed_is_exit_two(tmp_path: Path) -> None:
     [
         pytest.param(["--from-status", "--inventory", str(SAMPLE_INVENTORY)], id="status-and-inventory"),
         pytest.param(["--from-status", "--palette", "http://127.0.0.1:9"], id="status-and-palette"),
-        pytest.param(
-            ["--inventory", str(SAMPLE_INVENTORY), "--status-branch", STATUS], id="status-branch-alone"
-        ),
     ],
 )
 def test_sources_are_exclusive_and_status_flags_need_from_status(extra: list[str]) -> None:
@@ -531,3 +527,52 @@ def test_recorded_targets_nothing_routes_to_are_planned_as_run_plans_them(tmp_pa
     assert (entry["namespace"], entry["name"], entry["action"]) == ("project-c", "legacy", "delete")
     assert sorted(entry["controlPlane"] + entry["workers"]) == ["edge-old-0", "edge-old-1"]
     assert "warning: no observed inventory for https://gone.example.com" in result.stderr
+
+
+def _doc_examples() -> list[str]:
+    """The ``reconciler plan`` lines of the bash blocks of docs/planning.md and of the plan sections of
+    docs/pull-requests.md (its CI sections are run by tests/test_ci_integration.py)."""
+    planning = (ROOT / "docs" / "planning.md").read_text()
+    requests = (ROOT / "docs" / "pull-requests.md").read_text()
+    requests = requests[requests.index("## `plan --from-status`") : requests.index("## Formats")]
+    lines = []
+    for text in (planning, requests):
+        for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+            lines += [
+                ln.split("  #")[0].strip() for ln in block.splitlines() if ln.startswith("reconciler plan")
+            ]
+    return lines
+
+
+@pytest.mark.parametrize("line", _doc_examples())
+def test_the_docs_plan_examples_run_as_written(
+    deployed_repo: tuple[ConfigRepo, dict[str, Any], str], tmp_path: Path, line: str
+) -> None:
+    from reconciler.emulator import EmulatorServer
+    from reconciler.runtime.preview_observe import read_snapshot_file
+
+    repo, _, _ = deployed_repo
+    clone = tmp_path / "checkout"
+    git("clone", "-q", str(repo.bare), str(clone))
+    head = git("rev-parse", "origin/more-gpus", cwd=clone).strip()
+    status = git("rev-parse", f"origin/{STATUS}", cwd=clone).strip()
+    snapshot = git("show", f"origin/{STATUS}:{target_file(URL, PROJECT)}", cwd=clone)
+    (tmp_path / "snapshot.json").write_text(snapshot)
+    shutil.copy(tmp_path / "snapshot.json", clone / "snapshot.json")
+    key = "pk-docs-example-key-0000"
+    with EmulatorServer.from_snapshot(read_snapshot_file(tmp_path / "snapshot.json"), key) as emulator:
+        env = _clean_env({**OFFLINE, "HEAD_SHA": head, "STATUS_SHA": status[:7], "PALETTE_URL": emulator.url})
+        env["PATH"] = f"{Path(reconciler_bin()).parent}:{env['PATH']}"
+        env["PALETTE_API_KEY"] = key
+        env["NO_PROXY"] = "127.0.0.1"
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=clone, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+    assert done.returncode == 0, (line, done.stderr)
+    out = done.stdout or ((clone / "comment.md").read_text() if "comment.md" in line else "")
+    if "plan.md" in line:
+        out = (clone / "plan.md").read_text()
+    if "--format json" in line:
+        assert json.loads(out)["basis"]["revision"]
+    else:
+        assert out.splitlines()[0].startswith("planned at "), out

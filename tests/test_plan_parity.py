@@ -22,10 +22,13 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.emulator import EmulatorServer
 from reconciler.palette.pacing import RateLimits
 from reconciler.plan import merge
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.outcome import PassResult
+from reconciler.runtime.pipeline import Pipeline
 from tests._contract_support import run_cli
 from tests._e2e_support import API_KEY, SAMPLE, PinnedClock, sample_files
 from tests._git_support import RemoteRepo, git
@@ -87,7 +90,7 @@ def plan_document(remote: RemoteRepo, *args: str) -> dict[str, Any]:
     return document
 
 
-def settled(ctl: Controller, remote: RemoteRepo, passes: int = 40) -> PassResult:
+def settled(ctl: Pipeline, remote: RemoteRepo, passes: int = 40) -> PassResult:
     """Passes until one commits nothing and every platform and pool is Running."""
     for _ in range(passes):
         result = ctl.reconcile_once()
@@ -107,7 +110,7 @@ def settled(ctl: Controller, remote: RemoteRepo, passes: int = 40) -> PassResult
 @pytest.fixture
 def steady(
     a100_mig_emulator: EmulatorServer, tmp_path: Path
-) -> Iterator[tuple[Controller, RemoteRepo, PinnedClock]]:
+) -> Iterator[tuple[Pipeline, RemoteRepo, PinnedClock]]:
     """The controller after it settled, the pool scaled up once for the pending workload."""
     (tmp_path / "git").mkdir()
     remote = RemoteRepo(tmp_path / "git")
@@ -119,7 +122,7 @@ def steady(
         cache_dir=tmp_path / "cache",
         palette_rate_limits=RateLimits.off(),
     )
-    ctl = Controller(opts, environ={"PALETTE_API_KEY": API_KEY}, clock=clock)
+    ctl = wiring.build(opts, environ={"PALETTE_API_KEY": API_KEY}, clock=clock)
     try:
         settled(ctl, remote)
         before = status_files(remote)[POOL_STATUS]["status"]["allocation"]["gpus"]
@@ -134,7 +137,7 @@ def steady(
 
 
 def test_plan_from_status_is_the_next_pass_entry_for_entry(
-    steady: tuple[Controller, RemoteRepo, PinnedClock],
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
 ) -> None:
     ctl, remote, _clock = steady
     planned = plan_document(remote)
@@ -151,7 +154,7 @@ def test_plan_from_status_is_the_next_pass_entry_for_entry(
 
 
 def test_a_pull_requests_plan_is_what_the_pass_after_its_merge_does(
-    steady: tuple[Controller, RemoteRepo, PinnedClock],
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
 ) -> None:
     ctl, remote, _clock = steady
     notebooks = yaml.safe_load((remote.work / "project-a/platforms/notebooks.yaml").read_text())
@@ -182,7 +185,7 @@ def test_a_pull_requests_plan_is_what_the_pass_after_its_merge_does(
 
 
 def test_a_merge_whose_inventory_changed_since_its_plan_says_what_differs_in_the_status_commit(
-    steady: tuple[Controller, RemoteRepo, PinnedClock], a100_mig_emulator: EmulatorServer
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock], a100_mig_emulator: EmulatorServer
 ) -> None:
     ctl, remote, _clock = steady
     notebooks = yaml.safe_load((remote.work / "project-a/platforms/notebooks.yaml").read_text())
@@ -204,3 +207,168 @@ def test_a_merge_whose_inventory_changed_since_its_plan_says_what_differs_in_the
     assert "differs from the plan made against the inventory last recorded" in body
     (line,) = [ln for ln in body.splitlines() if ln.startswith("- project-a/notebooks: ")]
     assert joining in line.split("; the pass does")[0] and joining not in line.split("; the pass does")[1]
+
+
+# --- every mode, and the stories of issue 24 -----------------------------------------------------------
+
+
+def status_file(remote: RemoteRepo, path: str) -> bytes:
+    data = git("show", f"reconciler/status:{path}", cwd=remote.bare)
+    return data.encode()
+
+
+def mode_document(remote: RemoteRepo, mode: list[str], *args: str, env: dict[str, str]) -> dict[str, Any]:
+    done = run_cli("plan", "--repo", str(remote.bare), *mode, "--format", "json", *args, env=env)
+    assert done.returncode in (0, 1), done.stderr
+    document = json.loads(done.stdout)
+    assert isinstance(document, dict)
+    return document
+
+
+def test_every_mode_plans_the_next_pass_and_a_settled_repository_to_nothing(
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock], a100_mig_emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    ctl, remote, _clock = steady
+    (snapshot,) = [
+        p
+        for p in git("ls-tree", "--name-only", "-r", "reconciler/status", cwd=remote.bare).split()
+        if p.startswith("inventory/")
+    ]
+    inventory = tmp_path / "inventory.json"
+    inventory.write_bytes(status_file(remote, snapshot))
+    modes = {
+        "status": (["--from-status"], OFFLINE),
+        "inventory": (["--inventory", str(inventory)], OFFLINE),
+        "palette": (["--palette", a100_mig_emulator.url], {"PALETTE_API_KEY": API_KEY}),
+    }
+    planned = {kind: mode_document(remote, mode, env=env) for kind, (mode, env) in modes.items()}
+    changes = {
+        kind: mode_document(remote, mode, "--changes-only", env=env) for kind, (mode, env) in modes.items()
+    }
+    done = ctl.reconcile_once()
+
+    assert done.writes == 0 and done.commit is None
+    tip = git("rev-parse", "reconciler/status", cwd=remote.bare).strip()
+    for kind, document in planned.items():
+        assert document["basis"]["observation"] == kind
+        assert document["basis"]["statusCommit"] == tip and document["basis"]["revision"] == remote.head()
+        assert entries(document) == entries(pass_document(done)), kind
+        assert [changes[kind][s] for s in ("platforms", "pools", "workloads")] == [[], [], []], kind
+    first = run_cli("plan", "--repo", str(remote.bare), "--from-status", "--format", "markdown", env=OFFLINE)
+    assert first.stdout.splitlines()[0].startswith(
+        f"planned at {remote.head()[:7]} against status {tip[:7]} of "
+    )
+
+
+def test_no_status_plans_a_first_start_and_says_so(
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
+) -> None:
+    _ctl, remote, _clock = steady
+    inventory_args = ["--inventory", str(SAMPLE / "inventory.json")]
+    done = run_cli("plan", "--repo", str(remote.bare), *inventory_args, "--no-status", env=OFFLINE)
+    assert done.returncode in (0, 1), done.stderr
+    assert "--no-status" in done.stdout.splitlines()[0] and "first start" in done.stdout.splitlines()[0]
+    document = mode_document(remote, [*inventory_args, "--no-status"], env=OFFLINE)
+    assert document["basis"]["statusCommit"] is None
+    assert any(w["action"] == "admit" for w in document["workloads"])  # nothing is known to be admitted
+
+
+def test_a_stale_plan_exits_three(steady: tuple[Pipeline, RemoteRepo, PinnedClock]) -> None:
+    ctl, remote, _clock = steady
+    tip = git("rev-parse", "reconciler/status", cwd=remote.bare).strip()
+    fresh = run_cli(
+        "plan", "--repo", str(remote.bare), "--from-status", "--expect-status", tip[:7], env=OFFLINE
+    )
+    assert fresh.returncode == 0, fresh.stderr
+    notebooks = yaml.safe_load((remote.work / "project-a/platforms/notebooks.yaml").read_text())
+    notebooks["spec"]["gpus"] = [{"family": "NVIDIA-H100", "count": 5}]
+    remote.commit({"project-a/platforms/notebooks.yaml": yaml.safe_dump(notebooks)}, "notebooks: 5")
+    assert ctl.reconcile_once().commit is not None  # the status branch moves on
+    stale = run_cli("plan", "--repo", str(remote.bare), "--from-status", "--expect-status", tip, env=OFFLINE)
+    assert stale.returncode == 3 and "stale plan" in stale.stderr
+
+
+def test_a_pull_request_breaking_a_running_platforms_file_is_planned_invalid_as_the_merge_does(
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
+) -> None:
+    ctl, remote, _clock = steady
+    remote.commit({"project-a/platforms/notebooks.yaml": "kind: [\n"}, "break notebooks", push=False)
+    git("push", "-q", "origin", "HEAD:refs/heads/pull-request", cwd=remote.work)
+    before_merge = plan_document(remote, "--rev", "pull-request")
+    git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=remote.work)
+    merged = ctl.reconcile_once()
+
+    (entry,) = [p for p in before_merge["platforms"] if p["name"] == "notebooks"]
+    assert (entry["action"], entry["reason"]) == ("invalid", "InvalidSpec"), entry
+    assert entry["workers"], "its cluster is kept"
+    assert entries(before_merge) == entries(pass_document(merged))
+
+
+def test_a_held_deletion_is_held_in_the_plan_as_in_the_merge_and_names_its_trailer(
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
+) -> None:
+    ctl, remote, _clock = steady
+    remote.commit(
+        {"project-a/platforms/notebooks.yaml": None, "project-b/workloads/batch-train.yaml": None},
+        "remove notebooks and batch-train (no approval)",
+        push=False,
+    )
+    git("push", "-q", "origin", "HEAD:refs/heads/pull-request", cwd=remote.work)
+    args = ("--from-status", "--rev", "pull-request", "--changes-only")
+    markdown = run_cli("plan", "--repo", str(remote.bare), *args, "--format", "markdown", env=OFFLINE)
+    before_merge = plan_document(remote, "--rev", "pull-request")
+    git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=remote.work)
+    merged = ctl.reconcile_once()
+
+    assert markdown.returncode == 1, markdown.stderr
+    assert "No changes" not in markdown.stdout and "#### Held" in markdown.stdout
+    assert "    Reconciler-Allow-Deletions: 2\n" in markdown.stdout
+    reasons = {e["name"]: e["reason"] for s in ("platforms", "workloads") for e in before_merge[s]}
+    assert reasons["notebooks"] == reasons["batch-train"] == "PruneBlocked"
+    assert entries(before_merge) == entries(pass_document(merged))
+
+
+def _merge_planned(ctl: Pipeline, remote: RemoteRepo, files: dict[str, str | None], message: str) -> None:
+    """Plan ``files`` as a pull request, merge it, and check the plan is the merge's pass entry for entry
+    (and its ``--changes-only`` keeps every entry the pass changes or holds)."""
+    remote.commit(files, message, push=False)
+    git("push", "-q", "-f", "origin", "HEAD:refs/heads/pull-request", cwd=remote.work)
+    before_merge = plan_document(remote, "--rev", "pull-request")
+    changes = plan_document(remote, "--rev", "pull-request", "--changes-only")
+    git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=remote.work)
+    merged = ctl.reconcile_once()
+    assert merged.revision == before_merge["revision"]
+    assert entries(before_merge) == entries(pass_document(merged)), message
+    kept = {(s, e["namespace"], e["name"]) for s in ("platforms", "pools", "workloads") for e in changes[s]}
+    for section in ("pools",):
+        for e in before_merge[section]:
+            if "MIG layout:" in e["message"]:  # a re-layout is held back as a change, never dropped
+                assert (section, e["namespace"], e["name"]) in kept, e
+
+
+def test_replicas_and_a_mig_relayout_are_planned_as_the_merge_does(
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
+) -> None:
+    ctl, remote, _clock = steady
+    replicated = yaml.safe_load(pool_workload("fanout", 1))
+    replicated["spec"]["replicas"] = 2
+    _merge_planned(
+        ctl,
+        remote,
+        {
+            "project-b/workloads/fanout.yaml": yaml.safe_dump(replicated),
+            "project-b/workloads/mig-serve.yaml": pool_workload("mig-serve", 1, "3g.40gb"),
+        },
+        "fanout: 2 replicas; mig-serve on a bigger slice",
+    )
+
+
+def test_an_invalid_scaling_policy_and_its_revert_are_planned_as_the_merges_do(
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock],
+) -> None:
+    ctl, remote, _clock = steady
+    broken = {**POLICY, "spec": {**POLICY["spec"], "cooldownDuration": "soon"}}
+    _merge_planned(
+        ctl, remote, {"project-b/scalingpolicy.yaml": yaml.safe_dump(broken)}, "a typo in the policy"
+    )
+    _merge_planned(ctl, remote, {"project-b/scalingpolicy.yaml": yaml.safe_dump(POLICY)}, "revert the typo")

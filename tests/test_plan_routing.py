@@ -19,6 +19,8 @@ from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from reconciler.palette.observe import Snapshot, managed_clusters
 from reconciler.plan import Action, Observed, merge, plan_targets
 from reconciler.resolve import Target, route
+from reconciler.runtime.preview import PreviewOptions, preview
+from reconciler.runtime.preview_observe import SnapshotObserver, read_snapshot_file
 from tests._allocate_support import cluster, cps, desired, inventory, machine, platform
 from tests._palette_support import PROJECT_A, PROJECT_B, client, host, running
 
@@ -70,11 +72,10 @@ def load(files: dict[str, str]) -> DesiredState:
 
 
 def offline_plan(desired_state: DesiredState, snapshot: Snapshot, max_deletions: int = 1) -> dict[str, Any]:
-    """Exactly what ``plan --inventory FILE`` computes (the same functions, without the printing)."""
-    url = plan_command.snapshot_url(Path("inventory.json"))
-    routing = route(desired_state, url)
-    observed = plan_command.observe_snapshot(snapshot, routing, url)
-    return plan_command.plan_pass(desired_state, routing, observed, max_deletions).to_json()
+    """Exactly what ``plan --inventory FILE`` computes (the same entry point, without the printing)."""
+    observer = SnapshotObserver(Path("inventory.json"), snapshot)
+    options = PreviewOptions(max_deletions=max_deletions)
+    return preview(desired_state, observer, options=options).plan.to_json()
 
 
 def run_plan(desired_state: DesiredState, server_url: str, server: Any) -> dict[str, Any]:
@@ -123,6 +124,7 @@ def test_offline_plan_places_each_namespace_only_on_hosts_of_its_settings_projec
     }
     assert code == plan_command.EXIT_REJECTED
     with running(hosts) as server:
+        out.pop("basis")
         assert run_plan(load(files), server.url, server) == {**out, "revision": "r1"}
 
 
@@ -157,6 +159,7 @@ def test_prune_guard_message_counts_every_deletion_of_the_pass() -> None:
     assert len(blocked) == 3
     assert {p.message for p in blocked} == {
         "would delete 3 platform clusters, more than --max-deletions 1; nothing is deleted"
+        " (approve with the commit trailer Reconciler-Allow-Deletions: 3, or split the change)"
     }
     assert not any(p.action is Action.DELETE for plan in plans.values() for p in plan.platforms)
 
@@ -236,8 +239,9 @@ def test_plan_command_shows_exactly_what_the_next_run_pass_does(
     import subprocess
     import sys
 
-    from reconciler.controller import Controller, ControllerOptions
     from reconciler.emulator import EmulatorServer
+    from reconciler.runtime import wiring
+    from reconciler.runtime.options import ControllerOptions
     from tests._git_support import RemoteRepo
 
     files = {
@@ -303,9 +307,9 @@ def test_plan_command_shows_exactly_what_the_next_run_pass_does(
 
     key = "plan-equals-apply-key-0123456789"
     monkeypatch.setenv("PALETTE_API_KEY", key)
-    with EmulatorServer.from_snapshot(plan_command.read_snapshot(snapshot), key) as emulator:
+    with EmulatorServer.from_snapshot(read_snapshot_file(snapshot), key) as emulator:
         options = ControllerOptions(repo=str(remote.bare), palette_url=emulator.url, cache_dir=tmp_path / "c")
-        ctl = Controller(options)
+        ctl = wiring.build(options)
         try:
             result = ctl.reconcile_once()
         finally:

@@ -171,17 +171,24 @@ def test_pool_being_created_or_without_policy_has_no_subject() -> None:
 
 
 def test_plan_with_prometheus_shows_this_moments_decision() -> None:
-    from reconciler.commands.plan import plan_pass
+    import time
+
+    from reconciler.prometheus.stage import ScalingStage
+    from reconciler.runtime.preview import PreviewOptions, preview
+    from tests._preview_support import FixedObserver
     from tests._prometheus_support import FakePrometheus
 
     machines, clusters = running_pool()
     state = desired(pool("shared", {H100: 8}, scaling_policy="gpu-autoscale"), policy())
     routing = route(state, "http://palette")
-    observed = {t: Observed(inventory(machines), clusters) for t in routing.targets}
-    assert plan_pass(state, routing, observed, 1).to_json()["pools"][0]["scaling"]["reason"] == "NotEvaluated"
-    with FakePrometheus() as prometheus:
+    observer = FixedObserver(
+        "http://palette", {t: Observed(inventory(machines), clusters) for t in routing.targets}
+    )
+    assert preview(state, observer).plan.to_json()["pools"][0]["scaling"]["reason"] == "NotEvaluated"
+    with FakePrometheus() as prometheus, ScalingStage(prometheus.url) as samples:
         prometheus.answers.values = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 97.0}
-        block = plan_pass(state, routing, observed, 1, prometheus.url).to_json()["pools"][0]["scaling"]
+        options = PreviewOptions(now=time.time(), samples=samples)
+        block = preview(state, observer, options=options).plan.to_json()["pools"][0]["scaling"]
         assert len(prometheus.answers.requests) == 1  # one pool, one metric
     assert (block["policy"], block["decision"], block["reason"]) == ("gpu-autoscale", "up", "ScaledUp")
     assert "GPU utilisation 97% > 80%" in block["message"]

@@ -29,6 +29,24 @@ def test_committed_schemas_are_up_to_date(tmp_path: Path) -> None:
     assert sorted(generated) == sorted(f"{kind.lower()}.json" for kind in KINDS)
 
 
+def test_the_field_reference_is_generated_from_the_models(tmp_path: Path) -> None:
+    """docs/reference/ is what `reconciler schemas --reference` writes: it cannot drift from the models."""
+    reference = Path(__file__).resolve().parent.parent / "docs" / "reference"
+    assert schemas.run(tmp_path / "schemas", tmp_path / "reference") == 0
+    generated = {p.name: p.read_text() for p in (tmp_path / "reference").iterdir()}
+    committed = {p.name: p.read_text() for p in reference.glob("*.md")}
+    assert generated == committed, (
+        "docs/reference/ is out of date: run `reconciler schemas --reference docs/reference`"
+    )
+    assert sorted(generated) == sorted([*(f"{kind.lower()}.md" for kind in KINDS), "README.md"])
+    pool = generated["computepool.md"]
+    for row in ("| `spec.gpus[].family` | string | yes |", '| `spec.mode` | string |  | `"shared"` |'):
+        assert row in pool, row
+    for kind in KINDS:  # every field of every kind, nested ones included, has a row
+        page = generated[f"{kind.lower()}.md"]
+        assert "| `metadata.name` | string | yes |" in page and "| `apiVersion` |" in page
+
+
 def test_schemas_are_draft_2020_12_and_strict() -> None:
     for path in SCHEMAS.glob("*.json"):
         schema = json.loads(path.read_text())

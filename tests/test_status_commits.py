@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from reconciler.controller import Controller
 from reconciler.emulator import EmulatorServer
+from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import controller, status_doc, status_tip
 from tests._git_support import RemoteRepo, git
 
@@ -25,7 +25,7 @@ MERGE = "Merge pull request #12 from team/pause-inference"
 MERGER = "Pat Merger <pat@example.com>"
 
 
-def settle(ctl: Controller) -> None:
+def settle(ctl: Pipeline) -> None:
     """Passes until every platform is Running and a pass commits nothing."""
     for _ in range(40):
         result = ctl.reconcile_once()

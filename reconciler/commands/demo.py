@@ -30,7 +30,6 @@ from rich.live import Live
 from rich.table import Table
 
 from reconciler.commands import demo_scaling
-from reconciler.controller import Controller, ControllerOptions, PassResult
 from reconciler.emulator import EmulatorServer
 from reconciler.logging import configure_logging
 from reconciler.metrics import PassOutcome
@@ -38,6 +37,10 @@ from reconciler.model.conditions import Phase
 from reconciler.model.desired import PlatformKey
 from reconciler.palette.observe import load_snapshot
 from reconciler.plan import DONE, Action, PlatformPlan
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
+from reconciler.runtime.outcome import PassResult
+from reconciler.runtime.pipeline import Pipeline
 from reconciler.server import Server
 from reconciler.source.status_reader import StatusBranch
 from reconciler.status.view import ResourceRow, load_yaml, rows
@@ -82,6 +85,8 @@ def make_remote(sample: Path, workspace: Path) -> Path:
     git("-C", str(work), "add", "-A")
     git("-C", str(work), "commit", "-q", "-m", "Sample PaletteAI compute configuration")
     git("clone", "-q", "--bare", str(work), str(remote))
+    # The server's repository has no upstream: readers of its status branch read it, not an "origin".
+    git("--git-dir", str(remote), "remote", "remove", "origin")
     return remote
 
 
@@ -324,7 +329,7 @@ def run(keep: bool, heartbeat: float = 30.0) -> int:
             resync_interval=1.0,
             cache_dir=workspace / "cache",
         )
-        controller = Controller(options)
+        controller = wiring.build(options)
         server = Server(
             controller.metrics, webhook_secret=None, on_webhook=lambda _p: _start_pass(controller)
         )
@@ -554,6 +559,6 @@ def _follow(console: Console, passes: queue.Queue[PassResult], stop: threading.E
             _print(console, beat)
 
 
-def _start_pass(controller: Controller) -> bool:
+def _start_pass(controller: Pipeline) -> bool:
     controller.request_pass()
     return True

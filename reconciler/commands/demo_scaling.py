@@ -24,11 +24,12 @@ from typing import Any
 
 import yaml
 
-from reconciler.controller import Controller, ControllerOptions
 from reconciler.emulator import EmulatorServer
 from reconciler.emulator.utilization import METRICS_PATH
 from reconciler.model.pools import KIND_LABEL, POOL_KIND
 from reconciler.palette.observe import load_snapshot
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
 from reconciler.source import GitError
 from reconciler.source.status_reader import StatusBranch
 from reconciler.status.view import load_yaml
@@ -83,12 +84,12 @@ def scene(
 
 
 def _config(sample: Path, root: Path) -> Path:
-    """Project b without its platforms and workloads, the pool with the demo policy."""
+    """Project b without its platforms, workloads and Environment, the pool with the demo policy."""
     config = root / "sample"
     shutil.copytree(
         sample / "project-b",
         config / "project-b",
-        ignore=shutil.ignore_patterns("platforms", "workloads", "finetune-l40s.yaml"),
+        ignore=shutil.ignore_patterns("platforms", "workloads", "finetune-l40s.yaml", "environment-*.yaml"),
     )
     pool = yaml.safe_load((sample / POOL_FILE).read_text(encoding="utf-8"))
     pool["spec"]["resourceGroups"] = {"network-pool": "3"}
@@ -122,7 +123,7 @@ def _scene(
         options = ControllerOptions(
             repo=str(remote), palette_url=emulator.url, cache_dir=root / "cache", prometheus_url=prometheus
         )
-        controller = Controller(options, environ={"PALETTE_API_KEY": api_key})
+        controller = wiring.build(options, environ={"PALETTE_API_KEY": api_key})
         try:
             while _phase(remote) != "Running":
                 if time.monotonic() > deadline:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from reconciler.commands import schema_reference
 from reconciler.model.resources import KINDS
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -32,13 +33,22 @@ def render(kind: str) -> str:
     return json.dumps(schema_for(kind), indent=2, sort_keys=False) + "\n"
 
 
-def run(out: Path) -> int:
-    """Write every kind's schema to ``out``. Exit 0 done, 2 when the directory cannot be written."""
+def run(out: Path, reference: Path | None = None) -> int:
+    """Write every kind's schema to ``out`` and, with ``reference``, its field reference page there
+    (:mod:`reconciler.commands.schema_reference`). Exit 0 done, 2 when a directory cannot be written."""
+    target = out
     try:
         out.mkdir(parents=True, exist_ok=True)
         for kind in sorted(KINDS):
             (out / f"{kind.lower()}.json").write_text(render(kind), encoding="utf-8")
+        if reference is not None:
+            target = reference
+            reference.mkdir(parents=True, exist_ok=True)
+            for kind in sorted(KINDS):
+                text = schema_reference.page(kind, schema_for(kind))
+                (reference / f"{kind.lower()}.md").write_text(text, encoding="utf-8")
+            (reference / "README.md").write_text(schema_reference.index(sorted(KINDS)), encoding="utf-8")
     except OSError as exc:
-        print(f"error: cannot write schemas to {out}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"error: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     return 0

@@ -162,6 +162,7 @@ class EmulatorApp:
         self.state = state
         self.faults = faults
         self.stats = stats
+        self._late: list[tuple[float, Scope, bytes]] = []  # requests to carry out later (due, ...)
         self.utilization = Utilization(state)
         # The emulator's own clock: a test with a fake clock decides when tokens come back.
         self.limiter = RateLimiter(
@@ -185,6 +186,7 @@ class EmulatorApp:
         method: str = scope["method"]
         template = self._template(scope)
         dated = self._dated(send)
+        await self._deliver_late()
         decision = self.faults.decide(method, path)
         if decision.latency:
             await asyncio.sleep(decision.latency)
@@ -220,14 +222,26 @@ class EmulatorApp:
                 self.stats.record(method, template, int(message["status"]))
             await dated(message)
 
-        if decision.lost:  # carried out, but the client is told it failed
+        if decision.lost:  # carried out (now or later), but the client is told it failed
             error = fault_error(Decision(status=decision.lost), method, path)
-            await self._palette(scope, receive, _swallowed)
+            if decision.late_by is not None:
+                body = await _read_body(receive)
+                self._late.append((self.state.clock() + decision.late_by, scope, body))
+            else:
+                await self._palette(scope, receive, _swallowed)
             self.stats.record(method, template, decision.lost)
             await _error_response(error)(scope, receive, dated)
             return
         send_on = counting_send if not decision.corrupt else _corrupting(counting_send, decision)
         await self._palette(scope, receive, send_on)
+
+    async def _deliver_late(self) -> None:
+        """Carry out the late requests that are due (their answers went nowhere long ago)."""
+        now = self.state.clock()
+        due = [item for item in self._late if item[0] <= now]
+        self._late = [item for item in self._late if item[0] > now]
+        for _at, scope, body in due:
+            await self._palette(scope, _replay(body), _swallowed)
 
     def _dated(self, send: Send) -> Send:
         """``send`` adding a ``Date`` header from the emulator's clock (so a fake clock shows in it)."""
@@ -359,6 +373,14 @@ class EmulatorApp:
             return JSONResponse(machine)
 
         @_handles_errors
+        async def delete_machine(request: Request) -> Response:
+            params = request.path_params
+            state.delete_machine(
+                params["configUid"], params["machinePoolName"], params["machineUid"], _project(request)
+            )
+            return Response(status_code=204)
+
+        @_handles_errors
         async def overview(request: Request) -> Response:
             return JSONResponse(state.cluster_overview(request.path_params["uid"], _project(request)))
 
@@ -370,6 +392,7 @@ class EmulatorApp:
             Route(profiles, delete_profiles, methods=["DELETE"]),
             Route(machines, list_machines, methods=["GET"]),
             Route(machines + "/{machineUid}", get_machine, methods=["GET"]),
+            Route(machines + "/{machineUid}", delete_machine, methods=["DELETE"]),
             Route("/v1/dashboard/spectroclusters/{uid}/overview", overview, methods=["GET"]),
         ]
 
@@ -445,6 +468,32 @@ class EmulatorApp:
 
 async def _swallowed(message: Message) -> None:
     """Where the answer of a request whose answer is lost goes."""
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    """A ``receive`` that hands over ``body`` once (a late request carried out)."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
 
 
 def _corrupting(send: Send, decision: Decision) -> Send:

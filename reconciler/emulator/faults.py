@@ -41,6 +41,11 @@ class FaultRule:
     # Lost answers: the next N matching requests are carried out, then answered ``error_status`` (a
     # 503 after Palette acted, or an answer the client gave up on: it never learns what happened).
     lost_next: int = 0
+    # Late delivery: the next N matching requests are answered ``error_status`` at once (the client
+    # gave up) and carried out ``late_by`` seconds later on the emulator's clock (at the first request
+    # after that), as a request stuck in a proxy would be.
+    late_next: int = 0
+    late_by: float = 0.0
     _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -58,7 +63,7 @@ class FaultRule:
         if not 500 <= self.error_status <= 599:
             raise ValueError("error_status must be a 5xx status")
         counts = (self.error_next, self.burst_429, self.drop_next, self.corrupt_next, self.lost_next)
-        if min(counts) < 0 or self.latency < 0:
+        if min(*counts, self.late_next) < 0 or min(self.latency, self.late_by) < 0:
             raise ValueError("counts and latency must not be negative")
 
     @classmethod
@@ -99,6 +104,7 @@ class Decision:
     share: float = 0.0
     seed: int = 0
     lost: int = 0  # carry the request out, then answer this status instead of Palette's answer
+    late_by: float | None = None  # answer ``lost`` now, carry the request out this much later
 
 
 def parse_rules(text: str | None) -> list[FaultRule]:
@@ -160,6 +166,9 @@ class Faults:
                 if rule.lost_next > 0:
                     rule.lost_next -= 1
                     return Decision(latency, lost=rule.error_status)
+                if rule.late_next > 0:
+                    rule.late_next -= 1
+                    return Decision(latency, lost=rule.error_status, late_by=rule.late_by)
                 if rule.corrupt and rule.corrupt_next > 0:
                     rule.corrupt_next -= 1
                     seed = self._rng.randrange(2**32)

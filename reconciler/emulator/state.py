@@ -110,6 +110,9 @@ class EmulatorState:
         self.provision_seconds = provision_seconds
         self.delete_seconds = delete_seconds
         self.clock = clock
+        # Palette's search index lags its store: a cluster created less than this many seconds ago (on
+        # ``clock``) is not listed by the cluster search yet; ``GET`` by uid finds it at once.
+        self.index_delay = 0.0
         self.lock = threading.RLock()
         self._counter = 0
         self.hosts: dict[str, dict[str, Any]] = {}
@@ -313,10 +316,12 @@ class EmulatorState:
             if token and cached is not None and cached[0] == self._version:
                 matching = cached[1]
             else:
+                indexed = self.clock() - self.index_delay
                 matching = [
                     summary
                     for c in sorted(self.clusters.values(), key=lambda c: (c.name, c.uid))
                     if self._in_scope(c.project_uid, project)
+                    and (self.index_delay <= 0 or c.created <= indexed)
                     for summary in (self.cluster_summary(c),)
                     if predicate(summary)
                 ]
@@ -518,6 +523,27 @@ class EmulatorState:
                 if machine_uid == _machine_uid(cluster.uid, host_uid):
                     return self._machine_document(cluster, pool, host_uid)
             raise ApiError(404, "ResourceNotFound", f"machine {machine_uid} not found")
+
+    def delete_machine(self, config_uid: str, pool_name: str, machine_uid: str, project: str | None) -> None:
+        """``DELETE .../machines/{machineUid}``: the machine leaves its pool and its host is free again
+        (Palette drains and removes the node; the Terraform provider deletes the machines of removed
+        hosts before it PUTs the pool without them). The last machine of a control-plane pool stays."""
+        with self.lock:
+            self.sweep()
+            cluster = self._cluster_by_config(config_uid, project)
+            if cluster.deleting_since is not None:
+                raise ApiError(409, "ClusterDeleting", f"cluster {cluster.name} is being deleted")
+            pool = cluster.pool(pool_name)
+            if pool is None:
+                raise ApiError(404, "ResourceNotFound", f"machine pool {pool_name} not found")
+            host_uid = next((h for h in pool.hosts if _machine_uid(cluster.uid, h) == machine_uid), None)
+            if host_uid is None:
+                raise ApiError(404, "ResourceNotFound", f"machine {machine_uid} not found")
+            if pool.is_control_plane and len(pool.hosts) == 1:
+                raise ApiError(400, "InvalidRequest", "a control-plane pool needs at least one machine")
+            self._release(host_uid, cluster.uid)
+            pool.hosts = [h for h in pool.hosts if h != host_uid]
+            pool.entities = {h: e for h, e in pool.entities.items() if h != host_uid}
 
     def _machine_document(self, cluster: Cluster, pool: Pool, host_uid: str) -> dict[str, Any]:
         """``v1EdgeNativeMachine``: named as the host (the provider matches machines to hosts by name)."""

@@ -24,7 +24,7 @@ from reconciler.manifests.record import Facts, Record, examine
 from reconciler.manifests.schema import PathElem, Problem, field_path
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, Identity, Loaded, SourceRef
-from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic, Severity
+from reconciler.model.diagnostics import REFERENCE_INVALID, UNKNOWN_GPU_FAMILY, Diagnostic, Severity
 from reconciler.model.gpu import KNOWN_FAMILIES, canonical_family
 from reconciler.model.resources import Compute, ComputePool, ComputeProfile, Project
 from reconciler.profiles import has_cluster_profile, no_profile_diagnostic
@@ -218,6 +218,7 @@ def _need(
                 path,
                 f"{where}: {kind} {ns}/{name} is invalid (see its errors); this platform is kept as it is "
                 "until it is fixed",
+                reason=REFERENCE_INVALID,
             )
         )
 
@@ -302,7 +303,8 @@ def _check_admission(items: list[Record], index: _Index) -> None:
                     ("spec", "gpus", i, "count"),
                     f"spec.gpus[{i}].count: {breach.count} {breach.family} GPUs exceed the limit of "
                     f"{breach.limit} in ComputeProfile {profile.metadata.namespace}/{profile.metadata.name}; "
-                    "this platform will be rejected with GPULimitExceeded",
+                    "this platform is rejected with GPULimitExceeded: a new one is not created, a running "
+                    "one is kept as it is (Degraded, not scaled) until the request or the limit changes",
                     reason=Reason.GPU_LIMIT_EXCEEDED,
                 )
             )

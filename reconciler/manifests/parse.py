@@ -24,6 +24,8 @@ MAX_DEPTH = 100
 # Nodes a document may expand to through aliases, and alias uses per document.
 MAX_EXPANDED_NODES = 100_000
 MAX_ALIASES = 100
+MAX_DOCUMENTS = 10_000  # YAML documents in one file (empty ones count: each costs the parser a pass)
+_DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)
 
 _TAB_INDENT = re.compile(r"^[ ]*\t", re.MULTILINE)
 
@@ -346,12 +348,33 @@ def parse_file(path: str, data: bytes) -> ParsedFile:
             column = tab.end() - tab.start()
             message = "tab character in indentation; YAML allows only spaces"
             return _reject(path, _error(path, line, column, message), text)
+    too_many = _documents_over_limit(text)
+    if too_many is not None:
+        message = (
+            f"more than {MAX_DOCUMENTS:,} YAML documents in one file (document {MAX_DOCUMENTS + 1:,} starts "
+            "here); refused: split the file"
+        )
+        return _reject(path, _error(path, too_many, 1, message), text)
     if _depth_bound(text) > MAX_DEPTH:
         depth, line, column = _exact_depth(text)
         if depth > MAX_DEPTH:
             message = f"nesting deeper than {MAX_DEPTH} levels; refused"
             return _reject(path, _error(path, line, column, message), text)
     return _load(path, text, has_anchors="&" in text)
+
+
+def _documents_over_limit(text: str) -> int | None:
+    """The line of the first document past :data:`MAX_DOCUMENTS` (None when within it). Documents are
+    counted by their start markers (``---`` at the start of a line, which ends any scalar), so the
+    check costs one scan, not a parse; the first document needs no marker."""
+    if text.count("---") < MAX_DOCUMENTS:
+        return None
+    starts = 0 if text.lstrip().startswith("---") else 1
+    for found in _DOCUMENT_START.finditer(text):
+        starts += 1
+        if starts > MAX_DOCUMENTS:
+            return text.count("\n", 0, found.start()) + 1
+    return None
 
 
 def _load(path: str, text: str, has_anchors: bool) -> ParsedFile:

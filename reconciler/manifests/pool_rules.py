@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.manifests.schema import PathElem, Problem, field_path
 from reconciler.model.conditions import Reason
+from reconciler.model.diagnostics import REFERENCE_INVALID
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.pools import WorkloadRequest, canonical_limits
 from reconciler.model.resources import ComputePool, ComputeProfile, Project, Resource
@@ -302,6 +303,7 @@ def _need_into(
                 path,
                 f"{where}: {kind} {ns}/{name} is invalid (see its errors); this resource is kept as it is "
                 "until it is fixed",
+                reason=REFERENCE_INVALID,
             )
         )
 
@@ -381,8 +383,8 @@ def _warn_tenants(docs: Sequence[PoolDoc], index: _Index) -> None:
                 Problem(
                     ("spec", "computePoolRef", "name"),
                     f"spec.computePoolRef: ComputePool {ns}/{pool_name} is dedicated and {ns}/{first} comes "
-                    "first (priority, then name; an already admitted workload keeps it): this one will be "
-                    "rejected with PoolDedicated",
+                    "first (priority, then name): unless this one is the workload already admitted (it "
+                    f"keeps the pool), it is rejected with PoolDedicated{_WHICH}",
                 )
             )
 
@@ -433,6 +435,11 @@ def _warn_ignored_platform_fields(doc: PoolDoc, platform: Facts) -> None:
             )
 
 
+# validate reads no status: what is admitted keeps its GPUs whatever the rules say now (docs/pools.md,
+# "Sticky"), and only a plan knows which workloads are admitted.
+_WHICH = " (validate does not know what is admitted: plan --from-status says)"
+
+
 def _warn_request(doc: PoolDoc, facts: Facts, pool: ComputePool, index: _Index) -> None:
     request = facts.request
     assert request is not None  # the caller checks
@@ -444,7 +451,8 @@ def _warn_request(doc: PoolDoc, facts: Facts, pool: ComputePool, index: _Index) 
             Problem(
                 ("spec", "gpus", i, "mig"),
                 f"spec.gpus[{i}].mig: {pool_label} has mig.strategy {strategy}; MIG instances need "
-                "mig.strategy: mixed: this workload will be rejected with MIGUnsupported",
+                "mig.strategy: mixed: unless it is already admitted (it then keeps its instances), this "
+                f"workload is rejected with MIGUnsupported{_WHICH}",
             )
         )
     pool_families: set[GpuFamily] = set()
@@ -476,7 +484,8 @@ def _warn_request(doc: PoolDoc, facts: Facts, pool: ComputePool, index: _Index) 
                     ("spec", "gpus"),
                     f"spec.gpus: {count} {family} GPUs{rounded} exceed the limit "
                     f"of {limit} in ComputeProfile {profile.metadata.namespace}/{profile.metadata.name} of "
-                    f"{pool_label}; this workload will be rejected with GPULimitExceeded",
+                    f"{pool_label}; unless it is already admitted (lowered limits evict nothing), this "
+                    f"workload is rejected with GPULimitExceeded{_WHICH}",
                 )
             )
 

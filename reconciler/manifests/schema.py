@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from reconciler.model.duration import DURATION_PATTERN
 from reconciler.model.resources import KINDS, Resource
 
 PathElem = str | int
@@ -92,6 +93,8 @@ def _problem(kind: str, model: type[BaseModel], err: ErrorDetails, secret: bool)
         message = f"must be >= {err.get('ctx', {}).get('ge', 0)}"
     elif typ in ("int_type", "int_parsing", "int_from_float"):
         message = "must be an integer"
+    elif typ in ("string_type",) and _is_duration(model, path):
+        message = "must be a duration with its unit, such as 30s, 5m or 1h30m (a bare number has no unit)"
     elif typ in ("string_type",):
         message = "must be a string (quote values such as 'true' or '3')"
     elif typ in ("dict_type", "model_type", "model_attributes_type"):
@@ -132,6 +135,18 @@ def _unknown_field(kind: str, model: type[BaseModel], path: tuple[PathElem, ...]
 
 def _aliases(model: type[BaseModel]) -> list[str]:
     return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _is_duration(model: type[BaseModel], path: Sequence[PathElem]) -> bool:
+    """Whether the field at ``path`` is a Go duration (its schema carries the duration pattern): a bare
+    number there lacks a unit, which quoting would not fix."""
+    owner = _model_at(model, path[:-1]) if path else None
+    if owner is None:
+        return False
+    by_alias = {info.alias or name: info for name, info in owner.model_fields.items()}
+    info = by_alias.get(str(path[-1]))
+    extra = info.json_schema_extra if info is not None else None
+    return isinstance(extra, dict) and extra.get("pattern") == DURATION_PATTERN
 
 
 def _model_at(model: type[BaseModel], path: Sequence[PathElem]) -> type[BaseModel] | None:

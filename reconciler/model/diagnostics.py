@@ -8,6 +8,9 @@ from typing import Any
 
 # Diagnostic reasons that are not condition reasons (those are in reconciler.model.conditions.Reason).
 UNKNOWN_GPU_FAMILY = "UnknownGPUFamily"
+REFERENCE_INVALID = "ReferenceInvalid"
+"""The reason of an error that only follows from another document's: it references one that is invalid.
+Such cascade errors sort after every root cause, so the first error a reader sees is one to fix."""
 
 
 class Severity(StrEnum):
@@ -49,5 +52,6 @@ class Diagnostic:
             "message": self.message,
         }
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.file, self.line, self.column, self.message)
+    def sort_key(self) -> tuple[bool, str, int, int, str]:
+        """Root causes first, then cascades (:data:`REFERENCE_INVALID`); each by file and position."""
+        return (self.reason == REFERENCE_INVALID, self.file, self.line, self.column, self.message)

@@ -56,17 +56,27 @@ class MigGpuType:
 
 
 def _seven_slice(
-    key: str, family: str, memory_gb: tuple[int, ...], small: int, double: int, quad: int
+    key: str,
+    family: str,
+    memory_gb: tuple[int, ...],
+    small: int,
+    double: int,
+    quad: int,
+    *,
+    media: bool = True,
+    double_1g: bool = True,
 ) -> MigGpuType:
     """A 7-compute/8-memory-slice GPU: 1g has ``small`` GB, 1g-doubled and 2g ``double``, 3g and 4g ``quad``.
 
     NVIDIA rounds each name separately, so the sizes come from NOTES.md section 2.2, not from arithmetic.
+    ``media``: NVIDIA lists a ``1g+me`` profile for it; ``double_1g``: it lists a 1g with doubled memory
+    (mig-parted's tables for GB200, B300 and GB300 name no ``+me``, GB300 no doubled 1g).
     """
     whole = memory_gb[0]
     table = (
         (f"1g.{small}gb", 1, 1, (0, 1, 2, 3, 4, 5, 6)),
-        (f"1g.{small}gb{MEDIA_SUFFIX}", 1, 1, (0, 1, 2, 3, 4, 5, 6)),
-        (f"1g.{double}gb", 1, 2, (0, 2, 4, 6)),
+        *([(f"1g.{small}gb{MEDIA_SUFFIX}", 1, 1, (0, 1, 2, 3, 4, 5, 6))] if media else []),
+        *([(f"1g.{double}gb", 1, 2, (0, 2, 4, 6))] if double_1g else []),
         (f"2g.{double}gb", 2, 2, (0, 2, 4)),
         (f"3g.{quad}gb", 3, 4, (0, 4)),
         (f"4g.{quad}gb", 4, 4, (0,)),
@@ -113,6 +123,10 @@ CATALOGUE: tuple[MigGpuType, ...] = (
     _seven_slice("NVIDIA-H200-141GB", "NVIDIA-H200", (141,), small=18, double=35, quad=71),
     # B200: 180 GB usable of 192 GB; agents may report either.
     _seven_slice("NVIDIA-B200-180GB", "NVIDIA-B200", (180, 192), small=23, double=45, quad=90),
+    # GB200 (HGX, 0x2941): 186 GB usable of 192; B300 (0x3182): 269 of 288; GB300 (0x31C2): 278 of 288.
+    _seven_slice("NVIDIA-GB200-186GB", "NVIDIA-GB200", (186, 192), 23, 47, 93, media=False),
+    _seven_slice("NVIDIA-B300-269GB", "NVIDIA-B300", (269, 288), 34, 67, 135, media=False),
+    _seven_slice("NVIDIA-GB300-278GB", "NVIDIA-GB300", (278, 288), 35, 70, 139, media=False, double_1g=False),
     _entry(
         "NVIDIA-A30-24GB",
         "NVIDIA-A30",
@@ -125,6 +139,21 @@ CATALOGUE: tuple[MigGpuType, ...] = (
             ("2g.12gb", 2, 2, (0, 2)),
             (f"2g.12gb{MEDIA_SUFFIX}", 2, 2, (0, 2)),
             ("4g.24gb", 4, 4, (0,)),
+        ),
+    ),
+    # RTX PRO 6000 Blackwell Server Edition 96GB (0x2BB5): 4 slices, at most 4 instances. Its `+gfx`,
+    # `-me` and `+me.all` variants of 1g are not in the catalogue (a request for one is MIGUnsupported).
+    # The family is what discovery reads from the model "RTX PRO 6000 Blackwell Server Edition".
+    _entry(
+        "NVIDIA-RTX-PRO-6000-BLACKWELL-96GB",
+        "NVIDIA-RTX-PRO-6000-BLACKWELL-SERVER-EDITION",
+        (96,),
+        4,
+        4,
+        (
+            ("1g.24gb", 1, 1, (0, 1, 2, 3)),
+            ("2g.48gb", 2, 2, (0, 2)),
+            ("4g.96gb", 4, 4, (0,)),
         ),
     ),
 )

@@ -55,6 +55,8 @@ CLUSTER_CREATE = "/v1/spectroclusters/edge-native"
 CLOUD_CONFIG = "/v1/cloudconfigs/edge-native/{configUid}"
 MACHINE_POOLS = "/v1/cloudconfigs/edge-native/{configUid}/machinePools"
 MACHINE_POOL = "/v1/cloudconfigs/edge-native/{configUid}/machinePools/{machinePoolName}"
+POOL_MACHINES = MACHINE_POOL + "/machines"
+POOL_MACHINE = POOL_MACHINES + "/{machineUid}"
 CLUSTER_PROFILES = "/v1/spectroclusters/{uid}/profiles"
 
 RequestHook = Callable[[str, str, int], None]
@@ -246,6 +248,22 @@ class PaletteClient:
                 found.append(item)
         return found
 
+    def find_cluster_by_name(self, name: str) -> dict[str, Any] | None:
+        """The cluster summary named ``name`` (not deleted), or None: the SDK's ``GetClusterByName``
+        search (a ``clusterName`` filter). Used to confirm that a create whose answer was lost did
+        not happen, once Palette's search index has had time to list it."""
+        body = cluster_search_body()
+        body["filter"]["filterGroups"].append(
+            {"conjunction": "and", "filters": [string_filter("clusterName", [name])]}
+        )
+        for item in self._search(CLUSTERS_SEARCH, body):
+            summary = self._check(wire.SpectroClusterSummary, item, "POST", CLUSTERS_SEARCH)
+            if summary.metadata.name == name and (
+                summary.status is None or summary.status.state != "Deleted"
+            ):
+                return item
+        return None
+
     def get_cluster(self, uid: str) -> dict[str, Any] | None:
         """The cluster (``v1SpectroCluster``), or None when it is gone (404 or state ``Deleted``)."""
         try:
@@ -285,6 +303,21 @@ class PaletteClient:
         """Add a machine pool to a cluster (for a first worker pool). Not retried after ambiguous failures."""
         params = {"configUid": config_uid}
         self._call("POST", MACHINE_POOLS, params, json=dict(entity), idempotent=False, mutating=True)
+
+    def list_pool_machines(self, config_uid: str, pool_name: str) -> list[dict[str, Any]]:
+        """The machines of one edge-native machine pool (``v1EdgeNativeMachines.items``)."""
+        params = {"configUid": config_uid, "machinePoolName": pool_name}
+        body = self._json(self._call("GET", POOL_MACHINES, params))
+        items = body.get("items") if isinstance(body, dict) else None
+        return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+    def delete_pool_machine(self, config_uid: str, pool_name: str, machine_uid: str) -> None:
+        """Delete one machine of a pool (204); one already gone is fine."""
+        params = {"configUid": config_uid, "machinePoolName": pool_name, "machineUid": machine_uid}
+        try:
+            self._call("DELETE", POOL_MACHINE, params, mutating=True)
+        except NotFoundError:
+            return
 
     # --- cluster profiles of a cluster (docs/palette.md) --------------------------------
 

@@ -96,7 +96,7 @@ class Shortfall:
         if too_small:
             return head + too_small
         short = need - free
-        unblock = self._who_frees(family, short, request.key)
+        unblock = self._who_frees(request, family, short)
         grow = f"the pool grows by {short}"
         return head + (f"; frees when {unblock}, or {grow}" if unblock else f"; frees when {grow}")
 
@@ -113,9 +113,11 @@ class Shortfall:
         )
         return head + self._too_small(family, per)
 
-    def _who_frees(self, family: GpuFamily, short: int, me: WorkloadKey) -> str | None:
-        """The fewest holders whose removal would free ``short`` GPUs of ``family`` (the smallest one that
-        is enough, else the largest first)."""
+    def _who_frees(self, request: WorkloadRequest, family: GpuFamily, short: int) -> str | None:
+        """The fewest holders whose removal would let every replica be bound: the smallest single
+        holder that is enough, else the largest first. Freed GPUs count on their own hosts (a replica's
+        GPUs are on one host), so a holder whose GPUs are spread over hosts that stay too small for a
+        replica is never named; None when no removal would do."""
         if self._holds is None:  # who holds what, counted once per pass and only when needed
             counts: dict[GpuFamily, dict[WorkloadKey, int]] = {}
             for ref, key in self.free.holder.items():
@@ -125,14 +127,15 @@ class Shortfall:
             self._holds = {f: sorted((n, k) for k, n in per.items()) for f, per in counts.items()}
             self._held = {f: sum(per.values()) for f, per in counts.items()}
             self._by_key = counts
+        me = request.key
         holds = self._holds.get(family, [])
         mine = self._by_key.get(family, {}).get(me, 0)
         if self._held.get(family, 0) - mine < short:
             return None
         at = bisect.bisect_left(holds, (short, ("", "")))
-        enough = next((k for n, k in holds[at:] if k != me), None)
-        if enough is not None:
-            return f"{_label(enough)} is removed"
+        for _, key in holds[at:]:
+            if key != me and self._fits_without(request, family, {key}):
+                return f"{_label(key)} is removed"
         chosen: list[WorkloadKey] = []
         got = 0
         for n, key in sorted(holds, key=lambda t: (-t[0], t[1])):
@@ -140,7 +143,26 @@ class Shortfall:
                 continue
             chosen.append(key)
             got += n
-            if got >= short:
-                break
-        names = [_label(k) for k in chosen]
-        return f"{', '.join(names[:-1])} and {names[-1]} are removed"
+            if got >= short and self._fits_without(request, family, set(chosen)):
+                for extra in list(chosen):  # drop any holder the others do without
+                    if len(chosen) > 1 and self._fits_without(request, family, set(chosen) - {extra}):
+                        chosen.remove(extra)
+                names = [_label(k) for k in chosen]
+                return (
+                    names[0] + " is removed"
+                    if len(names) == 1
+                    else (f"{', '.join(names[:-1])} and {names[-1]} are removed")
+                )
+        return None
+
+    def _fits_without(self, request: WorkloadRequest, family: GpuFamily, removed: set[WorkloadKey]) -> bool:
+        """Whether every replica's GPUs of ``family`` find one host once ``removed`` free theirs."""
+        per = request.whole.get(family, 0)
+        if per <= 0:
+            return True
+        free = {host: len(units) for host, units in self.free.by_family.get(family, {}).items()}
+        for ref, key in self.free.holder.items():
+            unit = self.free.units[ref]
+            if key in removed and ref not in self.free.mig_mode and unit.family == family:
+                free[unit.host_uid] = free.get(unit.host_uid, 0) + 1
+        return sum(n // per for n in free.values()) >= request.replicas

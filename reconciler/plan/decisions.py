@@ -348,8 +348,8 @@ def _quota_held(entry: PlatformPlan, message: str | None) -> PlatformPlan:
     """A grow the namespace's GPU quota holds: its cluster keeps its size (held is not unchanged)."""
     if message is None:
         return entry
-    kept = f"; cluster {entry.existing.name} keeps its size" if entry.existing is not None else ""
-    return replace(entry, reason=Reason.QUOTA_EXCEEDED, message=f"scale held: {message}{kept}")
+    kept = f": cluster {entry.existing.name} keeps its size" if entry.existing is not None else ""
+    return replace(entry, reason=Reason.QUOTA_EXCEEDED, message=f"{message}; scale held{kept}")
 
 
 def _tenants(desired: DesiredState) -> list[AIWorkload | MLPlatform]:

@@ -354,10 +354,14 @@ class Plan:
 
     @property
     def placeable(self) -> bool:
-        """True when no platform, pool or workload is rejected or invalid (``plan`` exits 0)."""
+        """True when no platform, pool or workload is rejected or invalid, and no grow is held by a GPU
+        quota (``plan`` exits 0)."""
         clusters = [*self.platforms, *(p.cluster for p in self.pools)]
-        return not any(p.action in (Action.REJECTED, Action.INVALID) for p in clusters) and not any(
-            w.action in _NOT_PLACEABLE for w in self.workloads
+        held = any(p.reason is Reason.QUOTA_EXCEEDED for p in clusters)  # a grow its quota holds back
+        return (
+            not held
+            and not any(p.action in (Action.REJECTED, Action.INVALID) for p in clusters)
+            and not any(w.action in _NOT_PLACEABLE for w in self.workloads)
         )
 
     def get(self, namespace: str, name: str) -> PlatformPlan | None:

@@ -14,6 +14,7 @@ from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.plan import Plan
 from reconciler.resolve import Target
 from reconciler.scaling.stage import ScalingOutcome
+from reconciler.status.creates import CreateIntent
 from reconciler.status.records import Records
 from reconciler.status.snapshot import render_snapshot
 
@@ -75,6 +76,7 @@ class Applied:
     failed_profiles: Mapping[PlatformKey, Outcome] = field(default_factory=dict)  # a workload's profiles
     at: float | None = None  # when the pool writes finished (a scaling action's cooldown runs from it)
     refused: Mapping[Target, str] = field(default_factory=dict)  # targets that refused the key meanwhile
+    creates: tuple[CreateIntent, ...] | None = None  # the open create intents (None: as recorded)
 
     @property
     def writes(self) -> dict[PlatformKey, Outcome]:

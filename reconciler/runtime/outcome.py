@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
-from collections.abc import Mapping
+import os
+import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.metrics import PassOutcome
@@ -92,6 +95,48 @@ def classify(
     if invalid:
         return PassOutcome.INVALID, error
     return PassOutcome.SUCCESS, error
+
+
+NO_SPACE = "No space left on device"
+
+
+def _free_bytes(path: str) -> int | None:
+    """Free bytes on the file system holding ``path`` (its nearest existing parent), or None."""
+    probe = os.path.abspath(path)
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    try:
+        return shutil.disk_usage(probe or "/").free
+    except OSError:
+        return None
+
+
+def os_error(
+    exc: OSError, where: str | None = None, free: Callable[[str], int | None] = _free_bytes
+) -> tuple[PassOutcome, str, str]:
+    """An OS error of a pass (a full disk, a read-only or vanished cache directory, too many open
+    files): transient (the pass is retried with back-off, as for an outage), never an unclassified
+    crash. Returns the outcome, the message (the error, the path and, for a full disk, the free space
+    left) and the metric label (the errno name, ``ENOSPC``). ``where``: the path to report when the
+    error carries none (the cache directory)."""
+    code = errno.errorcode.get(exc.errno or 0, "OSError")
+    path = exc.filename if isinstance(exc.filename, str) else where
+    words = exc.strerror or str(exc)
+    message = f"{code}: {words}"
+    if path:
+        message += f" ({path})"
+    if exc.errno == errno.ENOSPC and path:
+        left = free(path)
+        message += f"; {left:,} bytes free there" if left is not None else "; free space unknown"
+    return PassOutcome.ERROR, f"{message}: transient, the pass is retried with back-off", code
+
+
+def no_space(error: str) -> bool:
+    """Whether a git failure's message says the disk is full (git reports ENOSPC in words)."""
+    return NO_SPACE.lower() in error.lower()
 
 
 def summary(entries: list[PlatformPlan]) -> dict[str, int]:

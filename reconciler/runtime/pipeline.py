@@ -17,18 +17,21 @@ from reconciler.deletions import approved_deletions
 from reconciler.logging import get_logger, pass_context
 from reconciler.metrics import PassOutcome
 from reconciler.model.desired import DesiredState
+from reconciler.plan import merge
 from reconciler.resolve import Routing, Target
 from reconciler.runtime import loop
 from reconciler.runtime.branch import BranchReader, branch_mismatch
 from reconciler.runtime.clock import utc_stamp
 from reconciler.runtime.facts import Applied, Loaded, Observation, Planned
 from reconciler.runtime.lease import Fenced, Lease
-from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify, idle_inputs
+from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify, idle_inputs, no_space, os_error
 from reconciler.runtime.parts import Parts
+from reconciler.runtime.preview import ObserveError, PreviewOptions, preview
+from reconciler.runtime.preview_observe import RecordedObserver
 from reconciler.runtime.stages import apply, fetch, load, plan, report
 from reconciler.runtime.warnings import Health, Warnings, deletion_notes, mig_figures
 from reconciler.source import GitError
-from reconciler.status.drift import drift_note
+from reconciler.status.drift import drift_note, plan_drift
 from reconciler.status.records import Records
 from reconciler.status.report import ReportFacts
 
@@ -110,7 +113,15 @@ class Pipeline:
             result = PassResult(PassOutcome.STANDBY, revision=self._revision)
         except GitError as exc:
             log.warning("git unavailable; nothing applied", error=str(exc))
+            if no_space(str(exc)):
+                self.metrics.on_os_error("ENOSPC")
             result = PassResult(PassOutcome.ERROR, revision=self._revision, error=str(exc))
+        except OSError as exc:  # a full disk, a cache directory gone read-only: transient, classified
+            cache = self.options.cache_dir
+            outcome, message, code = os_error(exc, str(cache) if cache is not None else None)
+            log.warning("OS error; the pass is retried", error=message, errno=code)
+            self.metrics.on_os_error(code)
+            result = PassResult(outcome, revision=self._revision, error=message)
         except Exception as exc:  # a bug or an unforeseen failure must not end the loop: back off, retry
             log.exception("pass failed", revision=self._revision)
             result = PassResult(
@@ -174,7 +185,7 @@ class Pipeline:
             plans = planned.plans
             drift = self._drift(desired, routing, planned, records, seen)
             tip = self.branch.tip
-            applied = self._apply(desired, planned, records)  # 5. apply
+            applied = self._apply(desired, planned, records, seen)  # 5. apply
             if self.branch.tip != tip:  # the apply stage wrote a scaling intent ahead: report over it
                 records = self.branch.records()
             seen = self.parts.observer.refused(desired, plans, seen, applied.writes)
@@ -191,7 +202,9 @@ class Pipeline:
         )
         result.writes, result.plans = len(writes), dict(plans)
         # Only a pass that changed nothing may be skipped next time with the same inputs.
+        # An open create intent is not settled either: the next pass looks again (listing, lookup).
         clean = result.outcome in (PassOutcome.SUCCESS, PassOutcome.INVALID) and not writes and calm
+        clean = clean and not applied.creates
         self._clean = (fingerprint, self.branch.tip) if clean else None
         return result
 
@@ -250,20 +263,27 @@ class Pipeline:
     def _drift(
         self, desired: DesiredState, routing: Routing, planned: Planned, records: Records, seen: Observation
     ) -> list[str]:
-        """After a merge: what this pass does differently from what its pull request's plan said."""
+        """After a merge: what this pass does differently from what its pull request's plan said. That
+        plan is made as ``reconciler plan --from-status`` makes it (:func:`reconciler.runtime.preview.
+        preview` over the recorded inventory, no Prometheus), with this pass's desired state and records."""
         if records.recorded.revision in (None, self._revision):
             return []
         opts = self.options
-        lines = plan.drift(
-            desired,
-            routing,
-            planned,
-            records,
+        observer = RecordedObserver(opts.palette_url, live=seen.observed, namespaces=opts.namespaces)
+        observer.use_recorded_palette = False  # routed as this pass routes
+        settings = PreviewOptions(
             max_deletions=opts.max_deletions,
-            namespaces=opts.namespaces,
             approved_deletions=self._approved(),
-            live=seen.observed,
+            namespaces=opts.namespaces,
         )
+        try:
+            expected = preview(desired, observer.bind(records), records, settings)
+        except ObserveError:
+            return []  # no recorded inventory of some target: no pull request could have been planned
+        # The pull request's plan covers the targets this pass observed (a target it could not read
+        # has no entries in either).
+        shown = {t: p for t, p in expected.planned.plans.items() if t in planned.plans}
+        lines = plan_drift(merge(desired.revision, shown, []), merge(desired.revision, planned.plans, []))
         for line in lines:
             log.warning("the pass differs from the plan against the recorded inventory", difference=line)
         return lines
@@ -274,7 +294,7 @@ class Pipeline:
     def _writes_allowed(self) -> bool:
         return not self.stopping.is_set() and self.lease.holds()
 
-    def _apply(self, desired: DesiredState, planned: Planned, records: Records) -> Applied:
+    def _apply(self, desired: DesiredState, planned: Planned, records: Records, seen: Observation) -> Applied:
         return apply.apply_pass(
             desired,
             planned.plans,
@@ -289,6 +309,7 @@ class Pipeline:
             now=self.clock.time,
             dry_run=self.options.dry_run,
             concurrency=self.options.apply_concurrency,
+            listed=listed_names(seen),
         )
 
     def _report(
@@ -322,6 +343,7 @@ class Pipeline:
             applied_at=applied.at,
             stopped=self.stopping.is_set() and not self.options.dry_run,
             palette=self.options.palette_url,
+            creates=applied.creates,
         )
         opts = self.options
         reported = report.report_pass(
@@ -355,3 +377,8 @@ class Pipeline:
         if reported.written.mismatch is not None:
             self._mismatch = result.not_ready = reported.written.mismatch
         return result
+
+
+def listed_names(seen: Observation) -> dict[tuple[str, str | None], list[str]]:
+    """The names of the managed clusters each observed target lists."""
+    return {(t.url, t.project_uid): [c.name for c in o.clusters] for t, o in seen.observed.items()}

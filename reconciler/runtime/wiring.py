@@ -151,6 +151,24 @@ def parts(
     )
 
 
-def build(options: ControllerOptions, **kwargs: object) -> Pipeline:
-    """A pipeline for ``options`` (see :func:`parts` for what may be injected)."""
-    return Pipeline(parts(options, **kwargs))  # type: ignore[arg-type]
+def build(
+    options: ControllerOptions,
+    *,
+    metrics: Metrics | None = None,
+    environ: Mapping[str, str] | None = None,
+    client_factory: ClientFactory | None = None,
+    lease: Lease | None = None,
+    clock: Clock | None = None,
+) -> Pipeline:
+    """The pipeline for ``options``: what ``run``, the demos, the benchmarks and the tests build. The
+    ports may be injected (a Palette client factory, a lease, a clock; see :func:`parts`)."""
+    return Pipeline(
+        parts(
+            options,
+            metrics=metrics,
+            environ=environ,
+            client_factory=client_factory,
+            lease=lease,
+            clock=clock,
+        )
+    )

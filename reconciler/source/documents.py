@@ -6,8 +6,9 @@ key (blob id, path), in a directory named after a fingerprint of that code (the 
 Python's, pydantic's and PyYAML's versions): another version never reads it. Only the cross-resource
 rules run again on every load; they work on copies, so a plan is the same with or without the cache.
 
-On disk (``<cache>/documents/<fingerprint>/``): packs, each a pickle of ``{(blob, path): CheckedFile}``
-named by the SHA-256 of its bytes (content-addressed; written to a temporary file and renamed, so a reader
+On disk (``<cache>/documents/<fingerprint>/``): packs, each a pickle of its keys, then one of
+``{(blob, path): CheckedFile}`` (a pack of other files is skipped after its keys), named by the SHA-256 of
+its bytes (content-addressed; written to a temporary file and renamed, so a reader
 never sees half a pack). A load reads the newest packs until every wanted file is found, checks the rest
 and writes them as a new pack; past :data:`MAX_PACKS` packs, one pack of the files of this load replaces
 them all. Everything here is best effort: the directory is safe to delete at any time, a pack that
@@ -37,7 +38,7 @@ from reconciler.source.cache import blob_id
 if TYPE_CHECKING:
     from reconciler.source.git import SkippedEntry
 
-FORMAT = 1
+FORMAT = 2
 MAX_PACKS = 8
 Key = tuple[str, str]  # (blob id, path)
 
@@ -142,7 +143,7 @@ class DocumentCache:
         for pack in packs:
             if len(found) == len(wanted):
                 break
-            entries = _load_pack(pack)
+            entries = _load_pack(pack, wanted - found.keys())
             for key in wanted - found.keys():
                 checked = entries.get(key)
                 if isinstance(checked, CheckedFile) and checked.path == key[1]:
@@ -153,7 +154,8 @@ class DocumentCache:
         directory = self.directory
         assert directory is not None
         try:
-            data = pickle.dumps({"format": FORMAT, "entries": entries}, protocol=pickle.HIGHEST_PROTOCOL)
+            head = pickle.dumps((FORMAT, frozenset(entries)), protocol=pickle.HIGHEST_PROTOCOL)
+            data = head + pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL)
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             if not _private(os.stat(directory, follow_symlinks=False)):
                 return
@@ -179,8 +181,10 @@ def _private(info: os.stat_result) -> bool:
     return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _load_pack(path: Path) -> dict[Key, object]:
-    """A pack's entries; empty when it cannot be read as a pack of this format (ignored, not an error)."""
+def _load_pack(path: Path, wanted: set[Key]) -> dict[Key, object]:
+    """A pack's entries, when it holds some of ``wanted`` (its first pickle is the format and its keys, so
+    a pack of other files is skipped unread); empty when it cannot be read as a pack of this format
+    (ignored, not an error)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -189,14 +193,15 @@ def _load_pack(path: Path) -> dict[Key, object]:
         with os.fdopen(fd, "rb") as file:
             if not _private(os.fstat(file.fileno())):
                 return {}
-            data = file.read()
-        with _no_collection():
-            loaded = pickle.loads(data)
+            head = pickle.load(file)
+            if not isinstance(head, tuple) or len(head) != 2 or head[0] != FORMAT:
+                return {}
+            if not isinstance(head[1], frozenset) or head[1].isdisjoint(wanted):
+                return {}
+            with _no_collection():
+                entries = pickle.load(file)
     except Exception:
         return {}
-    if not isinstance(loaded, dict) or loaded.get("format") != FORMAT:
-        return {}
-    entries = loaded.get("entries")
     return entries if isinstance(entries, dict) else {}
 
 

@@ -15,8 +15,14 @@ Why this shape:
   contenders cannot both win and no lease is ever overwritten blind.
 - Every renewal is a new parentless commit replacing the last one, so the branch never grows
   history (each renewal leaves three small unreachable objects for the server's gc).
-- Another holder's lease has expired when its ``renewTime`` + duration is past by this machine's
-  wall clock, as Kubernetes judges it: clocks must agree to within the safety margin.
+- Another holder's lease has expired when this process has seen the record unchanged for its whole
+  duration, timed on this process's own monotonic clock from the moment it observed the record change
+  (client-go's leader election rule: the record's ``renewTime`` is never compared with a local wall
+  clock). Clocks may disagree by any amount: a standby whose clock runs an hour ahead waits a full
+  duration all the same, and a holder whose clock jumped ahead before it died is taken over one
+  duration after its last renewal was seen (within two durations of its death for a standby that
+  watched). The skew between the record's ``renewTime`` and this machine's clock is measured at each
+  change and logged when it is over a second (``lease clock skew``).
 - The holder itself never trusts the wall clock: its write deadline (``reconciler.fencing``) is the
   start of its last successful renewal (monotonic clock, read before the push that recorded it) plus
   the duration minus the safety margin. :meth:`GitLease.holds` is true, and :meth:`GitLease.fence`
@@ -75,7 +81,9 @@ class LeaseRecord:
     transitions: int = 0
 
     def expired(self, now: datetime) -> bool:
-        """True when the lease no longer counts at ``now`` (or was released)."""
+        """The record's own wall-clock expiry (Kubernetes' field semantics, for display): whether its
+        ``renewTime`` + duration is past at ``now`` or it was released. :class:`GitLease` never judges
+        another holder by it; it times an unchanged record on its own monotonic clock."""
         return not self.holder or self.renew_time + timedelta(seconds=self.duration) < now
 
     def to_json(self) -> bytes:
@@ -157,6 +165,9 @@ class GitLease:
         self._deadline = WriteDeadline(duration - safety_margin, monotonic)
         self._commit: str | None = None  # the lease commit this process pushed last
         self._seen: LeaseRecord | None = None
+        # The lease commit as last observed, and when (monotonic) this process saw it change to it.
+        self._observed: tuple[str, float] | None = None
+        self.skew: float | None = None  # renewTime - this machine's clock at the last change seen
         self.last_error: str | None = None
 
     @property
@@ -223,7 +234,7 @@ class GitLease:
     def holder(self) -> str | None:
         """Who holds the lease as last seen (None when free, released or expired by now)."""
         seen = self._seen
-        if seen is None or seen.expired(self._now()):
+        if seen is None or self._expired(seen, self._monotonic()):
             return None
         return seen.holder
 
@@ -243,8 +254,9 @@ class GitLease:
             current, record = self._read(repo, current)
         # Read both clocks together, before the push: the renewal counts from here, never later.
         started, now = self._monotonic(), self._now()
+        self._observe(current, record, started, now)
         self._seen = record
-        if record is not None and record.holder != self.identity and not record.expired(now):
+        if record is not None and record.holder != self.identity and not self._expired(record, started):
             if self._deadline.renewed_at is not None:
                 log.warning("lease lost to another holder", holder=record.holder)
             self._deadline.lost()
@@ -272,7 +284,34 @@ class GitLease:
             log.info("lease acquired", identity=self.identity, previous=record.holder if record else None)
         self._deadline.renewed(started)
         self._commit, self._seen, self.last_error = commit, new, None
+        self._observed = (commit, started)
         return True
+
+    def _observe(self, commit: str | None, record: LeaseRecord | None, at: float, now: datetime) -> None:
+        """Note when the record changed, on this process's monotonic clock (``at``), and the skew."""
+        if commit is None or record is None:
+            self._observed = None
+            return
+        if self._observed is not None and self._observed[0] == commit:
+            return
+        self._observed = (commit, at)
+        if record.holder and record.holder != self.identity:
+            self.skew = (record.renew_time - now).total_seconds()
+            if abs(self.skew) > 1.0:
+                log.warning(
+                    "lease clock skew",
+                    holder=record.holder,
+                    skew_seconds=round(self.skew, 3),
+                    rule="expiry is timed on this process's monotonic clock; the skew changes nothing",
+                )
+
+    def _expired(self, record: LeaseRecord, at: float) -> bool:
+        """Whether ``record`` no longer counts at ``at`` (monotonic): released, or seen unchanged for
+        longer than its duration since this process observed it change."""
+        if not record.holder:
+            return True
+        observed = self._observed
+        return observed is not None and at - observed[1] > record.duration
 
     def _read(self, repo: git.Repo, current: str) -> tuple[str, LeaseRecord]:
         """The lease commit (possibly newer than ``current`` if a fetch was needed) and its record."""

@@ -22,6 +22,7 @@ from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import PlatformKey
 from reconciler.model.resources import Compute
 from reconciler.resolve import Routing, Target
+from reconciler.status.creates import CreateIntent, read_creates, render_creates, resolved
 from reconciler.status.environments import environment_files
 from reconciler.status.pool_report import cut_off_workload_files, pool_cut_off, pool_files, workload_files
 from reconciler.status.records import Records
@@ -59,6 +60,7 @@ class StatusTree:
     record: bytes  # reconciler.yaml
     phases: dict[PlatformKey, Phase]
     commits: tuple[str, ...]  # scaling records, for the status commit's body
+    creates: tuple[CreateIntent, ...] = ()  # reconciler.yaml's open create intents
 
     @property
     def tree(self) -> dict[str, bytes]:
@@ -72,6 +74,7 @@ class StatusTree:
             or self.inventory != {p: d for p, d in before.items() if p.startswith("inventory/")}
             or records.recorded.branch != branch
             or set(records.recorded.targets) != set(self.targets)
+            or read_creates(before) != self.creates
         )
 
 
@@ -93,6 +96,8 @@ def status_tree(facts: ReportFacts, records: Records) -> StatusTree:
     keep |= {t for t, o in facts.observed.items() if o.clusters}
     targets = tuple((t.url, t.project_uid) for t in keep)
     record = reconciler_document(facts.branch, facts.revision, targets, palette=facts.palette)
+    creates = _creates(facts, records)
+    record = render_creates(record, creates)
     return StatusTree(
         files=files,
         inventory=_inventory_files(facts, records, keep),
@@ -101,7 +106,16 @@ def status_tree(facts: ReportFacts, records: Records) -> StatusTree:
         record=dump(record),
         phases=phases,
         commits=tuple(commits),
+        creates=creates,
     )
+
+
+def _creates(facts: ReportFacts, records: Records) -> tuple[CreateIntent, ...]:
+    """The create intents still open after the pass: the apply stage's, or the recorded ones; either
+    way without those a target observed now lists (``status/creates.py``)."""
+    intents = facts.creates if facts.creates is not None else read_creates(records.files)
+    listed = {(t.url, t.project_uid): [c.name for c in o.clusters] for t, o in facts.observed.items()}
+    return tuple(resolved(intents, listed))
 
 
 def unreachable_platforms(

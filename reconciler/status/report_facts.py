@@ -14,6 +14,7 @@ from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.plan import Plan, PlatformPlan
 from reconciler.resolve import Routing, Target
 from reconciler.scaling.stage import ScalingOutcome
+from reconciler.status.creates import CreateIntent
 from reconciler.status.pools import WorkloadOutcome
 from reconciler.status.render import Outcome
 
@@ -55,6 +56,7 @@ class ReportFacts:
     applied_at: float | None = None  # when the pool writes finished (a scaling cooldown runs from it)
     stopped: bool = False  # a stop request cut apply short: entries not started keep their files
     palette: str | None = None  # run --palette URL (recorded so that plan --from-status routes alike)
+    creates: tuple[CreateIntent, ...] | None = None  # open create intents (None: the recorded ones)
 
     @property
     def platforms(self) -> list[PlatformPlan]:

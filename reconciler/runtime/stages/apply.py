@@ -9,25 +9,32 @@ before each attempt; it raises :class:`~reconciler.fencing.Fenced`, which ends t
 
 Write-ahead: before the first Palette write of a pass whose scaling acts, the stage commits the status
 branch with each acting pool's intent (``status/intents.py``); a failure to record it (git, a lost
-lease) ends the pass before anything is written to Palette.
+lease) ends the pass before anything is written to Palette. Creates likewise (``status/creates.py``):
+before a pass sends a cluster create, ``reconciler.yaml`` records it (cluster name, target, time), and a
+create whose cluster Palette does not list yet is not sent again until it is listed or a lookup by name,
+after Palette's indexing delay, confirms it absent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
 from reconciler.logging import get_logger
 from reconciler.model.desired import DesiredState, PlatformKey
+from reconciler.model.observed import cluster_name
 from reconciler.model.outcomes import Outcome, WorkloadOutcome
-from reconciler.model.pools import PoolKey, WorkloadKey
+from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey
 from reconciler.palette.client import PaletteClient
-from reconciler.plan import Plan
+from reconciler.palette.errors import PaletteError
+from reconciler.plan import Action, Plan
 from reconciler.resolve import Target
 from reconciler.runtime.branch import BranchReader
 from reconciler.runtime.facts import Applied
 from reconciler.scaling.stage import ScalingOutcome
 from reconciler.status.changes import source_trailers
+from reconciler.status.creates import CreateIntent, TargetKey, Wanted, gate, read_creates, with_creates
 from reconciler.status.intents import intent_message, intent_tree
 
 log = get_logger(component="controller")
@@ -48,14 +55,40 @@ def apply_pass(
     fence: Callable[[], None],
     scaling: Mapping[PoolKey, ScalingOutcome] | None = None,
     status: BranchReader | None = None,
+    listed: Mapping[TargetKey, Iterable[str]] | None = None,
 ) -> Applied:
     """What Palette was asked and answered for ``plans``. ``attached``: the profiles each workload had
     attached after the last pass (status branch). ``scaling``: the pass's scaling outcomes, whose
-    actions are recorded as intended on ``status`` before any Palette write."""
+    actions are recorded as intended on ``status`` before any Palette write. ``listed``: the names of
+    the clusters each observed target lists (what resolves a recorded create)."""
+    creates: tuple[CreateIntent, ...] | None = None
+    if status is not None and not dry_run and not stopped():
+        if scaling:
+            confirm()
+            record_intents(status, scaling, desired.revision, now(), fence)
+        plans, creates = gate_creates(
+            plans, status, client, listed or {}, now(), confirm, fence, desired.revision
+        )
+    applied = _apply_pass(
+        desired, plans, attached, client, confirm, stopped, writes_allowed, now, dry_run, concurrency, fence
+    )
+    return replace(applied, creates=creates) if creates is not None else applied
+
+
+def _apply_pass(
+    desired: DesiredState,
+    plans: Mapping[Target, Plan],
+    attached: Mapping[WorkloadKey, tuple[str, tuple[str, ...]]],
+    client: Callable[[Target], PaletteClient],
+    confirm: Callable[[], None],
+    stopped: Callable[[], bool],
+    writes_allowed: Callable[[], bool],
+    now: Callable[[], float],
+    dry_run: bool,
+    concurrency: int,
+    fence: Callable[[], None],
+) -> Applied:
     stop = lambda: not writes_allowed()  # noqa: E731
-    if scaling and status is not None and not dry_run and not stopped():
-        confirm()
-        record_intents(status, scaling, desired.revision, now(), fence)
     clusters = _apply_platforms(desired, plans, client, confirm, fence, stopped, stop, dry_run, concurrency)
     if not any(plan.pools for plan in plans.values()):
         return Applied(clusters=clusters)
@@ -145,3 +178,82 @@ def record_intents(
     status.wrote(tree, commit)
     log.info("scaling intent recorded before its Palette write", commit=commit, pools=len(blocks))
     return commit
+
+
+def wanted_creates(plans: Mapping[Target, Plan]) -> list[Wanted]:
+    """The cluster creates the plans ask for (platforms' and pools')."""
+    out: list[Wanted] = []
+    for target, plan in plans.items():
+        for p in plan.platforms:
+            if p.action is Action.CREATE:
+                name = cluster_name(p.namespace, p.name)
+                out.append(Wanted(target.url, target.project_uid, name, "MLPlatform", p.namespace, p.name))
+        for pool in plan.pools:
+            if pool.action is Action.CREATE:
+                name = cluster_name(pool.namespace, pool.name)
+                out.append(Wanted(target.url, target.project_uid, name, POOL_KIND, pool.namespace, pool.name))
+    return out
+
+
+def gate_creates(
+    plans: Mapping[Target, Plan],
+    status: BranchReader,
+    client: Callable[[Target], PaletteClient],
+    listed: Mapping[TargetKey, Iterable[str]],
+    at: float,
+    confirm: Callable[[], None],
+    fence: Callable[[], None],
+    revision: str | None,
+) -> tuple[Mapping[Target, Plan], tuple[CreateIntent, ...] | None]:
+    """The plans without the creates held back (their cluster may exist: see ``status/creates.py``),
+    and the intents to record; the creates to send are committed to the status branch first. None:
+    no create is recorded or wanted."""
+    records = status.records()
+    intents = read_creates(records.files)
+    wanted = wanted_creates(plans)
+    if not intents and not wanted:
+        return plans, None
+
+    def exists(intent: CreateIntent) -> bool:
+        try:
+            return (
+                client(Target(intent.url, intent.project_uid)).find_cluster_by_name(intent.cluster)
+                is not None
+            )
+        except PaletteError as exc:  # not confirmed absent: not created this pass
+            log.warning("could not look up a recorded create by name", cluster=intent.cluster, error=str(exc))
+            return True
+
+    decided = gate(intents, wanted, listed, at, exists)
+    for (_target, name), why in sorted(decided.held.items()):
+        log.warning("create held back: its cluster may exist", cluster=name, reason=why)
+    if decided.send and decided.intents != intents:
+        confirm()
+        fence()
+        tree = with_creates(records.files, decided.intents)
+        names = ", ".join(w.cluster for w in decided.send)
+        commit = status.branch.write(
+            tree,
+            f"create intent (before the Palette write)\n\n{names}\n",
+            source_trailers(revision, None),
+            expected=status.tip,
+            may_push=None,
+        )
+        status.wrote(tree, commit)
+        log.info("create intent recorded before its Palette write", commit=commit, clusters=len(decided.send))
+    if not decided.held:
+        return plans, decided.intents
+    held = {(t, name) for (t, name) in decided.held}
+    out: dict[Target, Plan] = {}
+    for target, plan in plans.items():
+        key = (target.url, target.project_uid)
+
+        def keep(action: Action, namespace: str, name: str, key: TargetKey = key) -> bool:
+            return action is not Action.CREATE or (key, cluster_name(namespace, name)) not in held
+
+        out[target] = replace(
+            plan,
+            platforms=[p for p in plan.platforms if keep(p.action, p.namespace, p.name)],
+            pools=[p for p in plan.pools if keep(p.action, p.namespace, p.name)],
+        )
+    return out, decided.intents

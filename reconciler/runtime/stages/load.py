@@ -23,22 +23,27 @@ log = get_logger(component="controller")
 
 def load(
     source: Source,
-    head: str,
+    head: str | None,
     *,
     previous: DesiredState | None,
     records: Records,
     history: bool,
     namespaces: NamespaceSelector,
+    quiet: bool = False,
 ) -> DesiredState:
     """The desired state of ``head``; ``previous``: the last revision's (None after a start). ``history``:
-    whether earlier revisions can be read (git), to carry a broken file over a restart."""
-    loaded = build_desired(source.read_parsed(head), head)
+    whether earlier revisions can be read (git), to carry a broken file over a restart. ``head`` None: a
+    directory outside git (no revision). ``quiet``: the diagnostics are not logged (``plan`` prints
+    them in its output)."""
+    loaded = build_desired(source.read_parsed(head or ""), head)
     loaded.diagnostics.extend(source.diagnostics)
     if not source.complete:  # a skipped manifest may hold a resource: prune nothing
         loaded.complete = False
     if previous is None and history and carry.has_unreadable(loaded):
         previous = last_reported(source, records, head)
     desired = select_namespaces(carry.carry_unreadable(previous, loaded), namespaces)
+    if quiet:
+        return desired
     with pass_context(head):
         for diag in desired.diagnostics:  # once per revision, not on every resync
             log.warning(
@@ -53,7 +58,7 @@ def load(
     return desired
 
 
-def last_reported(source: Source, records: Records, head: str) -> DesiredState | None:
+def last_reported(source: Source, records: Records, head: str | None) -> DesiredState | None:
     """After a restart: the desired state of the revision the status branch last reported, so that a
     file which stopped parsing meanwhile still reads as Invalid (not absent). None if unknown."""
     revisions = {

@@ -115,9 +115,7 @@ class Observer:
                 self._key_refs.pop(target, None)
                 self.route(desired)  # picks the key reference the Settings name now
             try:
-                seen = self._observe(target, recorded)
-                self._confirm_listing(target, seen, routing, recorded, docs)
-                observed[target] = seen  # only a listing that passed its checks is an observation
+                observed[target] = self.read(target, routing, recorded, docs)
             except (UnauthorizedError, MissingAPIKey) as exc:
                 stalled[target] = self.stall(target, desired, str(exc))
             except DoubtfulAnswer as exc:
@@ -133,6 +131,19 @@ class Observer:
                 log.warning("palette unavailable", url=target.url, error=str(exc))
         self.known_targets |= set(observed) | set(stalled) | set(failed)
         return Observation(observed, failed, stalled)
+
+    def read(
+        self,
+        target: Target,
+        routing: Routing,
+        recorded: Mapping[str, bytes],
+        docs: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> ObservedTarget:
+        """One target read and its listing confirmed; what the read raises is raised (nothing stalls,
+        nothing is logged): what ``plan --palette`` observes through."""
+        seen = self._observe(target, recorded)
+        self._confirm_listing(target, seen, routing, recorded, docs)
+        return seen
 
     def stall(self, target: Target, desired: DesiredState, error: str) -> str:
         """Stall ``target`` until its key or the Settings change; the message its resources report."""

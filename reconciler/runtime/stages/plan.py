@@ -11,7 +11,7 @@ final sizes) carries each pool's decision. Pools without a policy: one plan, no 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 
 from reconciler.bundles import catalogue_of
@@ -20,15 +20,12 @@ from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import POOL_KIND, PoolKey, cluster_kind
 from reconciler.palette.observe import Snapshot, managed_clusters
-from reconciler.plan import Observation, Observed, Plan, gpus_of, merge, plan_targets
+from reconciler.plan import Observation, Observed, Plan, gpus_of, plan_targets
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
-from reconciler.runtime.facts import ObservedTarget, Planned
+from reconciler.runtime.facts import Planned
 from reconciler.scaling.pools import pool_sizes
-from reconciler.scaling.stage import NoSamples, SampleSource, confirm, evaluate
-from reconciler.status.drift import plan_drift
+from reconciler.scaling.stage import SampleSource, confirm, evaluate
 from reconciler.status.records import Records
-from reconciler.status.render import RECONCILER_FILE, parse_recorded
-from reconciler.status.snapshot import SnapshotError, read_snapshot, target_file
 
 Sizes = Mapping[PoolKey, Mapping[GpuFamily, int]]
 
@@ -101,43 +98,6 @@ def _current_sizes(
     return sizes
 
 
-def recorded_observation(
-    records: Records,
-    targets: Iterable[Target],
-    namespaces: NamespaceSelector = EVERY_NAMESPACE,
-    live: Mapping[Target, ObservedTarget] | None = None,
-) -> dict[Target, Observed] | None:
-    """Each target as the status branch recorded it (what ``plan --from-status`` plans against); None
-    when some target has no readable snapshot (then no pull request could have been planned either).
-
-    ``live``: the pass's own observation. A recorded snapshot that is byte for byte what the live one
-    renders is that observation (the snapshot keeps exactly what discovery and planning read), so it is
-    not read again; otherwise only the hosts whose text changed since the last render are parsed. At
-    100,000 hosts that is the difference between a 60 MB parse and none."""
-    files = records.files
-    if RECONCILER_FILE not in files:
-        return None
-    listed = set(parse_recorded(files).targets)
-    out: dict[Target, Observed] = {}
-    for target in targets:
-        data = files.get(target_file(target.url, target.project_uid))
-        if (target.url, target.project_uid) not in listed or data is None:
-            return None
-        seen = (live or {}).get(target)
-        if seen is not None and seen.snapshot() == data:
-            inventory = seen.inventory
-            clusters = managed_clusters(seen.raw_clusters, seen.raw_hosts, inventory.by_uid())
-        else:
-            try:
-                head, hosts = read_snapshot(data)
-            except SnapshotError:
-                return None
-            inventory = with_catalogue(discover(hosts), head)
-            clusters = managed_clusters(head.clusters, hosts, inventory.by_uid())
-        out[target] = Observed(inventory, [c for c in clusters if namespaces.owns(c.namespace)])
-    return out
-
-
 def with_catalogue(inventory: Inventory, snapshot: Snapshot) -> Inventory:
     """The inventory with the snapshot's cluster profile catalogue (docs/bundles.md), when it has one."""
     found = catalogue_of(snapshot.cluster_profiles)
@@ -149,34 +109,3 @@ def snapshot_observation(snapshot: Snapshot) -> Observed:
     hosts = snapshot.host_facts  # read once: discovery and membership take the same facts
     inventory = with_catalogue(discover(hosts), snapshot)
     return Observed(inventory, managed_clusters(snapshot.clusters, hosts, inventory.by_uid()))
-
-
-def drift(
-    desired: DesiredState,
-    routing: Routing,
-    planned: Planned,
-    records: Records,
-    *,
-    max_deletions: int,
-    namespaces: NamespaceSelector,
-    approved_deletions: int | None = None,
-    live: Mapping[Target, ObservedTarget] | None = None,
-) -> list[str]:
-    """What this pass does differently from the plan a pull request of this revision was shown (made
-    against the recorded inventory, with no Prometheus); empty when they agree or it cannot be told.
-    ``live``: the pass's observation (see :func:`recorded_observation`)."""
-    recorded = recorded_observation(records, planned.plans.keys(), namespaces, live)
-    if recorded is None:
-        return []
-    expected = plan_pass(
-        desired,
-        routing,
-        recorded,
-        records,
-        samples=NoSamples(),
-        now=0.0,
-        max_deletions=max_deletions,
-        namespaces=namespaces,
-        approved_deletions=approved_deletions,
-    )
-    return plan_drift(merge(desired.revision, expected.plans, []), merge(desired.revision, planned.plans, []))
