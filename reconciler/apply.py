@@ -384,6 +384,8 @@ def apply_pools(
                     out[p.key] = _create_pool(client, desired, pool, plan.machines)
                 case Action.REPLACE | Action.DELETE:
                     out[p.key] = _delete(client, p)
+                case Action.UPDATE:
+                    out[p.key] = _update_pool_profiles(client, p)
                 case _:
                     outcome = _sync_pool_machine_pools(client, desired, pool, plan.machines)
                     if p.mutating:
@@ -394,6 +396,16 @@ def apply_pools(
             )
             out[p.key] = Outcome(ok=False, error=str(exc), unauthorized=isinstance(exc, UnauthorizedError))
     return out
+
+
+def _update_pool_profiles(client: ClusterAPI, p: PlatformPlan) -> Outcome:
+    """Attach and detach a bundle-built pool's own add-on profiles in place (no host moves)."""
+    if p.existing is None:
+        raise ApplyError(f"update of pool {p.namespace}/{p.name} without a cluster")
+    _change_cluster_profiles(
+        client, p.existing.uid, p.attach_profiles, set(p.detach_profiles), p.namespace, p.name
+    )
+    return Outcome(ok=True, cluster_uid=p.existing.uid)
 
 
 def _holds(w: WorkloadPlan) -> bool:

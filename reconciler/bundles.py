@@ -74,6 +74,11 @@ def bundle_problem(bundle: ProfileBundle, catalogue: Catalogue) -> str | None:
             f"profile bundle {name}: cluster profile {uid} is a second infra or full profile (after "
             f"{building[0]}); a {kind} bundle holds exactly one"
         )
+    if refs[0].uid != building[0]:
+        return (
+            f"profile bundle {name}: cluster profile {building[0]} is its {catalogue[building[0]]} profile "
+            "and comes first in spec.clusterProfiles (infrastructure first, then the add-ons)"
+        )
     return None
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from reconciler.bundles import bundle_problem, catalogue_of
 from reconciler.inventory import HostState, Inventory
@@ -218,6 +219,8 @@ def _bundle(kind: str, uids: list[str]) -> ProfileBundle:
 def test_catalogue_rules_name_the_bundle_and_the_uid() -> None:
     assert bundle_problem(_bundle("Infrastructure", [GPU_INFRA, DCGM]), CATALOGUE) is None
     assert bundle_problem(_bundle("Fullstack", [FULL, VLLM]), CATALOGUE) is None
+    late = bundle_problem(_bundle("Fullstack", [VLLM, FULL]), CATALOGUE)
+    assert late is not None and "cluster profile full-1 is its full profile and comes first" in late
     assert bundle_problem(_bundle("Application", [VLLM]), CATALOGUE) is None
     unknown = bundle_problem(_bundle("Infrastructure", [GPU_INFRA, "66aa01"]), CATALOGUE)
     assert unknown == "profile bundle b: cluster profile 66aa01 unknown to Palette"
@@ -296,3 +299,31 @@ def test_a_fullstack_workload_whose_infra_is_not_the_pools_is_rejected() -> None
         "profile bundle full: infrastructure profile infra-1 does not match the one of pool p (infra-2)"
         in (w.message)
     )
+
+
+def test_a_running_pools_bundle_change_is_an_in_place_update_or_held_when_its_infra_changes() -> None:
+    state = load(bundle("infra", "Infrastructure", [GPU_INFRA, DCGM]), pool("p", "infra"))
+    running = pool_cluster("p", ["cp-0"], ["g8"])
+    inv = _inventory(used=True)
+
+    def entry(recorded: tuple[str, ...]) -> Any:
+        found = make_plan(state, inv, [running], pool_profiles={(NS, "p"): recorded}).get_pool(NS, "p")
+        assert found is not None
+        return found
+
+    same = entry((GPU_INFRA, DCGM))
+    assert same.action is Action.UNCHANGED and same.own_profiles == (GPU_INFRA, DCGM)
+    added = entry((GPU_INFRA,))
+    assert (added.action, added.reason) == (Action.UPDATE, Reason.PROVISIONED)
+    assert added.cluster.workers == ("g8",) and not added.cluster.add_workers  # no host moved
+    assert added.to_json()["profiles"] == {"attach": [DCGM], "detach": []}
+    removed = entry((GPU_INFRA, DCGM, VLLM))
+    assert removed.to_json()["profiles"] == {"attach": [], "detach": [VLLM]}
+    held = entry((INFRA, DCGM))
+    assert (held.action, held.reason) == (Action.REJECTED, Reason.REPLACE_BLOCKED)
+    assert held.message == (
+        f"infrastructure profile of running pool changes from {INFRA} to {GPU_INFRA}: needs a new cluster "
+        "(palette.ai/allow-replace)"
+    )
+    assert held.own_profiles == (INFRA, DCGM) and not held.cluster.mutating
+    assert "profiles" not in same.to_json()

@@ -32,6 +32,7 @@ KINDS = [
     "AIWorkload",
     "ScalingPolicy",
     "Environment",
+    "ProfileBundle",
 ]
 SEARCH = "/v1/dashboard/edgehosts/search"
 

@@ -17,6 +17,7 @@ import yaml
 from reconciler.emulator import EmulatorServer
 from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import SAMPLE, controller
+from tests._git_support import RemoteRepo
 from tests._loop_support import status_files
 from tests.test_e2e_pools import pool_cluster, repo_with
 
@@ -135,3 +136,62 @@ def test_a_uid_unknown_to_palette_is_refused_by_palette_and_rejected_by_a_plan_w
     assert pool["message"].startswith(
         f"profile bundle a100-stack: cluster profile {unknown} unknown to Palette"
     )
+
+
+def plan_from_status(remote: RemoteRepo, *flags: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "reconciler.cli", "plan", "--repo", str(remote.bare), "--from-status",
+         "--format", "json", *flags],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode in (0, 1), out.stderr
+    found = json.loads(out.stdout)
+    assert isinstance(found, dict)
+    return found
+
+
+def test_add_ons_of_a_running_pools_bundle_are_attached_and_detached_in_place_and_an_infra_change_held(
+    emulator: EmulatorServer,
+    tmp_path: Path,
+) -> None:
+    remote = repo_with(tmp_path, files([INFRA], with_workload=False))
+    ctl = controller(remote, emulator, tmp_path)
+
+    def pool_running() -> bool:
+        status = status_files(remote).get("project-b/computepools/shared-a100.yaml")
+        return bool(status) and status["status"]["phase"] == "Running"
+
+    until(ctl, pool_running)
+    hosts = sorted(pool_cluster(emulator).host_uids())
+    uid = pool_cluster(emulator).uid
+    assert attached(emulator) == {INFRA}
+    assert status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]["profiles"] == [INFRA]
+
+    # An add-on joins the bundle: the pull request's plan says update, attach it; the pass does exactly that.
+    remote.commit(files([INFRA, DCGM], with_workload=False), "dcgm add-on")
+    (pool,) = [p for p in plan_from_status(remote)["pools"] if p["name"] == "shared-a100"]
+    assert (pool["action"], pool["profiles"]) == ("update", {"attach": [DCGM], "detach": []})
+    ctl.reconcile_once()
+    assert attached(emulator) == {INFRA, DCGM} and pool_cluster(emulator).uid == uid
+    assert sorted(pool_cluster(emulator).host_uids()) == hosts  # no host moved
+    settled = plan_from_status(remote, "--changes-only")
+    assert [p["name"] for p in settled["pools"]] == []
+
+    # ... and leaves it again: detached in place.
+    remote.commit(files([INFRA], with_workload=False), "no dcgm")
+    ctl.reconcile_once()
+    assert attached(emulator) == {INFRA} and pool_cluster(emulator).uid == uid
+
+    # Its infrastructure profile changes: never sent; held with ReplaceBlocked, the cluster as it is.
+    other = "6651a2b3c4d5e6f708192a3b"
+    remote.commit(files([other], with_workload=False), "other infra")
+    (held,) = [p for p in plan_from_status(remote, "--changes-only")["pools"] if p["name"] == "shared-a100"]
+    assert (held["action"], held["reason"]) == ("rejected", "ReplaceBlocked")
+    assert held["message"] == (
+        f"infrastructure profile of running pool changes from {INFRA} to {other}: needs a new cluster "
+        "(palette.ai/allow-replace)"
+    )
+    ctl.reconcile_once()
+    assert attached(emulator) == {INFRA} and pool_cluster(emulator).uid == uid
+    status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]
+    assert status["conditions"][0]["reason"] == "ReplaceBlocked" and status["profiles"] == [INFRA]

@@ -30,6 +30,11 @@ def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
     for name, mode in (("finetune-l40s", "dedicated"), ("shared-a100", "shared")):
         assert re.search(rf"project-b/{name}\s.*ComputePool \({mode}\)\s.*Running", proc.stdout), name
     assert re.search(r"project-b/sweep\s.*Pending\s.*PoolCapacityExceeded: needs 4 NVIDIA-A100", proc.stdout)
+    # finetune-l40s is a bundle-built pool: its cluster has the bundle l40s-stack's profiles.
+    assert (
+        "pool project-b/finetune-l40s is built from its profile bundle: cluster profiles "
+        "6651a2b3c4d5e6f708192a3c, 66f1a2b3c4d5e6f7a8b9c0f1" in proc.stdout
+    )
     # notebook is placed through the Environment team-gpus: finetune-l40s is dedicated, shared-a100 takes it.
     assert (
         "environment project-b/team-gpus (candidates finetune-l40s, shared-a100): notebook -> shared-a100"

@@ -349,7 +349,8 @@ def run(keep: bool, heartbeat: float = 30.0) -> int:
             pools_ok, pool_rows = _converge_pools(passes, stop.event, remote, latest) if ok else (False, [])
             _summary(console, ok, latest, remote, workspace)
             _pool_summary(console, pools_ok, pool_rows, _pool_modes(remote) if pool_rows else {})
-            for line in environment_lines(StatusBranch(str(remote)).files()):
+            files = StatusBranch(str(remote)).files()
+            for line in [*bundle_lines(files), *environment_lines(files)]:
                 _print(console, line)
             if ok and not stop.event.is_set():
                 demo_scaling.scene(
@@ -473,6 +474,24 @@ def _pool_summary(console: Console, ok: bool, found: list[ResourceRow], modes: M
         )
     else:
         console.print("[red]not every pool reached Running[/red]")
+
+
+def bundle_lines(files: Mapping[str, bytes]) -> list[str]:
+    """Which pools are built from a Profile Bundle, and from which cluster profiles (docs/bundles.md)."""
+    out: list[str] = []
+    for path, data in sorted(files.items()):
+        parts = path.split("/")
+        if len(parts) != 3 or parts[1] != "computepools":
+            continue
+        doc = load_yaml(data)
+        status = doc.get("status") if isinstance(doc, dict) else None
+        profiles = status.get("profiles") if isinstance(status, dict) else None
+        if isinstance(profiles, list) and profiles:
+            name = f"{parts[0]}/{parts[2].removesuffix('.yaml')}"
+            out.append(
+                f"pool {name} is built from its profile bundle: cluster profiles {', '.join(profiles)}"
+            )
+    return out
 
 
 def environment_lines(files: Mapping[str, bytes]) -> list[str]:

@@ -42,8 +42,10 @@ def check_bundle_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
         return _listed_once(spec, "clusterProfiles", "uid", "cluster profile") + _listed_once(
             spec, "workloadProfiles", "name", "WorkloadProfile"
         )
-    if kind == "AIWorkload" and "profileBundleRef" in spec and not any(
-        k in spec for k in ("computePoolRef", "environmentRef")
+    if (
+        kind == "AIWorkload"
+        and "profileBundleRef" in spec
+        and not any(k in spec for k in ("computePoolRef", "environmentRef"))
     ):
         return [Problem(("spec",), f"spec.computePoolRef: {NO_POOL}")]
     if kind in ("ComputePool", "AIWorkload") and "profileBundleRef" in spec and "workloadProfileRef" in spec:

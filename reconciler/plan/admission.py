@@ -52,7 +52,7 @@ from reconciler.plan.entries import (
 )
 from reconciler.plan.environments import route_environments, unrouted, with_environment
 from reconciler.plan.prune import _Guarded
-from reconciler.profiles import workload_cluster_profiles
+from reconciler.profiles import platform_cluster_profiles, workload_cluster_profiles
 from reconciler.resolve import compute_profile
 
 
@@ -137,7 +137,7 @@ def _pool_running(entry: PlatformPlan) -> bool:
         cluster is not None
         and cluster.known_state is ClusterState.RUNNING
         and entry.action
-        in (Action.UNCHANGED, Action.SCALE, Action.SUSPENDED, Action.REJECTED, Action.INVALID)
+        in (Action.UNCHANGED, Action.SCALE, Action.UPDATE, Action.SUSPENDED, Action.REJECTED, Action.INVALID)
         and entry.reason is not Reason.DELETING
     )
 
@@ -294,10 +294,26 @@ def _admit(
                 result.capacity,
                 scaling=_scaling(pool),
                 admitted=admitted,
+                own_profiles=_own_profiles(desired, pool, entry, found.pool_profiles.get(key)),
                 **mig_fields,
             )
         )
     return pools, workloads
+
+
+def _own_profiles(
+    desired: DesiredState, pool: ComputePool | None, entry: PlatformPlan, recorded: tuple[str, ...] | None
+) -> tuple[str, ...] | None:
+    """A bundle-built pool's own profile uids once the pass is carried out (recorded in its status): its
+    bundle's when its cluster is created or updated, or kept as it is; what was recorded while it is held
+    (an infrastructure change, an invalid bundle). None for a pool not built from a bundle."""
+    if pool is None or pool.spec.profile_bundle_ref is None:
+        return recorded
+    if entry.action in (Action.CREATE, Action.UPDATE) or (
+        entry.action in (Action.UNCHANGED, Action.SCALE) and entry.existing is not None
+    ):
+        return tuple(r.uid for r in platform_cluster_profiles(desired, pool))
+    return recorded
 
 
 def mode_of(pool: ComputePool | None, entry: PlatformPlan) -> str | None:

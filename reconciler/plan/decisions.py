@@ -4,7 +4,7 @@ prune guard (pure)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.allocate import DELETING_STATE, Allocation, Decision, Rejection, place, split_clusters
@@ -18,7 +18,7 @@ from reconciler.model.pools import PLATFORM_KIND, POOL_KIND, PoolKey, WorkloadKe
 from reconciler.model.resources import AIWorkload, ComputePool, GpuRequest, MLPlatform
 from reconciler.placement.quota import QuotaUse, place_within_quota
 from reconciler.plan.entries import Action, Plan, PlatformPlan, _Invalid, gpus_of
-from reconciler.profiles import reject_unbuildable
+from reconciler.profiles import platform_cluster_profiles, reject_unbuildable
 from reconciler.resolve import is_tenant
 
 
@@ -174,9 +174,62 @@ class _Entries:
     pools: dict[PoolKey, PlatformPlan]
     machines: Mapping[str, Machine]
     quotas: tuple[QuotaUse, ...] = ()  # each namespace's GPU quota as these entries leave it
+    # The own profile uids each bundle-built pool's status recorded (what its cluster has).
+    pool_profiles: Mapping[PoolKey, tuple[str, ...]] = field(default_factory=dict)
 
     def all(self) -> list[PlatformPlan]:
         return [*self.platforms.values(), *self.pools.values()]
+
+
+def infrastructure_change(before: Sequence[str], after: Sequence[str]) -> tuple[str, str] | None:
+    """(old, new) when a bundle-built pool's infrastructure profile changes: the first of its bundle's
+    profiles (the plan's catalogue check keeps the infrastructure profile first); None when it stays."""
+    if before and after and before[0] != after[0]:
+        return before[0], after[0]
+    return None
+
+
+def _bundle_update(
+    entry: PlatformPlan, pool: ComputePool, desired: DesiredState, recorded: Sequence[str] | None
+) -> PlatformPlan:
+    """A running bundle-built pool whose bundle changed: its add-ons attached and detached in place
+    (``update``, no host moved), or held (``ReplaceBlocked``) when its infrastructure profile changes."""
+    cluster = entry.existing
+    if (
+        pool.spec.profile_bundle_ref is None
+        or recorded is None
+        or cluster is None
+        or cluster.known_state is not ClusterState.RUNNING
+        or entry.action is not Action.UNCHANGED
+        or entry.reason is not Reason.PROVISIONED
+    ):
+        return entry
+    wanted = platform_cluster_profiles(desired, pool)
+    uids = [r.uid for r in wanted]
+    if list(recorded) == uids:
+        return entry
+    changed = infrastructure_change(recorded, uids)
+    if changed is not None:
+        message = (
+            f"infrastructure profile of running pool changes from {changed[0]} to {changed[1]}: needs a new "
+            "cluster (palette.ai/allow-replace)"
+        )
+        return replace(entry, action=Action.REJECTED, reason=Reason.REPLACE_BLOCKED, message=message)
+    attach = tuple(r for r in wanted if r.uid not in recorded)
+    detach = tuple(u for u in recorded if u not in uids)
+    if not attach and not detach:
+        return entry  # the same profiles in another order: Palette's cluster is the same
+    parts = [f"attach {', '.join(r.uid for r in attach)}"] if attach else []
+    parts += [f"detach {', '.join(detach)}"] if detach else []
+    message = f"update the profiles of {cluster.name} in place: {'; '.join(parts)}; no host moved"
+    return replace(
+        entry,
+        action=Action.UPDATE,
+        reason=Reason.PROVISIONED,
+        message=message,
+        attach_profiles=attach,
+        detach_profiles=detach,
+    )
 
 
 def _invalid_entry(
@@ -229,6 +282,7 @@ def _entries(
     clusters: Sequence[ManagedCluster],
     pool_modes: Mapping[PoolKey, str] | None = None,
     tenants: Mapping[WorkloadKey, _Invalid] | None = None,
+    pool_profiles: Mapping[PoolKey, tuple[str, ...]] | None = None,
 ) -> _Entries:
     """Every dedicated platform and pool of the desired state and every managed cluster gets one entry;
     a cluster whose platform or pool is gone is a ``delete`` here (the prune guard, over the whole pass,
@@ -264,6 +318,7 @@ def _entries(
             pools[key] = _kept(key, Action.SUSPENDED, Reason.SUSPENDED, msg, cluster, machines)
         else:
             entry = _decided(key, decisions.pools[key], cluster, machines)
+            entry = _bundle_update(entry, pool, desired, (pool_profiles or {}).get(key))
             pools[key] = _quota_held(entry, within.held.get((POOL_KIND, *key)))
 
     for (kind, ns, name), problems in sorted(desired.invalid.items()):
@@ -285,6 +340,7 @@ def _entries(
         {k: replace(e, kind=POOL_KIND) for k, e in sorted(pools.items())},
         machines,
         within.uses,
+        dict(pool_profiles or {}),
     )
 
 

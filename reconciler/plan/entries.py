@@ -39,15 +39,17 @@ class Action(StrEnum):
     REJECTED = "rejected"
     INVALID = "invalid"
     SUSPENDED = "suspended"
+    UPDATE = "update"  # a bundle-built pool's add-on profiles attached or detached in place
 
 
 # The actions the applier carries out; every other action leaves Palette as it is.
-MUTATING = frozenset({Action.CREATE, Action.SCALE, Action.REPLACE, Action.DELETE})
+MUTATING = frozenset({Action.CREATE, Action.SCALE, Action.REPLACE, Action.DELETE, Action.UPDATE})
 
 # How a log line or a summary says an action happened ("3 created, 1 scaled").
 DONE: dict[Action, str] = {
     Action.CREATE: "created",
     Action.SCALE: "scaled",
+    Action.UPDATE: "updated",
     Action.REPLACE: "replaced",
     Action.DELETE: "deleted",
     Action.REJECTED: "rejected",
@@ -79,6 +81,9 @@ class PlatformPlan:
     machines: Mapping[str, Machine] = field(default_factory=dict)
     # MLPlatform, or ComputePool for the cluster entry of a pool (PoolPlan.cluster)
     kind: str = PLATFORM_KIND
+    # A bundle-built pool's own profiles attached and detached in place (action update, docs/bundles.md).
+    attach_profiles: tuple[ClusterProfileRef, ...] = ()
+    detach_profiles: tuple[str, ...] = ()
 
     @property
     def key(self) -> PlatformKey:
@@ -98,6 +103,16 @@ class PlatformPlan:
             "controlPlane": sorted(self.control_plane),
             "workers": sorted(self.workers),
             "gpus": dict(sorted(self.gpus.items())),
+            **(
+                {
+                    "profiles": {
+                        "attach": [r.uid for r in self.attach_profiles],
+                        "detach": list(self.detach_profiles),
+                    }
+                }
+                if self.action is Action.UPDATE
+                else {}
+            ),
         }
 
 
@@ -159,6 +174,9 @@ class PoolPlan:
     machine_pools: tuple[MigMachinePool, ...] = ()
     mig_usage: MigUsage | None = None
     mig_notes: tuple[str, ...] = ()  # recorded layouts that were dropped, and why
+    # A bundle-built pool's own cluster profile uids once this pass is carried out (its status records
+    # them, so that a change of its bundle is seen); None for other pools.
+    own_profiles: tuple[str, ...] | None = None
 
     @property
     def namespace(self) -> str:
@@ -212,6 +230,7 @@ class PoolPlan:
             "mig": {host: [dict(g) for g in gpus] for host, gpus in sorted(self.mig.items())},
             "migConfig": dict(self.mig_config) if self.mig_config is not None else None,
             "scaling": self.scaling.to_json(),
+            **({"profiles": cluster["profiles"]} if "profiles" in cluster else {}),
         }
 
 

@@ -44,6 +44,7 @@ def make_plan(
     scaling: Mapping[PoolKey, ScalingPlan] | None = None,
     previous_layouts: PreviousLayouts | None = None,
     approved_deletions: int | None = None,
+    pool_profiles: Mapping[PoolKey, tuple[str, ...]] | None = None,
 ) -> Plan:
     """Plan one pass against one inventory: every platform, pool and workload and every managed cluster
     gets an entry. ``previous``: the admissions the status branch recorded, per pool; ``pool_modes``: the
@@ -55,7 +56,7 @@ def make_plan(
     desired = with_pool_sizes(reject_bad_bundles(desired, rejected), sizes)
     desired = _carried(desired, clusters, previous or {})
     invalid = _invalid_workloads(desired, previous or {})
-    found = _entries(desired, inventory, clusters, pool_modes, invalid)
+    found = _entries(desired, inventory, clusters, pool_modes, invalid, pool_profiles)
     guard = DeletionGuard(max_deletions, approved_deletions, desired.revision)
     guarded = _prune_guard(found.all(), _leaving(found, previous or {}, invalid), desired.complete, guard)
     blocked = guarded.blocked
@@ -90,6 +91,7 @@ def plan_targets(
     scaling: Mapping[PoolKey, ScalingPlan] | None = None,
     previous_layouts: PreviousLayouts | None = None,
     approved_deletions: int | None = None,
+    pool_profiles: Mapping[PoolKey, tuple[str, ...]] | None = None,
 ) -> dict[Target, Plan]:
     """Plan a pass over every observed Palette target, as ``run`` does and ``plan`` shows.
 
@@ -116,7 +118,9 @@ def plan_targets(
     invalid = _invalid_workloads(desired, previous)
     order = sorted(observed, key=lambda t: (t.url, t.project_uid or ""))
     found = {
-        target: _target_entries(desired, routing, target, observed, namespaces, hidden, pool_modes, invalid)
+        target: _target_entries(
+            desired, routing, target, observed, namespaces, hidden, pool_modes, invalid, pool_profiles
+        )
         for target in order
     }
     every = [p for f in found.values() for p in f.all()]

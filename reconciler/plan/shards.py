@@ -85,6 +85,7 @@ def _target_entries(
     hidden: set[tuple[str, PlatformKey]],
     pool_modes: Mapping[PoolKey, str] | None,
     invalid: Mapping[WorkloadKey, _Invalid],
+    pool_profiles: Mapping[PoolKey, tuple[str, ...]] | None = None,
 ) -> _Entries:
     """The cluster entries of one target: what is routed to it, what is carried (``hidden``: platforms
     and pools hidden by this revision) where its cluster is, and the orphans it holds."""
@@ -110,4 +111,5 @@ def _target_entries(
             else (c.key in mine or c.key not in everyone)
         )
     ]
-    return _entries(restrict(desired, mine, mine_pools), seen.inventory, clusters, pool_modes, invalid)
+    restricted = restrict(desired, mine, mine_pools)
+    return _entries(restricted, seen.inventory, clusters, pool_modes, invalid, pool_profiles)

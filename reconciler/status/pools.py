@@ -50,6 +50,8 @@ class PoolRecords:
     modes: dict[PoolKey, str] = field(default_factory=dict)
     # workload -> (pool name, profile uids attached to the pool cluster for it)
     attached: dict[WorkloadKey, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    # a bundle-built pool -> its own cluster profile uids, as last carried out (docs/bundles.md)
+    profiles: dict[PoolKey, tuple[str, ...]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # recorded values that could not be read
     repairs: list[Repair] = field(default_factory=list)  # claims on a GPU an earlier admission holds
 
@@ -115,6 +117,9 @@ def read_pool_records(docs: Mapping[str, Mapping[str, Any]]) -> PoolRecords:
             mode = status.get("mode")
             if isinstance(mode, str):
                 out.modes[(ns, name)] = mode
+            own = status.get("profiles")
+            if isinstance(own, list) and all(isinstance(u, str) for u in own):
+                out.profiles[(ns, name)] = tuple(own)
             try:
                 layouts = parse_mig_layouts(status.get("mig") or None, where=f"{path}: status.mig")
             except MigLayoutError as exc:
@@ -235,6 +240,12 @@ def pool_document(
             {"name": mp.config, "labels": mp.labels, "hosts": list(mp.hosts)} for mp in pool.machine_pools
         ]
     status["scaling"] = pool.scaling.to_json()
+    own = pool.own_profiles
+    before = (previous or {}).get("status")
+    if outcome is not None and not outcome.ok and isinstance(before, Mapping) and "profiles" in before:
+        own = before["profiles"]  # the update failed: the cluster has what it had
+    if own is not None:
+        status["profiles"] = list(own)
     return phase, doc
 
 

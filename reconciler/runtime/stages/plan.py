@@ -57,6 +57,7 @@ def plan_pass(
             previous_layouts=records.pools.layouts,
             sizes=sizes,
             approved_deletions=approved_deletions,
+            pool_profiles=records.pools.profiles,
         )
 
     sizes = _current_sizes(desired, observed, records)
