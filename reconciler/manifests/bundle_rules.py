@@ -42,13 +42,16 @@ def check_bundle_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
         return _listed_once(spec, "clusterProfiles", "uid", "cluster profile") + _listed_once(
             spec, "workloadProfiles", "name", "WorkloadProfile"
         )
+    given = {
+        k for k, v in spec.items() if v is not None
+    }  # a null field is an absent one (as the model reads it)
     if (
         kind == "AIWorkload"
-        and "profileBundleRef" in spec
-        and not any(k in spec for k in ("computePoolRef", "environmentRef"))
+        and "profileBundleRef" in given
+        and not given & {"computePoolRef", "environmentRef"}
     ):
         return [Problem(("spec",), f"spec.computePoolRef: {NO_POOL}")]
-    if kind in ("ComputePool", "AIWorkload") and "profileBundleRef" in spec and "workloadProfileRef" in spec:
+    if kind in ("ComputePool", "AIWorkload") and {"profileBundleRef", "workloadProfileRef"} <= given:
         return [
             Problem(
                 ("spec", "profileBundleRef"),

@@ -110,7 +110,7 @@ def _git_revision(
     repo: str, rev: str | None, subtree: str, extra: Sequence[tuple[str, bytes]]
 ) -> RevisionFiles:
     from reconciler.source.documents import read_checked
-    from reconciler.source.git import SkippedEntry
+    from reconciler.source.git import SkippedEntry, local_commit_message
 
     # Only the blob ids of the tree are listed; the blobs no pack of the documents cache holds are read
     # and checked (``source.documents``), so ``files`` stays empty and the checked files stand for it.
@@ -132,7 +132,7 @@ def _git_revision(
         (),
         [s.to_diagnostic() for s in skipped],
         _reader(repo, subtree),
-        message=commit_message(repo, sha),
+        message=local_commit_message(repo, sha),
         _parsed=checked,
     )
 
@@ -144,26 +144,6 @@ def _reader(repo: str, subtree: str) -> Reader:
         return read_revision(repo, sha, subtree=subtree)[1]
 
     return read
-
-
-def commit_message(repo: str, sha: str) -> str | None:
-    """The whole message of ``sha`` in a local repository (None for a URL or an unknown commit)."""
-    import git
-
-    from reconciler.source import _gitutil
-
-    if not _gitutil.is_local(_gitutil.normalize_url(repo)):
-        return None
-    try:
-        local = git.Repo(repo)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return None
-    try:
-        return str(_gitutil.run(local.git, "log", "-1", "--format=%B", sha, "--"))
-    except GitError:
-        return None
-    finally:
-        local.close()
 
 
 def _work_tree_head(path: Path) -> tuple[bool, str | None]:

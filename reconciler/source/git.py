@@ -504,3 +504,19 @@ def list_revision(
     if skipped is not None:
         skipped.extend(notes)
     return sha, entries
+
+
+def local_commit_message(repo: str, sha: str) -> str | None:
+    """The whole message of ``sha`` in a local repository (None for a URL or an unknown commit)."""
+    if not _gitutil.is_local(_gitutil.normalize_url(repo)):
+        return None
+    try:
+        local = git.Repo(repo)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+    try:
+        return str(_gitutil.run(local.git, "log", "-1", "--format=%B", sha, "--"))
+    except GitError:
+        return None
+    finally:
+        local.close()
