@@ -348,12 +348,17 @@ def body_line(change: Change, names: Mapping[str, str] | None = None) -> str:
     return "; ".join(parts)
 
 
+# Kinds whose status files carry no phase (what they say is counted, not a lifecycle): Compute, the
+# Environment's candidates and placements, the Project's GPU quota.
+PHASELESS_KINDS = frozenset({"Compute", "Environment", "Project"})
+
+
 def _counted(changes: Sequence[Change]) -> str:
     counts: dict[str, int] = {}
     other: dict[str, int] = {}
     for change in changes:
-        if change.kind == "Compute":
-            other["Compute updated"] = other.get("Compute updated", 0) + 1
+        if change.kind in PHASELESS_KINDS:  # no phase to count by: counted by kind
+            other[f"{change.kind} updated"] = other.get(f"{change.kind} updated", 0) + 1
         else:
             word = label(change)
             counts[word] = counts.get(word, 0) + 1
