@@ -2,7 +2,8 @@
 
 Modules: :mod:`.entries` (the plan's types and JSON), :mod:`.decisions` (cluster entries),
 :mod:`.prune` (the prune guard), :mod:`.admission` (admission into pools), :mod:`.shards` (what a
-target or a shard plans), :mod:`.passes` (one pass over one or every target, and the merge).
+target or a shard plans), :mod:`.passes` (one pass over one or every target, and the merge),
+:mod:`.phases` (the status phase and Ready reason of every entry: the one place they are decided).
 
 Decisions the design leaves open, written down here:
 

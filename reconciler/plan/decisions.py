@@ -18,6 +18,7 @@ from reconciler.model.pools import PLATFORM_KIND, POOL_KIND, PoolKey, WorkloadKe
 from reconciler.model.resources import AIWorkload, ComputePool, GpuRequest, MLPlatform
 from reconciler.placement.quota import QuotaUse, place_within_quota
 from reconciler.plan.entries import Action, Plan, PlatformPlan, _Invalid, gpus_of
+from reconciler.plan.phases import cluster_reason
 from reconciler.profiles import platform_cluster_profiles, reject_unbuildable
 from reconciler.resolve import is_tenant
 
@@ -60,8 +61,7 @@ def _decided(
     key: PlatformKey, decision: Decision, cluster: ManagedCluster | None, machines: Mapping[str, Machine]
 ) -> PlatformPlan:
     if cluster is not None and cluster.held is not None:  # its membership is in doubt: leave it as it is
-        state = Reason.PROVISIONED if cluster.known_state is ClusterState.RUNNING else Reason.PROVISIONING
-        return _kept(key, Action.UNCHANGED, state, cluster.held, cluster, machines)
+        return _kept(key, Action.UNCHANGED, cluster_reason(cluster), cluster.held, cluster, machines)
     if isinstance(decision, Rejection):
         return _kept(key, Action.REJECTED, decision.reason, decision.message, cluster, machines)
     alloc: Allocation = decision
@@ -106,9 +106,12 @@ def _decided(
         msg = f"cluster {cluster.name} is being deleted; it is placed again once it is gone"
         return PlatformPlan(*key, Action.UNCHANGED, Reason.DELETING, msg, **common)
     if not (add_w or rem_w or add_cp or rem_cp):
-        reason = Reason.PROVISIONED if cluster.known_state is ClusterState.RUNNING else Reason.PROVISIONING
         return PlatformPlan(
-            *key, Action.UNCHANGED, reason, f"cluster {cluster.name} is {cluster.state}", **common
+            *key,
+            Action.UNCHANGED,
+            cluster_reason(cluster),
+            f"cluster {cluster.name} is {cluster.state}",
+            **common,
         )
     parts = []
     if add_w or rem_w:

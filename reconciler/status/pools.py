@@ -24,9 +24,10 @@ from typing import Any
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.outcomes import WorkloadOutcome as WorkloadOutcome  # re-exported: the report takes it
 from reconciler.model.pools import PoolKey, WorkloadKey
-from reconciler.placement.admission import GpuRef, MigInstance, PreviousAdmission, WorkloadAction
+from reconciler.placement.admission import GpuRef, MigInstance, PreviousAdmission
 from reconciler.placement.mig_admission import GpuLayout, MigLayoutError, parse_mig_layouts
 from reconciler.plan import PoolPlan, WorkloadPlan
+from reconciler.plan.phases import workload_phase
 from reconciler.status.record_check import Repair, check_admissions
 from reconciler.status.render import (
     Outcome,
@@ -249,29 +250,6 @@ def pool_document(
     return phase, doc
 
 
-_PHASES = {
-    WorkloadAction.PENDING: Phase.PENDING,
-    WorkloadAction.REJECTED: Phase.REJECTED,
-    WorkloadAction.INVALID: Phase.INVALID,
-    WorkloadAction.SUSPENDED: Phase.SUSPENDED,
-    WorkloadAction.REMOVE: Phase.DELETING,
-}
-
-
-def _workload_phase(w: WorkloadPlan, outcome: WorkloadOutcome | None) -> tuple[Phase, Reason | None, str]:
-    if outcome is not None and not outcome.ok:
-        why = outcome.error or "the Palette request failed"
-        if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED):
-            return Phase.PENDING, Reason.PALETTE_UNAVAILABLE, f"{w.message}; profiles not attached: {why}"
-        return Phase.DELETING, Reason.PALETTE_UNAVAILABLE, f"{w.message}; profiles not detached: {why}"
-    if w.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED):
-        if not w.pool_running:
-            pool = w.pool or "?"
-            return Phase.PENDING, Reason.POOL_NOT_READY, f"{w.message}; waits for the cluster of pool {pool}"
-        return Phase.RUNNING, w.reason or Reason.ADMITTED, w.message
-    return _PHASES[w.action], w.reason, w.message
-
-
 def workload_document(
     w: WorkloadPlan,
     *,
@@ -284,7 +262,7 @@ def workload_document(
 ) -> tuple[Phase, dict[str, Any]]:
     """The status of one workload (an AIWorkload, or a shared MLPlatform) in its pool. ``attached``: the
     profile uids attached for it after this pass."""
-    phase, reason, message = _workload_phase(w, outcome)
+    phase, reason, message = workload_phase(w, outcome)
     why = str(reason) if reason is not None else str(phase)
     status: dict[str, Any] = {
         **observed_fields(revision, inputs, previous),

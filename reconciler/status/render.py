@@ -37,6 +37,7 @@ from reconciler.model.resources import (
     Settings,
 )
 from reconciler.plan import Action, PlatformPlan
+from reconciler.plan.phases import platform_phase, ready_of, recorded_phase
 from reconciler.resolve import (
     compute_profile,
     compute_settings_name,
@@ -45,7 +46,6 @@ from reconciler.resolve import (
     workload_profile,
 )
 
-_READY_PHASES = {Phase.RUNNING}
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -197,54 +197,6 @@ def observed_fields(revision: str | None, inputs: str, previous: Mapping[str, An
     return {OBSERVED_REVISION: revision, INPUTS_HASH: inputs}
 
 
-def _phase_and_reason(
-    p: PlatformPlan, outcome: Outcome | None, unavailable: str | None, unhealthy: Sequence[str]
-) -> tuple[Phase, Reason, str]:
-    if unavailable is not None:
-        return Phase.PENDING, Reason.PALETTE_UNAVAILABLE, unavailable
-    if outcome is not None and not outcome.ok:
-        phase = Phase.DEGRADED if p.existing is not None else Phase.PENDING
-        return phase, Reason.PALETTE_UNAVAILABLE, outcome.error or "the Palette request failed"
-    reason = p.reason or Reason.PROVISIONING
-    state = p.existing.state if p.existing is not None else None
-    match p.action:
-        case Action.CREATE | Action.REPLACE:
-            return Phase.PROVISIONING, Reason.PROVISIONING, p.message
-        case Action.SCALE:
-            return Phase.PROVISIONING, Reason.SCALING, p.message
-        case Action.DELETE:
-            return Phase.DELETING, Reason.DELETING, p.message
-        case Action.INVALID:
-            return Phase.INVALID, reason, p.message
-        case Action.SUSPENDED:
-            return Phase.SUSPENDED, Reason.SUSPENDED, p.message
-        case Action.REJECTED:
-            return (Phase.DEGRADED if p.existing is not None else Phase.REJECTED), reason, p.message
-        case _:
-            if reason is Reason.PRUNE_BLOCKED:
-                return Phase.DEGRADED, reason, p.message
-            if state == "Failed":
-                return Phase.DEGRADED, Reason.PROVISIONING, f"{p.message}: Palette reports the cluster Failed"
-            if state == "Running" and unhealthy:
-                hosts = ", ".join(sorted(unhealthy))
-                # Running, but not all of its compute is: the reason says so (not "Provisioned").
-                return (
-                    Phase.DEGRADED,
-                    Reason.INSUFFICIENT_COMPUTE,
-                    f"the cluster runs, but its hosts {hosts} are unhealthy (kept: nothing is moved); "
-                    f"{p.message}",
-                )
-            if state == "Running":
-                return Phase.RUNNING, Reason.PROVISIONED, p.message
-            if state in ("Deleting", "Deleted"):
-                return Phase.DELETING, Reason.DELETING, p.message
-            return Phase.PROVISIONING, Reason.PROVISIONING, p.message
-
-
-def ready_of(phase: object) -> str:
-    return "True" if phase in _READY_PHASES else "False"
-
-
 def ready_condition(
     phase: Phase, reason: str, message: str, previous: Mapping[str, Any] | None, now: str
 ) -> dict[str, Any]:
@@ -295,7 +247,7 @@ def platform_status(
     cluster that Palette reports unhealthy or not ready: a Running cluster with such hosts is
     ``Degraded`` (its hosts are kept; nothing is moved).
     """
-    phase, reason, message = _phase_and_reason(p, outcome, unavailable, unhealthy)
+    phase, reason, message = platform_phase(p, outcome, unavailable, unhealthy)
     status: dict[str, Any] = {
         **observed_fields(revision, inputs, previous),
         "phase": str(phase),
@@ -342,10 +294,7 @@ def unreachable_status(
     ``PaletteReachable=False`` says why. Without a previous status the phase is ``Pending``.
     """
     before = dict((previous or {}).get("status") or {})
-    try:
-        phase = Phase(str(before.get("phase")))
-    except ValueError:
-        phase = Phase.PENDING
+    phase = recorded_phase(before.get("phase"))
     since = previous_transition(previous, ready_of(phase)) or now
     unreachable_since = now
     for cond in before.get("conditions") or []:
