@@ -141,7 +141,7 @@ def test_schemas_writes_one_draft_2020_12_schema_per_kind_that_accepts_the_sampl
 
 def test_demo_runs_the_whole_loop_and_exits_zero(tmp_path: Path) -> None:
     # With the canary key in its environment, run_cli also checks that the demo never prints a key.
-    result = run_cli("demo", env=with_key({"TMPDIR": str(tmp_path)}), timeout=120)
+    result = run_cli("demo", env=with_key({"TMPDIR": str(tmp_path)}), timeout=280)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "Running" in result.stdout
 

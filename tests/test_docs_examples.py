@@ -2,9 +2,11 @@
 
 Each command line of a ```bash block is matched by exactly one rule below: a rule that runs it (in a
 workspace where the placeholders exist: a config repository `.` with a status branch written by a real
-`run --once` against the emulator, `path/to/config-repo`, `snapshot.json`, `my-workload.yaml`, ...) and
-checks its exit status, or a rule that names why it cannot run offline (it needs Palette, a forge, a
-cluster, docker, or it is the test suite itself). A new example that no rule matches fails the test, so
+`run --once` against the emulator, which keeps running, `path/to/config-repo`, `snapshot.json`,
+`my-workload.yaml`, ...; `$HEAD_SHA`/`$PR_HEAD` its HEAD, `$STATUS_SHA` its status branch's tip,
+`$PALETTE_URL` the emulator, the API key given only to the examples that say they need it) and checks
+its exit status, or a rule that names why it cannot run offline (it needs Palette, a forge, a cluster,
+docker, or it is the test suite itself). A new example that no rule matches fails the test, so
 an example cannot be added unchecked. Server commands (`reconciler emulator`) are started, must say they
 listen, and are stopped; `--port 8080` becomes a free port.
 """
@@ -24,7 +26,9 @@ import pytest
 import yaml
 
 from tests._contract_support import (
+    API_KEY,
     SAMPLE_INVENTORY,
+    assert_no_secret,
     make_config_repo,
     reconciler_bin,
     run_cli,
@@ -57,6 +61,7 @@ class Rule:
     where: str = "repo"  # repo: the workspace config repository; root: the project; scratch: an empty dir
     codes: tuple[int, ...] = (0,)
     server: bool = False
+    key: bool = False  # the example says it needs the API key (exported): the emulator's is given
 
     def matches(self, command: str) -> bool:
         return re.search(self.pattern, command) is not None
@@ -96,6 +101,7 @@ RULES = (
         codes=(0, 1),
     ),
     Rule(r"^reconciler validate ", codes=(0,)),
+    Rule(r'^reconciler plan .*--palette "\$PALETTE_URL"', codes=(0, 1), key=True),
     Rule(r"^reconciler plan ", codes=(0, 1)),
     Rule(r"^reconciler status ", codes=(0,)),
     Rule(r"^reconciler inventory show --inventory ", codes=(0,)),
@@ -124,6 +130,7 @@ class Workspace:
     repo: Path
     scratch: Path
     emulator_inventory: Path
+    env: dict[str, str]  # the variables the examples use
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +145,10 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
         once = ("--once", "--listen", "127.0.0.1:0", "--cache-dir", str(tmp / "cache"))
         done = run_cli("run", "--repo", str(config.bare), "--palette", emulator.url, *once, env=with_key())
         assert done.returncode == 0, done.stderr[-2000:]
-    repo = config.work
+        yield _prepared(tmp, config.work, emulator.url)
+
+
+def _prepared(tmp: Path, repo: Path, palette_url: str) -> Workspace:
     shutil.copy(SAMPLE_INVENTORY, repo / "snapshot.json")
     (repo.parent / "sample.yaml").write_text(yaml.safe_dump(yaml.safe_load(SAMPLE_INVENTORY.read_text())))
     for name, file in (("my-workload", "my-workload.yaml"), ("what-if-a", "a.yaml"), ("what-if-b", "b.yaml")):
@@ -150,16 +160,19 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     shutil.copy(first, single / "x.yaml")
     scratch = tmp / "scratch"
     scratch.mkdir()
-    yield Workspace(repo, scratch, SAMPLE_INVENTORY)
+    head = _git(repo, "rev-parse", "HEAD")
+    status = _git(repo, "ls-remote", "origin", "refs/heads/reconciler/status").split()[0]
+    variables = {"HEAD_SHA": head, "PR_HEAD": head, "STATUS_SHA": status, "PALETTE_URL": palette_url}
+    return Workspace(repo, scratch, SAMPLE_INVENTORY, variables)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def _adapt(command: str, ws: Workspace) -> str:
-    """The placeholders of the docs, made real: $PR_HEAD/$HEAD_SHA the repository's HEAD, the example
-    files beside the repository, a free port."""
-    head = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=ws.repo, capture_output=True, text=True, check=True
-    )
-    command = command.replace('"$PR_HEAD"', head.stdout.strip()).replace('"$HEAD_SHA"', head.stdout.strip())
+    """The placeholder files of the docs, made real: the example files beside the repository, a free port
+    (the variables are in the workspace's environment)."""
     files = (
         "path/to/config-repo",
         "my-workload.yaml",
@@ -211,8 +224,11 @@ def test_the_example_runs_as_written(workspace: Workspace, where: str, command: 
     if rule.server:
         _serve(real, cwd)
         return
-    env = {k: v for k, v in os.environ.items() if k != "PALETTE_API_KEY"}
+    env = {k: v for k, v in os.environ.items() if k != "PALETTE_API_KEY"} | workspace.env
+    if rule.key:
+        env["PALETTE_API_KEY"] = API_KEY
     done = subprocess.run(
         real, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode in rule.codes, f"{where}: {command}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
+    assert_no_secret(done.stdout, done.stderr)

@@ -19,7 +19,7 @@ from tests._git_support import git
 def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PALETTE_API_KEY"}
     proc = subprocess.run(
-        [sys.executable, "-m", "reconciler.cli", "demo"], env=env, capture_output=True, text=True, timeout=240
+        [sys.executable, "-m", "reconciler.cli", "demo"], env=env, capture_output=True, text=True, timeout=280
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "all 5 platforms Running" in proc.stdout
@@ -100,7 +100,7 @@ def test_demo_keep_shows_the_pass_that_applies_a_pushed_change_and_stops_cleanly
     try:
         workspace = out.wait_for(r"^workspace (\S+)", 30).group(1)
         remote = Path(workspace) / "config-remote.git"
-        out.wait_for(r"all 5 platforms Running", 120)
+        out.wait_for(r"all 5 platforms Running", 240)
         # The demo's scaling scene runs before the hint is printed: seconds on a quiet machine, more on a
         # loaded one. These are waits for a line, not sleeps: a generous bound costs nothing when it passes.
         out.wait_for(rf"git clone -q {re.escape(str(remote))} ", 120)
