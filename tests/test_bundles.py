@@ -13,8 +13,9 @@ from reconciler.model.bundle import ProfileBundle
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.model.resources import ComputePool
-from reconciler.placement.admission import WorkloadAction
+from reconciler.model.resources import AIWorkload, ComputePool, LocalRef
+from reconciler.placement.admission import PreviousAdmission, WorkloadAction
+from reconciler.placement.units import GpuRef
 from reconciler.plan import Action, make_plan
 from reconciler.profiles import platform_cluster_profiles
 from reconciler.resolve import workload_profile
@@ -327,3 +328,110 @@ def test_a_running_pools_bundle_change_is_an_in_place_update_or_held_when_its_in
     )
     assert held.own_profiles == (INFRA, DCGM) and not held.cluster.mutating
     assert "profiles" not in same.to_json()
+
+
+# --- a pool of its own ---------------------------------------------------------------------------------
+
+
+def own_pool_workload(name: str, bundle_name: str, replicas: int = 2, mig: bool = False) -> str:
+    gpus = "{family: NVIDIA-H100, mig: 3g.40gb, count: 1}" if mig else "{family: NVIDIA-H100, count: 2}"
+    return f"""\
+apiVersion: spectrocloud.com/v1alpha1
+kind: AIWorkload
+metadata: {{name: {name}, namespace: project-a}}
+spec:
+  profileBundleRef: {{name: {bundle_name}}}
+  replicas: {replicas}
+  gpus: [{gpus}]
+"""
+
+
+def test_a_fullstack_workload_without_a_pool_provisions_a_dedicated_pool_of_its_own() -> None:
+    state = load(bundle("full", "Fullstack", [FULL, VLLM], ["vllm"]), own_pool_workload("chat", "full"))
+    assert not state.has_errors, state.diagnostics
+    own = state.get(ComputePool, NS, "chat")
+    assert own is not None
+    assert own.metadata.labels == {"palette.ai/provisioned-for": "AIWorkload"}
+    assert (own.spec.mode, own.spec.profile_bundle_ref, own.spec.compute_profile_ref) == (
+        "dedicated",
+        LocalRef(name="full"),
+        None,  # the Project's ComputeProfile, as any pool without a computeProfileRef
+    )
+    assert [(g.family, g.count) for g in own.spec.gpus] == [("NVIDIA-H100", 4)]  # 2 GPUs x 2 replicas
+    chat = state.get(AIWorkload, NS, "chat")
+    assert chat is not None and chat.spec.compute_pool_ref == LocalRef(name="chat")
+    assert (
+        state.resources[("ComputePool", NS, "chat")].source
+        == state.resources[("AIWorkload", NS, "chat")].source
+    )
+
+    plan = make_plan(state, _inventory(), [])
+    entry = plan.get_pool(NS, "chat")
+    assert entry is not None and entry.action is Action.CREATE
+    assert entry.to_json()["provisionedFor"] == "chat" and entry.to_json()["mode"] == "dedicated"
+    assert entry.labels["palette.ai/provisioned-for"] == "AIWorkload"
+    assert [r.uid for r in platform_cluster_profiles(state, own)][:1] == [FULL]
+    (w,) = plan.workloads
+    assert (w.pool, w.action) == ("chat", WorkloadAction.ADMIT)
+    other = plan.get_pool(NS, "chat")
+    assert other is not None and "provisionedFor" not in replace(other, provisioned_for=None).to_json()
+
+
+def test_an_own_pool_name_colliding_with_a_pool_or_platform_is_an_error_naming_both() -> None:
+    state = load(
+        bundle("full", "Fullstack", [FULL]),
+        bundle("infra", "Infrastructure", [GPU_INFRA]),
+        pool("chat", "infra"),
+        own_pool_workload("chat", "full"),
+    )
+    (error,) = errors(state, "chat")
+    assert (error.kind, error.file, error.field) == ("AIWorkload", "doc3.yaml", "metadata.name")
+    assert error.message == (
+        "metadata.name: AIWorkload project-a/chat provisions a pool of its own named chat (cluster "
+        "project-a-chat), which collides with ComputePool project-a/chat; rename one of the two"
+    )
+    # Only a Fullstack bundle provisions a pool; MIG instances need a pool with spec.mig.
+    other = load(
+        bundle("app", "Application", [VLLM], ["vllm"]),
+        bundle("full", "Fullstack", [FULL]),
+        own_pool_workload("a", "app"),
+        own_pool_workload("m", "full", mig=True),
+    )
+    (app,) = errors(other, "a")
+    assert "spec.computePoolRef: required" in app.message and "of type Application" in app.message
+    (mig,) = errors(other, "m")
+    assert mig.field == "spec.gpus[0].mig"
+
+
+def test_removing_the_workload_removes_its_pool_counted_as_one_deletion() -> None:
+    kept = load(bundle("full", "Fullstack", [FULL]))
+    cluster = pool_cluster("chat", ["cp-0"], ["g8"], mode="dedicated")
+    cluster = replace(cluster, labels={**cluster.labels, "palette.ai/provisioned-for": "AIWorkload"})
+    previous = {(NS, "chat"): [PreviousAdmission((NS, "chat"), (GpuRef("g8", 0), GpuRef("g8", 1)))]}
+    plan = make_plan(kept, _inventory(used=True), [cluster], previous=previous, max_deletions=1)
+    entry = plan.get_pool(NS, "chat")
+    assert entry is not None and entry.action is Action.DELETE, entry
+    assert entry.provisioned_for == "chat"
+    (w,) = plan.workloads
+    assert w.action is WorkloadAction.REMOVE
+    # An ordinary pool and its workload removed together are two deletions.
+    plain = replace(cluster, labels=pool_cluster("chat", [], [], mode="dedicated").labels)
+    blocked = make_plan(kept, _inventory(used=True), [plain], previous=previous, max_deletions=1)
+    held = blocked.get_pool(NS, "chat")
+    assert held is not None and (held.action, held.reason) == (Action.UNCHANGED, Reason.PRUNE_BLOCKED)
+
+
+def test_the_project_quota_counts_a_pool_of_its_own() -> None:
+    base = BASE.replace(
+        "  settingsRef: {name: palette}\n", "  settingsRef: {name: palette}\n  gpuQuota: {NVIDIA-H100: 2}\n"
+    )
+    files = [
+        ("base.yaml", base.encode()),
+        ("full.yaml", bundle("full", "Fullstack", [FULL]).encode()),
+        ("chat.yaml", own_pool_workload("chat", "full").encode()),
+    ]
+    plan = make_plan(load_files(files, revision="r1"), _inventory(), [])
+    entry = plan.get_pool(NS, "chat")
+    assert entry is not None and (entry.action, entry.reason) == (Action.REJECTED, Reason.QUOTA_EXCEEDED)
+    # Counted as any dedicated pool: the GPUs of the hosts it would take (the one 8-GPU host for its 4).
+    assert entry.message == "needs 8 NVIDIA-H100 GPUs; project-a uses 0 of 2"

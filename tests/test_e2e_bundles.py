@@ -195,3 +195,62 @@ def test_add_ons_of_a_running_pools_bundle_are_attached_and_detached_in_place_an
     assert attached(emulator) == {INFRA} and pool_cluster(emulator).uid == uid
     status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]
     assert status["conditions"][0]["reason"] == "ReplaceBlocked" and status["profiles"] == [INFRA]
+
+
+def own_pool_files(with_workload: bool) -> dict[str, str | bytes | None]:
+    out: dict[str, str | bytes | None] = {
+        "project-b/bundles/chat-stack.yaml": doc(
+            "ProfileBundle",
+            "chat-stack",
+            {
+                "type": "Fullstack",
+                "clusterProfiles": [{"uid": INFRA}, {"uid": DCGM}],
+                "workloadProfiles": [{"name": "triton-inference-profile"}],
+            },
+        ),
+        "project-b/workloads/chat.yaml": doc(
+            "AIWorkload",
+            "chat",
+            {"profileBundleRef": {"name": "chat-stack"}, "gpus": [{"family": "NVIDIA-A100", "count": 2}]},
+            api="spectrocloud.com/v1alpha1",
+        ),
+    }
+    if not with_workload:
+        out["project-b/workloads/chat.yaml"] = None
+    return out
+
+
+def test_a_fullstack_workload_without_a_pool_gets_its_own_removed_with_it_as_one_deletion(
+    emulator: EmulatorServer,
+    tmp_path: Path,
+) -> None:
+    remote = repo_with(tmp_path, {k: v for k, v in own_pool_files(True).items() if v is not None})
+    ctl = controller(remote, emulator, tmp_path, max_deletions=1)
+    ctl.reconcile_once()
+    (entry,) = [p for p in plan_from_status(remote)["pools"] if p["name"] == "chat"]
+    assert (entry["mode"], entry["provisionedFor"]) == ("dedicated", "chat")
+
+    def chat_running() -> bool:
+        status = status_files(remote).get("project-b/aiworkloads/chat.yaml")
+        return bool(status) and status["status"]["phase"] == "Running"
+
+    until(ctl, chat_running)
+    cluster = pool_cluster(emulator)
+    assert cluster.name == "project-b-chat"
+    assert cluster.labels["palette.ai/kind"] == "ComputePool"
+    assert cluster.labels["palette.ai/provisioned-for"] == "AIWorkload"
+    assert [str(p["uid"]) for p in cluster.profiles][:2] == [INFRA, DCGM]  # built from the bundle
+    pool_status = status_files(remote)["project-b/computepools/chat.yaml"]["status"]
+    assert pool_status["phase"] == "Running"
+    assert status_files(remote)["project-b/aiworkloads/chat.yaml"]["status"]["pool"] == "chat"
+
+    # The workload leaves: its pool's cluster goes with it, one deletion within --max-deletions 1.
+    remote.commit(own_pool_files(False), "chat leaves")
+    (gone,) = [p for p in plan_from_status(remote)["pools"] if p["name"] == "chat"]
+    assert (gone["action"], gone["provisionedFor"]) == ("delete", "chat")
+
+    def cluster_gone() -> bool:
+        emulator.state.sweep()
+        return not [c for c in emulator.state.clusters.values() if c.name == "project-b-chat"]
+
+    until(ctl, cluster_gone)

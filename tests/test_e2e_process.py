@@ -12,14 +12,36 @@ from pathlib import Path
 import httpx
 
 from reconciler.emulator import EmulatorServer, FaultRule
-from tests._e2e_support import API_KEY, clusters_by_name
+from reconciler.metrics import PassOutcome
+from reconciler.status.creates import INDEXING_DELAY, read_creates
+from reconciler.status.render import RECONCILER_FILE
+from tests._e2e_support import API_KEY, PinnedClock, clusters_by_name, controller, status_tip
 from tests._git_support import RemoteRepo, free_port, git
 from tests._loop_support import http_get, passes, start_run, stop_runs, wait_for
+
+PLATFORMS = [
+    "project-a-clearml-prod",
+    "project-a-cpu-sandbox",
+    "project-a-notebooks",
+    "project-b-finetune-l40s",  # the sample's compute pools
+    "project-b-inference",
+    "project-b-shared-a100",
+    "project-b-training",
+]
+
+
+def recorded(remote: RemoteRepo) -> dict[str, bytes]:
+    """The status branch's ``reconciler.yaml`` (where the create intents are)."""
+    text = git("show", f"reconciler/status:{RECONCILER_FILE}", cwd=remote.bare)
+    return {RECONCILER_FILE: text.encode()}
 
 
 def test_sigkill_right_after_a_create_then_restart_adopts_one_cluster_per_platform(
     remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
 ) -> None:
+    """Killed after its first create, before the pass's status: the creates were written ahead, so the
+    restart adopts what was created, holds back what it cannot tell was sent, and a pass past the
+    indexing delay creates the rest once each: one cluster per platform, every intent resolved."""
     # Slow creates down so that the kill lands after the first create and before the status commit.
     emulator.faults.add(
         [FaultRule(path=r"^/v1/spectroclusters/edge-native$", methods=("POST",), latency=0.4)]
@@ -32,28 +54,39 @@ def test_sigkill_right_after_a_create_then_restart_adopts_one_cluster_per_platfo
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-    created_before_kill = len(clusters_by_name(emulator))
-    assert 1 <= created_before_kill < 5
-    branches = git("branch", "--list", "reconciler/status", cwd=remote.bare)
-    assert branches.strip() == ""  # killed before any status was written
+    created_before_kill = sorted(clusters_by_name(emulator))
+    assert 1 <= len(created_before_kill) < 5
+    # Only the write-ahead intent reached the status branch: one per create, sent or not.
+    assert git("ls-tree", "--name-only", "reconciler/status", cwd=remote.bare).split() == [RECONCILER_FILE]
+    intended = [i.cluster for i in read_creates(recorded(remote))]
+    assert sorted(intended) == PLATFORMS
+    killed_tip = status_tip(remote)
 
     emulator.faults.clear()
     again = start_run(remote, cache, "--palette", emulator.url, "--once", "--lease", "none")
     out, _ = again.communicate(timeout=60)
     assert again.returncode == 0, out.decode()
-
-    names = clusters_by_name(emulator)
-    assert sorted(names) == [
-        "project-a-clearml-prod",
-        "project-a-cpu-sandbox",
-        "project-a-notebooks",
-        "project-b-finetune-l40s",  # the sample's compute pools
-        "project-b-inference",
-        "project-b-shared-a100",
-        "project-b-training",
-    ]
-    assert all(len(uids) == 1 for uids in names.values())  # adopted, never created twice
     assert API_KEY not in out.decode()
+    adopted = clusters_by_name(emulator)  # (a create in flight at the kill may have landed since)
+    assert set(created_before_kill) <= set(adopted) and all(len(u) == 1 for u in adopted.values())
+    assert status_tip(remote) != killed_tip
+    still_open = sorted(i.cluster for i in read_creates(recorded(remote)))
+    assert still_open == sorted(set(PLATFORMS) - set(adopted))  # may have been sent: held back
+
+    # Past the indexing delay each held create is looked up by name, found absent and sent once.
+    later = PinnedClock(time.time() + INDEXING_DELAY + 1)
+    ctl = controller(remote, emulator, tmp_path / "later", clock=later)
+    try:
+        done = ctl.reconcile_once()
+        assert done.outcome is PassOutcome.SUCCESS, done.error
+        later.at += 5
+        assert ctl.reconcile_once().outcome is PassOutcome.SUCCESS
+    finally:
+        ctl.close()
+    names = clusters_by_name(emulator)
+    assert sorted(names) == PLATFORMS
+    assert all(len(uids) == 1 for uids in names.values())  # adopted, never created twice
+    assert read_creates(recorded(remote)) == ()
 
 
 def test_webhook_with_a_bad_signature_gets_401_and_starts_no_pass(

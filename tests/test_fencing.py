@@ -20,7 +20,7 @@ from reconciler.palette.client import PaletteClient
 from reconciler.runtime.lease import LeaseFence, NoLease
 from reconciler.source.lease import GitLease
 from reconciler.source.status_store import StatusStore
-from tests._e2e_support import controller, status_tip
+from tests._e2e_support import clusters_by_name, controller, status_tip
 from tests._git_support import RemoteRepo, git
 from tests._palette_support import fast_retry
 
@@ -208,23 +208,28 @@ def test_a_fenced_status_store_pushes_nothing(tmp_path: Path) -> None:
 def test_a_lease_that_runs_out_mid_pass_ends_it_and_nothing_more_is_written(
     remote: RemoteRepo, emulator: EmulatorServer, tmp_path: Path
 ) -> None:
-    """The lease is held when the pass starts and its deadline passes after two writes: the pass stands
-    by with what it did; neither Palette nor the status branch hears from it again until it renews."""
-    lease = ExpiredLease(writes=2)
+    """The lease is held when the pass starts; its deadline passes once the create intents are on the
+    status branch and the first create is sent: the pass stands by with what it did; neither Palette
+    nor the status branch hears from it again until it renews, and then nothing is created twice."""
+    # Four writes: the gate before the creates, the intent push, the apply stage's check, one create.
+    lease = ExpiredLease(writes=4)
     ctl = controller(remote, emulator, tmp_path)
     ctl.lease = lease
     try:
         result = ctl.reconcile_once()
         assert result.outcome is PassOutcome.STANDBY
         writes = emulator.stats.count("POST", "/v1/spectroclusters/edge-native")
-        assert writes <= 2
-        assert git("branch", "--list", "reconciler/status", cwd=remote.bare).strip() == ""
+        assert 1 <= writes <= 2
+        intent_tip = status_tip(remote)  # the intents, written ahead while the lease held; no status
+        assert git("ls-tree", "--name-only", intent_tip, cwd=remote.bare).split() == ["reconciler.yaml"]
         again = ctl.reconcile_once()  # still held by holds(), still past its deadline
         assert again.outcome is PassOutcome.STANDBY
         assert emulator.stats.count("POST", "/v1/spectroclusters/edge-native") == writes
+        assert status_tip(remote) == intent_tip
         lease.left = 1_000  # renewed
         done = ctl.reconcile_once()
         assert done.outcome is PassOutcome.SUCCESS, done.error
-        assert status_tip(remote)
+        assert status_tip(remote) != intent_tip
+        assert all(len(uids) == 1 for uids in clusters_by_name(emulator).values())
     finally:
         ctl.close()

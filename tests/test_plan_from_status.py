@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from reconciler.model.observed import managed_labels
 from reconciler.model.pools import pool_cluster_labels
@@ -421,44 +420,6 @@ def test_markdown_of_a_thousand_platforms_fits_one_comment(tmp_path: Path) -> No
         assert sum(int(cell) for cell in summary.strip("|").split("|")[1:]) == 1000
         match = re.search(r"_(\d+) more entries do not fit", text)
         assert match is not None and len(_rows(text)) + int(match.group(1)) == 1000
-
-
-def _script_lines(document: object, prefix: str) -> list[str]:
-    """Every shell line of a CI document that starts with ``prefix`` (continuations joined)."""
-    if isinstance(document, dict):
-        return [line for value in document.values() for line in _script_lines(value, prefix)]
-    if isinstance(document, list):
-        return [line for value in document for line in _script_lines(value, prefix)]
-    if isinstance(document, str):
-        lines = document.replace("\\\n", " ").splitlines()
-        return [line.strip() for line in lines if line.strip().startswith(prefix)]
-    return []
-
-
-# The GitHub example uses the project's action, whose steps tests/test_ci_integration.py runs whole.
-@pytest.mark.parametrize("example", [ROOT / "examples" / "gitlab" / ".gitlab-ci.yml"], ids=["gitlab"])
-def test_the_ci_examples_fetch_and_plan_lines_run_as_written(
-    deployed_repo: tuple[ConfigRepo, dict[str, Any], str], tmp_path: Path, example: Path
-) -> None:
-    """The examples' own ``git fetch`` and ``reconciler plan`` lines, run by bash in a checkout."""
-    repo, _, _ = deployed_repo
-    document = yaml.safe_load(example.read_text())
-    fetches = _script_lines(document, "git fetch")
-    plans = _script_lines(document, "reconciler plan")
-    assert len(fetches) == 1 and len(plans) == 1
-    clone = tmp_path / "checkout"
-    git("clone", "-q", str(repo.bare), str(clone))
-    head = git("rev-parse", "origin/more-gpus", cwd=clone)
-    env = _clean_env({**OFFLINE, "HEAD_SHA": head, "CI_COMMIT_SHA": head})
-    env["PATH"] = f"{Path(reconciler_bin()).parent}:{env['PATH']}"
-    for line in (fetches[0], plans[0]):
-        done = subprocess.run(
-            ["bash", "-c", line], cwd=clone, env=env, capture_output=True, text=True, timeout=120, check=False
-        )
-        assert done.returncode == 0, (line, done.stderr)
-    comment = (clone / "plan.md").read_text()
-    assert [row.split("|")[1].strip() for row in _rows(comment)] == ["scale"]
-    assert len(comment) <= MARKDOWN_LIMIT
 
 
 def test_a_repository_url_is_cloned_once_and_planned_the_same(

@@ -14,269 +14,36 @@ from __future__ import annotations
 
 import bisect
 import copy
-import hashlib
 import json
-import threading
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Mapping
 from typing import Any
 
 from reconciler.emulator import search
 from reconciler.emulator.errors import ApiError
 from reconciler.emulator.hosts import get as _get
-from reconciler.emulator.hosts import is_worker_host
-from reconciler.palette.observe import Snapshot
-
-Clock = Callable[[], float]
-
-# Fields of a pool entity's poolConfig kept on v1EdgeNativeMachinePoolConfig (GET cloud config).
-_POOL_FIELDS = (
-    "name",
-    "isControlPlane",
-    "useControlPlaneAsWorker",
-    "labels",
-    "additionalLabels",
-    "additionalAnnotations",
-    "additionalTags",
-    "taints",
-    "nodeRepaveInterval",
-    "updateStrategy",
-    "machinePoolProperties",
-    "minSize",
-    "maxSize",
+from reconciler.emulator.records import (
+    _BUILDING_TYPES,
+    _CLUSTER_PROPERTIES,
+    _HOST_PROPERTIES,
+    _HOST_SORT_FIELDS,
+    PALETTE_PROFILE_TYPES,
+    Clock,
+    Cluster,
+    Pool,
+    _check_addressing,
+    _machine_uid,
+    _parse_pool,
+    timestamp,
 )
+from reconciler.emulator.state_documents import DocumentedState
+
+# The records (``records``), the world (``state_base``) and its documents (``state_documents``) live in
+# their own modules; the public names are importable from here.
+__all__ = ["PALETTE_PROFILE_TYPES", "Clock", "Cluster", "EmulatorState", "Pool", "timestamp"]
 
 
-def timestamp(seconds: float) -> str:
-    """RFC 3339 with milliseconds, as Palette writes ``v1Time``."""
-    moment = datetime.fromtimestamp(seconds, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-# Fields of an edge host entity (v1EdgeNativeMachinePoolHostEntity) kept on the pool's hosts.
-_HOST_FIELDS = ("hostName", "nic", "twoNodeCandidatePriority")
-
-# Catalogue types (docs/palette.md) -> Palette's profile types; infra and full can build a cluster.
-PALETTE_PROFILE_TYPES = {"infra": "infra", "full": "cluster", "add-on": "add-on"}
-_BUILDING_TYPES = ("infra", "cluster")
-
-
-@dataclass
-class Pool:
-    name: str
-    is_control_plane: bool
-    config: dict[str, Any]
-    hosts: list[str] = field(default_factory=list)
-    # Per host uid: the fields of its entity that Palette keeps (hostName, nic, twoNodeCandidatePriority).
-    entities: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-@dataclass
-class Cluster:
-    uid: str
-    name: str
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    project_uid: str | None
-    project_name: str | None
-    created: float
-    cloud_config_uid: str
-    cluster_config: dict[str, Any]
-    pools: list[Pool]
-    profiles: list[dict[str, Any]] = field(default_factory=list)
-    deleting_since: float | None = None
-    fixed_state: str | None = None  # a seeded state that does not progress (e.g. Failed)
-
-    def host_uids(self) -> list[str]:
-        return [uid for pool in self.pools for uid in pool.hosts]
-
-    def pool(self, name: str) -> Pool | None:
-        return next((p for p in self.pools if p.name == name), None)
-
-
-class EmulatorState:
+class EmulatorState(DocumentedState):
     """Hosts and clusters of one emulated Palette tenant (several projects)."""
-
-    def __init__(
-        self,
-        snapshot: Snapshot | None = None,
-        *,
-        provision_seconds: float = 5.0,
-        delete_seconds: float = 2.0,
-        clock: Clock = time.time,
-    ) -> None:
-        self.provision_seconds = provision_seconds
-        self.delete_seconds = delete_seconds
-        self.clock = clock
-        # Palette's search index lags its store: a cluster created less than this many seconds ago (on
-        # ``clock``) is not listed by the cluster search yet; ``GET`` by uid finds it at once.
-        self.index_delay = 0.0
-        self.lock = threading.RLock()
-        self._counter = 0
-        self.hosts: dict[str, dict[str, Any]] = {}
-        self.clusters: dict[str, Cluster] = {}
-        # uid -> {uid, name, type: infra|add-on|full}; None: no catalogue, any uid is an infrastructure
-        # profile. Palette's documents name the types infra, add-on and cluster (full).
-        self.catalogue: dict[str, dict[str, str]] | None = None
-        # Paging a large inventory re-runs one search per page; the matching list is kept until any
-        # host changes (``_version``), so each page costs O(page), not O(inventory).
-        self._version = 0
-        self._search_cache: dict[tuple[str | None, str], tuple[int, list[dict[str, Any]]]] = {}
-        self._cluster_listings: dict[tuple[str | None, str], tuple[int, list[dict[str, Any]]]] = {}
-        if snapshot is not None:
-            self._seed(snapshot)
-        self._host_order = sorted(
-            self.hosts, key=lambda uid: (str(self.hosts[uid]["metadata"].get("name")), uid)
-        )
-
-    # --- seeding -----------------------------------------------------------------------------------
-
-    def _seed(self, snapshot: Snapshot) -> None:
-        if snapshot.cluster_profiles is not None:
-            self.catalogue = {}
-            for entry in snapshot.cluster_profiles:
-                uid = str(entry["uid"])
-                kind = str(entry.get("type") or "infra")
-                self.catalogue[uid] = {"uid": uid, "name": str(entry.get("name") or uid), "type": kind}
-        for host in snapshot.edge_hosts:
-            item = copy.deepcopy(host)
-            uid = str(item["metadata"]["uid"])
-            item["metadata"].setdefault("name", uid)
-            item.setdefault("spec", {})
-            status = item.setdefault("status", {})
-            status.setdefault("state", "ready")
-            status.setdefault("health", {"state": "healthy"})
-            status.setdefault("inUseClustersRef", [])
-            self.hosts[uid] = item
-        now = self.clock()
-        for item in self.hosts.values():
-            meta = item["metadata"]
-            meta.setdefault("creationTimestamp", timestamp(now))
-            meta.setdefault("lastModifiedTimestamp", meta["creationTimestamp"])
-        for raw in snapshot.clusters:
-            uid = _get(raw, "metadata", "uid")
-            state = str(_get(raw, "status", "state") or "Running")
-            if not uid or state == "Deleted":
-                continue
-            members = [h for h in self.hosts.values() if self._refers(h, str(uid))]
-            workers = [h["metadata"]["uid"] for h in members if is_worker_host(h)]
-            control_plane = [h["metadata"]["uid"] for h in members if not is_worker_host(h)]
-            pools = [Pool("control-plane-pool", True, {"labels": ["control-plane"]}, sorted(control_plane))]
-            if workers:
-                pools.append(Pool("worker-pool", False, {"labels": ["worker"]}, sorted(workers)))
-            project = next((_get(h, "spec", "projectMeta") for h in members), None) or {}
-            cluster = Cluster(
-                uid=str(uid),
-                name=str(_get(raw, "metadata", "name") or uid),
-                labels=dict(_get(raw, "metadata", "labels") or {}),
-                annotations=dict(_get(raw, "metadata", "annotations") or {}),
-                project_uid=project.get("uid"),
-                project_name=project.get("name"),
-                created=now - self.provision_seconds if state == "Running" else now,
-                cloud_config_uid=str(_get(raw, "spec", "cloudConfigRef", "uid") or self._new_uid("cc")),
-                cluster_config={},
-                pools=pools,
-                profiles=[
-                    {"uid": str(t["uid"])}
-                    for t in _get(raw, "spec", "clusterProfileTemplates") or []
-                    if isinstance(t, Mapping) and t.get("uid")
-                ],
-            )
-            if state == "Deleting":
-                cluster.deleting_since = now
-            elif state not in ("Running", "Pending", "Provisioning"):
-                cluster.fixed_state = state
-            self.clusters[cluster.uid] = cluster
-
-    @staticmethod
-    def _refers(host: Mapping[str, Any], cluster_uid: str) -> bool:
-        refs = _get(host, "status", "inUseClustersRef") or []
-        return any(isinstance(r, Mapping) and r.get("uid") == cluster_uid for r in refs)
-
-    def _new_uid(self, prefix: str) -> str:
-        """Palette uids are 24 hex digits; ours are deterministic so tests can predict them."""
-        self._counter += 1
-        tag = {"cl": "c1", "cc": "cc", "au": "a0"}.get(prefix, "ff")
-        return f"{tag}{self._counter:022x}"
-
-    # --- time --------------------------------------------------------------------------------------
-
-    def cluster_state(self, cluster: Cluster, now: float | None = None) -> str:
-        now = self.clock() if now is None else now
-        if cluster.deleting_since is not None:
-            return "Deleting"
-        if cluster.fixed_state:
-            return cluster.fixed_state
-        elapsed = now - cluster.created
-        if elapsed >= self.provision_seconds:
-            return "Running"
-        if elapsed < self.provision_seconds / 3:
-            return "Pending"
-        return "Provisioning"
-
-    def sweep(self) -> None:
-        """Remove clusters whose deletion has completed and hand their hosts back (``ready``)."""
-        with self.lock:
-            now = self.clock()
-            for uid in [
-                uid
-                for uid, c in self.clusters.items()
-                if c.deleting_since is not None and now - c.deleting_since >= self.delete_seconds
-            ]:
-                cluster = self.clusters.pop(uid)
-                for host_uid in cluster.host_uids():
-                    self._release(host_uid, uid)
-
-    def _release(self, host_uid: str, cluster_uid: str) -> None:
-        host = self.hosts.get(host_uid)
-        if host is None:
-            return
-        self._touch(host)
-        status = host.setdefault("status", {})
-        refs = [r for r in status.get("inUseClustersRef") or [] if r.get("uid") != cluster_uid]
-        status["inUseClustersRef"] = refs
-        if not refs and status.get("state") == "in-use":
-            status["state"] = "ready"
-
-    def _occupy(self, host_uid: str, cluster: Cluster) -> None:
-        self._touch(self.hosts[host_uid])
-        status = self.hosts[host_uid].setdefault("status", {})
-        status["state"] = "in-use"
-        status["inUseClustersRef"] = [{"name": cluster.name, "uid": cluster.uid}]
-
-    def _touch(self, host: dict[str, Any]) -> None:
-        """A host changes: its ``lastModifiedTimestamp`` moves (incremental reads key on it)."""
-        self._version += 1
-        host.setdefault("metadata", {})["lastModifiedTimestamp"] = timestamp(self.clock())
-
-    # --- scope -------------------------------------------------------------------------------------
-
-    @staticmethod
-    def _in_scope(project_of_thing: str | None, project: str | None) -> bool:
-        return project is None or project_of_thing is None or project_of_thing == project
-
-    def _host_project(self, host: Mapping[str, Any]) -> str | None:
-        uid = _get(host, "spec", "projectMeta", "uid")
-        return str(uid) if uid else None
-
-    def _visible_hosts(self, project: str | None) -> list[dict[str, Any]]:
-        """Hosts in scope, ordered by name then uid (a stable order for paging)."""
-        hosts = (self.hosts[uid] for uid in self._host_order)
-        return [h for h in hosts if self._in_scope(self._host_project(h), project)]
-
-    def _visible_cluster(self, uid: str, project: str | None) -> Cluster:
-        cluster = self.clusters.get(uid)
-        if cluster is None or not self._in_scope(cluster.project_uid, project):
-            raise ApiError(404, "ResourceNotFound", f"spectrocluster {uid} not found")
-        return cluster
-
-    def _cluster_by_config(self, config_uid: str, project: str | None) -> Cluster:
-        for cluster in self.clusters.values():
-            if cluster.cloud_config_uid == config_uid and self._in_scope(cluster.project_uid, project):
-                return cluster
-        raise ApiError(404, "ResourceNotFound", f"cloud config {config_uid} not found")
 
     # --- edge hosts --------------------------------------------------------------------------------
 
@@ -399,52 +166,6 @@ class EmulatorState:
                 self._occupy(uid, cluster)
             return cluster.uid
 
-    # --- cluster profiles ---------------------------------------------------------------------------
-
-    def _profile_type(self, uid: str) -> str:
-        """Palette's type of a known profile uid; 400 for an unknown one (with a catalogue)."""
-        if self.catalogue is None:
-            return "infra"
-        entry = self.catalogue.get(uid)
-        if entry is None:
-            raise ApiError(400, "ClusterProfileNotFound", f"cluster profile {uid} not found")
-        return PALETTE_PROFILE_TYPES.get(entry["type"], "infra")
-
-    def _check_profiles(self, profiles: Any, *, for_create: bool) -> list[dict[str, Any]]:
-        """Validate ``v1SpectroClusterProfileEntity`` items; a create needs an infra or full profile."""
-        if not isinstance(profiles, list) or not profiles:
-            what = "spec.profiles" if for_create else "profiles"
-            raise ApiError(400, "InvalidRequest", f"{what} must name at least one cluster profile")
-        out: list[dict[str, Any]] = []
-        for item in profiles:
-            uid = item.get("uid") if isinstance(item, Mapping) else None
-            if not isinstance(uid, str) or not uid:
-                raise ApiError(400, "InvalidRequest", "every cluster profile needs a uid")
-            self._profile_type(uid)
-            if any(p["uid"] == uid for p in out):
-                raise ApiError(400, "InvalidRequest", f"cluster profile {uid} is named twice")
-            out.append(copy.deepcopy(dict(item)))
-        if for_create and not any(self._profile_type(p["uid"]) in _BUILDING_TYPES for p in out):
-            raise ApiError(
-                400,
-                "InvalidClusterProfiles",
-                "an edge-native cluster needs an infrastructure or full cluster profile",
-            )
-        return out
-
-    def _profile_document(self, attached: Mapping[str, Any]) -> dict[str, Any]:
-        """``v1SpectroClusterProfile`` of an attached profile."""
-        uid = str(attached["uid"])
-        entry = (self.catalogue or {}).get(uid, {"uid": uid, "name": uid, "type": "infra"})
-        return {
-            "metadata": {"uid": uid, "name": entry["name"]},
-            "spec": {
-                "cloudType": "edge-native",
-                "type": PALETTE_PROFILE_TYPES.get(entry["type"], "infra"),
-                "version": 1,
-            },
-        }
-
     def get_cluster_profiles(self, uid: str, project: str | None) -> dict[str, Any]:
         with self.lock:
             self.sweep()
@@ -494,10 +215,6 @@ class EmulatorState:
                 )
             cluster.profiles = kept
 
-    def _attached_type(self, uid: str) -> str:
-        entry = (self.catalogue or {}).get(uid)
-        return PALETTE_PROFILE_TYPES.get(entry["type"], "infra") if entry is not None else "infra"
-
     # --- machines and overview -------------------------------------------------------------------
 
     def list_machines(self, config_uid: str, pool_name: str, project: str | None) -> dict[str, Any]:
@@ -545,36 +262,6 @@ class EmulatorState:
             pool.hosts = [h for h in pool.hosts if h != host_uid]
             pool.entities = {h: e for h, e in pool.entities.items() if h != host_uid}
 
-    def _machine_document(self, cluster: Cluster, pool: Pool, host_uid: str) -> dict[str, Any]:
-        """``v1EdgeNativeMachine``: named as the host (the provider matches machines to hosts by name)."""
-        state = self.cluster_state(cluster)
-        instance = {"Pending": "Pending", "Provisioning": "Provisioning", "Running": "Running"}.get(
-            state, "Deleting" if state == "Deleting" else "Unknown"
-        )
-        host = self.hosts.get(host_uid)
-        name = pool.entities.get(host_uid, {}).get("hostName") or _get(host, "metadata", "name") or host_uid
-        address = _get(pool.entities.get(host_uid), "nic", "ip") or _get(host, "spec", "host", "hostAddress")
-        status: dict[str, Any] = {
-            "instanceState": instance,
-            "ready": instance == "Running",
-            "health": {"state": "Healthy" if instance == "Running" else "Unknown"},
-        }
-        if address:
-            status["addresses"] = [{"type": "InternalIP", "address": str(address)}]
-        return {
-            "apiVersion": "v1",
-            "kind": "Machine",
-            "metadata": {
-                "uid": _machine_uid(cluster.uid, host_uid),
-                "name": str(name),
-                "labels": {},
-                "annotations": {},
-                "creationTimestamp": timestamp(cluster.created),
-            },
-            "spec": {"edgeHostUid": host_uid},
-            "status": status,
-        }
-
     def cluster_overview(self, uid: str, project: str | None) -> dict[str, Any]:
         """``v1SpectroClusterUidSummary`` (``GET /v1/dashboard/spectroclusters/{uid}/overview``)."""
         with self.lock:
@@ -591,28 +278,6 @@ class EmulatorState:
                 },
                 "status": {"state": summary["status"]["state"], "health": summary["status"]["health"]},
             }
-
-    def _template_meta(self, attached: Mapping[str, Any]) -> dict[str, Any]:
-        document = self._profile_document(attached)
-        return {
-            "uid": document["metadata"]["uid"],
-            "name": document["metadata"]["name"],
-            "type": document["spec"]["type"],
-            "cloudType": "edge-native",
-        }
-
-    def _check_placeable(self, host_uid: str, project: str | None) -> None:
-        host = self.hosts.get(host_uid)
-        if host is None or not self._in_scope(self._host_project(host), project):
-            raise ApiError(400, "EdgeHostNotFound", f"edge host {host_uid} not found")
-        refs = _get(host, "status", "inUseClustersRef") or []
-        if refs or _get(host, "status", "state") == "in-use":
-            owner = ", ".join(str(r.get("name") or r.get("uid")) for r in refs) or "another cluster"
-            raise ApiError(409, "EdgeHostInUse", f"edge host {host_uid} is already in use by {owner}")
-        if _get(host, "status", "state") != "ready":
-            raise ApiError(400, "EdgeHostNotReady", f"edge host {host_uid} is not ready")
-        if _get(host, "status", "health", "state") != "healthy":
-            raise ApiError(400, "EdgeHostUnhealthy", f"edge host {host_uid} is not healthy")
 
     def delete_cluster(self, uid: str, project: str | None) -> None:
         with self.lock:
@@ -760,197 +425,3 @@ class EmulatorState:
                     else {}
                 ),
             }
-
-    # --- documents ---------------------------------------------------------------------------------
-
-    def _meta(self, cluster: Cluster) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "uid": cluster.uid,
-            "name": cluster.name,
-            "labels": dict(cluster.labels),
-            "annotations": dict(cluster.annotations),
-            "creationTimestamp": timestamp(cluster.created),
-            "lastModifiedTimestamp": timestamp(cluster.deleting_since or cluster.created),
-        }
-        if cluster.deleting_since is not None:
-            meta["deletionTimestamp"] = timestamp(cluster.deleting_since)
-        return meta
-
-    def cluster_document(self, cluster: Cluster) -> dict[str, Any]:
-        """``v1SpectroCluster``."""
-        return {
-            "apiVersion": "v1",
-            "kind": "SpectroCluster",
-            "metadata": self._meta(cluster),
-            "spec": {
-                "cloudType": "edge-native",
-                "cloudConfigRef": {
-                    "kind": "EdgeNativeCloudConfig",
-                    "name": cluster.name,
-                    "uid": cluster.cloud_config_uid,
-                },
-                "clusterType": "PureManage",
-                "clusterProfileTemplates": [self._template_meta(p) for p in cluster.profiles],
-            },
-            "status": {"state": self.cluster_state(cluster), "conditions": []},
-        }
-
-    def cluster_summary(self, cluster: Cluster) -> dict[str, Any]:
-        """``v1SpectroClusterSummary``."""
-        state = self.cluster_state(cluster)
-        arches = sorted({self._host_arch(uid) for uid in cluster.host_uids()})
-        summary: dict[str, Any] = {
-            "metadata": self._meta(cluster),
-            "specSummary": {
-                "cloudConfig": {
-                    "cloudType": "edge-native",
-                    "uid": cluster.cloud_config_uid,
-                    "machinePools": [
-                        {
-                            "cloudType": "edge-native",
-                            "labels": ["control-plane"] if p.is_control_plane else ["worker"],
-                            "isControlPlane": p.is_control_plane,
-                            "size": len(p.hosts),
-                            "healthy": len(p.hosts) if state == "Running" else 0,
-                        }
-                        for p in cluster.pools
-                    ],
-                },
-                "archTypes": arches,
-            },
-            "status": {"state": state, "health": {"state": "Healthy" if state == "Running" else "Unknown"}},
-        }
-        if cluster.project_uid:
-            summary["specSummary"]["projectMeta"] = {
-                "uid": cluster.project_uid,
-                "name": cluster.project_name or "",
-            }
-        return summary
-
-    def _host_arch(self, uid: str) -> str:
-        arch = _get(self.hosts.get(uid), "spec", "device", "archType")
-        return str(arch) if arch in ("amd64", "arm64") else "amd64"
-
-    def _pool_document(self, pool: Pool) -> dict[str, Any]:
-        """``v1EdgeNativeMachinePoolConfig`` with its hosts (``hostUid`` and ``hostAddress`` required)."""
-        doc: dict[str, Any] = {k: copy.deepcopy(v) for k, v in pool.config.items() if k in _POOL_FIELDS}
-        doc["name"] = pool.name
-        doc["isControlPlane"] = pool.is_control_plane
-        doc["size"] = len(pool.hosts)
-        doc["hosts"] = [
-            {
-                "hostUid": uid,
-                "hostAddress": str(_get(self.hosts.get(uid), "spec", "host", "hostAddress") or ""),
-                "hostName": str(_get(self.hosts.get(uid), "metadata", "name") or uid),
-                **copy.deepcopy(pool.entities.get(uid, {})),
-            }
-            for uid in pool.hosts
-        ]
-        return doc
-
-
-def _parse_pool(entity: Any, default_name: str | None = None) -> Pool:
-    """A ``v1EdgeNativeMachinePoolConfigEntity``; raises ApiError 400 when malformed."""
-    if not isinstance(entity, Mapping):
-        raise ApiError(400, "InvalidRequest", "a machine pool must be an object")
-    config = entity.get("poolConfig") or {}
-    if not isinstance(config, Mapping):
-        raise ApiError(400, "InvalidRequest", "poolConfig must be an object")
-    name = config.get("name") or default_name
-    if not isinstance(name, str) or not name:
-        raise ApiError(400, "InvalidRequest", "poolConfig.name is required")
-    edge_hosts = _get(entity, "cloudConfig", "edgeHosts")
-    if not isinstance(edge_hosts, list):
-        raise ApiError(400, "InvalidRequest", f"pool {name}: cloudConfig.edgeHosts is required")
-    hosts: list[str] = []
-    entities: dict[str, dict[str, Any]] = {}
-    for item in edge_hosts:
-        uid = item.get("hostUid") if isinstance(item, Mapping) else None
-        if not isinstance(uid, str) or not uid:
-            raise ApiError(400, "InvalidRequest", f"pool {name}: every edge host needs a hostUid")
-        hosts.append(uid)
-        kept = {k: copy.deepcopy(item[k]) for k in _HOST_FIELDS if item.get(k) not in (None, "", {})}
-        priority = kept.get("twoNodeCandidatePriority")
-        if priority is not None and priority not in ("primary", "secondary"):
-            raise ApiError(
-                400, "InvalidRequest", f"pool {name}: twoNodeCandidatePriority is primary or secondary"
-            )
-        entities[uid] = kept
-    size = config.get("size")
-    if size is not None and size != len(hosts):
-        raise ApiError(
-            400, "InvalidRequest", f"pool {name}: size {size} does not match {len(hosts)} edge hosts"
-        )
-    return Pool(name, bool(config.get("isControlPlane")), copy.deepcopy(dict(config)), hosts, entities)
-
-
-def _machine_uid(cluster_uid: str, host_uid: str) -> str:
-    """A machine's uid: stable for one host in one cluster, 24 hex digits like Palette's."""
-    return hashlib.sha256(f"{cluster_uid}/{host_uid}".encode()).hexdigest()[:24]
-
-
-def _check_addressing(cloud_config: Mapping[str, Any], pools: list[Pool]) -> None:
-    """What Palette checks of a request's addressing against its cluster's cloud config: ``staticIp``
-    needs every host's ``nic.ip``; a two-node cluster's control plane is two hosts marked primary and
-    secondary."""
-    if cloud_config.get("staticIp") is True:
-        for pool in pools:
-            for uid in pool.hosts:
-                if not _get(pool.entities.get(uid), "nic", "ip"):
-                    raise ApiError(
-                        400, "InvalidRequest", f"staticIp is set but edge host {uid} has no nic.ip"
-                    )
-    control = [p for p in pools if p.is_control_plane]
-    if cloud_config.get("isTwoNodeCluster") is True and control:
-        priorities = sorted(
-            str(p.entities.get(uid, {}).get("twoNodeCandidatePriority")) for p in control for uid in p.hosts
-        )
-        if priorities != ["primary", "secondary"]:
-            raise ApiError(
-                400,
-                "InvalidRequest",
-                "a two-node cluster needs two control-plane hosts with twoNodeCandidatePriority "
-                "primary and secondary",
-            )
-
-
-def _tags(host: Mapping[str, Any]) -> list[str]:
-    """Tags as the search filter sees them: ``key:value``, and a bare ``key`` for ``spectro__tag``."""
-    out: list[str] = []
-    for key, value in (_get(host, "metadata", "labels") or {}).items():
-        out.append(f"{key}:{value}")
-        if value == "spectro__tag":
-            out.append(str(key))
-    return out
-
-
-def _strings(*values: Any) -> list[str]:
-    return [str(v) for v in values if v is not None]
-
-
-_HOST_PROPERTIES: dict[str, search.Extractor] = {
-    "tags": _tags,
-    "state": lambda h: _strings(_get(h, "status", "state")),
-    "healthState": lambda h: _strings(_get(h, "status", "health", "state")),
-    "name": lambda h: _strings(_get(h, "metadata", "name")),
-    "architecture": lambda h: _strings(_get(h, "spec", "device", "archType")),
-    "lastModifiedTimestamp": lambda h: _strings(_get(h, "metadata", "lastModifiedTimestamp")),
-    "creationTimestamp": lambda h: _strings(_get(h, "metadata", "creationTimestamp")),
-}
-
-# The edge-host search's own sort contract (Palette 4.10: name, state, healthState and the timestamps).
-_HOST_SORT_FIELDS: dict[str, search.SortKey] = {
-    "name": lambda h: _get(h, "metadata", "name"),
-    "state": lambda h: _get(h, "status", "state"),
-    "healthState": lambda h: _get(h, "status", "health", "state"),
-    "creationTimestamp": lambda h: search.parse_time(_get(h, "metadata", "creationTimestamp")),
-    "lastModifiedTimestamp": lambda h: search.parse_time(_get(h, "metadata", "lastModifiedTimestamp")),
-}
-
-_CLUSTER_PROPERTIES: dict[str, search.Extractor] = {
-    "clusterName": lambda c: _strings(_get(c, "metadata", "name")),
-    "clusterState": lambda c: _strings(_get(c, "status", "state")),
-    "environment": lambda c: _strings(_get(c, "specSummary", "cloudConfig", "cloudType")),
-    "isDeleted": lambda c: _get(c, "status", "state") == "Deleted",
-    "tags": _tags,
-}

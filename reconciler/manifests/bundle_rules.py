@@ -16,7 +16,7 @@ but lists no cluster profile at all is already an error.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.manifests.pool_rules import PoolDoc
 from reconciler.manifests.schema import PathElem, Problem, field_path
@@ -24,12 +24,15 @@ from reconciler.model.bundle import APPLICATION, FULLSTACK, INFRASTRUCTURE, Prof
 from reconciler.model.conditions import Reason
 from reconciler.model.resources import ComputePool, WorkloadProfile
 
+if TYPE_CHECKING:
+    from reconciler.manifests.record import Facts
+
 BUNDLE_KIND = "ProfileBundle"
 MODEL_LABEL = "palette.ai/aiworkload-type"
 DEPLOYING_TYPES = ("Application", "Model")  # WorkloadProfile types an App or Model Deployment runs
 NO_POOL = (
-    "required: name the ComputePool it runs on (or an Environment in spec.environmentRef); a pool "
-    "provisioned for the workload from a Fullstack bundle is not built by this version"
+    "required: name the ComputePool it runs on (or an Environment in spec.environmentRef); only a "
+    "workload with a Fullstack bundle gets a pool of its own without one"
 )
 
 # --- per document ------------------------------------------------------------------------------------
@@ -45,12 +48,6 @@ def check_bundle_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
     given = {
         k for k, v in spec.items() if v is not None
     }  # a null field is an absent one (as the model reads it)
-    if (
-        kind == "AIWorkload"
-        and "profileBundleRef" in given
-        and not given & {"computePoolRef", "environmentRef"}
-    ):
-        return [Problem(("spec",), f"spec.computePoolRef: {NO_POOL}")]
     if kind in ("ComputePool", "AIWorkload") and {"profileBundleRef", "workloadProfileRef"} <= given:
         return [
             Problem(
@@ -230,6 +227,8 @@ def _user_problems(doc: PoolDoc, name: str, index: _Index) -> list[Problem]:
         return []
     facts = doc.facts
     problems: list[Problem] = []
+    if facts is not None and facts.pool_ref is None and facts.environment_ref is None:
+        problems.extend(_own_pool_problems(ns, doc.name or "", facts, kind, index))
     if kind == INFRASTRUCTURE:
         problems.append(_type_problem(path, name, kind, "an AIWorkload", "Application or Fullstack"))
     if facts is not None and facts.model and not _has_model(bundle, index):
@@ -242,6 +241,35 @@ def _user_problems(doc: PoolDoc, name: str, index: _Index) -> list[Problem]:
             )
         )
     return problems
+
+
+def _own_pool_problems(ns: str, name: str, facts: Facts, kind: str, index: _Index) -> list[Problem]:
+    """Rules of a workload that names no pool: only a Fullstack bundle provisions one, of whole GPUs, whose
+    name (the workload's) is no ComputePool's or MLPlatform's of the namespace (their clusters would
+    share the name ``<namespace>-<name>``)."""
+    if kind != FULLSTACK:
+        return [Problem(("spec",), f"spec.computePoolRef: {NO_POOL} (profile bundle is of type {kind})")]
+    for other in ("ComputePool", "MLPlatform"):
+        if index.status(other, ns, name) != "missing":
+            return [
+                Problem(
+                    ("metadata", "name"),
+                    f"metadata.name: AIWorkload {ns}/{name} provisions a pool of its own named {name} "
+                    f"(cluster {ns}-{name}), which collides with {other} {ns}/{name}; rename one of the two",
+                    reason=Reason.INVALID_SPEC,
+                )
+            ]
+    if facts.first_mig is not None:
+        i = facts.first_mig
+        return [
+            Problem(
+                ("spec", "gpus", i, "mig"),
+                f"spec.gpus[{i}].mig: a pool provisioned for the workload is sized in whole GPUs; run MIG "
+                "instances in a ComputePool with spec.mig (spec.computePoolRef)",
+                reason=Reason.INVALID_SPEC,
+            )
+        ]
+    return []
 
 
 def _type_problem(path: tuple[PathElem, ...], name: str, kind: str, user: str, allowed: str) -> Problem:

@@ -20,6 +20,7 @@ from reconciler.manifests.environment_rules import check_environments
 from reconciler.manifests.locate import FileNodes
 from reconciler.manifests.parse import ParsedFile, parse_file
 from reconciler.manifests.pool_rules import check_pools
+from reconciler.manifests.provisioned import with_provisioned_pools
 from reconciler.manifests.record import Facts, Record, examine
 from reconciler.manifests.schema import PathElem, Problem, field_path
 from reconciler.model.conditions import Reason
@@ -355,7 +356,7 @@ def build_desired(files: Iterable[ParsedFile | CheckedFile], revision: str | Non
     :class:`CheckedFile` from a cache is taken as it is: only the cross-resource rules run again)."""
     state = DesiredState(revision=revision)
     _load(files, state, keep_resources=True)
-    return state
+    return with_provisioned_pools(state)
 
 
 def validate_files(files: Iterable[ParsedFile], text_of: Callable[[str], str] | None = None) -> Verdict:

@@ -24,6 +24,8 @@ KIND_LABEL = "palette.ai/kind"
 PLATFORM_KIND = "MLPlatform"
 POOL_KIND = "ComputePool"
 POOL_MODE_LABEL = "palette.ai/pool-mode"
+# A pool provisioned for a workload (docs/bundles.md): its cluster says for which kind it was made.
+PROVISIONED_LABEL = "palette.ai/provisioned-for"
 
 
 def cluster_kind(labels: Mapping[str, str]) -> str:
@@ -31,9 +33,15 @@ def cluster_kind(labels: Mapping[str, str]) -> str:
     return labels.get(KIND_LABEL) or PLATFORM_KIND
 
 
-def pool_cluster_labels(namespace: str, name: str, mode: str) -> dict[str, str]:
-    """The labels of a pool's cluster: the managed labels, its kind and the mode it is made for."""
-    return {**managed_labels(namespace, name), KIND_LABEL: POOL_KIND, POOL_MODE_LABEL: mode}
+def pool_cluster_labels(
+    namespace: str, name: str, mode: str, provisioned_for: str | None = None
+) -> dict[str, str]:
+    """The labels of a pool's cluster: the managed labels, its kind and the mode it is made for (and,
+    for a pool provisioned for a workload, that workload's kind)."""
+    labels = {**managed_labels(namespace, name), KIND_LABEL: POOL_KIND, POOL_MODE_LABEL: mode}
+    if provisioned_for is not None:
+        labels[PROVISIONED_LABEL] = provisioned_for
+    return labels
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,14 +39,26 @@ changed first, then priority, namespace, name.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import replace
 from itertools import groupby
 
 from reconciler.model.conditions import Reason
-from reconciler.model.gpu import GpuFamily
-from reconciler.model.pools import PoolKey, WorkloadKey, WorkloadRequest
+from reconciler.model.pools import WorkloadKey, WorkloadRequest
+from reconciler.placement.admission_bind import Binder, _Bound
+from reconciler.placement.admission_rules import Held, held, plural, static_rejection, where
 from reconciler.placement.admission_trial import Trial, search_budget, shape
+from reconciler.placement.admission_types import (
+    FamilyCapacity,
+    PoolAdmission,
+    PoolState,
+    PreviousAdmission,
+    PreviousAdmissions,
+    ReplicaBinding,
+    WorkloadAction,
+    WorkloadAdmission,
+    family_capacity,
+    replica_bindings,
+)
 from reconciler.placement.binding import FreeGpus
 from reconciler.placement.order import choose
 from reconciler.placement.seam import MigPlacement, MigPlanner, MigRefusal, MigRoom
@@ -71,137 +83,8 @@ __all__ = [
     "WorkloadAdmission",
     "admit_pool",
     "gpu_units",
+    "replica_bindings",
 ]
-
-# --- inputs ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PreviousAdmission:
-    """What the status branch says a workload held after the last pass that admitted it. ``kind``
-    (AIWorkload or MLPlatform) names the workload's kind when the plan cannot read it (it is gone).
-    ``gpu_replicas``: the replica of each of ``gpus`` (same order); empty means replica 0 for all (a
-    status file written before replicas existed)."""
-
-    key: WorkloadKey
-    gpus: tuple[GpuRef, ...] = ()
-    mig: tuple[MigInstance, ...] = ()
-    kind: str = "AIWorkload"
-    gpu_replicas: tuple[int, ...] = ()
-
-    def replica_of(self) -> dict[GpuRef, int]:
-        replicas = self.gpu_replicas if len(self.gpu_replicas) == len(self.gpus) else (0,) * len(self.gpus)
-        return dict(zip(self.gpus, replicas, strict=True))
-
-
-# What the caller read from the status branch: per pool, the admissions its workloads held after the last
-# pass (a workload's status file names its pool, GPUs and MIG instances). A workload that moved to another
-# pool is listed under the pool it held GPUs in: that pool's pass releases them (``remove``).
-PreviousAdmissions = Mapping[PoolKey, Sequence[PreviousAdmission]]
-
-
-@dataclass(frozen=True, slots=True)
-class PoolState:
-    """One pool as admission sees it: its GPUs as planned (concrete units), its mode and limits.
-
-    ``not_ready`` says why the pool cannot take new workloads this pass (it is invalid, rejected or
-    suspended): kept workloads stay, new ones wait with ``PoolNotReady``.
-    """
-
-    key: PoolKey
-    mode: str = "shared"
-    gpus: tuple[GpuUnit, ...] = ()
-    gpu_limits: Mapping[GpuFamily, int] = field(default_factory=dict)
-    profile: str | None = None  # the ComputeProfile's name, for messages
-    mig_strategy: str = "none"
-    not_ready: str | None = None
-
-    @property
-    def label(self) -> str:
-        return self.key[1]
-
-
-# --- outputs ---------------------------------------------------------------------------------------------
-
-
-class WorkloadAction(StrEnum):
-    ADMIT = "admit"
-    ADMITTED = "admitted"
-    PENDING = "pending"
-    REMOVE = "remove"
-    REJECTED = "rejected"
-    SUSPENDED = "suspended"
-    INVALID = "invalid"  # set by the plan for a workload whose document is invalid, never by admission
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaBinding:
-    """Where one replica's whole GPUs are: one host and the GPU indices on it."""
-
-    replica: int
-    host_uid: str
-    host_name: str
-    gpus: tuple[int, ...]
-
-    def to_json(self) -> dict[str, object]:
-        return {"replica": self.replica, "host": self.host_uid, "gpus": list(self.gpus)}
-
-
-def replica_bindings(gpus: Sequence[GpuUnit], replicas: Sequence[int]) -> list[ReplicaBinding]:
-    """The whole GPUs of a workload grouped by replica and host (``replicas``: the replica of each GPU,
-    empty for all replica 0), by replica then host name."""
-    of = replicas if len(replicas) == len(gpus) else (0,) * len(gpus)
-    groups: dict[tuple[int, str, str], list[int]] = {}
-    for unit, replica in zip(gpus, of, strict=True):
-        groups.setdefault((replica, unit.host_name, unit.host_uid), []).append(unit.index)
-    return [ReplicaBinding(r, uid, name, tuple(sorted(ix))) for (r, name, uid), ix in sorted(groups.items())]
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadAdmission:
-    """The decision for one workload. ``gpus`` are the whole GPUs bound to it after this pass (a pending or
-    rejected workload that changed keeps its previous ones), ``gpu_replicas`` the replica of each (same
-    order); ``mig`` its MIG instances. ``replicas``: how many it asks for; ``position``: its 1-based
-    place among the pool's pending workloads (None when it is not pending)."""
-
-    key: WorkloadKey
-    pool: PoolKey
-    action: WorkloadAction
-    reason: Reason | None
-    message: str
-    gpus: tuple[GpuUnit, ...] = ()
-    mig: tuple[MigInstance, ...] = ()
-    gpu_replicas: tuple[int, ...] = ()
-    replicas: int = 1
-    position: int | None = None
-
-    def bound(self) -> list[ReplicaBinding]:
-        return replica_bindings(self.gpus, self.gpu_replicas)
-
-    def previous(self, kind: str = "AIWorkload") -> PreviousAdmission:
-        """What the status branch records of this decision, as the next pass reads it back."""
-        return PreviousAdmission(self.key, tuple(u.ref for u in self.gpus), self.mig, kind, self.gpu_replicas)
-
-    def gpu_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for unit in self.gpus:
-            counts[unit.family] = counts.get(unit.family, 0) + 1
-        return dict(sorted(counts.items()))
-
-
-@dataclass(frozen=True, slots=True)
-class FamilyCapacity:
-    total: int
-    admitted: int
-    free: int
-
-
-@dataclass(frozen=True, slots=True)
-class PoolAdmission:
-    pool: PoolKey
-    workloads: dict[WorkloadKey, WorkloadAdmission]
-    capacity: dict[str, FamilyCapacity]
-
 
 # --- the pass --------------------------------------------------------------------------------------------
 
@@ -212,26 +95,6 @@ def _order(request: WorkloadRequest) -> tuple[int, str, str]:
 
 def _label(key: WorkloadKey) -> str:
     return f"{key[0]}/{key[1]}"
-
-
-def _plural(n: int, what: str) -> str:
-    return f"{n} {what}" if n == 1 else f"{n} {what}s"
-
-
-@dataclass
-class _Held:
-    """A previously admitted workload's standing at the start of the pass."""
-
-    previous: PreviousAdmission
-    units: list[GpuUnit]  # its previous GPUs the pool still has
-    intact: bool  # every previous GPU (and MIG instance) is still there
-    same: bool  # its request is what its GPUs and instances cover, each replica on one host
-    replica_of: dict[GpuRef, int] = field(default_factory=dict)
-
-
-# A binding: the whole GPUs with their replica, the MIG instances (with their replica), and the GPUs it
-# switched to MIG mode.
-_Bound = tuple[list[tuple[int, GpuUnit]], tuple[MigInstance, ...], list[GpuRef]]
 
 
 def admit_pool(
@@ -258,8 +121,9 @@ class _Pass:
         self.requests = sorted(workloads, key=_order)
         self.previous = {p.key: p for p in sorted(previous, key=lambda p: p.key)}
         self.decisions: dict[WorkloadKey, WorkloadAdmission] = {}
-        self.pending: list[tuple[WorkloadRequest, _Held | None, Reason]] = []
+        self.pending: list[tuple[WorkloadRequest, Held | None, Reason]] = []
         self.mig_refusals: dict[WorkloadKey, MigRefusal] = {}
+        self.binder = Binder(self.free, planner)
 
     # -- helpers --
 
@@ -286,146 +150,18 @@ class _Pass:
             replicas=replicas,
         )
 
-    def _kept(self, state: _Held) -> list[tuple[int, GpuUnit]]:
+    def _kept(self, state: Held) -> list[tuple[int, GpuUnit]]:
         return [(state.replica_of.get(u.ref, 0), u) for u in state.units]
 
-    def _held(self, request: WorkloadRequest, prev: PreviousAdmission) -> _Held:
-        replica_of = prev.replica_of()
-        units = [self.free.units[r] for r in sorted(set(prev.gpus)) if r in self.free.units]
-        intact = len(units) == len(set(prev.gpus))
-        # Per replica: its host(s) and what it holds per (family, profile); "" is a whole GPU.
-        hosts: dict[int, set[str]] = {}
-        holds: dict[int, dict[tuple[GpuFamily, str], int]] = {}
-        for unit in units:
-            replica = replica_of.get(unit.ref, 0)
-            hosts.setdefault(replica, set()).add(unit.host_uid)
-            per = holds.setdefault(replica, {})
-            per[(unit.family, "")] = per.get((unit.family, ""), 0) + 1
-        for inst in prev.mig:
-            gpu = self.free.units.get(GpuRef(inst.host_uid, inst.gpu))
-            if gpu is None:
-                intact = False
-                continue
-            hosts.setdefault(inst.replica, set()).add(inst.host_uid)
-            per = holds.setdefault(inst.replica, {})
-            per[(gpu.family, inst.profile)] = per.get((gpu.family, inst.profile), 0) + 1
-        if prev.mig and self.planner is None:
-            intact = False
-        asked = {(f, ""): n for f, n in request.whole.items() if n > 0}
-        asked |= {(m.family, m.profile): m.count for m in request.mig if m.count > 0}
-        same = (
-            set(holds) == set(range(request.replicas))
-            and all(per == asked for per in holds.values())
-            and all(len(h) == 1 for h in hosts.values())
-        )
-        return _Held(prev, units, intact, same, replica_of)
+    def _held(self, request: WorkloadRequest, prev: PreviousAdmission) -> Held:
+        return held(request, prev, self.free.units, self.planner is not None)
 
     def _static_rejection(self, request: WorkloadRequest) -> tuple[Reason, str] | None:
-        pool = self.pool
-        if request.mig:
-            profiles = ", ".join(sorted({f"{m.profile} ({m.family})" for m in request.mig}))
-            if pool.mig_strategy != "mixed":
-                return Reason.MIG_UNSUPPORTED, (
-                    f"asks for MIG instances {profiles}; pool {pool.label} has mig.strategy "
-                    f"{pool.mig_strategy}: set mig.strategy: mixed on the pool or ask for whole GPUs"
-                )
-        for family, count in sorted(request.limit_counts().items()):
-            limit = pool.gpu_limits.get(family)
-            if limit is not None and count > limit:
-                profile = f"ComputeProfile {pool.profile}" if pool.profile else "the pool's ComputeProfile"
-                mig_note = " (MIG instances rounded up to GPUs)" if request.mig else ""
-                replicas = f" over {request.replicas} replicas" if request.replicas > 1 else ""
-                return Reason.GPU_LIMIT_EXCEEDED, (
-                    f"requests {count} {family} GPUs{replicas}{mig_note}; {profile} of pool {pool.label} "
-                    f"allows at most {limit} per workload: lower the request or raise gpuLimits"
-                )
-        if request.mig and self.planner is None:
-            profiles = ", ".join(sorted({f"{m.profile} ({m.family})" for m in request.mig}))
-            return Reason.MIG_UNSUPPORTED, (
-                f"asks for MIG instances {profiles}; MIG placement is not available in this version of "
-                "the reconciler: ask for whole GPUs"
-            )
-        return None
-
-    # -- binding --
+        return static_rejection(self.pool, request, self.planner is not None)
 
     def _bind(self, request: WorkloadRequest, own: Sequence[GpuUnit]) -> _Bound | MigRefusal | None:
-        """Bind every replica at once, or nothing (None: no host holds a replica's whole GPUs). ``own``
-        (its previous GPUs, still held by it) are offered first: their hosts, then those GPUs."""
-        key = request.key
-        own_refs = {u.ref for u in own}
-        prefer = {u.host_uid for u in own}
-        self.free.give_back(own)
-        token = self.planner.checkpoint() if self.planner is not None and request.mig else None
-        bound: list[tuple[int, GpuUnit]] = []
-        instances: list[MigInstance] = []
-        switched: list[GpuRef] = []
-        failure: MigRefusal | None = None
-        for replica in range(request.replicas):
-            got = self._bind_replica(request, own_refs, prefer)
-            if got is None or isinstance(got, MigRefusal):
-                failure = got
-                break
-            units, placed, changed = got
-            bound += [(replica, u) for u in units]
-            instances += [replace(i, replica=replica) for i in placed]
-            switched += changed
-        else:
-            return bound, tuple(sorted(instances)), switched
-        self.free.give_back(u for _, u in bound)
-        self.free.undo_mig(switched)
-        if token is not None and self.planner is not None:
-            self.planner.rollback(token)
-        self.free.take(own, key)
-        return failure
-
-    def _bind_replica(
-        self, request: WorkloadRequest, own: set[GpuRef], prefer: set[str]
-    ) -> tuple[list[GpuUnit], tuple[MigInstance, ...], list[GpuRef]] | MigRefusal | None:
-        families = {f for f, n in request.whole.items() if n > 0} | {m.family for m in request.mig}
-        if not families:
-            return [], (), []  # a replica without GPUs needs none
-        if len(families) > 1:
-            return None  # a host has GPUs of one family: a replica of two families fits on none
-        family = next(iter(families))
-        need = request.whole.get(family, 0)
-        if not request.mig:
-            block = next(self.free.hosts_holding(family, need, prefer), None)
-            if block is None:
-                return None
-            units = self.free.pick(block, family, need, own)
-            self.free.take(units, request.key)
-            return units, (), []
-        if need == 0:
-            return self._place_mig(request, [], self.free.family_hosts(family))
-        refusal: MigRefusal | None = None
-        free = self.free.free_units()  # sorted once; each try leaves out the whole GPUs it takes
-        for block in list(self.free.hosts_holding(family, need, prefer)):
-            units = self.free.pick(block, family, need, own)
-            self.free.take(units, request.key)  # so that the MIG planner sees them taken
-            taken = {u.ref for u in units}
-            whole_free = [u for u in free if u.ref not in taken]
-            got = self._place_mig(request, units, [block.host_uid], whole_free)
-            if not isinstance(got, MigRefusal):
-                return got
-            self.free.give_back(units)
-            if refusal is None or refusal.reason is Reason.MIG_UNSUPPORTED:
-                refusal = got
-        return refusal
-
-    def _place_mig(
-        self,
-        request: WorkloadRequest,
-        units: list[GpuUnit],
-        hosts: Sequence[str],
-        whole_free: Sequence[GpuUnit] | None = None,
-    ) -> tuple[list[GpuUnit], tuple[MigInstance, ...], list[GpuRef]] | MigRefusal:
-        assert self.planner is not None  # a MIG request without a planner is rejected before
-        free = self.free.free_units() if whole_free is None else whole_free
-        outcome = self.planner.place(request.key, request.mig, free, hosts)
-        if isinstance(outcome, MigRefusal):
-            return outcome
-        return units, outcome.instances, self.free.to_mig(outcome.switched)
+        """Bind every replica at once, or nothing (``admission_bind.Binder.bind``)."""
+        return self.binder.bind(request, own)
 
     # -- the pass --
 
@@ -436,7 +172,7 @@ class _Pass:
         for request in candidates:
             kept = held.get(request.key)
             if kept is not None and kept.intact and kept.same:
-                msg = f"admitted to pool {self.pool.label}" + self._where(kept.units, kept.previous.mig)
+                msg = f"admitted to pool {self.pool.label}" + where(kept.units, kept.previous.mig)
                 self._decide(
                     request.key,
                     WorkloadAction.ADMITTED,
@@ -471,32 +207,37 @@ class _Pass:
         self._explain_pending()
         return PoolAdmission(self.pool.key, dict(sorted(self.decisions.items())), self._capacity())
 
-    def _start(self) -> tuple[dict[WorkloadKey, _Held], list[WorkloadRequest]]:
+    def _capacity(self) -> dict[str, FamilyCapacity]:
+        # GPUs in MIG mode as the pass leaves them: the planner's layouts that nobody uses return to whole.
+        mig = self.planner.mig_mode() if self.planner is not None else frozenset(self.free.mig_mode)
+        return family_capacity(self.pool.gpus, self.free.holder, mig)
+
+    def _start(self) -> tuple[dict[WorkloadKey, Held], list[WorkloadRequest]]:
         """Removals and suspensions; previously admitted workloads take back their GPUs until their turn."""
         pool = self.pool
         active = {r.key: r for r in self.requests if not r.removed}
         for key, gone in self.previous.items():
             if key not in active:
                 count = len(gone.gpus)
-                mig = f" and {_plural(len(gone.mig), 'MIG instance')}" if gone.mig else ""
+                mig = f" and {plural(len(gone.mig), 'MIG instance')}" if gone.mig else ""
                 replicas = len(set(gone.replica_of().values()) | {i.replica for i in gone.mig}) or 1
                 self._decide(
                     key,
                     WorkloadAction.REMOVE,
                     None,
-                    f"left pool {pool.label}: its {_plural(count, 'GPU')}{mig} are released",
+                    f"left pool {pool.label}: its {plural(count, 'GPU')}{mig} are released",
                     replicas=replicas,
                 )
                 if self.planner is not None and gone.mig:
                     self.planner.release(key)
-        held: dict[WorkloadKey, _Held] = {}
+        held: dict[WorkloadKey, Held] = {}
         candidates: list[WorkloadRequest] = []
         for request in self.requests:
             if request.removed:
                 continue
             prev = self.previous.get(request.key)
             if request.suspended:
-                released = f"; its {_plural(len(prev.gpus), 'GPU')} are released" if prev else ""
+                released = f"; its {plural(len(prev.gpus), 'GPU')} are released" if prev else ""
                 self._decide(
                     request.key,
                     WorkloadAction.SUSPENDED,
@@ -520,7 +261,7 @@ class _Pass:
         return held, candidates
 
     def _dedicated(
-        self, eligible: list[WorkloadRequest], held: Mapping[WorkloadKey, _Held]
+        self, eligible: list[WorkloadRequest], held: Mapping[WorkloadKey, Held]
     ) -> list[WorkloadRequest]:
         # The owner: a workload that holds the pool already (kept, or refused a change but keeping its
         # previous admission), else an admitted one that changed, else the first eligible one.
@@ -558,7 +299,7 @@ class _Pass:
     def _refuse(
         self,
         request: WorkloadRequest,
-        state: _Held | None,
+        state: Held | None,
         action: WorkloadAction,
         reason: Reason,
         message: str,
@@ -566,7 +307,7 @@ class _Pass:
         """A previously admitted workload that changed keeps what it holds while all of it is still there;
         one whose GPUs are partly gone lets the rest go."""
         if state is not None and state.intact:
-            keeps = self._where(state.units, state.previous.mig)
+            keeps = where(state.units, state.previous.mig)
             self._decide(
                 request.key,
                 action,
@@ -583,16 +324,7 @@ class _Pass:
                 self.planner.release(request.key)
         self._decide(request.key, action, reason, message, replicas=request.replicas)
 
-    def _where(self, units: Sequence[GpuUnit], mig: Sequence[MigInstance]) -> str:
-        parts = []
-        if units:
-            hosts = sorted({u.host_name for u in units})
-            parts.append(f"{_plural(len(units), 'GPU')} on {', '.join(hosts)}")
-        if mig:
-            parts.append(_plural(len(mig), "MIG instance"))
-        return f" ({' and '.join(parts)})" if parts else ""
-
-    def _admit_one(self, request: WorkloadRequest, state: _Held | None) -> None:
+    def _admit_one(self, request: WorkloadRequest, state: Held | None) -> None:
         pool = self.pool
         own: list[GpuUnit] = []
         if state is not None:
@@ -624,7 +356,7 @@ class _Pass:
     def _settle(
         self,
         request: WorkloadRequest,
-        state: _Held | None,
+        state: Held | None,
         own: Sequence[GpuUnit],
         outcome: _Bound | MigRefusal | None,
     ) -> None:
@@ -650,7 +382,7 @@ class _Pass:
             request.key,
             WorkloadAction.ADMIT,
             Reason.ADMITTED,
-            f"admitted{again} to pool {pool.label}" + self._where(units, instances),
+            f"admitted{again} to pool {pool.label}" + where(units, instances),
             bound,
             instances,
             request.replicas,
@@ -674,11 +406,11 @@ class _Pass:
             if len(self.decisions) == before:
                 return
 
-    def _restore(self, request: WorkloadRequest, state: _Held | None) -> None:
+    def _restore(self, request: WorkloadRequest, state: Held | None) -> None:
         if state is not None and state.intact and self.planner is not None and state.previous.mig:
             self.planner.hold(request.key, state.previous.mig)
 
-    def _pending(self, request: WorkloadRequest, state: _Held | None, reason: Reason) -> None:
+    def _pending(self, request: WorkloadRequest, state: Held | None, reason: Reason) -> None:
         if state is not None and state.intact:
             self._restore(request, state)  # it keeps what it has: its GPUs stay taken
         elif state is not None:
@@ -701,7 +433,7 @@ class _Pass:
             if keeps:
                 assert state is not None
                 message += (
-                    f"; keeps its previous admission{self._where(state.units, state.previous.mig)} until then"
+                    f"; keeps its previous admission{where(state.units, state.previous.mig)} until then"
                 )
             self._decide(
                 request.key,
@@ -713,18 +445,3 @@ class _Pass:
                 request.replicas,
             )
             self.decisions[request.key] = replace(self.decisions[request.key], position=position)
-
-    def _capacity(self) -> dict[str, FamilyCapacity]:
-        # GPUs in MIG mode as the pass leaves them: the planner's layouts that nobody uses return to whole.
-        mig = self.planner.mig_mode() if self.planner is not None else frozenset(self.free.mig_mode)
-        out: dict[str, FamilyCapacity] = {}
-        totals: dict[GpuFamily, int] = {}
-        admitted: dict[GpuFamily, int] = {}
-        for unit in self.pool.gpus:
-            totals[unit.family] = totals.get(unit.family, 0) + 1
-            if unit.ref in self.free.holder or unit.ref in mig:
-                admitted[unit.family] = admitted.get(unit.family, 0) + 1
-        for family, total in sorted(totals.items()):
-            used = admitted.get(family, 0)
-            out[family] = FamilyCapacity(total=total, admitted=used, free=total - used)
-        return out

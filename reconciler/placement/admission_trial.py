@@ -15,7 +15,8 @@ from reconciler.placement.order import Need
 from reconciler.placement.seam import MigRefusal, MigRoom
 
 if TYPE_CHECKING:
-    from reconciler.placement.admission import _Bound, _Pass
+    from reconciler.placement.admission import _Pass
+    from reconciler.placement.admission_bind import _Bound
 
 __all__ = ["Trial", "search_budget", "shape"]
 

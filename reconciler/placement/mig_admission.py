@@ -35,9 +35,8 @@ Rules it adds to admission's:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -55,26 +54,50 @@ from reconciler.placement.admission import (
     PoolState,
     PreviousAdmission,
 )
+from reconciler.placement.mig import MigInstance as Slot
 from reconciler.placement.mig import (
-    MIG_CONFIG_LABEL,
     MigPlan,
-    MigShortfall,
-    MigUsage,
     PoolGpu,
-    describe_shortfall,
     frozen_gpus,
-    is_valid_layout,
-    layout_json,
-    mig_usage,
     plan_mig_admission,
-    realise,
     release_idle_gpus,
-    repad,
-    state_of,
     usable_slices,
 )
-from reconciler.placement.mig import MigInstance as Slot
 from reconciler.placement.mig import MigRefusal as PlanRefusal
+from reconciler.placement.mig_layouts import (
+    GpuLayout,
+    MigLayoutError,
+    kept_layouts,
+    layouts_of,
+    parse_mig_layouts,
+    workload_mig_json,
+)
+from reconciler.placement.mig_outcome import (
+    MigMachinePool,
+    PoolMigOutcome,
+    index_ranges,
+    outcome_of,
+    relayout_lines,
+    relayout_summary,
+    repadded,
+)
+from reconciler.placement.mig_request import growth_type, plan_on_one_host, refusal
+
+# The recorded layouts and the outcome live in their own modules; their names are importable from here.
+__all__ = [
+    "WHOLE",
+    "GpuLayout",
+    "MigLayoutError",
+    "MigMachinePool",
+    "PoolMigOutcome",
+    "PoolMigPlanner",
+    "index_ranges",
+    "layouts_of",
+    "parse_mig_layouts",
+    "relayout_lines",
+    "relayout_summary",
+    "workload_mig_json",
+]
 
 _Key = tuple[str, int]  # a GPU: (host uid, device index)
 WHOLE = "(whole)"  # what the layout planner sees as the holder of a GPU bound whole
@@ -82,204 +105,6 @@ WHOLE = "(whole)"  # what the layout planner sees as the holder of a GPU bound w
 
 def _label(key: WorkloadKey) -> str:
     return f"{key[0]}/{key[1]}"
-
-
-def _plural(n: int, what: str) -> str:
-    return f"{n} {what}" if n == 1 else f"{n} {what}s"
-
-
-# --- the recorded layouts ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class GpuLayout:
-    """One GPU in MIG mode as the status records it: its instances, each bound to ``namespace/name`` or
-    free (``workload`` None)."""
-
-    host_uid: str
-    gpu: int
-    instances: tuple[Slot, ...]
-
-
-class MigLayoutError(ValueError):
-    """A recorded ``mig`` value that does not have the shape of ``pools[].mig``; the message names it."""
-
-
-def parse_mig_layouts(data: Any, where: str = "mig") -> tuple[GpuLayout, ...]:
-    """The layouts of ``pools[].mig`` (``plan --format json``): ``{host uid: [{gpu, instances: [{profile,
-    start, workload}]}]}``; None is no layout. ``where`` prefixes every error (file and field)."""
-    if data is None:
-        return ()
-    if not isinstance(data, Mapping):
-        raise MigLayoutError(f"{where}: expected a mapping of host uid to GPUs, got {_kind(data)}")
-    out: list[GpuLayout] = []
-    for host, entries in data.items():
-        path = f"{where}[{json.dumps(host)}]"
-        if not isinstance(host, str) or not host:
-            raise MigLayoutError(f"{path}: a host uid must be a non-empty string")
-        if not isinstance(entries, list):
-            raise MigLayoutError(f"{path}: expected a list of GPUs, got {_kind(entries)}")
-        seen: set[int] = set()
-        for n, entry in enumerate(entries):
-            at = f"{path}[{n}]"
-            _fields(entry, at, ("gpu", "instances"))
-            gpu = _count(entry.get("gpu"), f"{at}.gpu")
-            if gpu in seen:
-                raise MigLayoutError(f"{at}.gpu: GPU {gpu} of host {host} is listed twice")
-            seen.add(gpu)
-            raw = entry.get("instances")
-            if not isinstance(raw, list):
-                raise MigLayoutError(f"{at}.instances: expected a list, got {_kind(raw)}")
-            out.append(
-                GpuLayout(
-                    host, gpu, tuple(sorted(_slot(i, f"{at}.instances[{k}]") for k, i in enumerate(raw)))
-                )
-            )
-    return tuple(sorted(out))
-
-
-def _slot(raw: Any, at: str) -> Slot:
-    _fields(raw, at, ("profile", "start", "workload"))
-    profile = raw.get("profile")
-    if not isinstance(profile, str) or not profile:
-        raise MigLayoutError(f"{at}.profile: expected a profile name such as 3g.40gb, got {_kind(profile)}")
-    workload = raw.get("workload")
-    if workload is not None:
-        parts = workload.split("/") if isinstance(workload, str) else []
-        if len(parts) != 2 or not all(parts):
-            raise MigLayoutError(
-                f"{at}.workload: expected namespace/name or null, got {json.dumps(workload)}"
-            )
-    return Slot(_count(raw.get("start"), f"{at}.start"), profile, workload)
-
-
-def _fields(raw: Any, at: str, allowed: tuple[str, ...]) -> None:
-    if not isinstance(raw, Mapping):
-        raise MigLayoutError(f"{at}: expected a mapping, got {_kind(raw)}")
-    for key in raw:
-        if key not in allowed:
-            raise MigLayoutError(f"{at}: unexpected field {json.dumps(key)} (allowed: {', '.join(allowed)})")
-    for key in allowed:
-        if key not in raw and key != "workload":
-            raise MigLayoutError(f"{at}: missing field {key}")
-
-
-def _count(value: Any, at: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise MigLayoutError(f"{at}: expected a non-negative integer, got {json.dumps(value)}")
-    return value
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def layouts_of(gpus: Iterable[PoolGpu]) -> tuple[GpuLayout, ...]:
-    """The GPUs in MIG mode as ``GpuLayout``s (what ``parse_mig_layouts`` reads back from ``layout_json``)."""
-    return tuple(
-        sorted(
-            GpuLayout(g.host, g.index, tuple(sorted(g.instances))) for g in gpus if g.instances is not None
-        )
-    )
-
-
-def workload_mig_json(instances: Iterable[MigInstance]) -> list[dict[str, Any]]:
-    """``workloads[].mig`` of ``plan --format json``: ``[{host, gpu, profile, start}]``, sorted."""
-    return [
-        {"host": i.host_uid, "gpu": i.gpu, "profile": i.profile, "start": i.start} for i in sorted(instances)
-    ]
-
-
-# --- the outcome ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class MigMachinePool:
-    """Hosts sharing one layout: one worker machine pool of the pool's cluster (docs/mig.md)."""
-
-    config: str  # the mig-parted config name, also the label value
-    hosts: tuple[str, ...]  # host uids, sorted
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return {MIG_CONFIG_LABEL: self.config}
-
-
-@dataclass(frozen=True, slots=True)
-class PoolMigOutcome:
-    """What one pool's pass leaves, for the plan, the status and the applier."""
-
-    gpus: tuple[PoolGpu, ...]  # every GPU of the pool after the pass (``bound``: holder of a whole GPU)
-    layouts: tuple[GpuLayout, ...]  # the GPUs in MIG mode: the next pass's recorded layouts
-    mig: dict[str, list[dict[str, Any]]]  # pools[].mig
-    mig_config: dict[str, Any] | None  # migConfig (None: no GPU in MIG mode)
-    usage: MigUsage  # memory slices bound, free in instances, stranded
-    machine_pools: tuple[MigMachinePool, ...]  # hosts by layout; hosts not listed stay in worker-pool
-    host_configs: Mapping[str, str]  # host uid -> config name, for hosts with a GPU in MIG mode
-    frozen_gpus: frozenset[GpuRef]  # GPUs whose layout an earlier workload holds: kept this pass
-    workloads: dict[WorkloadKey, list[dict[str, Any]]]  # workloads[].mig of every workload with instances
-    notes: tuple[str, ...]  # recorded layouts that were dropped, and why
-    # Per host whose MIG configuration changes: which GPUs are re-laid out and which stay untouched
-    # ("gpu-a100-03: GPUs 4-7 re-laid out; GPUs 0-3 untouched"), by host name.
-    relayout: tuple[str, ...] = ()
-
-    @property
-    def frozen_hosts(self) -> frozenset[str]:
-        """Hosts with a frozen GPU (their other GPUs may still change)."""
-        return frozenset(ref.host_uid for ref in self.frozen_gpus)
-
-
-def index_ranges(indices: Iterable[int]) -> str:
-    """``GPU 4`` or ``GPUs 0-3, 6``: device indices as ranges."""
-    ordered = sorted(set(indices))
-    parts: list[str] = []
-    first = previous = ordered[0]
-    for index in [*ordered[1:], None]:
-        if index is not None and index == previous + 1:
-            previous = index
-            continue
-        parts.append(str(first) if first == previous else f"{first}-{previous}")
-        if index is not None:
-            first = previous = index
-    return f"GPU {parts[0]}" if len(ordered) == 1 else f"GPUs {', '.join(parts)}"
-
-
-def relayout_lines(
-    before: Mapping[tuple[str, int], frozenset[tuple[str, int]] | None],
-    after: Iterable[PoolGpu],
-    names: Mapping[str, str],
-) -> tuple[str, ...]:
-    """One line per host whose MIG configuration changes (whole <-> MIG, or another layout)."""
-    changed: dict[str, list[int]] = {}
-    same: dict[str, list[int]] = {}
-    for gpu in after:
-        now = None if gpu.instances is None else frozenset((i.profile, i.start) for i in gpu.instances)
-        moved = before.get((gpu.host, gpu.index)) != now
-        (changed if moved else same).setdefault(gpu.host, []).append(gpu.index)
-    lines = []
-    for host in sorted(changed, key=lambda h: (names.get(h, h), h)):
-        line = f"{names.get(host, host)}: {index_ranges(changed[host])} re-laid out"
-        if host in same:
-            line += f"; {index_ranges(same[host])} untouched"
-        lines.append(line)
-    return tuple(lines)
-
-
-_RELAYOUT_HOSTS_SHOWN = 5  # hosts a plan message names; more are counted
-
-
-def relayout_summary(lines: Sequence[str]) -> str:
-    """``MIG layout: gpu-a100-03: GPUs 4-7 re-laid out; GPUs 0-3 untouched``, for a pool's plan message
-    (the first hosts by name; the rest counted)."""
-    shown = list(lines[:_RELAYOUT_HOSTS_SHOWN])
-    if len(lines) > _RELAYOUT_HOSTS_SHOWN:
-        shown.append(f"and {_plural(len(lines) - _RELAYOUT_HOSTS_SHOWN, 'more host')}")
-    return f"MIG layout: {' | '.join(shown)}"
-
-
-# --- the planner ------------------------------------------------------------------------------------
-
-_HOSTS_SHOWN = 4  # hosts a refusal names; more are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +150,7 @@ class PoolMigPlanner:
         earlier = [p for p in sorted(previous, key=lambda p: p.key) if _label(p.key) in active]
         whole_of = {(ref.host_uid, ref.index): _label(p.key) for p in earlier for ref in p.gpus}
         owner_of = {(i.host_uid, i.gpu, i.profile, i.start): _label(p.key) for p in earlier for i in p.mig}
-        recorded, notes = self._recorded(layouts, types, whole_of, owner_of, active)
+        recorded, notes = kept_layouts(pool, self._units.keys(), layouts, types, whole_of, owner_of, active)
         self._before = {
             ref: None if ref not in recorded else frozenset((s.profile, s.start) for s in recorded[ref])
             for ref in self._units
@@ -358,61 +183,6 @@ class PoolMigPlanner:
         self._released: dict[str, list[tuple[_Key, str, int]]] = {}  # instances released this pass
         self._refused: dict[tuple[Any, ...], tuple[int, frozenset[_Key], MigRefusal]] = {}
         self.notes = tuple(notes)
-
-    def _recorded(
-        self,
-        layouts: Iterable[GpuLayout],
-        types: Mapping[_Key, MigGpuType | None],
-        whole_of: Mapping[_Key, str],
-        owner_of: Mapping[tuple[str, int, str, int], str],
-        active: Set[str],
-    ) -> tuple[dict[_Key, tuple[Slot, ...]], list[str]]:
-        """The recorded layouts that still hold, each instance with the workload holding it (an earlier
-        admission, or the recorded holder if it is still there), and notes on the others."""
-        recorded: dict[_Key, tuple[Slot, ...]] = {}
-        notes: list[str] = []
-        for layout in sorted(layouts):
-            ref = (layout.host_uid, layout.gpu)
-            gpu_type = types.get(ref)
-            why = self._unusable(ref, layout, gpu_type, whole_of, recorded)
-            if why is not None:
-                notes.append(f"MIG layout of GPU {layout.gpu} on host {layout.host_uid} dropped: {why}")
-                continue
-            recorded[ref] = tuple(
-                sorted(
-                    Slot(
-                        s.start,
-                        s.profile,
-                        owner_of.get((layout.host_uid, layout.gpu, s.profile, s.start))
-                        or (s.workload if s.workload in active else None),
-                    )
-                    for s in layout.instances
-                )
-            )
-        return recorded, notes
-
-    def _unusable(
-        self,
-        ref: _Key,
-        layout: GpuLayout,
-        gpu_type: MigGpuType | None,
-        whole_of: Mapping[_Key, str],
-        recorded: Mapping[_Key, tuple[Slot, ...]],
-    ) -> str | None:
-        if not self._mixed:
-            return f"pool {self._pool.label} has mig.strategy {self._pool.mig_strategy}"
-        if ref not in self._units:
-            return "the GPU is not in the pool any more"
-        if gpu_type is None:
-            return "the GPU is not MIG-capable (agent migCapable and the MIG catalogue)"
-        if ref in recorded:
-            return "listed twice"
-        placements = [(s.profile, s.start) for s in layout.instances]
-        if not is_valid_layout(gpu_type, placements):
-            return f"not a valid layout of {gpu_type.key}"
-        if ref in whole_of:
-            return f"{whole_of[ref]} holds the GPU whole"
-        return None
 
     def _changed(self) -> None:
         self._next_version += 1
@@ -601,7 +371,7 @@ class PoolMigPlanner:
         (the same all pass: GPU types do not change)."""
         memo = (self._units[refs[0]].family if refs else GpuFamily(""), tuple(sorted(wanted)))
         if memo not in self._growth_types:
-            self._growth_types[memo] = _growth_type(view, wanted)
+            self._growth_types[memo] = growth_type(view, wanted)
         return self._growth_types[memo]
 
     def _plan_on_one_host(
@@ -612,31 +382,15 @@ class PoolMigPlanner:
         label: str,
         free: frozenset[_Key],
     ) -> MigPlan | PlanRefusal:
-        """The best host of ``hosts`` for all the instances (fewest GPUs switched, then fewest slices
-        stranded, then the earlier host). Hosts in the same state give the same answer: planned once."""
-        by_host: dict[str, list[_Key]] = {}
-        for ref in refs:
-            by_host.setdefault(ref[0], []).append(ref)
-        best: tuple[tuple[int, int, int], list[PoolGpu], MigPlan] | None = None
-        tried: set[tuple[Any, ...]] = set()
-        for rank, host in enumerate(hosts):
-            view = [self._view(ref, free) for ref in by_host.get(host, ())]
-            state = tuple(state_of(g) for g in view)
-            if not view or state in tried:
-                continue
-            tried.add(state)
-            outcome = plan_mig_admission(view, profiles, label)
-            if isinstance(outcome, MigPlan):
-                cost = (outcome.switched, outcome.stranded - mig_usage(view).stranded, rank)
-                if best is None or cost < best[0]:
-                    best = (cost, view, outcome)
-        if best is None:
-            view = [self._view(ref, free) for host in dict.fromkeys(hosts) for ref in by_host.get(host, ())]
-            types = {g.gpu_type for g in view if g.gpu_type is not None}
-            if any(not any(t.profile(name) for t in types) for name in profiles):
-                return PlanRefusal(MigShortfall.MIG_UNSUPPORTED, "", 0, 0)
-            return describe_shortfall(view, profiles, growth_type=self._growth_type(refs, view, profiles))
-        return best[2]
+        """The best host of ``hosts`` for all the instances (``mig_request.plan_on_one_host``)."""
+        return plan_on_one_host(
+            refs,
+            hosts,
+            profiles,
+            label,
+            lambda ref: self._view(ref, free),
+            lambda view: self._growth_type(refs, view, profiles),
+        )
 
     def _forget_taken_whole(self, free: Set[_Key]) -> None:
         """A layout admission was never told about whose GPU is no longer free was bound whole: it goes."""
@@ -667,70 +421,11 @@ class PoolMigPlanner:
         free: Set[_Key],
         hosts: Sequence[str] | None,
     ) -> MigRefusal:
-        """The message: what a new request can use where it was looked for (the pool, or the hosts of
-        one replica), the GPUs held there, and the growth that would let it in."""
-        pool = self._pool.label
-        shown = ", ".join(f"{name} x{count}" for name, count in sorted(wanted.items()))
-        scope, where = f"pool {pool}", set(hosts or ())
-        if hosts is not None and not {ref[0] for ref in refs} <= where:
-            refs = [ref for ref in refs if ref[0] in where]
-            names = sorted(self._names.get(h, h) for h in where)
-            scope = f"host {names[0]}" if len(names) == 1 else f"hosts {', '.join(names[:3])}"
-            scope += f" and {len(names) - 3} more" if len(names) > 3 else ""
-        view = [self._view(ref, free) for ref in refs]
-        types = sorted({g.gpu_type.key: g.gpu_type for g in view if g.gpu_type is not None}.items())
-        if outcome.reason is MigShortfall.MIG_UNSUPPORTED:
-            return MigRefusal(Reason.MIG_UNSUPPORTED, _unsupported(family, shown, pool, wanted, view, types))
-        room = " and ".join(f"{n} of {wanted[name]} {name}" for name, n in outcome.room)
-        alone = ", each profile alone" if len(outcome.room) > 1 else ""
-        usable = [usable_slices(g) for g in view]
-        switchable = [g for g, n in zip(view, usable, strict=True) if n and g.instances is None]
-        partial = [n for g, n in zip(view, usable, strict=True) if n and g.instances is not None]
-        in_mig = sum(partial)
-        head = (
-            f"needs MIG instances {shown} of {family} ({outcome.needed_slices} memory slices); {scope} "
-            f"can take {room} now{alone} ({outcome.free_slices} memory slices usable: "
-            f"{_plural(len(switchable), f'whole {family} GPU')} free to switch to MIG, {in_mig} in free "
-            f"space of {_plural(len(partial), 'GPU')} in MIG mode)"
-        )
-        if outcome.reason is MigShortfall.NO_FITTING_LAYOUT:
-            head += (
-                ": no single host holds them (one replica's instances go on one host)"
-                if len(where) > 1
-                else ": no valid layout holds them without moving bound instances"
-            )
-        held = [g for g, n in zip(view, usable, strict=True) if not n]
-        if held:
-            head += f"; held: {_listed(held, self._names, _held_kind)}"
-        frozen = [g for g in view if g.frozen]
-        if frozen:
-            head += (
-                f"; {_listed(frozen, self._names, lambda g: '')} keep their layouts while workloads "
-                "admitted before use them"
-            )
-        grow = outcome.growth
-        tail = f", or the pool grows by {_plural(grow, f'{family} GPU')}" if grow else ""
-        return MigRefusal(
-            Reason(outcome.reason.value), f"{head}; frees when MIG instances are released{tail}"
-        )
+        """The message (``mig_request.refusal``), over the GPUs as this request sees them."""
+        view_of = lambda ref: self._view(ref, free)  # noqa: E731
+        return refusal(self._pool.label, self._names, family, wanted, outcome, refs, view_of, hosts)
 
     # -- the end of the pass --
-
-    def _repad(self, gpus: Sequence[PoolGpu]) -> tuple[PoolGpu, ...]:
-        """The GPUs laid out this pass get free instances of the profiles the pool's workloads ask for
-        (``repad``): once a workload runs there, only those can serve the next requests."""
-        changed = {
-            (g.host, g.index)
-            for g in gpus
-            if g.instances is not None
-            and self._before.get((g.host, g.index)) != frozenset((i.profile, i.start) for i in g.instances)
-        }
-        out = list(gpus)
-        for family, asked in sorted(self._demand.items()):
-            keys = {key for key in changed if self._units[key].family == family}
-            if keys:
-                out = list(repad(out, asked, keys))
-        return tuple(out)
 
     def finish(self, result: PoolAdmission) -> PoolMigOutcome:
         """The layouts the pass leaves (idle ones back to whole, not frozen ones) and their outputs."""
@@ -741,77 +436,8 @@ class PoolMigPlanner:
                 assert gpu.instances is None or all(s.workload is None for s in gpu.instances), ref
                 gpu = replace(gpu, instances=None, bound=whole[ref])
             gpus.append(gpu)
-        final = self._repad(release_idle_gpus(gpus))
-        real = realise(final)
-        return PoolMigOutcome(
-            gpus=final,
-            layouts=layouts_of(final),
-            mig=layout_json(final),
-            mig_config=real.mig_config,
-            usage=mig_usage(final),
-            machine_pools=tuple(MigMachinePool(name, hosts) for name, hosts in real.machine_pools.items()),
-            host_configs=real.host_configs,
-            frozen_gpus=self._frozen,
-            workloads={d.key: workload_mig_json(d.mig) for d in result.workloads.values() if d.mig},
-            notes=self.notes,
-            relayout=relayout_lines(self._before, final, self._names),
+        final = repadded(
+            release_idle_gpus(gpus), self._before, self._demand, lambda key: self._units[key].family
         )
-
-
-def _growth_type(view: Sequence[PoolGpu], wanted: Mapping[str, int]) -> MigGpuType | None:
-    """The MIG type a growing pool adds: the family's commonest one that offers every profile asked."""
-    counts = Counter(
-        g.gpu_type for g in view if g.gpu_type is not None and all(g.gpu_type.profile(n) for n in wanted)
-    )
-    if not counts:
-        return None
-    return min(counts, key=lambda t: (-counts[t], t.key))
-
-
-def _unsupported(
-    family: GpuFamily,
-    shown: str,
-    pool: str,
-    wanted: Mapping[str, int],
-    view: Sequence[PoolGpu],
-    types: Sequence[tuple[str, MigGpuType]],
-) -> str:
-    if not view:
-        return f"asks for MIG instances {shown} of {family}; pool {pool} has no {family} GPUs"
-    if not types:
-        return (
-            f"asks for MIG instances {shown} of {family}; no {family} GPU of pool {pool} is MIG-capable (the "
-            "agent must report migCapable: true for a model and memory in the MIG catalogue): ask for whole "
-            "GPUs"
-        )
-    offered = "; ".join(f"{k} offers {', '.join(t.profiles)}" for k, t in types)
-    missing = [name for name in sorted(wanted) if not any(t.profile(name) for _, t in types)]
-    return (
-        f"asks for MIG instances {shown} of {family}; the GPUs of pool {pool} have no {', '.join(missing)} "
-        f"({offered}): ask for one of their profiles"
-    )
-
-
-def _held_kind(gpu: PoolGpu) -> str:
-    if gpu.gpu_type is None:
-        return "not MIG-capable"
-    return "whole" if gpu.instances is None else "MIG, full"
-
-
-def _listed(gpus: Sequence[PoolGpu], names: Mapping[str, str], kind: Callable[[PoolGpu], str]) -> str:
-    """``gpu-a100-01 GPUs 0-3 (whole), GPUs 4-7 (MIG, full); ...``: GPUs by host, the first hosts by
-    name, the rest counted."""
-    kinds: dict[str, dict[str, list[int]]] = {}
-    for gpu in gpus:
-        kinds.setdefault(gpu.host, {}).setdefault(kind(gpu), []).append(gpu.index)
-    hosts = sorted(kinds, key=lambda h: (names.get(h, h), h))
-    shown = [
-        f"{names.get(h, h)} "
-        + ", ".join(f"{index_ranges(i)}{f' ({k})' if k else ''}" for k, i in sorted(kinds[h].items()))
-        for h in hosts[:_HOSTS_SHOWN]
-    ]
-    more = len(hosts) - _HOSTS_SHOWN
-    if more > 0:
-        rest = sum(len(i) for h in hosts[_HOSTS_SHOWN:] for i in kinds[h].values())
-        shown.append(f"{_plural(more, 'more host')} ({_plural(rest, 'GPU')})")
-    return "; ".join(shown)
+        mig = {d.key: d.mig for d in result.workloads.values() if d.mig}
+        return outcome_of(final, self._frozen, mig, self.notes, self._before, self._names)

@@ -17,6 +17,7 @@ from reconciler.model.pools import (
     PLATFORM_KIND,
     POOL_KIND,
     POOL_MODE_LABEL,
+    PROVISIONED_LABEL,
     MigRequest,
     PoolKey,
     WorkloadKey,
@@ -295,6 +296,7 @@ def _admit(
                 scaling=_scaling(pool),
                 admitted=admitted,
                 own_profiles=_own_profiles(desired, pool, entry, found.pool_profiles.get(key)),
+                provisioned_for=provisioned_for(pool, entry),
                 **mig_fields,
             )
         )
@@ -314,6 +316,13 @@ def _own_profiles(
     ):
         return tuple(r.uid for r in platform_cluster_profiles(desired, pool))
     return recorded
+
+
+def provisioned_for(pool: ComputePool | None, entry: PlatformPlan) -> str | None:
+    """The workload a pool is provisioned for (its own name), as the pool or, for one the plan cannot
+    read, its cluster's label says; None for other pools."""
+    labels = pool.metadata.labels if pool is not None else entry.existing.labels if entry.existing else {}
+    return entry.name if labels.get(PROVISIONED_LABEL) else None
 
 
 def mode_of(pool: ComputePool | None, entry: PlatformPlan) -> str | None:

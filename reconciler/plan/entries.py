@@ -177,6 +177,8 @@ class PoolPlan:
     # A bundle-built pool's own cluster profile uids once this pass is carried out (its status records
     # them, so that a change of its bundle is seen); None for other pools.
     own_profiles: tuple[str, ...] | None = None
+    # The workload a pool was provisioned for (docs/bundles.md): its name, which is the pool's; else None.
+    provisioned_for: str | None = None
 
     @property
     def namespace(self) -> str:
@@ -208,8 +210,10 @@ class PoolPlan:
 
     @property
     def labels(self) -> dict[str, str]:
-        """The labels its cluster is created with (kind ComputePool and the mode it is made for)."""
-        return pool_cluster_labels(self.namespace, self.name, self.mode or "shared")
+        """The labels its cluster is created with (kind ComputePool, the mode it is made for and, for a
+        provisioned pool, the kind of what it is provisioned for)."""
+        provisioned = "AIWorkload" if self.provisioned_for is not None else None
+        return pool_cluster_labels(self.namespace, self.name, self.mode or "shared", provisioned)
 
     def to_json(self) -> dict[str, Any]:
         cluster = self.cluster.to_json()
@@ -231,6 +235,7 @@ class PoolPlan:
             "migConfig": dict(self.mig_config) if self.mig_config is not None else None,
             "scaling": self.scaling.to_json(),
             **({"profiles": cluster["profiles"]} if "profiles" in cluster else {}),
+            **({"provisionedFor": self.provisioned_for} if self.provisioned_for is not None else {}),
         }
 
 

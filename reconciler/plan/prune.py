@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from reconciler.deletions import DeletionGuard
 from reconciler.model.conditions import Reason
-from reconciler.model.pools import WorkloadKey
+from reconciler.model.pools import PROVISIONED_LABEL, WorkloadKey
 from reconciler.placement.admission import PreviousAdmissions
 from reconciler.plan.decisions import _Entries, _tenants
 from reconciler.plan.entries import Action, PlatformPlan, _Invalid
@@ -44,9 +44,16 @@ def _prune_guard(
     """Counted over the whole pass: clusters of platforms and pools, and admitted workloads removed."""
     deleted = {(p.kind, p.key) for p in entries if p.action is Action.DELETE}
     kinds = [kind for kind, _ in sorted(deleted)]
-    blocked = guard.blocked(kinds, len(leaving), complete)
+    # A workload removed with the pool provisioned for it is one deletion: its pool's cluster.
+    provisioned = {p.key for p in entries if p.action is Action.DELETE and _provisioned(p)}
+    counted = len(leaving - provisioned)
+    blocked = guard.blocked(kinds, counted, complete)
     held_back = frozenset(leaving) if blocked else frozenset()
-    return _Guarded(blocked, held_back, guard.note(kinds, len(leaving), blocked) or "")
+    return _Guarded(blocked, held_back, guard.note(kinds, counted, blocked) or "")
+
+
+def _provisioned(entry: PlatformPlan) -> bool:
+    return entry.existing is not None and bool(entry.existing.labels.get(PROVISIONED_LABEL))
 
 
 def _blocked(entry: PlatformPlan, message: str) -> PlatformPlan:
