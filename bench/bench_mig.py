@@ -54,6 +54,7 @@ from reconciler.placement.mig import (
     valid_layouts,
 )
 from reconciler.placement.mig_admission import PoolMigPlanner
+from reconciler.placement.mig_joint import plan_pass, used_gpus
 
 GPU = entry_by_key("NVIDIA-A100-80GB")
 A100 = GpuFamily("NVIDIA-A100")
@@ -85,6 +86,7 @@ class Totals:
     at_optimum: int = 0  # same GPUs and stranded slices as the optimum
     gpus_at_optimum: int = 0  # same GPUs
     optimum_known: int = 0
+    joint_at_optimum_gpus: int = 0  # demands the joint pass places on as few GPUs as the optimum
     fewer_than_template: list[float] = field(default_factory=list)
 
     def add(self, method: str, outcome: Outcome) -> None:
@@ -157,6 +159,18 @@ def run_planner(
     return Outcome(len(used), mig_usage(state).stranded, len(used) * SLICES - bound, pending)
 
 
+def run_joint(pool_gpus: int, workloads: Sequence[Mapping[str, int]], times: list[float]) -> Outcome:
+    """The whole demand in one pass, planned jointly (``plan_pass``: the greedy, then HiGHS over the free
+    GPUs under a node limit; the greedy's answer when that is no better)."""
+    state = tuple(PoolGpu(f"host-{i // 8:02d}", i % 8, GPU) for i in range(pool_gpus))
+    started = time.process_time()
+    result = plan_pass(state, [(f"bench/w{n}", w) for n, w in enumerate(workloads)])
+    times.append(time.process_time() - started)
+    usage = mig_usage(result.gpus)
+    used = used_gpus(result.gpus)
+    return Outcome(used, usage.stranded, used * SLICES - usage.used, len(result.pending))
+
+
 def run_template(
     pool_gpus: int, template: Mapping[str, int], workloads: Sequence[Mapping[str, int]]
 ) -> Outcome:
@@ -226,6 +240,7 @@ def optimum(demand: Mapping[str, int], pool_gpus: int, solver: object) -> tuple[
     return value // scale, value % scale
 
 
+JOINT_TIMES: list[float] = []  # CPU time of each joint pass (greedy + solver)
 PASSES = 4  # the multi-pass runs: the demand arrives in this many passes
 
 
@@ -244,6 +259,8 @@ def one_demand(
     total.demands += 1
     planned = run_planner(pool_gpus, workloads, times.setdefault(pool_gpus, []))
     total.add("planner", planned)
+    joint = run_joint(pool_gpus, workloads, JOINT_TIMES)
+    total.add("joint", joint)
     for freeze in ("gpu", "host"):
         total.add(f"{PASSES} passes/{freeze}", run_planner(pool_gpus, workloads, [], PASSES, freeze))
     template_gpus: list[int] = []
@@ -266,6 +283,7 @@ def one_demand(
         total.optimum_known += 1
         total.at_optimum += (planned.gpus, planned.stranded) == best
         total.gpus_at_optimum += planned.gpus == best[0]
+        total.joint_at_optimum_gpus += joint.gpus == best[0]
         asked = sum(size(p) * n for p, n in demand.items())
         total.add("optimum", Outcome(best[0], best[1], best[0] * SLICES - asked, 0))
     return seconds
@@ -282,13 +300,13 @@ def report(totals: Mapping[str, Totals]) -> None:
             best = total.outcomes["optimum"]
             gaps = ", ".join(
                 f"{method} {o.gpus / best.gpus - 1:+.1%}" + (f" ({o.pending} pending)" if o.pending else "")
-                for method in ("planner", f"{PASSES} passes/gpu", f"{PASSES} passes/host")
+                for method in ("planner", "joint", f"{PASSES} passes/gpu", f"{PASSES} passes/host")
                 if (o := total.outcomes[method])
             )
             print(
                 f"  GPUs used vs the optimum ({best.gpus}): {gaps}; in one pass as few GPUs on "
                 f"{total.gpus_at_optimum}/{total.optimum_known} demands, as few stranded slices too on "
-                f"{total.at_optimum}"
+                f"{total.at_optimum}; joint pass as few GPUs on {total.joint_at_optimum_gpus}"
             )
         if total.fewer_than_template:
             mean = statistics.mean(total.fewer_than_template)
@@ -398,6 +416,9 @@ def main() -> None:
     print("\nCPU time per admission (plan_mig_admission, CPU not wall clock), by pool size:")
     for gpus in sorted(times):
         print(f"  {gpus:>2} GPUs: {percentiles(times[gpus])}")
+    if JOINT_TIMES:
+        shown = percentiles(JOINT_TIMES).replace("admissions", "passes")
+        print(f"joint pass (whole demand, greedy + HiGHS): {shown}")
     if ilp_times:
         print(
             f"optimum (HiGHS integer program, whole demand, no ties): median "

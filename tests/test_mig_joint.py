@@ -1,0 +1,103 @@
+"""Joint MIG planning of a pass (reconciler.placement.mig_joint): pure rules, hypothesis properties."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler.model.mig import entry_by_key
+from reconciler.placement.mig import MigInstance, PoolGpu, is_valid_layout
+from reconciler.placement.mig_joint import greedy_pass, is_free, plan_pass, used_gpus
+
+A100 = entry_by_key("NVIDIA-A100-80GB")
+PROFILES = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+
+
+def whole_pool(n: int) -> tuple[PoolGpu, ...]:
+    return tuple(PoolGpu(f"host-{k // 8}", k % 8, A100) for k in range(n))
+
+
+def bound_instances(gpus: tuple[PoolGpu, ...]) -> Counter[tuple[str, int, int, str, str]]:
+    return Counter(
+        (g.host, g.index, i.start, i.profile, i.workload)
+        for g in gpus
+        for i in g.instances or ()
+        if i.workload is not None
+    )
+
+
+def test_joint_plan_puts_a_1g_2g_3g_on_one_gpu_where_the_greedy_takes_two() -> None:
+    requests = [("ns/a", {"1g.10gb": 1}), ("ns/b", {"2g.20gb": 1}), ("ns/c", {"3g.40gb": 1})]
+    greedy = greedy_pass(whole_pool(8), requests)
+    joint = plan_pass(whole_pool(8), requests)
+    assert (used_gpus(greedy.gpus), used_gpus(joint.gpus)) == (2, 1)
+    assert joint.method == "joint" and joint.admitted == ("ns/a", "ns/b", "ns/c")
+    (used,) = [g for g in joint.gpus if g.instances]
+    assert {i.workload for i in used.instances or ()} - {None} == {"ns/a", "ns/b", "ns/c"}
+
+
+def test_without_a_node_budget_the_greedy_answer_stands() -> None:
+    requests = [("ns/a", {"1g.10gb": 1}), ("ns/b", {"2g.20gb": 1}), ("ns/c", {"3g.40gb": 1})]
+    assert plan_pass(whole_pool(8), requests, node_limit=0) == greedy_pass(whole_pool(8), requests)
+
+
+def test_frozen_and_bound_gpus_are_not_free() -> None:
+    held = PoolGpu("h", 0, A100, instances=(MigInstance(0, "3g.40gb", "old/x"),))
+    assert not is_free(held)
+    assert not is_free(PoolGpu("h", 1, A100, bound="old/y"))
+    assert not is_free(PoolGpu("h", 2, A100, instances=(MigInstance(0, "7g.80gb"),), frozen=True))
+    assert not is_free(PoolGpu("h", 3, None))
+    assert is_free(PoolGpu("h", 4, A100, instances=(MigInstance(0, "7g.80gb"),)))
+
+
+@st.composite
+def passes(draw: st.DrawFn) -> tuple[tuple[PoolGpu, ...], list[tuple[str, dict[str, int]]]]:
+    gpus = list(whole_pool(8 * draw(st.integers(1, 2))))
+    for k in range(len(gpus)):
+        kind = draw(st.sampled_from(("whole", "whole", "bound", "held", "frozen")))
+        if kind == "bound":
+            gpus[k] = PoolGpu(gpus[k].host, gpus[k].index, A100, bound=f"old/w{k}")
+        elif kind == "held":
+            instances = (MigInstance(0, "3g.40gb", f"old/m{k}"), MigInstance(4, "2g.20gb"))
+            gpus[k] = PoolGpu(gpus[k].host, gpus[k].index, A100, instances=instances)
+        elif kind == "frozen":
+            instances = (MigInstance(0, "4g.40gb"), MigInstance(4, "1g.10gb"), MigInstance(5, "1g.10gb"))
+            gpus[k] = PoolGpu(gpus[k].host, gpus[k].index, A100, instances=instances, frozen=True)
+    requests = []
+    for n in range(draw(st.integers(1, 8))):
+        names = draw(st.lists(st.sampled_from(PROFILES), min_size=1, max_size=2, unique=True))
+        requests.append((f"ns/w{n}", {name: draw(st.integers(1, 3)) for name in names}))
+    return tuple(gpus), requests
+
+
+@settings(max_examples=80, deadline=None)
+@given(passes())
+def test_joint_plan_keeps_bound_instances_uses_no_more_gpus_and_is_deterministic(
+    case: tuple[tuple[PoolGpu, ...], list[tuple[str, dict[str, int]]]],
+) -> None:
+    gpus, requests = case
+    greedy = greedy_pass(gpus, requests)
+    joint = plan_pass(gpus, requests)
+    assert plan_pass(gpus, requests) == joint  # same input, same layout
+    assert used_gpus(joint.gpus) <= used_gpus(greedy.gpus)
+    assert (joint.admitted, joint.pending) == (greedy.admitted, greedy.pending)
+    before = bound_instances(gpus)
+    after = bound_instances(joint.gpus)
+    assert after & before == before  # every bound instance is still there, bound to the same workload
+    for old, new in zip(gpus, joint.gpus, strict=True):
+        if old.bound is not None or old.frozen:
+            assert (new.bound, new.frozen) == (old.bound, old.frozen)
+            if old.frozen:
+                assert [(i.start, i.profile) for i in new.instances or ()] == [
+                    (i.start, i.profile) for i in old.instances or ()
+                ]
+        if new.instances is not None and new.gpu_type is not None:
+            assert is_valid_layout(new.gpu_type, [(i.profile, i.start) for i in new.instances])
+    got: Counter[tuple[str, str]] = Counter()
+    for g in joint.gpus:
+        got.update((i.workload, i.profile) for i in g.instances or () if (i.workload or "")[:3] == "ns/")
+    admitted = [(label, r) for label, r in requests if label in joint.admitted]
+    wanted = Counter({(label, p): n for label, r in admitted for p, n in r.items()})
+    assert got == wanted
