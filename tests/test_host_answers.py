@@ -10,7 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.edgehost import carry_readable, doubtful_answers, host_item, read_host
+from reconciler.edgehost import read_host
+from reconciler.host_answers import carry_readable, doubtful_answers
+from reconciler.host_items import host_item
 from reconciler.inventory import ExcludedHost, HostState, Machine, classify, discover
 from reconciler.membership import config_hosts, config_roles, held_reason
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAME_LABEL, NAMESPACE_LABEL

@@ -106,7 +106,7 @@ _Kept = tuple[HostFacts, float | None]
 def _key(facts: HostFacts) -> str:
     """What a host is kept under: its uid; an answer whose uid is unreadable (a number, null, a path)
     under its name, so that it stays one quarantined host of its own (never placed) until a sweep
-    reads it right, and its last good copy can be found by name (``edgehost.carry_readable``)."""
+    reads it right, and its last good copy can be found by name (``host_answers.carry_readable``)."""
     return facts.uid or f"\0{facts.name}"
 
 

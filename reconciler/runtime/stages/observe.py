@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reconciler.edgehost import HostFacts, carry_readable, doubtful_answers, read_host
+from reconciler.edgehost import HostFacts, read_host
+from reconciler.host_answers import carry_readable, doubtful_answers
 from reconciler.inventory import DiscoveryMemo, discover
 from reconciler.logging import get_logger
 from reconciler.model.conditions import Reason
