@@ -31,8 +31,8 @@ from _support import git
 from gen_config_tree import SUPPORT
 from gen_inventory import generate as generate_inventory
 
-from reconciler.source.git import read_revision
 from reconciler.source.overlay import overlay
+from reconciler.source.revision import read_revision
 from reconciler.status.snapshot import render_snapshot, target_file
 
 URL = "https://api.spectrocloud.com"

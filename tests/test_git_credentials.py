@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.source import _gitutil
-from reconciler.source.git import read_revision
+from reconciler.source.revision import read_revision
 from reconciler.status import StatusStore
 from tests._git_support import RemoteRepo, git, git_http_server
 

@@ -10,7 +10,8 @@ import pytest
 
 from reconciler.source.directory import MissingSubtree, read_directory
 from reconciler.source.errors import SourceError
-from reconciler.source.git import GitSource, list_yaml_entries, read_revision
+from reconciler.source.git import GitSource, list_yaml_entries
+from reconciler.source.revision import read_revision
 from reconciler.source.select import FileSelection, SelectionError, normalize_subtree
 from tests._git_support import git
 

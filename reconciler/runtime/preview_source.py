@@ -110,7 +110,8 @@ def _git_revision(
     repo: str, rev: str | None, subtree: str, extra: Sequence[tuple[str, bytes]]
 ) -> RevisionFiles:
     from reconciler.source.documents import read_checked
-    from reconciler.source.git import SkippedEntry, local_commit_message
+    from reconciler.source.git import SkippedEntry
+    from reconciler.source.revision import local_commit_message
 
     # Only the blob ids of the tree are listed; the blobs no pack of the documents cache holds are read
     # and checked (``source.documents``), so ``files`` stays empty and the checked files stand for it.
@@ -138,7 +139,7 @@ def _git_revision(
 
 
 def _reader(repo: str, subtree: str) -> Reader:
-    from reconciler.source.git import read_revision
+    from reconciler.source.revision import read_revision
 
     def read(sha: str) -> Sequence[tuple[str, bytes]]:
         return read_revision(repo, sha, subtree=subtree)[1]
@@ -151,6 +152,6 @@ def _work_tree_head(path: Path) -> tuple[bool, str | None]:
     without loading git."""
     if not (path / ".git").exists() and not (path / "HEAD").is_file():
         return False, None
-    from reconciler.source.git import work_tree_head
+    from reconciler.source.revision import work_tree_head
 
     return work_tree_head(path)

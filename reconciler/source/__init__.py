@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from reconciler.source.cache import ParseCache, blob_id
     from reconciler.source.errors import GitError, SourceError
-    from reconciler.source.git import GitSource, SkippedEntry, read_revision
+    from reconciler.source.git import GitSource, SkippedEntry
     from reconciler.source.lease import GitLease
+    from reconciler.source.revision import read_revision
     from reconciler.source.watch import DirectorySource, watch_directory
 
 _WHERE = {
@@ -23,7 +24,7 @@ _WHERE = {
     "SourceError": "reconciler.source.errors",
     "GitSource": "reconciler.source.git",
     "SkippedEntry": "reconciler.source.git",
-    "read_revision": "reconciler.source.git",
+    "read_revision": "reconciler.source.revision",
     "GitLease": "reconciler.source.lease",
     "DirectorySource": "reconciler.source.watch",
     "watch_directory": "reconciler.source.watch",

@@ -214,10 +214,11 @@ def read_checked(
     extra: Sequence[tuple[str, bytes]] = (),
     cache: DocumentCache | None = None,
 ) -> tuple[str, list[CheckedFile]]:
-    """One revision's files checked, as :func:`~reconciler.source.git.read_revision` reads them and
+    """One revision's files checked, as :func:`~reconciler.source.revision.read_revision` reads them and
     with the what-if files ``extra`` added (:func:`~reconciler.source.overlay.overlay`): only the blobs
     no pack of ``cache`` holds are read and checked (default: the cache under :func:`default_root`)."""
-    from reconciler.source.git import list_revision, open_repository, read_blob  # GitPython: only here
+    from reconciler.source.git import read_blob  # GitPython: only here
+    from reconciler.source.revision import list_revision, open_repository
 
     store = cache if cache is not None else DocumentCache(default_root())
     with open_repository(repo) as local:
