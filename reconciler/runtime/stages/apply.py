@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
-from reconciler.apply import apply_plan, apply_pools, apply_workload_profiles
+from reconciler.apply import apply_plan, apply_pools
+from reconciler.apply_profiles import apply_workload_profiles
 from reconciler.logging import get_logger
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import cluster_name
