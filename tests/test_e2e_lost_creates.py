@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.emulator import EmulatorServer, FaultRule
-from reconciler.palette.client import CLUSTER_CREATE
+from reconciler.palette.endpoints import CLUSTER_CREATE
 from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
 from reconciler.runtime.pipeline import Pipeline

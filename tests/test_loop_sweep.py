@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.emulator import EmulatorServer
-from reconciler.palette.client import EDGE_HOSTS_SEARCH, PaletteClient
+from reconciler.palette.client import PaletteClient
+from reconciler.palette.endpoints import EDGE_HOSTS_SEARCH
 from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
 from reconciler.plan import Action

@@ -17,7 +17,7 @@ from reconciler.palette import (
     ServerError,
     TransportError,
 )
-from reconciler.palette.client import parse_retry_after
+from reconciler.palette.endpoints import parse_retry_after
 from tests._git_support import free_port
 from tests._palette_support import INFRA_UID, KEY, FakeClock, admin, client, fast_retry, running
 

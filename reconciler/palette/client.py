@@ -19,19 +19,34 @@ Why it looks the way it does:
 
 from __future__ import annotations
 
-import email.utils
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self, TypeVar
-from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
 from reconciler.palette import wire
+from reconciler.palette.endpoints import (
+    CLOUD_CONFIG,
+    CLUSTER,
+    CLUSTER_CREATE,
+    CLUSTER_PROFILES,
+    CLUSTERS_SEARCH,
+    EDGE_HOSTS_SEARCH,
+    MACHINE_POOL,
+    MACHINE_POOLS,
+    POOL_MACHINE,
+    POOL_MACHINES,
+    cluster_search_body,
+    edge_host_search_body,
+    http_date,
+    parse_retry_after,
+    quote_path,
+    string_filter,
+)
 from reconciler.palette.errors import (
     ErrorClass,
     NotFoundError,
@@ -47,17 +62,6 @@ from reconciler.palette.retry import RetryPolicy
 
 PAGE_LIMIT = 50  # Palette's maximum page size for search endpoints
 MAX_PAGES = 10_000  # a safety stop against a server that never ends its continue chain
-
-EDGE_HOSTS_SEARCH = "/v1/dashboard/edgehosts/search"
-CLUSTERS_SEARCH = "/v1/dashboard/spectroclusters/search"
-CLUSTER = "/v1/spectroclusters/{uid}"
-CLUSTER_CREATE = "/v1/spectroclusters/edge-native"
-CLOUD_CONFIG = "/v1/cloudconfigs/edge-native/{configUid}"
-MACHINE_POOLS = "/v1/cloudconfigs/edge-native/{configUid}/machinePools"
-MACHINE_POOL = "/v1/cloudconfigs/edge-native/{configUid}/machinePools/{machinePoolName}"
-POOL_MACHINES = MACHINE_POOL + "/machines"
-POOL_MACHINE = POOL_MACHINES + "/{machineUid}"
-CLUSTER_PROFILES = "/v1/spectroclusters/{uid}/profiles"
 
 RequestHook = Callable[[str, str, int], None]
 WaitHook = Callable[[str, float], None]
@@ -82,71 +86,6 @@ class _Retryable(Exception):
         super().__init__(str(error))
         self.error = error
         self.retry_after = retry_after
-
-
-def string_filter(prop: str, values: list[str], *, operator: str = "eq") -> dict[str, Any]:
-    """One ``v1SearchFilterItem`` on a string property (NOTES.md 2.2)."""
-    return {
-        "property": prop,
-        "type": "string",
-        "condition": {
-            "string": {
-                "operator": operator,
-                "negation": False,
-                "ignoreCase": False,
-                "match": {"conjunction": "or", "values": values},
-            }
-        },
-    }
-
-
-def edge_host_search_body(tags: Mapping[str, str] | None) -> dict[str, Any]:
-    """The search body for hosts carrying every given tag: one filter item per tag, ANDed.
-
-    (Several values in one item are ORed by Palette, so "all must match" needs separate items.)
-    """
-    if not tags:
-        return {"filter": {}, "sort": []}
-    filters = [string_filter("tags", [f"{key}:{value}"]) for key, value in sorted(tags.items())]
-    return {
-        "filter": {"conjunction": "and", "filterGroups": [{"conjunction": "and", "filters": filters}]},
-        "sort": [],
-    }
-
-
-def cluster_search_body() -> dict[str, Any]:
-    """Every cluster that is not deleted; label filtering happens client side (server side is UNCERTAIN)."""
-    return {
-        "filter": {
-            "conjunction": "and",
-            "filterGroups": [
-                {
-                    "conjunction": "and",
-                    "filters": [
-                        {"property": "isDeleted", "type": "bool", "condition": {"bool": {"value": False}}}
-                    ],
-                }
-            ],
-        },
-        "sort": [],
-    }
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """``Retry-After`` as seconds: either a number of seconds or an HTTP date."""
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        return max(float(text), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    current = time.time() if now is None else now
-    return max(when.timestamp() - current, 0.0)
 
 
 class PaletteClient:
@@ -375,7 +314,7 @@ class PaletteClient:
             items=list(summary.items or []),
             count=meta.count if meta is not None else None,
             continue_token=(meta.continue_ if meta is not None else "") or "",
-            server_time=_http_date(response.headers.get("Date")),
+            server_time=http_date(response.headers.get("Date")),
         )
 
     def _call(
@@ -391,7 +330,7 @@ class PaletteClient:
     ) -> httpx.Response:
         """One logical call with retries. Raises a typed :class:`PaletteError` when it finally fails.
         A ``mutating`` call asks the fence before every attempt (whatever it raises ends the call)."""
-        path = template.format(**{k: _quote(v) for k, v in path_params.items()})
+        path = template.format(**{k: quote_path(v) for k, v in path_params.items()})
         shown = self._scrub(path)  # the path that errors carry: even a key passed as a uid stays hidden
         backoff = self._retry.backoff()
         while True:
@@ -510,17 +449,3 @@ class PaletteClient:
             raise ServerError(
                 f"unexpected {model.__name__} shape: {problems}", method=method, path=template
             ) from None
-
-
-def _http_date(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
-        return None
-
-
-def _quote(value: str) -> str:
-    """Path parameters are escaped so a uid can never change the path."""
-    return quote(value, safe="")

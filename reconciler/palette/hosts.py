@@ -44,7 +44,8 @@ from typing import Any
 
 from reconciler.edgehost import HostFacts, read_host
 from reconciler.logging import get_logger
-from reconciler.palette.client import PaletteClient, edge_host_search_body
+from reconciler.palette.client import PaletteClient
+from reconciler.palette.endpoints import edge_host_search_body
 from reconciler.palette.errors import ClientError
 
 log = get_logger(component="palette.hosts")
