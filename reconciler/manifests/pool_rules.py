@@ -1,11 +1,9 @@
-"""Validation rules of compute pools and their tenants (docs/validation.md).
+"""Validation rules of compute pools and their tenants across documents (docs/validation.md).
 
-Two entry points, each called with one line from the loader:
-
-- ``check_pool_document(kind, data)``: per-document rules on the plain data (like ``rules.check_document``);
-- ``check_pools(docs)``: cross-resource rules once every document is identified (references inside the
-  namespace, MLPlatform/ComputePool name clashes, pool VIPs, and warnings about what admission will
-  refuse whatever the inventory holds).
+``check_pools(docs)``: cross-resource rules once every document is identified (references inside the
+namespace, MLPlatform/ComputePool name clashes, pool VIPs, and warnings about what admission will refuse
+whatever the inventory holds), called with one line from the loader. The per-document rules on the plain
+data are :func:`reconciler.manifests.pool_document.check_pool_document`'s.
 
 A third rule needs the previous state and is not a validation rule: a pool's ``mode`` cannot change once
 its cluster exists. ``pool_mode_change`` says why; the plan calls it with the mode the status branch
@@ -15,8 +13,8 @@ reported for the pool (see docs/pools.md).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from reconciler.manifests.schema import PathElem, Problem, field_path
 from reconciler.model.conditions import Reason
@@ -27,7 +25,7 @@ from reconciler.model.resources import ComputePool, ComputeProfile, Project, Res
 from reconciler.model.scaling import ScalingPolicy
 from reconciler.resolve import profile_name
 
-if TYPE_CHECKING:  # the record module imports this one's per-document rules
+if TYPE_CHECKING:  # the record module imports the rule modules that import this one
     from reconciler.manifests.record import Facts
 
 
@@ -49,98 +47,6 @@ class PoolDoc(Protocol):
 
     @property
     def where(self) -> str: ...
-
-
-# --- per document ------------------------------------------------------------------------------------
-
-
-def check_pool_document(kind: str, data: Mapping[str, Any]) -> list[Problem]:
-    """Rules of one ComputePool, AIWorkload or MLPlatform document that a JSON Schema cannot say well."""
-    spec = data.get("spec")
-    spec = spec if isinstance(spec, dict) else {}
-    if kind == "ComputePool":
-        return _family_entries(spec.get("gpus"), with_mig=False, tenant=False)
-    if kind == "AIWorkload":
-        return _family_entries(spec.get("gpus"), with_mig=True, tenant=True)
-    if kind == "MLPlatform":
-        return _platform_mode(spec)
-    return []
-
-
-def _platform_mode(spec: Mapping[str, Any]) -> list[Problem]:
-    mode = spec.get("mode", "dedicated")
-    has_pool = spec.get("computePoolRef") is not None
-    if mode == "shared":
-        problems = []
-        if not has_pool:
-            problems.append(
-                Problem(
-                    ("spec", "mode"),
-                    "spec.computePoolRef: required with mode shared: a shared platform is a tenant of a "
-                    "ComputePool of its namespace; set spec.computePoolRef.name",
-                )
-            )
-        # The family names themselves (and duplicates) are checked by the MLPlatform rules.
-        gpus = spec.get("gpus")
-        for i, gpu in enumerate(gpus if isinstance(gpus, list) else []):
-            count = gpu.get("count") if isinstance(gpu, dict) else None
-            if count == 0 and not isinstance(count, bool):
-                problems.append(_zero_count(i))
-        return problems
-    if mode == "dedicated" and has_pool:
-        return [
-            Problem(
-                ("spec", "computePoolRef"),
-                "spec.computePoolRef: only with mode shared; a dedicated platform gets its own cluster "
-                "(set spec.mode: shared to run it on the pool, or remove spec.computePoolRef)",
-                at_key=True,
-            )
-        ]
-    return []
-
-
-def _zero_count(i: int) -> Problem:
-    return Problem(
-        ("spec", "gpus", i, "count"),
-        f"spec.gpus[{i}].count: a workload needs at least 1 GPU of each family it lists; got 0 "
-        "(remove the entry instead)",
-    )
-
-
-def _family_entries(gpus: Any, with_mig: bool, tenant: bool) -> list[Problem]:
-    """Family names parse; (family, MIG profile) is listed once; a tenant asks for at least 1 of each."""
-    problems: list[Problem] = []
-    seen: dict[tuple[str, str | None], int] = {}
-    for i, entry in enumerate(gpus if isinstance(gpus, list) else []):
-        if not isinstance(entry, dict):
-            continue  # the schema layer reports it
-        name, mig = entry.get("family"), entry.get("mig") if with_mig else None
-        count = entry.get("count")
-        if tenant and count == 0 and not isinstance(count, bool):
-            problems.append(_zero_count(i))
-        if not isinstance(name, str) or not name:
-            continue
-        where = f"spec.gpus[{i}].family"
-        try:
-            family = canonical_family(name)
-        except ValueError:
-            hint = "use letters, digits, '.', '+' and separators, e.g. NVIDIA-A100"
-            problems.append(
-                Problem(("spec", "gpus", i, "family"), f"{where}: {name!r} is not a GPU family name; {hint}")
-            )
-            continue
-        key = (str(family), mig if isinstance(mig, str) else None)
-        if key in seen:
-            what = f"GPU family {family}" + (f" with MIG profile {key[1]}" if key[1] else "")
-            problems.append(
-                Problem(
-                    ("spec", "gpus", i, "family"),
-                    f"{where}: {what} is listed twice (spec.gpus[{seen[key]}] and spec.gpus[{i}]); "
-                    "names compare case-insensitively with ' ', '-' and '_' equivalent; add the counts up",
-                )
-            )
-        seen.setdefault(key, i)
-    return problems
 
 
 # --- across documents --------------------------------------------------------------------------------

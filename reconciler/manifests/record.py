@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from reconciler.manifests.bundle_rules import MODEL_LABEL, check_bundle_document
 from reconciler.manifests.environment_rules import check_environment_document
 from reconciler.manifests.parse import Document
-from reconciler.manifests.pool_rules import check_pool_document
+from reconciler.manifests.pool_document import check_pool_document
 from reconciler.manifests.rules import check_document, named_references
 from reconciler.manifests.schema import Problem, did_you_mean, validate_document
 from reconciler.model.desired import Identity
