@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import hashlib
 import hmac
 import json
 import math
-import threading
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -26,11 +23,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from reconciler.emulator.asgi_faults import corrupting, drop, read_body, replay, swallowed
 from reconciler.emulator.errors import ApiError
-from reconciler.emulator.faults import Decision, FaultRule, Faults, corrupt_answer, fault_error
+from reconciler.emulator.faults import Decision, FaultRule, Faults, fault_error
+from reconciler.emulator.metering import RateLimiter, Stats
 from reconciler.emulator.state import EmulatorState
 from reconciler.emulator.utilization import METRICS_PATH, Utilization
-from reconciler.palette.pacing import RateLimits, TokenBucket, path_class
+from reconciler.palette.pacing import RateLimits
 
 ADMIN_PREFIX = "/__emulator/"
 Handler = Callable[[Request], Awaitable[Response]]
@@ -63,80 +62,6 @@ async def _json_body(request: Request) -> Any:
 
 def _project(request: Request) -> str | None:
     return request.headers.get("ProjectUid") or None
-
-
-class Stats:
-    """Request counts by (method, path template, status); status 0 is a dropped connection."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[tuple[str, str, int]] = Counter()
-
-    def record(self, method: str, template: str, status: int) -> None:
-        with self._lock:
-            self._counts[(method, template, status)] += 1
-
-    def reset(self) -> None:
-        with self._lock:
-            self._counts.clear()
-
-    def count(self, method: str | None = None, path: str | None = None, status: int | None = None) -> int:
-        """Requests matching the given method / template / status (None matches anything)."""
-        with self._lock:
-            return sum(
-                n
-                for (m, p, s), n in self._counts.items()
-                if (method is None or m == method)
-                and (path is None or p == path)
-                and (status is None or s == status)
-            )
-
-    def writes(self) -> int:
-        """Requests that change state: PUT/PATCH/DELETE and POSTs other than searches."""
-        with self._lock:
-            return sum(
-                n
-                for (m, p, _s), n in self._counts.items()
-                if m in ("PUT", "PATCH", "DELETE") or (m == "POST" and not p.endswith("/search"))
-            )
-
-    def to_json(self) -> dict[str, Any]:
-        with self._lock:
-            rows = [
-                {"method": m, "path": p, "status": s, "count": n}
-                for (m, p, s), n in sorted(self._counts.items())
-            ]
-        return {"total": sum(r["count"] for r in rows), "writes": self.writes(), "requests": rows}
-
-
-class RateLimiter:
-    """Palette's rate limits: one token bucket per (API key, path class).
-
-    A request may arrive ``TOLERANCE`` seconds before its token: a client that paces itself to the same
-    limits sees its requests bunch up by a few milliseconds on the way, and Palette documents a burst
-    queue rather than a hard edge.
-    """
-
-    TOLERANCE = 0.05
-
-    def __init__(self, limits: RateLimits, clock: Callable[[], float]) -> None:
-        self.limits = limits
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._buckets: dict[tuple[str, str], TokenBucket] = {}
-
-    def check(self, key: bytes, path: str) -> float | None:
-        """None to serve the request; else the seconds until the caller's next token."""
-        name = path_class(path)
-        limit = self.limits.for_class(name)
-        if limit is None:
-            return None
-        who = hashlib.sha256(key).hexdigest()  # the key itself is never kept
-        with self._lock:
-            bucket = self._buckets.get((who, name))
-            if bucket is None:
-                bucket = self._buckets[(who, name)] = TokenBucket(limit, self._clock)
-        return bucket.try_take(self.TOLERANCE)
 
 
 def _presented_key(scope: Scope) -> bytes:
@@ -192,7 +117,7 @@ class EmulatorApp:
             await asyncio.sleep(decision.latency)
         if decision.drop:
             self.stats.record(method, template, 0)
-            await _drop(send)
+            await drop(send)
             return
         if decision.status:
             error = fault_error(decision, method, path)
@@ -225,14 +150,14 @@ class EmulatorApp:
         if decision.lost:  # carried out (now or later), but the client is told it failed
             error = fault_error(Decision(status=decision.lost), method, path)
             if decision.late_by is not None:
-                body = await _read_body(receive)
+                body = await read_body(receive)
                 self._late.append((self.state.clock() + decision.late_by, scope, body))
             else:
-                await self._palette(scope, receive, _swallowed)
+                await self._palette(scope, receive, swallowed)
             self.stats.record(method, template, decision.lost)
             await _error_response(error)(scope, receive, dated)
             return
-        send_on = counting_send if not decision.corrupt else _corrupting(counting_send, decision)
+        send_on = counting_send if not decision.corrupt else corrupting(counting_send, decision)
         await self._palette(scope, receive, send_on)
 
     async def _deliver_late(self) -> None:
@@ -241,7 +166,7 @@ class EmulatorApp:
         due = [item for item in self._late if item[0] <= now]
         self._late = [item for item in self._late if item[0] > now]
         for _at, scope, body in due:
-            await self._palette(scope, _replay(body), _swallowed)
+            await self._palette(scope, replay(body), swallowed)
 
     def _dated(self, send: Send) -> Send:
         """``send`` adding a ``Date`` header from the emulator's clock (so a fake clock shows in it)."""
@@ -464,78 +389,6 @@ class EmulatorApp:
             Route("/__emulator/reset-stats", reset_stats, methods=["POST"]),
             *self.utilization.routes(),
         ]
-
-
-async def _swallowed(message: Message) -> None:
-    """Where the answer of a request whose answer is lost goes."""
-
-
-async def _read_body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
-def _replay(body: bytes) -> Receive:
-    """A ``receive`` that hands over ``body`` once (a late request carried out)."""
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return receive
-
-
-def _corrupting(send: Send, decision: Decision) -> Send:
-    """``send`` with the answer's body spoiled by :func:`corrupt_answer` (a fault: odd but 200 answers)."""
-    start: list[Message] = []
-    chunks: list[bytes] = []
-
-    async def spoiling_send(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            start.append(message)
-            return
-        if message["type"] != "http.response.body":
-            await send(message)
-            return
-        chunks.append(message.get("body", b""))
-        if message.get("more_body", False):
-            return
-        body = corrupt_answer(b"".join(chunks), decision)
-        head = dict(start[0])
-        head["headers"] = [
-            (k, str(len(body)).encode() if k.lower() == b"content-length" else v) for k, v in head["headers"]
-        ]
-        await send(head)
-        await send({"type": "http.response.body", "body": body, "more_body": False})
-
-    return spoiling_send
-
-
-async def _drop(send: Send) -> None:
-    """Close the connection without any response, as a crashed proxy would.
-
-    uvicorn's ``send`` is a bound method of its request cycle, which holds the socket transport; closing
-    that is the only way to hang up from inside an ASGI app. Other servers get a bare 502 instead.
-    """
-    cycle = getattr(send, "__self__", None)
-    transport = getattr(cycle, "transport", None)
-    if transport is not None and hasattr(transport, "close"):
-        transport.close()
-        cycle.disconnected = True  # type: ignore[union-attr]
-        return
-    await send({"type": "http.response.start", "status": 502, "headers": []})
-    await send({"type": "http.response.body", "body": b""})
 
 
 def create_app(
