@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,3 +104,22 @@ def test_joint_plan_keeps_bound_instances_uses_no_more_gpus_and_is_deterministic
     admitted = [(label, r) for label, r in requests if label in joint.admitted]
     wanted = Counter({(label, p): n for label, r in admitted for p, n in r.items()})
     assert got == wanted
+
+
+def test_the_joint_planner_prints_nothing_on_standard_output(capfd: pytest.CaptureFixture[str]) -> None:
+    """HiGHS's start-up banner goes to file descriptor 1; run in a fresh process so it is the first
+    solver built there, and capture at descriptor level."""
+    code = (
+        "from reconciler.model.mig import entry_by_key\n"
+        "from reconciler.placement.mig import PoolGpu\n"
+        "from reconciler.placement.mig_joint import plan_pass\n"
+        "a100 = entry_by_key('NVIDIA-A100-80GB')\n"
+        "gpus = tuple(PoolGpu('h', k, a100) for k in range(8))\n"
+        "reqs = [('ns/a', {'1g.10gb': 1}), ('ns/b', {'2g.20gb': 1}), ('ns/c', {'3g.40gb': 1})]\n"
+        "assert plan_pass(gpus, reqs).method == 'joint'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=False)
+    plan_pass(whole_pool(8), [("ns/a", {"1g.10gb": 1}), ("ns/b", {"2g.20gb": 1})])
+    out, _ = capfd.readouterr()
+    assert done.returncode == 0
+    assert out == ""

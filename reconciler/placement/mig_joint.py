@@ -20,10 +20,13 @@ Requests the greedy refuses stay refused, and a request's instances may go on se
 
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 from reconciler.model.mig import MigGpuType
 from reconciler.placement.mig import (
@@ -175,6 +178,35 @@ def _bind(laid: list[PoolGpu], wanted: Sequence[tuple[str, str]]) -> list[PoolGp
     return [replace(g, instances=tuple(row)) for g, row in zip(laid, slots, strict=True)]
 
 
+_banner_silenced = False
+
+
+def _new_solver() -> Any:
+    """A HiGHS solver with its logging off. HiGHS prints a start-up banner on file descriptor 1 from
+    the constructor of the process's first solver, before any option can be set; that would corrupt
+    ``plan --format json``, so the first construction runs with descriptor 1 pointed at /dev/null."""
+    global _banner_silenced
+    import highspy
+
+    if _banner_silenced:
+        solver = highspy.Highs()  # type: ignore[no-untyped-call]
+    else:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 1)
+            solver = highspy.Highs()  # type: ignore[no-untyped-call]
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(devnull)
+        _banner_silenced = True
+    solver.setOptionValue("output_flag", False)
+    solver.setOptionValue("log_to_console", False)
+    return solver
+
+
 @lru_cache(maxsize=64)
 def _configurations(
     gpu_type: MigGpuType, profiles: tuple[str, ...]
@@ -198,15 +230,14 @@ def _solve(
 ) -> list[tuple[frozenset[tuple[str, int]], int]] | None:
     """How many GPUs take each layout: fewest GPUs, then fewest stranded slices, covering ``demand``
     (HiGHS, one thread, fixed seed, at most ``node_limit`` nodes). None without a feasible answer."""
-    import highspy
-
     profiles = tuple(name for name, _ in demand)
     configs = _configurations(gpu_type, profiles)
     if not configs:
         return None
-    solver = highspy.Highs()  # type: ignore[no-untyped-call]
+    solver = _new_solver()
     for option, value in (
         ("output_flag", False),
+        ("log_to_console", False),
         ("threads", 1),
         ("random_seed", SEED),
         ("mip_max_nodes", node_limit),
