@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -115,20 +114,21 @@ def test_resync_interval_is_the_floor_or_just_enough(requests: int, floor: float
 
 
 def test_paced_client_keeps_a_burst_under_the_emulators_limit_with_no_429() -> None:
-    with running(rate_limits=RateLimits.palette(), clock=time.time) as server:  # type: ignore[arg-type]
-        with client(server, rate_limits=RateLimits.palette()) as palette:
-            started = time.monotonic()
+    """The client's pacer and the emulator's buckets share one fake clock, moved only by the pacer's
+    sleep: how long a request takes on a loaded machine cannot shift one against the other."""
+    clock = FakeClock()
+    pacer = Pacer(RateLimits.palette(), clock=clock, sleep=clock.advance)
+    started = clock()
+    with running(rate_limits=RateLimits.palette(), clock=clock) as server:
+        with client(server, pacer=pacer) as palette:
             for _ in range(15):
                 palette.search_edge_hosts()
-            elapsed = time.monotonic() - started
             waited = palette.seconds_waited()
         assert server.stats.count(path=SEARCH, status=429) == 0
         assert server.stats.count(path=SEARCH, status=200) == 15
-    # 5 from the burst, then 10 more at 10/s: the burst cannot finish in under a second, and the client
-    # waited for tokens. (How long it waited itself shrinks on a loaded machine, where the requests take
-    # longer and tokens come back meanwhile: the elapsed time is the bound that holds in any second.)
-    assert elapsed >= 0.9
-    assert waited > 0
+    # 5 from the burst, then 10 more at 10/s: the client waited a tenth of a second for each of them.
+    assert waited == pytest.approx(1.0)
+    assert clock() - started == pytest.approx(1.0)
 
 
 def test_unpaced_burst_gets_429_too_many_requests_with_retry_after() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import shutil
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -375,50 +374,39 @@ def test_read_returns_the_branch_and_fetches_only_when_it_moved(remote: RemoteRe
     assert reader.fetch_count == 2
 
 
-def test_a_writer_pushing_every_100ms_does_not_starve_the_store(remote: RemoteRepo, tmp_path: Path) -> None:
-    store = store_for(remote, tmp_path)  # default attempts and waits
+def test_a_rival_winning_races_in_a_row_does_not_starve_the_store(remote: RemoteRepo, tmp_path: Path) -> None:
+    """The rival lands a push between our fetch and our push, on a fixed schedule rather than a wall
+    clock: for write n it wins the first n % 8 races (0 to 7 in a row, one short of the default
+    attempts). Every write must land on top of the rival's, keeping its file, and each lost race costs
+    exactly one rebuild and one jittered wait (injected: no sleeping)."""
+    slept: list[float] = []
+    store = store_for(remote, tmp_path, retry=push_retry(sleep=slept.append, rng=random.Random(7)))
     store.write({PLATFORM_FILE: status("Pending")}, "seed", {})
-    stop = threading.Event()
-    theirs: list[str] = []
     rival = RivalWriter(remote, tmp_path / "rival")
+    wins_left = [0]
+    theirs: list[int] = []
 
-    errors: list[BaseException] = []
+    def rival_pushes_first() -> bool:  # asked by the store right before each of its pushes
+        if wins_left[0] > 0:
+            wins_left[0] -= 1
+            assert rival.push_one(len(theirs) + 1)
+            theirs.append(len(theirs) + 1)
+        return True
 
-    def push_often() -> None:
-        n = 0
-        try:
-            while not stop.is_set():
-                n += 1
-                if rival.push_one(n):
-                    theirs.append(str(n))
-                stop.wait(0.1)
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=push_often)
-    thread.start()
     ours: list[str] = []
-    gave_up: list[str] = []
-    try:
-        for n in range(12):
-            try:
-                commit = store.write({PLATFORM_FILE: f"n: {n}\n".encode()}, f"ours {n}", {})
-            except StatusError as exc:
-                gave_up.append(str(exc))
-                continue
-            assert commit is not None
-            ours.append(commit)
-            time.sleep(0.1)  # a pass every ~100 ms too: both writers compete, neither floods
-    finally:
-        stop.set()
-        thread.join(30)
-    assert errors == []
-    history = set(git("rev-list", BRANCH, cwd=remote.bare).split())
-    assert len(theirs) >= 3, f"the rival must really compete ({len(theirs)} pushes landed)"
-    raced = store.conflict_count + rival.attempts - len(theirs)
-    assert raced >= 1, "the two writers must really have raced"
-    assert gave_up == [], f"{len(gave_up)} of 12 writes gave up ({store.conflict_count} races lost)"
-    assert len(ours) == 12 and set(ours) <= history
+    for n in range(12):
+        wins_left[0] = n % 8
+        commit = store.write(
+            {PLATFORM_FILE: f"n: {n}\n".encode()}, f"ours {n}", {}, may_push=rival_pushes_first
+        )
+        assert commit is not None and wins_left[0] == 0
+        ours.append(commit)
+    lost = sum(n % 8 for n in range(12))
+    assert len(theirs) == lost and store.conflict_count == lost and len(slept) == lost
+    history = git("rev-list", BRANCH, cwd=remote.bare).split()
+    assert history[0] == ours[-1] and set(ours) <= set(history), "no write of ours is lost"
+    assert len(history) == 1 + 12 + lost, "every push of the rival is kept too"
+    assert git("show", f"{BRANCH}:rival.yaml", cwd=remote.bare) == f"n: {lost}\n"
 
 
 def test_race_that_already_holds_our_files_makes_no_commit(remote: RemoteRepo, tmp_path: Path) -> None:

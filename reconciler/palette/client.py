@@ -104,8 +104,10 @@ class PaletteClient:
         rate_limits: RateLimits | None = None,
         on_wait: WaitHook | None = None,
         fence: Callable[[], None] | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
-        """``rate_limits`` defaults to Palette's (``RateLimits.off()`` turns pacing off);
+        """``rate_limits`` defaults to Palette's (``RateLimits.off()`` turns pacing off); ``pacer``
+        replaces the pacer built from them (tests pass one on a fake clock and sleep);
         ``on_wait(path_class, seconds)`` reports each wait for a token; ``fence`` is asked before every
         attempt of a mutating request (it raises to keep the request from being sent)."""
         if not api_key:
@@ -117,7 +119,9 @@ class PaletteClient:
         self._timeout = timeout
         self._on_request = on_request
         self._on_wait = on_wait
-        self._pacer = Pacer(rate_limits if rate_limits is not None else RateLimits.palette())
+        if pacer is None:
+            pacer = Pacer(rate_limits if rate_limits is not None else RateLimits.palette())
+        self._pacer = pacer
         self.fence = fence
         self._sent: Counter[str] = Counter()
         headers = {"ApiKey": api_key, "Accept": "application/json"}
