@@ -12,8 +12,6 @@ MOVED = [
     ("reconciler.status.store", "StatusConflict", "reconciler.source.status_store"),
     ("reconciler.status.store", "ShardStatusStore", "reconciler.source.status_shard"),
     ("reconciler.status", "StatusStore", "reconciler.source.status_store"),
-    ("reconciler.status.reader", "StatusBranch", "reconciler.source.status_reader"),
-    ("reconciler.status.reader", "utc_iso", "reconciler.source.status_reader"),
     ("reconciler.source._gitutil", "GitError", "reconciler.source.errors"),
     ("reconciler.source", "GitError", "reconciler.source.errors"),
     ("reconciler.status.render", "Outcome", "reconciler.model.outcomes"),
