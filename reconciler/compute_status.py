@@ -31,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.inventory import HostState, Inventory, Machine, Role, display_family
+from reconciler.host_tags import display_family
+from reconciler.inventory import HostState, Inventory, Machine, Role
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAME_LABEL, NAMESPACE_LABEL
 from reconciler.model.pools import cluster_kind
 

@@ -7,17 +7,16 @@ from typing import Any
 
 import pytest
 
+from reconciler.host_tags import family_from_model
 from reconciler.inventory import (
-    GPU_MODEL_FAMILIES,
     ExcludedHost,
     HostState,
     Inventory,
     Machine,
     Role,
     discover,
-    family_from_model,
 )
-from reconciler.model.gpu import canonical_family
+from reconciler.model.gpu import GPU_MODEL_FAMILIES, canonical_family
 from tests._inventory_support import edge_host, gpu
 
 

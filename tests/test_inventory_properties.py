@@ -7,16 +7,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.inventory import (
+from reconciler.host_tags import (
     CONTROL_PLANE_TAG,
     CPUS_TAG,
     GPU_FAMILY_TAG,
     GPU_MEMORY_TAG,
     GPUS_TAG,
     WORKER_TAG,
-    Machine,
-    discover,
 )
+from reconciler.inventory import Machine, discover
 from tests._inventory_support import edge_host, gpu
 
 TAGS = [CPUS_TAG, GPUS_TAG, GPU_MEMORY_TAG, GPU_FAMILY_TAG, WORKER_TAG, CONTROL_PLANE_TAG]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.inventory import family_from_model
+from reconciler.host_tags import family_from_model
 from reconciler.model.mig import CATALOGUE, catalogue_entry, entry_by_key, gpu_equivalents
 from reconciler.model.quantity import parse_memory_bytes
 

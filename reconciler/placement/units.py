@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from reconciler.inventory import Machine, family_from_model
+from reconciler.host_tags import family_from_model
+from reconciler.inventory import Machine
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.mig import catalogue_entry, memory_bytes_of
 
