@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reconciler.model.scaling import ScalingPolicySpec
 from reconciler.prometheus.client import PrometheusClient, PrometheusError
-from reconciler.scaling.decide import Samples
+from reconciler.scaling.decision_types import Samples
 from reconciler.scaling.queries import RangeQuery, range_queries
 from reconciler.scaling.series import Metric, Series
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from reconciler.model.pools import PoolKey
 from reconciler.prometheus.client import PrometheusClient, PrometheusError, bearer_token
 from reconciler.prometheus.observe import observe_pool
-from reconciler.scaling.decide import Samples
+from reconciler.scaling.decision_types import Samples
 from reconciler.scaling.pools import ScalingSubject
 from reconciler.scaling.queries import range_queries
 from reconciler.scaling.series import Metric

@@ -6,7 +6,8 @@ The shell fetches utilisation (``reconciler.prometheus.observe``), describes the
 own: it reads plans) turns a pass's plan into the decision's inputs.
 """
 
-from reconciler.scaling.decide import (
+from reconciler.scaling.decide import commit_message, decide, replay, sentence
+from reconciler.scaling.decision_types import (
     PROMETHEUS_AVAILABLE,
     Decision,
     DecisionInputs,
@@ -17,10 +18,6 @@ from reconciler.scaling.decide import (
     Samples,
     ScalingReason,
     Trigger,
-    commit_message,
-    decide,
-    replay,
-    sentence,
 )
 from reconciler.scaling.hosts import (
     ScalingHost,

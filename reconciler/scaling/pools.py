@@ -30,7 +30,7 @@ from reconciler.placement.admission import WorkloadAction, gpu_units
 from reconciler.plan import Action, Plan, PoolPlan, ScalingDecision, ScalingPlan
 from reconciler.resolve import compute_profile, is_tenant, platform_settings_name, pool_min_workers
 from reconciler.resolve import workload_profile as workload_profile_of
-from reconciler.scaling.decide import Decision, Direction, PendingDemand, PoolView
+from reconciler.scaling.decision_types import Decision, Direction, PendingDemand, PoolView
 from reconciler.scaling.hosts import ScalingHost
 from reconciler.scaling.record import ScalingStatus, current_size, plan_decision, settle, spec_size
 

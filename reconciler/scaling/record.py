@@ -64,7 +64,7 @@ from typing import Any
 from reconciler.model.duration import parse_duration
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.scaling import ScalingPolicySpec
-from reconciler.scaling.decide import CPU, Decision, Direction, ScalingReason
+from reconciler.scaling.decision_types import CPU, Decision, Direction, ScalingReason
 from reconciler.scaling.record_types import (
     DECISION_DOWN,
     DECISION_HOLD,

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from reconciler.model.gpu import GpuFamily, canonical_family
-from reconciler.scaling.decide import CPU, Direction, LastAction, PendingDemand
+from reconciler.scaling.decision_types import CPU, Direction, LastAction, PendingDemand
 from reconciler.scaling.series import Window
 
 # The plan's decision words: none = no policy; hold = a policy that did not act.

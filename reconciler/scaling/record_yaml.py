@@ -11,7 +11,7 @@ from typing import Any
 
 from reconciler.model.duration import format_duration, parse_duration
 from reconciler.model.gpu import GpuFamily, canonical_family
-from reconciler.scaling.decide import CPU, Direction, PendingDemand
+from reconciler.scaling.decision_types import CPU, Direction, PendingDemand
 from reconciler.scaling.record_types import (
     _TRIGGERS,
     DECISION_DOWN,
