@@ -38,6 +38,10 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+# The blocked-deletion message of a revision with unreadable documents (the plan report keys its hint on it).
+UNREADABLE_REVISION = "some documents of this revision could not be read"
+
+
 @dataclass(frozen=True, slots=True)
 class DeletionGuard:
     """``max_deletions``: the operator's limit (``--max-deletions``); ``approved``: the revision's
@@ -65,7 +69,7 @@ class DeletionGuard:
             return ""
         what = _what(clusters, workloads)
         if not complete:
-            return f"would {what}, but some documents of this revision could not be read; nothing is deleted"
+            return f"would {what}, but {UNREADABLE_REVISION}; nothing is deleted"
         if deletions > self.limit:
             trailer = f"{ALLOW_DELETIONS_TRAILER}: {deletions}"
             fix = f"approve with the commit trailer {trailer}, or split the change"

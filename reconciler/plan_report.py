@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.allocate import ALLOW_REPLACE_ANNOTATION
-from reconciler.deletions import ALLOW_DELETIONS_TRAILER
+from reconciler.deletions import ALLOW_DELETIONS_TRAILER, UNREADABLE_REVISION
+from reconciler.placement.mig_outcome import RELAYOUT_PREFIX
 
 MARKDOWN_LIMIT = 60_000
 
@@ -51,7 +52,6 @@ def changes_only(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 PRUNE_BLOCKED = "PruneBlocked"
 REPLACE_BLOCKED = "ReplaceBlocked"
-_RELAYOUT = "MIG layout: "
 _AT_BOUND = frozenset({"ScalingLimited", "WorkloadsWouldNotFit"})  # a hold at a bound, not a steady pool
 
 
@@ -60,10 +60,8 @@ def held_fix(section: str, entry: Mapping[str, Any], plan: Mapping[str, Any]) ->
     a blocked deletion (``PruneBlocked``), an invalid resource kept as it is, a MIG re-layout of a pool,
     a scaling hold at a bound, a blocked replace (``ReplaceBlocked``)."""
     reason, action = entry.get("reason"), str(entry.get("action"))
-    if reason in HELD_REASONS:
-        return "a grow held by its Project's GPU quota: raise the quota, or free GPUs in the Project"
     if reason == PRUNE_BLOCKED:
-        if "could not be read" in str(entry.get("message")):
+        if UNREADABLE_REVISION in str(entry.get("message")):
             return "make every document of the revision readable: nothing is deleted while one is not"
         n = held_deletions(plan)
         return (
@@ -77,7 +75,7 @@ def held_fix(section: str, entry: Mapping[str, Any], plan: Mapping[str, Any]) ->
     if action == "invalid" and any(entry.get(k) for k in ("controlPlane", "workers", "gpus", "mig", "bound")):
         return "fix the document (see its errors): until then what it holds is kept as it is"
     if section == "pools":
-        if _RELAYOUT in str(entry.get("message")):
+        if RELAYOUT_PREFIX in str(entry.get("message")):
             return (
                 "the MIG re-layout of these GPUs is carried out by the merge's pass; nothing held there moves"
             )

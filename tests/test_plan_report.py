@@ -224,3 +224,32 @@ def test_markdown_renders_nothing_that_comes_from_palette_or_yaml_as_markup() ->
             widths.append(width)
     assert len(rows) == 2 and sorted(widths) == [3, 3, 5, 5], "hostile text stays inside its cells"
     assert "| ``ns/p`\\|x`` |" in text, "a code span with a backtick inside has a longer fence"
+
+
+def test_each_guard_names_its_own_fix_and_an_unheld_entry_has_none() -> None:
+    """held_fix keys on the guards' own reasons and on the sentence markers their writers export
+    (deletions.UNREADABLE_REVISION, mig_outcome.RELAYOUT_PREFIX), so a reworded message cannot drop a hint."""
+    from reconciler.deletions import DeletionGuard
+    from reconciler.placement.mig_outcome import relayout_summary
+    from reconciler.plan_report import held_fix
+
+    unreadable = DeletionGuard().blocked(["MLPlatform"], 0, complete=False)
+    too_many = DeletionGuard().blocked(["MLPlatform", "MLPlatform"], 0, complete=True)
+    blocked = {"action": "delete", "reason": "PruneBlocked", "message": too_many}
+    plan: dict[str, Any] = {"platforms": [blocked, dict(blocked)]}
+    relayout = "scale to 2 hosts; " + relayout_summary(["gpu-a100-03: GPUs 4-7 re-laid out"])
+    cases = [
+        ("platforms", {"action": "unchanged", "reason": "QuotaExceeded"}, "spec.gpuQuota"),
+        ("platforms", {"action": "delete", "reason": "PruneBlocked", "message": unreadable}, "readable"),
+        ("platforms", plan["platforms"][0], "Reconciler-Allow-Deletions: 2"),
+        ("platforms", {"action": "replace", "reason": "ReplaceBlocked"}, "palette.ai/allow-replace"),
+        ("pools", {"action": "scale", "message": relayout}, "re-layout"),
+        ("pools", {"action": "unchanged", "message": "steady"}, None),
+        ("platforms", {"action": "create", "reason": None, "message": "MIG layout: not a pool"}, None),
+    ]
+    for section, entry, expected in cases:
+        fix = held_fix(section, entry, plan)
+        if expected is None:
+            assert fix is None, (section, entry, fix)
+        else:
+            assert fix is not None and expected in fix, (section, entry, fix)

@@ -104,6 +104,8 @@ def relayout_lines(
 
 
 _RELAYOUT_HOSTS_SHOWN = 5  # hosts a plan message names; more are counted
+# How a pool's plan message starts when its GPUs are re-laid out (the plan report keys its hint on it).
+RELAYOUT_PREFIX = "MIG layout: "
 
 
 def relayout_summary(lines: Sequence[str]) -> str:
@@ -112,7 +114,7 @@ def relayout_summary(lines: Sequence[str]) -> str:
     shown = list(lines[:_RELAYOUT_HOSTS_SHOWN])
     if len(lines) > _RELAYOUT_HOSTS_SHOWN:
         shown.append(f"and {plural(len(lines) - _RELAYOUT_HOSTS_SHOWN, 'more host')}")
-    return f"MIG layout: {' | '.join(shown)}"
+    return RELAYOUT_PREFIX + " | ".join(shown)
 
 
 def repadded(
