@@ -18,7 +18,7 @@ after Palette's indexing delay, confirms it absent.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from reconciler.apply import apply_plan, apply_pools
 from reconciler.apply_profiles import apply_workload_profiles
@@ -70,68 +70,74 @@ def apply_pass(
         plans, creates = gate_creates(
             plans, status, client, listed or {}, now(), confirm, fence, desired.revision
         )
-    applied = _apply_pass(
-        desired, plans, attached, client, confirm, stopped, writes_allowed, now, dry_run, concurrency, fence
-    )
+    writes = _Writes(client, confirm, fence, stopped, lambda: not writes_allowed(), now, dry_run, concurrency)
+    applied = _apply_pass(desired, plans, attached, writes)
     return replace(applied, creates=creates) if creates is not None else applied
+
+
+@dataclass(frozen=True, slots=True)
+class _Writes:
+    """How the pass writes: a target's Palette client, the revision fence (``confirm``), the lease's
+    fence, whether a stop was asked (``stopped``: no new step starts) or writes must end at once
+    (``stop``: lost lease or stop), the clock, and the dry-run and concurrency options."""
+
+    client: Callable[[Target], PaletteClient]
+    confirm: Callable[[], None]
+    fence: Callable[[], None]
+    stopped: Callable[[], bool]
+    stop: Callable[[], bool]
+    now: Callable[[], float]
+    dry_run: bool
+    concurrency: int
+
+    def begin(self) -> None:
+        """Before a stage's first write: never for a revision that is no longer the head, nor without
+        the lease."""
+        self.confirm()
+        self.fence()
 
 
 def _apply_pass(
     desired: DesiredState,
     plans: Mapping[Target, Plan],
     attached: Mapping[WorkloadKey, tuple[str, tuple[str, ...]]],
-    client: Callable[[Target], PaletteClient],
-    confirm: Callable[[], None],
-    stopped: Callable[[], bool],
-    writes_allowed: Callable[[], bool],
-    now: Callable[[], float],
-    dry_run: bool,
-    concurrency: int,
-    fence: Callable[[], None],
+    writes: _Writes,
 ) -> Applied:
-    stop = lambda: not writes_allowed()  # noqa: E731
-    clusters = _apply_platforms(desired, plans, client, confirm, fence, stopped, stop, dry_run, concurrency)
+    clusters = _apply_platforms(desired, plans, writes)
     if not any(plan.pools for plan in plans.values()):
         return Applied(clusters=clusters)
-    if dry_run or stopped():
-        if dry_run:
+    if writes.dry_run or writes.stopped():
+        if writes.dry_run:
             for plan in plans.values():
                 for pool in plan.pools:
                     if pool.mutating:
                         log.info(f"dry run: would {pool.action}", namespace=pool.namespace, name=pool.name)
         kept = {k: WorkloadOutcome(uids) for k, (_pool, uids) in attached.items()}
         return Applied(clusters=clusters, workloads=kept)
-    confirm()
-    fence()
+    writes.begin()
     pools: dict[PoolKey, Outcome] = {}
     workloads: dict[WorkloadKey, WorkloadOutcome] = {}
     failed: dict[PlatformKey, Outcome] = {}
     for target, plan in plans.items():
         if not plan.pools:
             continue
-        palette = client(target)
-        pools.update(apply_pools(palette, desired, plan, stop=stop))
-        done = apply_workload_profiles(palette, desired, plan, attached, stop=stop)
+        palette = writes.client(target)
+        pools.update(apply_pools(palette, desired, plan, stop=writes.stop))
+        done = apply_workload_profiles(palette, desired, plan, attached, stop=writes.stop)
         workloads.update(done)
         failed.update({k: Outcome(ok=False, error=o.error) for k, o in done.items() if not o.ok})
-    return Applied(clusters=clusters, pools=pools, workloads=workloads, failed_profiles=failed, at=now())
+    return Applied(
+        clusters=clusters, pools=pools, workloads=workloads, failed_profiles=failed, at=writes.now()
+    )
 
 
 def _apply_platforms(
-    desired: DesiredState,
-    plans: Mapping[Target, Plan],
-    client: Callable[[Target], PaletteClient],
-    confirm: Callable[[], None],
-    fence: Callable[[], None],
-    stopped: Callable[[], bool],
-    stop: Callable[[], bool],
-    dry_run: bool,
-    concurrency: int,
+    desired: DesiredState, plans: Mapping[Target, Plan], writes: _Writes
 ) -> dict[PlatformKey, Outcome]:
     todo = {t: plan for t, plan in plans.items() if any(p.mutating for p in plan.platforms)}
     if not todo:
         return {}
-    if dry_run:
+    if writes.dry_run:
         for plan in todo.values():
             for p in plan.platforms:
                 if p.mutating:
@@ -144,13 +150,13 @@ def _apply_platforms(
                         workers=sorted(p.workers),
                     )
         return {}
-    if stopped():
+    if writes.stopped():
         return {}
-    confirm()  # never write for a revision that is no longer the head
-    fence()
+    writes.begin()
     outcomes: dict[PlatformKey, Outcome] = {}
     for target, plan in todo.items():
-        outcomes.update(apply_plan(client(target), desired, plan, concurrency=concurrency, stop=stop))
+        palette = writes.client(target)
+        outcomes.update(apply_plan(palette, desired, plan, concurrency=writes.concurrency, stop=writes.stop))
     return outcomes
 
 
