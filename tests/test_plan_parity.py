@@ -328,9 +328,11 @@ def test_a_held_deletion_is_held_in_the_plan_as_in_the_merge_and_names_its_trail
     assert entries(before_merge) == entries(pass_document(merged))
 
 
-def _merge_planned(ctl: Pipeline, remote: RemoteRepo, files: dict[str, str | None], message: str) -> None:
+def _merge_planned(
+    ctl: Pipeline, remote: RemoteRepo, files: dict[str, str | None], message: str
+) -> dict[str, Any]:
     """Plan ``files`` as a pull request, merge it, and check the plan is the merge's pass entry for entry
-    (and its ``--changes-only`` keeps every entry the pass changes or holds)."""
+    (and its ``--changes-only`` keeps every entry the pass changes or holds); the plan."""
     remote.commit(files, message, push=False)
     git("push", "-q", "-f", "origin", "HEAD:refs/heads/pull-request", cwd=remote.work)
     before_merge = plan_document(remote, "--rev", "pull-request")
@@ -344,6 +346,7 @@ def _merge_planned(ctl: Pipeline, remote: RemoteRepo, files: dict[str, str | Non
         for e in before_merge[section]:
             if "MIG layout:" in e["message"]:  # a re-layout is held back as a change, never dropped
                 assert (section, e["namespace"], e["name"]) in kept, e
+    return before_merge
 
 
 def test_replicas_and_a_mig_relayout_are_planned_as_the_merge_does(
@@ -368,7 +371,10 @@ def test_an_invalid_scaling_policy_and_its_revert_are_planned_as_the_merges_do(
 ) -> None:
     ctl, remote, _clock = steady
     broken = {**POLICY, "spec": {**POLICY["spec"], "cooldownDuration": "soon"}}
-    _merge_planned(
+    typo = _merge_planned(
         ctl, remote, {"project-b/scalingpolicy.yaml": yaml.safe_dump(broken)}, "a typo in the policy"
     )
+    scaled = [e["scaling"] for e in typo["pools"] if e.get("scaling", {}).get("policy")]
+    assert scaled, typo["pools"]  # the pool keeps its policy's record: not "no scaling policy"
+    assert all(s["reason"] == "NotEvaluated" and "keeps its recorded size" in s["message"] for s in scaled)
     _merge_planned(ctl, remote, {"project-b/scalingpolicy.yaml": yaml.safe_dump(POLICY)}, "revert the typo")

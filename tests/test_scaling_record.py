@@ -285,3 +285,22 @@ def test_size_stays_within_bounds_and_ignores_failed_actions(
     if outcome == "failed":
         assert size == without
     assert parse(yaml.safe_load(yaml.safe_dump(render(status)))) == status
+
+
+def test_an_invalid_pool_with_a_record_keeps_its_policy_in_the_plan_and_a_valid_one_gets_nothing() -> None:
+    from types import SimpleNamespace
+
+    from reconciler.scaling.pools import kept_entries
+    from reconciler.scaling.record_types import ScalingStatus
+
+    desired: Any = SimpleNamespace(invalid={("ComputePool", "project-b", "shared"): ()})
+    recorded = {
+        ("project-b", "shared"): ScalingStatus("grow", size={"NVIDIA-A100": 16}),
+        ("project-b", "valid"): ScalingStatus("grow", size={"NVIDIA-A100": 8}),
+        ("project-b", "unrecorded"): None,
+    }
+    kept = kept_entries(desired, recorded)
+    assert list(kept) == [("project-b", "shared")]
+    entry = kept[("project-b", "shared")].to_json()
+    assert (entry["policy"], entry["decision"], entry["reason"]) == ("grow", "none", "NotEvaluated")
+    assert "keeps its recorded size (16 NVIDIA-A100)" in entry["message"]

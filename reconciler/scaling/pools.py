@@ -23,7 +23,7 @@ from reconciler.model.desired import DesiredState
 from reconciler.model.duration import format_duration
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.observed import ClusterState, cluster_name
-from reconciler.model.pools import PoolKey, WorkloadKey, pool_ref_of, workload_request
+from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey, pool_ref_of, workload_request
 from reconciler.model.resources import AIWorkload, ComputePool, MLPlatform, PrometheusSettings, Settings
 from reconciler.model.scaling import ScalingPolicy, ScalingPolicySpec
 from reconciler.placement.admission import WorkloadAction, gpu_units
@@ -300,6 +300,24 @@ def scaling_entry(policy: str | None, decision: Decision | None, message: str | 
         message if message is not None else decision.message,
         waiting=demand_notes(decision, policy),
     )
+
+
+def kept_entries(
+    desired: DesiredState, recorded: Mapping[PoolKey, ScalingStatus | None]
+) -> dict[PoolKey, ScalingPlan]:
+    """The scaling entry of each invalid pool that has a scaling record: not decided this pass, it keeps
+    its recorded size and record (invalid is not absent), and the plan says so instead of "no policy"."""
+    out: dict[PoolKey, ScalingPlan] = {}
+    for key, status in recorded.items():
+        if status is None or (POOL_KIND, *key) not in desired.invalid:
+            continue
+        size = ", ".join(f"{n} {family}" for family, n in sorted(status.size.items())) or "its GPUs"
+        why = (
+            f"pool {key[1]} is invalid (see its errors): ScalingPolicy {status.policy} is not evaluated; "
+            f"the pool keeps its recorded size ({size}) and scaling record until it is fixed"
+        )
+        out[key] = ScalingPlan(status.policy, reason="NotEvaluated", message=why)
+    return out
 
 
 def demand_notes(decision: Decision, policy: str) -> dict[str, str]:

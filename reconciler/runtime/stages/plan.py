@@ -23,7 +23,7 @@ from reconciler.palette.observe import Snapshot, managed_clusters
 from reconciler.plan import Observation, Observed, Plan, gpus_of, plan_targets
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
 from reconciler.runtime.facts import Planned
-from reconciler.scaling.pools import pool_sizes
+from reconciler.scaling.pools import kept_entries, pool_sizes
 from reconciler.scaling.stage import SampleSource, confirm, evaluate
 from reconciler.status.records import Records
 
@@ -60,15 +60,16 @@ def plan_pass(
             pool_profiles=records.pools.profiles,
         )
 
+    kept = kept_entries(desired, records.scaling)  # invalid pools: their records stand, undecided
     sizes = _current_sizes(desired, observed, records)
     if not sizes:
-        return Planned(plan(None))
+        return Planned({t: p.with_scaling(kept) for t, p in plan(None).items()})
     first = plan(sizes)
     outcomes = evaluate(
         samples, desired, first.values(), now, records.scaling, records.pending_since, skip=records.unreadable
     )
     if not outcomes:
-        return Planned(first)
+        return Planned({t: p.with_scaling(kept) for t, p in first.items()})
     plans = first
     if any(o.acts for o in outcomes.values()):  # plan again with the actions' sizes
         acting = {k: dict(o.target) for k, o in outcomes.items() if o.acts}
@@ -76,7 +77,7 @@ def plan_pass(
         outcomes = confirm(outcomes, first, plans)
         if any(o.withdrawn for o in outcomes.values()):  # back to its size: plan once more
             plans = plan({**sizes, **{k: dict(o.target) for k, o in outcomes.items()}})
-    entries = {k: o.entry for k, o in outcomes.items()}
+    entries = {**kept, **{k: o.entry for k, o in outcomes.items()}}
     return Planned({t: p.with_scaling(entries) for t, p in plans.items()}, outcomes)
 
 
