@@ -355,7 +355,7 @@ def test_replicas_and_a_mig_relayout_are_planned_as_the_merge_does(
     ctl, remote, _clock = steady
     replicated = yaml.safe_load(pool_workload("fanout", 1))
     replicated["spec"]["replicas"] = 2
-    _merge_planned(
+    planned = _merge_planned(
         ctl,
         remote,
         {
@@ -364,6 +364,10 @@ def test_replicas_and_a_mig_relayout_are_planned_as_the_merge_does(
         },
         "fanout: 2 replicas; mig-serve on a bigger slice",
     )
+    relaid = [e for e in planned["pools"] if "MIG layout:" in e["message"]]
+    assert relaid, [e["message"] for e in planned["pools"]]  # the story does re-lay a GPU out
+    serve = next(w for w in planned["workloads"] if w["name"] == "mig-serve")
+    assert {m["profile"] for m in serve["mig"]} == {"3g.40gb"}, serve
 
 
 def test_an_invalid_scaling_policy_and_its_revert_are_planned_as_the_merges_do(
