@@ -234,6 +234,7 @@ def render_markdown(
     head = _markdown_head(plan, present, diagnostics, title=title, note=note, free=free, changes=changes)
     comment = _Comment((f"{_md(basis)}\n\n" if basis else "") + head, limit)
     _add_held(comment, plan)
+    _add_quotas(comment, plan)
     for key, label, entries in present:
         if entries:
             _add_section(comment, key, label, _sorted(entries), names)
@@ -311,11 +312,44 @@ def _add_held(comment: _Comment, plan: Mapping[str, Any]) -> None:
         resource = f"{entry.get('namespace')}/{entry.get('name')}"
         line = f"- {_code(resource)} ({key[:-1]}, {_md(entry.get('action'))}): {_md(_why(entry))}\n"
         line += f"  - fix: {_md(fix)}\n"
-        if entry.get("reason") == PRUNE_BLOCKED and "could not be read" not in str(entry.get("message")):
+        if entry.get("reason") == PRUNE_BLOCKED and UNREADABLE_REVISION not in str(entry.get("message")):
             line += f"\n    ```\n    {ALLOW_DELETIONS_TRAILER}: {held_deletions(plan)}\n    ```\n"
         if not comment.add(line):
             comment.add(f"- and {len(entries) - index} more held (in the tables below)\n")
             return
+
+
+def _quotas(plan: Mapping[str, Any]) -> list[tuple[str, str, int, int]]:
+    """The plan's ``quotas`` as (namespace, family, used, quota), as the plan leaves them."""
+    return [
+        (str(q.get("namespace")), str(q.get("family")), int(q.get("used") or 0), int(q.get("quota") or 0))
+        for q in plan.get("quotas") or []
+    ]
+
+
+def _quota_text(used: int, quota: int) -> str:
+    return f"{used} of {quota} GPUs" + (" (over quota: nothing grows)" if used > quota else "")
+
+
+def _add_quotas(comment: _Comment, plan: Mapping[str, Any]) -> None:
+    """The "GPU quotas" block: each Project's quota per family as the plan leaves it."""
+    rows = _quotas(plan)
+    if not rows:
+        return
+    block = "\n#### GPU quotas\n\n| namespace | family | used |\n|---|---|---|\n"
+    block += "".join(f"| {_code(ns)} | {_md(family)} | {_quota_text(u, q)} |\n" for ns, family, u, q in rows)
+    if not comment.add(block):
+        comment.omitted += len(rows)
+
+
+def _resource(key: str, entry: Mapping[str, Any]) -> str:
+    """``namespace/name``; a workload adds its pool (``→ pool``) and the Environment it came through."""
+    resource = f"{entry.get('namespace')}/{entry.get('name')}"
+    if key == "workloads" and entry.get("pool"):
+        resource += f" → {entry.get('pool')}"
+    if key == "workloads" and entry.get("environment"):
+        resource += f" (environment {entry.get('environment')})"
+    return resource
 
 
 def _add_section(
@@ -329,9 +363,7 @@ def _add_section(
         comment.omitted += len(rows)
         return
     for index, entry in enumerate(rows):
-        resource = f"{entry.get('namespace')}/{entry.get('name')}"
-        if key == "workloads" and entry.get("pool"):
-            resource += f" → {entry.get('pool')}"
+        resource = _resource(key, entry)
         row = (
             f"| {_md(entry.get('action'))} | {_code(resource)} | {_md(_gpus(entry.get('gpus')))} | "
             f"{_hosts(entry, names, markdown=True) or '-'} | {_md(_why(entry)) or '-'} |\n"
@@ -397,6 +429,8 @@ def render_text(
         lines.append(
             f"{d.get('file')}:{d.get('line')}:{d.get('column')}: {d.get('severity')}: {d.get('message')}"
         )
+    for ns, family, used, quota in _quotas(plan):
+        lines.append(f"Quota {ns} {family}: {_quota_text(used, quota)}")
     if free:
         lines.append(f"Free after this plan: {_free_text(free)}")
     return "\n".join(lines) + "\n"

@@ -253,3 +253,34 @@ def test_each_guard_names_its_own_fix_and_an_unheld_entry_has_none() -> None:
             assert fix is None, (section, entry, fix)
         else:
             assert fix is not None and expected in fix, (section, entry, fix)
+
+
+def test_quotas_and_a_workloads_environment_are_shown_in_markdown_and_text() -> None:
+    plan: dict[str, Any] = {
+        "revision": "abc",
+        "platforms": [],
+        "pools": [],
+        "workloads": [
+            {
+                "namespace": "project-a",
+                "name": "notebook",
+                "pool": "shared",
+                "environment": "team-gpus",
+                "action": "admit",
+                "gpus": {"NVIDIA-A100": 1},
+            }
+        ],
+        "quotas": [
+            {"namespace": "project-a", "family": "NVIDIA-A100", "used": 16, "quota": 20},
+            {"namespace": "project-b", "family": "NVIDIA-H100", "used": 9, "quota": 8},
+        ],
+    }
+    markdown = render_markdown(plan, {})
+    assert "#### GPU quotas" in markdown
+    assert "| `project-a` | NVIDIA-A100 | 16 of 20 GPUs |" in markdown
+    assert "9 of 8 GPUs (over quota: nothing grows)" in markdown
+    assert "`project-a/notebook → shared (environment team-gpus)`" in markdown
+    text = render_text(plan, {})
+    assert "Quota project-a NVIDIA-A100: 16 of 20 GPUs\n" in text
+    assert "Quota project-b NVIDIA-H100: 9 of 8 GPUs (over quota: nothing grows)\n" in text
+    assert "GPU quotas" not in render_markdown({**plan, "quotas": []}, {})
