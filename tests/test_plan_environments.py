@@ -232,3 +232,51 @@ def test_what_if_says_which_pool_a_new_workload_lands_in(tmp_path: Any) -> None:
     (embed,) = [w for w in json.loads(result.stdout)["workloads"] if w["name"] == "embed"]
     assert (embed["pool"], embed["action"], embed["environment"]) == ("shared-a100", "admit", "team-gpus")
     assert [c["pool"] for c in embed["candidates"]] == ["finetune-l40s", "shared-a100"]
+
+
+def test_a_workload_pending_in_no_pool_scales_one_candidate_the_first_that_may_grow() -> None:
+    """Pending through its Environment with every candidate full: the first candidate whose policy may
+    scale it (Running, a demand reason) counts it as its pending demand; no other pool grows for it."""
+    from reconciler.model.scaling import ScalingPolicy
+    from reconciler.scaling.pools import environment_demand, scaling_subjects
+
+    grow = ScalingPolicy.model_validate(
+        {
+            "apiVersion": "spectrocloud.com/v1alpha1",
+            "kind": "ScalingPolicy",
+            "metadata": {"name": "grow", "namespace": NS},
+            "spec": {
+                "gpu": [{"family": A100, "scaleUpThreshold": 80, "scaleDownThreshold": 30}],
+                "gpuResourceBounds": [{"family": A100, "minGPUCount": 8, "maxGPUCount": 32}],
+            },
+        }
+    )
+    pools = [
+        pool("shared-a100-1", {A100: 8}),  # no policy: it cannot grow for the workload
+        pool("shared-a100-2", {A100: 8}, scaling_policy="grow"),
+        pool("shared-a100-3", {A100: 8}, scaling_policy="grow"),
+    ]
+    state = desired(
+        *pools,
+        grow,
+        environment("a100-east", "shared-a100-1", "shared-a100-2", "shared-a100-3"),
+        env_workload("full-1", 8),
+        env_workload("full-2", 8),
+        env_workload("full-3", 8),
+        env_workload("late", 8, priority=-1),
+    )
+    machines = [
+        *cps(3, state=USED_STATE),
+        *(machine(f"gpu-{i}", 8, A100, state=USED_STATE) for i in (1, 2, 3)),
+    ]
+    machines.append(machine("gpu-free", 8, A100))
+    clusters = [pool_cluster(f"shared-a100-{i}", [f"cp-{i - 1}"], [f"gpu-{i}"]) for i in (1, 2, 3)]
+    plan = make_plan(state, inventory(machines), clusters)
+    late = next(w for w in plan.workloads if w.name == "late")
+    assert (late.pool, late.action) == (None, WorkloadAction.PENDING), late
+    scalable = {(NS, "shared-a100-2"), (NS, "shared-a100-3")}
+    assert environment_demand(plan, scalable) == {(NS, "late"): (NS, "shared-a100-2")}
+    subjects = {s.key[1]: s for s in scaling_subjects(state, plan, {}, 0.0)}
+    assert set(subjects) == {"shared-a100-2", "shared-a100-3"}
+    assert [p.workload for p in subjects["shared-a100-2"].pending] == [f"{NS}/late"]
+    assert subjects["shared-a100-3"].pending == ()

@@ -13,7 +13,7 @@ The controller calls, in this order (docs/scaling.md, "How the controller runs i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -106,15 +106,17 @@ def scaling_subjects(
     """
     since = pending_since or {}
     out: list[ScalingSubject] = []
-    for entry in plan.pools:
-        pool = desired.get(ComputePool, *entry.key)
-        if pool is None or pool.spec.suspend:
-            continue
-        policy = policy_of(desired, pool)
+    scalable = [
+        (entry, pool, policy)
+        for entry in plan.pools
+        if (pool := desired.get(ComputePool, *entry.key)) is not None
+        and (policy := policy_of(desired, pool)) is not None
+        and _may_scale(pool, entry)
+    ]
+    routed = environment_demand(plan, {entry.key for entry, _, _ in scalable})
+    for entry, pool, policy in scalable:
         cluster = entry.cluster.existing
-        if policy is None or cluster is None or cluster.known_state is not ClusterState.RUNNING:
-            continue
-        if entry.action not in (Action.UNCHANGED, Action.SCALE) or entry.reason is Reason.DELETING:
+        if cluster is None:  # not Running: _may_scale left it out
             continue
         machines = plan.machines
         workers = [machines[u] for u in sorted(entry.cluster.workers) if u in machines]
@@ -139,13 +141,44 @@ def scaling_subjects(
                 policy=policy.spec,
                 spec_gpus=spec_size(pool.spec.gpus),
                 view=view,
-                pending=pending_demand(desired, plan, entry, since, now),
+                pending=pending_demand(desired, plan, entry, since, now, routed),
                 previous=previous,
                 fits_without=fits_without(plan, entry),
                 prometheus=_prometheus_settings(desired, pool),
                 uids={m.name: m.uid for m in [*workers, *machines.values()]},
             )
         )
+    return out
+
+
+def _may_scale(pool: ComputePool, entry: PoolPlan) -> bool:
+    """A pool scales this pass when it is not suspended, its cluster is Running, and the plan keeps it
+    (not created, replaced, deleted or rejected)."""
+    cluster = entry.cluster.existing
+    return (
+        not pool.spec.suspend
+        and cluster is not None
+        and cluster.known_state is ClusterState.RUNNING
+        and entry.action in (Action.UNCHANGED, Action.SCALE)
+        and entry.reason is not Reason.DELETING
+    )
+
+
+def environment_demand(plan: Plan, scalable: Collection[PoolKey]) -> dict[WorkloadKey, PoolKey]:
+    """Workloads placed through an Environment that no candidate holds, and the one pool whose policy
+    grows for each: the first candidate, in the order the Environment tried them, that may scale this
+    pass and answered with a demand reason (``PoolCapacityExceeded``, ``NoFittingLayout``). One pool per
+    workload, so a workload never makes several pools grow; once that pool has grown, the Environment
+    places it there (or in an earlier candidate that freed room)."""
+    out: dict[WorkloadKey, PoolKey] = {}
+    for w in plan.workloads:
+        if w.pool is not None or w.environment is None or w.action is not WorkloadAction.PENDING:
+            continue
+        for candidate in w.candidates:
+            key = (w.namespace, candidate.pool)
+            if candidate.reason in _DEMAND and key in scalable:
+                out[w.key] = key
+                break
     return out
 
 
@@ -208,6 +241,7 @@ def pending_demand(
     entry: PoolPlan,
     since: Mapping[WorkloadKey, float],
     now: float,
+    routed: Mapping[WorkloadKey, PoolKey] | None = None,
 ) -> tuple[PendingDemand, ...]:
     """Workloads of the pool pending with PoolCapacityExceeded or NoFittingLayout, one per short family,
     whole GPUs and MIG instances alike, with the GPUs one new host must bring for it to be admitted.
@@ -215,13 +249,16 @@ def pending_demand(
     Whole GPUs: the replicas the pool's free GPUs do not hold (each on one host) times a replica's GPUs
     (one new host holds them all). MIG instances count as GPUs (compute slices rounded up, as
     ``gpuLimits`` count them): one replica's worth. ``per_host``: one replica's GPUs. A workload rejected
-    by a limit is not pending: it never scales a pool."""
+    by a limit is not pending: it never scales a pool. ``routed``: Environment workloads pending in no
+    pool, with the candidate that grows for them (:func:`environment_demand`); they count as this pool's
+    when it is theirs."""
     free = _free_per_host(plan, entry)
     out: list[PendingDemand] = []
     for w in plan.workloads:
-        if (w.namespace, w.pool) != entry.key or w.action is not WorkloadAction.PENDING:
+        if w.action is not WorkloadAction.PENDING:
             continue
-        if w.reason not in _DEMAND:
+        theirs = (routed or {}).get(w.key) == entry.key  # its candidate answered with a demand reason
+        if not theirs and ((w.namespace, w.pool) != entry.key or w.reason not in _DEMAND):
             continue
         resource = _tenant(desired, w.key)
         if resource is None:
