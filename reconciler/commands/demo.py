@@ -41,7 +41,7 @@ from reconciler.runtime import wiring
 from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.outcome import PassResult
 from reconciler.runtime.pipeline import Pipeline
-from reconciler.server import Server
+from reconciler.server.app import Server
 from reconciler.source.status_reader import StatusBranch
 from reconciler.status.view import ResourceRow, load_yaml, rows
 
