@@ -9,9 +9,9 @@ cluster. A reconciler killed after a create finds that cluster by its labels on 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 
 from reconciler import resolve
 from reconciler.apply_profiles import change_cluster_profiles
@@ -24,6 +24,7 @@ from reconciler.model.observed import ManagedCluster, cluster_name, managed_labe
 from reconciler.model.outcomes import Outcome
 from reconciler.model.pools import PoolKey
 from reconciler.model.resources import ComputePool, ComputeProfile, MLPlatform
+from reconciler.palette.cluster_api import ClusterAPI
 from reconciler.palette.entities import (
     CONTROL_PLANE_POOL,
     WORKER_POOL,
@@ -39,22 +40,6 @@ from reconciler.plan import Action, Plan, PlatformPlan, PoolPlan
 from reconciler.profiles import NO_CLUSTER_PROFILE, platform_cluster_profiles
 
 log = get_logger(component="apply")
-
-
-class ClusterAPI(Protocol):
-    """The part of ``PaletteClient`` the applier uses."""
-
-    def get_cluster(self, uid: str) -> dict[str, Any] | None: ...
-    def create_edge_native_cluster(self, entity: Mapping[str, Any]) -> str: ...
-    def delete_cluster(self, uid: str) -> None: ...
-    def get_cloud_config(self, config_uid: str) -> dict[str, Any]: ...
-    def update_machine_pool(self, config_uid: str, pool_name: str, entity: Mapping[str, Any]) -> None: ...
-    def create_machine_pool(self, config_uid: str, entity: Mapping[str, Any]) -> None: ...
-    def list_pool_machines(self, config_uid: str, pool_name: str) -> list[dict[str, Any]]: ...
-    def delete_pool_machine(self, config_uid: str, pool_name: str, machine_uid: str) -> None: ...
-    def get_cluster_profiles(self, uid: str) -> list[dict[str, Any]]: ...
-    def attach_profiles(self, uid: str, profiles: Sequence[Mapping[str, Any]]) -> None: ...
-    def detach_profiles(self, uid: str, profile_uids: Iterable[str]) -> None: ...
 
 
 class ApplyError(Exception):

@@ -7,7 +7,7 @@ idempotent across restarts). :mod:`reconciler.apply` changes a pool's own profil
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reconciler.logging import get_logger
 from reconciler.model.conditions import Reason
@@ -15,14 +15,12 @@ from reconciler.model.desired import DesiredState
 from reconciler.model.outcomes import WorkloadOutcome
 from reconciler.model.pools import WorkloadKey
 from reconciler.model.resources import ClusterProfileRef, ComputePool
+from reconciler.palette.cluster_api import ClusterAPI
 from reconciler.palette.entities import cluster_profile_entities
 from reconciler.palette.errors import PaletteError
 from reconciler.placement.admission import WorkloadAction
 from reconciler.plan import Action, Plan, PoolPlan, WorkloadPlan
 from reconciler.profiles import platform_cluster_profiles
-
-if TYPE_CHECKING:
-    from reconciler.apply import ClusterAPI
 
 log = get_logger(component="apply")
 

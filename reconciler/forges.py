@@ -1,6 +1,6 @@
 """What a forge's webhook delivery says: who sent it, how it proves itself, which event it is, which refs.
 
-Pure (no I/O): :mod:`reconciler.server` reads the request and asks this module. Each forge as its own
+Pure (no I/O): :mod:`reconciler.server.webhook` reads the request and asks this module. Each forge as its own
 documentation describes it:
 
 - GitHub: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>``; event ``X-GitHub-Event``

@@ -295,7 +295,7 @@ class Metrics:
         self.os_errors.labels(errno=code).inc()
 
     def on_webhook(self, result: str) -> None:
-        """Count one webhook request by what the server did with it (see ``reconciler.server``)."""
+        """Count one webhook request by what the server did with it (see ``reconciler.server.webhook``)."""
         self.webhooks.labels(result=result).inc()
 
     def render(self) -> bytes:

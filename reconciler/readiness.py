@@ -1,5 +1,5 @@
 """What ``/readyz`` answers, as a rule of its own: ready or not, one line per check, and whether this
-instance stands by (another instance holds the writer lease). See :mod:`reconciler.server`."""
+instance stands by (another instance holds the writer lease). See :mod:`reconciler.server.app`."""
 
 from __future__ import annotations
 

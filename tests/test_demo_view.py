@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.commands.demo import PassView
+from reconciler.commands.demo_passes import PassView
 from reconciler.metrics import PassOutcome
 from reconciler.model.conditions import Phase
 from reconciler.runtime.outcome import PassResult

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.server import judge_readiness
+from reconciler.readiness import judge_readiness
 from tests.test_deploy import BASE, SHARDED, _kustomize
 
 Readiness = Callable[["Pod", "World"], bool]

@@ -16,8 +16,9 @@ import httpx
 import pytest
 
 from reconciler.commands.run import push_handler
+from reconciler.forges import sign_body
 from reconciler.metrics import Metrics
-from reconciler.server import Server, sign_body
+from reconciler.server.app import Server
 
 SECRET = b"burst-webhook-secret-4b1f"
 BURST = 1000

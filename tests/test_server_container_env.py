@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from reconciler.emulator import EmulatorServer
-from reconciler.server import sign_body
+from reconciler.forges import sign_body
 from tests._e2e_support import API_KEY
 from tests._git_support import RemoteRepo, free_port
 from tests._loop_support import http_get, wait_for

@@ -17,7 +17,7 @@ import pytest
 
 from reconciler.cli import app
 from reconciler.metrics import Metrics
-from reconciler.server import Server
+from reconciler.server.app import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"

@@ -15,17 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reconciler.forges import push_ref, sign_body
 from reconciler.logging import configure_logging
 from reconciler.metrics import Metrics
-from reconciler.server import (
-    MAX_WEBHOOK_BODY,
-    Server,
-    ServerError,
-    parse_listen,
-    push_ref,
-    sign_body,
-    webhook_secret_from_env,
-)
+from reconciler.server.app import Server
+from reconciler.server.config import ServerError, parse_listen, webhook_secret_from_env
+from reconciler.server.webhook import MAX_WEBHOOK_BODY
 
 SECRET = b"test-webhook-secret-6f1c"
 PUSH = {"ref": "refs/heads/main", "after": "0123456789abcdef0123456789abcdef01234567"}

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.forges import authentic, credential, event_of, push_ref, push_refs
+from reconciler.forges import authentic, credential, event_of, push_ref, push_refs, sign_body
 from reconciler.logging import configure_logging
 from reconciler.metrics import Metrics
-from reconciler.server import Server, sign_body
+from reconciler.server.app import Server
 
 SECRET = b"forge-webhook-secret-2d7e"
 AFTER = "da1560886d4f094c3e6c9ef40349f7d38b5d27d7"

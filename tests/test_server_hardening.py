@@ -13,8 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from reconciler.forges import sign_body
 from reconciler.metrics import Metrics
-from reconciler.server import MAX_WEBHOOKS_IN_FLIGHT, Server, sign_body
+from reconciler.server.app import Server
+from reconciler.server.webhook import MAX_WEBHOOKS_IN_FLIGHT
 from tests._loop_support import wait_for
 
 SECRET = b"hardening-webhook-secret-91ac"

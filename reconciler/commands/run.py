@@ -29,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final, Protocol
 
+from reconciler.forges import push_refs
 from reconciler.logging import configure_logging, get_logger
 from reconciler.metrics import PassOutcome
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector
@@ -37,15 +38,9 @@ from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.outcome import PassResult
 from reconciler.runtime.pipeline import Pipeline
 from reconciler.runtime.wiring import build
-from reconciler.server import (
-    COALESCED,
-    Server,
-    ServerError,
-    WebhookOutcome,
-    parse_listen,
-    push_refs,
-    webhook_secret_from_env,
-)
+from reconciler.server.app import Server
+from reconciler.server.config import ServerError, parse_listen, webhook_secret_from_env
+from reconciler.server.webhook import COALESCED, WebhookOutcome
 from reconciler.source import GitError, watch_directory
 from reconciler.source.select import normalize_subtree
 

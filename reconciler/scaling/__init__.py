@@ -6,7 +6,7 @@ The shell fetches utilisation (``reconciler.prometheus.observe``), describes the
 own: it reads plans) turns a pass's plan into the decision's inputs.
 """
 
-from reconciler.scaling.decide import commit_message, decide, replay, sentence
+from reconciler.scaling.decide import decide, replay
 from reconciler.scaling.decision_types import (
     PROMETHEUS_AVAILABLE,
     Decision,
@@ -19,6 +19,7 @@ from reconciler.scaling.decision_types import (
     ScalingReason,
     Trigger,
 )
+from reconciler.scaling.explain import commit_message, sentence
 from reconciler.scaling.hosts import (
     ScalingHost,
     cpu_host_to_add,

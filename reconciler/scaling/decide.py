@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
-from typing import Protocol
 
 from reconciler.model.duration import format_duration, parse_duration
 from reconciler.model.gpu import GpuFamily, canonical_family
@@ -43,6 +41,8 @@ from reconciler.scaling.decision_types import (
     Trigger,
     Upcoming,
 )
+from reconciler.scaling.explain import cannot_remove, no_host, sentence
+from reconciler.scaling.findings import Findings
 from reconciler.scaling.hosts import (
     ScalingHost,
     cores_of,
@@ -52,7 +52,7 @@ from reconciler.scaling.hosts import (
     gpu_host_to_remove,
     gpus_of,
 )
-from reconciler.scaling.series import Availability, Metric, Series, Window, held
+from reconciler.scaling.series import Window
 
 FitsWithout = Callable[[str], bool]
 
@@ -68,9 +68,7 @@ def upcoming_demand(
         rule = next((r for r in spec.gpu if r.canonical == family), None)
         if rule is None:
             continue
-        bound = spec.bound_for(family)
-        current = gpus_of(pool.workers, family)
-        room = (bound.max_gpu_count if bound else current) - current
+        room = _gpu_room(spec, pool, family)
         host = gpu_host_to_add(
             family, pool.free, room, shortfall=demand.gpus, per_host=demand.per_host, mig=demand.mig
         )
@@ -119,7 +117,41 @@ def replay(policy: ScalingPolicy | ScalingPolicySpec, inputs: DecisionInputs) ->
     )
 
 
+# --- room within the bounds, and hosts not tried again ----------------------------------------------
+
+
+def _gpu_room(spec: ScalingPolicySpec, pool: PoolView, family: GpuFamily) -> int:
+    """GPUs of ``family`` the pool may still gain (its current count when the policy bounds none)."""
+    bound = spec.bound_for(family)
+    current = gpus_of(pool.workers, family)
+    return (bound.max_gpu_count if bound else current) - current
+
+
+def _cpu_room_up(spec: ScalingPolicySpec, pool: PoolView) -> int:
+    bounds = spec.cpu_resource_bounds
+    current = cores_of(pool.workers)
+    return (bounds.max_cpu_count if bounds else current) - current
+
+
+def _cpu_room_down(spec: ScalingPolicySpec, pool: PoolView) -> int | None:
+    bounds = spec.cpu_resource_bounds
+    return None if bounds is None else cores_of(pool.workers) - bounds.min_cpu_count
+
+
+def _excluded(last: LastAction | None, direction: Direction) -> frozenset[str]:
+    """A failed action's host is not tried again in the same direction (no blind retry)."""
+    if last is not None and last.failed_at is not None and last.direction is direction:
+        return frozenset({last.host})
+    return frozenset()
+
+
+# --- the rules, in order ------------------------------------------------------------------------------
+
+
 class _Pass:
+    """The rules of one decision in order (the module docstring), first match wins. A wish that cannot
+    be met is kept as :attr:`refused` (the first one only) and answers if no later rule acts."""
+
     def __init__(
         self,
         spec: ScalingPolicySpec,
@@ -132,71 +164,24 @@ class _Pass:
     ) -> None:
         self.spec, self.samples, self.pool, self.last, self.pending = spec, samples, pool, last, pending
         self.now, self.fits = now, fits
-        self.windows: list[Window] = []
-        self.available, self.why, self.why_message = self._availability()
-
-    # --- inputs ------------------------------------------------------------------------------------
-
-    def _configured(self) -> list[Series | None]:
-        out: list[Series | None] = []
-        if self.spec.gpu:
-            out.append(self.samples.gpu)
-        if self.spec.cpu is not None:
-            out.append(self.samples.cpu)
-        return out
-
-    def _availability(self) -> tuple[bool, Availability, str]:
-        for series in self._configured():
-            if series is None:
-                return False, Availability.NO_DATA, "no range query was made for a configured metric"
-            status, message = series.availability(self.now)
-            if status is not Availability.AVAILABLE:
-                return False, status, message
-        return True, Availability.AVAILABLE, "metrics available"
-
-    def _window(self, series: Series | None, duration: str, threshold: float, above: bool) -> Window | None:
-        if series is None:
-            return None
-        window = held(series, self.now, parse_duration(duration), threshold, above)
-        self.windows.append(window)
-        return window
-
-    def _done(
-        self,
-        direction: Direction,
-        reason: ScalingReason,
-        message: str,
-        resource: str | None = None,
-        host: ScalingHost | None = None,
-        evidence: Window | PendingDemand | None = None,
-        abort: LastAction | None = None,
-        trigger: Trigger | None = None,
-    ) -> Decision:
-        return Decision(
-            direction=direction,
-            reason=reason,
-            message=message,
-            resource=resource,
-            host=host,
-            prometheus_available=self.available,
-            metrics=self.why,
-            prometheus_message=self.why_message,
-            windows=tuple(self.windows),
-            evidence=evidence,
-            abort=abort,
-            trigger=trigger,
-        )
-
-    def _excluded(self, direction: Direction) -> frozenset[str]:
-        """A failed action's host is not tried again in the same direction (no blind retry)."""
-        last = self.last
-        if last is not None and last.failed_at is not None and last.direction is direction:
-            return frozenset({last.host})
-        return frozenset()
-
-    # --- the rules ---------------------------------------------------------------------------------
+        self.found = Findings(spec, samples, now)
+        self.refused: Decision | None = None
 
     def run(self) -> Decision:
+        waiting = self._last_action()
+        if waiting is not None:
+            return waiting
+        exclude = _excluded(self.last, Direction.UP)
+        grow = self._demand_up(exclude) or self._gpu_up(exclude) or self._cpu_up(exclude)
+        if grow is not None:
+            return grow
+        if self.refused is not None:  # any wish to grow rules out shrinking
+            return self.refused
+        return self._scale_down()
+
+    # 1 and 2: an action still open (wait, or report it failed), then the cooldown
+
+    def _last_action(self) -> Decision | None:
         last = self.last
         if last is not None and last.open:
             abort = parse_duration(self.spec.abort_duration)
@@ -205,25 +190,21 @@ class _Pass:
                     f"scale-{last.direction} of {self.pool.name} ({last.resource}, host {last.host}) not "
                     f"complete {format_duration(abort)} after its write: Failed, not retried"
                 )
-                return self._done(Direction.NONE, ScalingReason.FAILED, message, abort=last)
+                return self.found.decision(Direction.NONE, ScalingReason.FAILED, message, abort=last)
             message = f"scale-{last.direction} of {self.pool.name} (host {last.host}) in progress"
-            return self._done(Direction.NONE, ScalingReason.IN_PROGRESS, message)
+            return self.found.decision(Direction.NONE, ScalingReason.IN_PROGRESS, message)
         if last is not None:
             since = max(last.written_at, last.failed_at or last.written_at)
             cooldown = parse_duration(self.spec.cooldown_duration)
             if self.now - since < cooldown:
                 left = format_duration(round(cooldown - (self.now - since), 3))
-                return self._done(Direction.NONE, ScalingReason.COOLDOWN, f"cooldown: {left} left")
-        grow = self._scale_up()
-        if grow is not None:
-            return grow
-        return self._scale_down()
+                return self.found.decision(Direction.NONE, ScalingReason.COOLDOWN, f"cooldown: {left} left")
+        return None
 
-    def _scale_up(self) -> Decision | None:
-        blocked: Decision | None = None
-        free, workers = self.pool.free, self.pool.workers
-        exclude = self._excluded(Direction.UP)
-        # Demand first: a pending workload is work waiting, utilisation only a symptom.
+    # 3: scale up: demand first (a pending workload is work waiting, utilisation only a symptom),
+    # then GPU utilisation per family in the policy's order, then CPU
+
+    def _demand_up(self, exclude: frozenset[str]) -> Decision | None:
         for rule in self.spec.gpu:
             family = rule.canonical
             due = parse_duration(rule.scale_up_duration)
@@ -237,12 +218,12 @@ class _Pass:
             )
             if not waiting:
                 continue
-            room = self._gpu_room(family)
+            room = _gpu_room(self.spec, self.pool, family)
             # The longest-waiting workload that one more host lets be admitted.
             for first in waiting:
                 host = gpu_host_to_add(
                     family,
-                    free,
+                    self.pool.free,
                     room,
                     shortfall=first.gpus,
                     exclude=exclude,
@@ -251,48 +232,72 @@ class _Pass:
                 )
                 if host is not None:
                     return self._act(Direction.UP, Trigger.PENDING_DEMAND, family, host, first)
-            blocked = blocked or self._no_host(family, room, exclude, waiting[0])
+            if self.refused is None:
+                self.refused = no_host(self.found, self.pool, family, room, exclude, waiting[0])
+        return None
+
+    def _gpu_up(self, exclude: frozenset[str]) -> Decision | None:
         for rule in self.spec.gpu:
             family = rule.canonical
-            window = self._window(self.samples.gpu, rule.scale_up_duration, rule.scale_up_threshold, True)
+            window = self.found.window(
+                self.samples.gpu, rule.scale_up_duration, rule.scale_up_threshold, True
+            )
             if window is None or not window.held:
                 continue
-            room = self._gpu_room(family)
-            host = gpu_host_to_add(family, free, room, exclude=exclude)
+            room = _gpu_room(self.spec, self.pool, family)
+            host = gpu_host_to_add(family, self.pool.free, room, exclude=exclude)
             if host is not None:
                 return self._act(Direction.UP, Trigger.UTILISATION_HIGH, family, host, window)
-            blocked = blocked or self._no_host(family, room, exclude)
+            if self.refused is None:
+                self.refused = no_host(self.found, self.pool, family, room, exclude)
+        return None
+
+    def _cpu_up(self, exclude: frozenset[str]) -> Decision | None:
         cpu = self.spec.cpu
-        if cpu is not None:
-            window = self._window(self.samples.cpu, cpu.scale_up_duration, cpu.scale_up_threshold, True)
-            if window is not None and window.held:
-                room = self._cpu_room_up()
-                gpu_room = {
-                    b.canonical: b.max_gpu_count - gpus_of(workers, b.canonical)
-                    for b in self.spec.gpu_resource_bounds
-                }
-                host = cpu_host_to_add(free, room, gpu_room, exclude=exclude)
-                if host is not None:
-                    return self._act(Direction.UP, Trigger.UTILISATION_HIGH, CPU, host, window)
-                blocked = blocked or self._no_host(CPU, room, exclude)
-        return blocked
+        if cpu is None:
+            return None
+        window = self.found.window(self.samples.cpu, cpu.scale_up_duration, cpu.scale_up_threshold, True)
+        if window is None or not window.held:
+            return None
+        room = _cpu_room_up(self.spec, self.pool)
+        gpu_room = {
+            b.canonical: b.max_gpu_count - gpus_of(self.pool.workers, b.canonical)
+            for b in self.spec.gpu_resource_bounds
+        }
+        host = cpu_host_to_add(self.pool.free, room, gpu_room, exclude=exclude)
+        if host is not None:
+            return self._act(Direction.UP, Trigger.UTILISATION_HIGH, CPU, host, window)
+        if self.refused is None:
+            self.refused = no_host(self.found, self.pool, CPU, room, exclude)
+        return None
+
+    # 4: scale down, only with every configured metric available and no pending demand: GPU families
+    # in order, then CPU
 
     def _scale_down(self) -> Decision:
-        if not self.available:
-            return self._done(Direction.NONE, ScalingReason.STEADY, f"no scale-down: {self.why_message}")
+        if not self.found.available:
+            message = f"no scale-down: {self.found.why_message}"
+            return self.found.decision(Direction.NONE, ScalingReason.STEADY, message)
         if self.pending:
             first = min(self.pending, key=lambda p: (p.since, p.workload))
-            return self._done(
-                Direction.NONE, ScalingReason.STEADY, f"no scale-down: {first.workload} is pending"
-            )
-        blocked: Decision | None = None
+            message = f"no scale-down: {first.workload} is pending"
+            return self.found.decision(Direction.NONE, ScalingReason.STEADY, message)
+        exclude = _excluded(self.last, Direction.DOWN)
+        at_min_workers = len(self.pool.workers) - 1 < self.pool.min_workers
+        cpu_room = _cpu_room_down(self.spec, self.pool)
+        shrink = self._gpu_down(exclude, at_min_workers, cpu_room) or self._cpu_down(
+            exclude, at_min_workers, cpu_room
+        )
+        # 5: otherwise steady
+        return shrink or self.refused or self.found.decision(Direction.NONE, ScalingReason.STEADY, "steady")
+
+    def _gpu_down(
+        self, exclude: frozenset[str], at_min_workers: bool, cpu_room: int | None
+    ) -> Decision | None:
         workers = self.pool.workers
-        exclude = self._excluded(Direction.DOWN)
-        at_min_workers = len(workers) - 1 < self.pool.min_workers
-        cpu_room = self._cpu_room_down()
         for rule in self.spec.gpu:
             family = rule.canonical
-            window = self._window(
+            window = self.found.window(
                 self.samples.gpu, rule.scale_down_duration, rule.scale_down_threshold, False
             )
             if window is None or not window.held:
@@ -303,79 +308,32 @@ class _Pass:
             host = gpu_host_to_remove(family, workers, room, admitted, self.fits, cpu_room, exclude)
             if host is not None:
                 return self._act(Direction.DOWN, Trigger.UTILISATION_LOW, family, host, window)
-            blocked = blocked or self._cannot_remove(family, room)
+            if self.refused is None:
+                self.refused = cannot_remove(self.found, self.pool, family, room)
+        return None
+
+    def _cpu_down(
+        self, exclude: frozenset[str], at_min_workers: bool, cpu_room: int | None
+    ) -> Decision | None:
         cpu = self.spec.cpu
-        if cpu is not None and cpu_room is not None:
-            cpu_room = 0 if at_min_workers else cpu_room
-            window = self._window(self.samples.cpu, cpu.scale_down_duration, cpu.scale_down_threshold, False)
-            if window is not None and window.held:
-                gpu_room = {
-                    b.canonical: gpus_of(workers, b.canonical) - b.min_gpu_count
-                    for b in self.spec.gpu_resource_bounds
-                }
-                governed = frozenset(r.canonical for r in self.spec.gpu)
-                host = cpu_host_to_remove(workers, cpu_room, gpu_room, governed, self.fits, exclude)
-                if host is not None:
-                    return self._act(Direction.DOWN, Trigger.UTILISATION_LOW, CPU, host, window)
-                blocked = blocked or self._cannot_remove(CPU, cpu_room)
-        return blocked or self._done(Direction.NONE, ScalingReason.STEADY, "steady")
-
-    # --- helpers -----------------------------------------------------------------------------------
-
-    def _gpu_room(self, family: GpuFamily) -> int:
-        bound = self.spec.bound_for(family)
-        current = gpus_of(self.pool.workers, family)
-        return (bound.max_gpu_count if bound else current) - current
-
-    def _cpu_room_up(self) -> int:
-        bounds = self.spec.cpu_resource_bounds
-        current = cores_of(self.pool.workers)
-        return (bounds.max_cpu_count if bounds else current) - current
-
-    def _cpu_room_down(self) -> int | None:
-        bounds = self.spec.cpu_resource_bounds
-        return None if bounds is None else cores_of(self.pool.workers) - bounds.min_cpu_count
-
-    def _no_host(
-        self, resource: str, room: int, exclude: frozenset[str], demand: PendingDemand | None = None
-    ) -> Decision:
-        what = "host" if resource == CPU else f"{resource} host"
-        unit = "cores" if resource == CPU else "GPUs"
-        if demand is not None and room > 0:
-            need = max(demand.gpus, demand.per_host, 1)
-            big = [
-                h for h in self.pool.free if h.family == resource and h.gpus >= need and h.name not in exclude
-            ]
-            if not big or (demand.mig and not any(h.mig_capable for h in big)):
-                kind = "MIG-capable " if demand.mig else ""
-                message = (
-                    f"no free {kind}{what} with at least {need} GPUs to add to {self.pool.name}: one more "
-                    f"host would not let {demand.workload} be admitted"
-                )
-                return self._done(Direction.NONE, ScalingReason.NO_CANDIDATE, message, resource=resource)
-        if room <= 0:
-            message = f"{self.pool.name} is at its maximum ({unit}): no {what} added"
-            return self._done(Direction.NONE, ScalingReason.LIMITED, message, resource=resource)
-        candidates = [
-            h for h in self.pool.free if (resource == CPU or h.family == resource) and h.name not in exclude
-        ]
-        if candidates:
-            message = (
-                f"every free {what} would take {self.pool.name} past its maximum ({room} {unit} of room)"
-            )
-            return self._done(Direction.NONE, ScalingReason.LIMITED, message, resource=resource)
-        message = f"no free {what} to add to {self.pool.name}"
-        return self._done(Direction.NONE, ScalingReason.NO_CANDIDATE, message, resource=resource)
-
-    def _cannot_remove(self, resource: str, room: int) -> Decision:
-        if room <= 0:
-            message = f"{self.pool.name} is at its minimum ({resource}): no host removed"
-            return self._done(Direction.NONE, ScalingReason.LIMITED, message, resource=resource)
-        message = (
-            f"no {resource} host of {self.pool.name} can go: each holds bound GPUs, would take the pool "
-            "below a minimum, or its admitted workloads would no longer fit"
-        )
-        return self._done(Direction.NONE, ScalingReason.WOULD_UNBIND, message, resource=resource)
+        if cpu is None or cpu_room is None:
+            return None
+        room = 0 if at_min_workers else cpu_room
+        window = self.found.window(self.samples.cpu, cpu.scale_down_duration, cpu.scale_down_threshold, False)
+        if window is None or not window.held:
+            return None
+        workers = self.pool.workers
+        gpu_room = {
+            b.canonical: gpus_of(workers, b.canonical) - b.min_gpu_count
+            for b in self.spec.gpu_resource_bounds
+        }
+        governed = frozenset(r.canonical for r in self.spec.gpu)
+        host = cpu_host_to_remove(workers, room, gpu_room, governed, self.fits, exclude)
+        if host is not None:
+            return self._act(Direction.DOWN, Trigger.UTILISATION_LOW, CPU, host, window)
+        if self.refused is None:
+            self.refused = cannot_remove(self.found, self.pool, CPU, room)
+        return None
 
     def _act(
         self,
@@ -385,85 +343,18 @@ class _Pass:
         host: ScalingHost,
         evidence: Window | PendingDemand,
     ) -> Decision:
+        """The action, unless the namespace's Project ``gpuQuota`` has no room for the host added."""
         room = self.pool.quota_room.get(host.family) if host.family is not None else None
         if direction is Direction.UP and room is not None and host.gpus > room:
             message = (
                 f"{self.pool.name} stops at its project's GPU quota: host {host.name} has {host.gpus} "
                 f"{host.family} GPUs and the quota leaves {room}; no host added"
             )
-            return self._done(Direction.NONE, ScalingReason.QUOTA_REACHED, message, resource=resource)
+            return self.found.decision(
+                Direction.NONE, ScalingReason.QUOTA_REACHED, message, resource=resource
+            )
         message = sentence(self.pool.name, direction, resource, host, evidence, self.spec, self.now)
         reason = ScalingReason.SCALED_UP if direction is Direction.UP else ScalingReason.SCALED_DOWN
-        return self._done(
+        return self.found.decision(
             direction, reason, message, resource=resource, host=host, evidence=evidence, trigger=trigger
         )
-
-
-def sentence(
-    pool: str,
-    direction: Direction,
-    resource: str,
-    host: ScalingHost,
-    evidence: Window | PendingDemand,
-    spec: ScalingPolicySpec,
-    now: float,
-) -> str:
-    """The status commit's first line, for instance "scaled up shared-a100 by 1 NVIDIA-A100 host
-    (8 GPUs): GPU utilisation 91% > 80% over 5m0s, 10 samples"."""
-    verb = "scaled up" if direction is Direction.UP else "scaled down"
-    if resource == CPU:
-        what = f"1 host ({host.cpus} cores)"
-    else:
-        what = f"1 {resource} host ({host.gpus} GPU{'' if host.gpus == 1 else 's'})"
-    if isinstance(evidence, PendingDemand):
-        why = (
-            f"{evidence.workload} pending for {format_duration(round(now - evidence.since, 3))} "
-            f"(needs {evidence.gpus} more {resource} GPU{'' if evidence.gpus == 1 else 's'})"
-        )
-    else:
-        label = "GPU" if evidence.metric is Metric.GPU else "CPU"
-        sign = ">" if direction is Direction.UP else "<"
-        threshold = _rule_threshold(spec, resource, direction)
-        why = (
-            f"{label} utilisation {evidence.mean:.0f}% {sign} {threshold:g}% over "
-            f"{format_duration(evidence.duration)}, {len(evidence.values)} samples"
-        )
-    return f"{verb} {pool} by {what}: {why}"
-
-
-def commit_message(decision: Decision, policy: str) -> str:
-    """The status commit of an action: the sentence, then the policy, query, window and values used."""
-    lines = [decision.message, "", f"policy: {policy}"]
-    evidence = decision.evidence
-    if isinstance(evidence, Window):
-        lines += [
-            f"query: {evidence.query}",
-            f"window: {_iso(evidence.start)} .. {_iso(evidence.end)} step {format_duration(evidence.step)}",
-            f"samples: {len(evidence.values)} of {evidence.expected}",
-            "values: " + ", ".join(f"{v:.4g}" for v in evidence.values),
-        ]
-    elif isinstance(evidence, PendingDemand):
-        lines.append(f"pending: {evidence.workload} since {_iso(evidence.since)}, {evidence.gpus} GPUs short")
-    return "\n".join(lines) + "\n"
-
-
-def _rule_threshold(spec: ScalingPolicySpec, resource: str, direction: Direction) -> float:
-    rule = _rule(spec, resource)
-    return rule.scale_up_threshold if direction is Direction.UP else rule.scale_down_threshold
-
-
-class _RuleLike(Protocol):  # what CpuScaling and GpuScaling share
-    @property
-    def scale_up_threshold(self) -> float: ...
-    @property
-    def scale_down_threshold(self) -> float: ...
-
-
-def _rule(spec: ScalingPolicySpec, resource: str) -> _RuleLike:
-    if resource == CPU and spec.cpu is not None:
-        return spec.cpu
-    return next(r for r in spec.gpu if r.canonical == resource)
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

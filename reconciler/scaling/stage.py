@@ -18,8 +18,9 @@ from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.plan import Plan, ScalingDecision, ScalingPlan
-from reconciler.scaling.decide import commit_message, decide
+from reconciler.scaling.decide import decide
 from reconciler.scaling.decision_types import Decision, Samples
+from reconciler.scaling.explain import commit_message
 from reconciler.scaling.pools import ScalingSubject, carried_out, scaling_entry, scaling_subjects
 from reconciler.scaling.record import ScalingStatus, after_decision, not_written, resized, with_intent
 
