@@ -81,14 +81,14 @@ def _samples(prometheus: str | None) -> AbstractContextManager[SampleSource]:
 def whole_inventory(observed: Mapping[Target, Observation]) -> Inventory:
     """Every machine any target sees, once (for the free-capacity table)."""
     if len(observed) == 1:  # one target (a snapshot, most plans): its hosts are already that
-        seen = next(iter(observed.values())).inventory
+        one = next(iter(observed.values())).inventory
         # Discovery keeps one host per uid, sorted by name then uid: checked, as the merge below would
         # dedupe and sort; excluded hosts (a few) are merged as below.
-        keys = [(m.name, m.uid) for m in seen.machines]
-        if len({m.uid for m in seen.machines}) == len(keys) and all(map(operator.lt, keys, keys[1:])):
-            excluded_by_uid = {h.uid: h for h in seen.excluded}
+        keys = [(m.name, m.uid) for m in one.machines]
+        if len({m.uid for m in one.machines}) == len(keys) and all(map(operator.lt, keys, keys[1:])):
+            excluded_by_uid = {h.uid: h for h in one.excluded}
             return Inventory(
-                seen.machines, tuple(sorted(excluded_by_uid.values(), key=lambda h: (h.name, h.uid)))
+                one.machines, tuple(sorted(excluded_by_uid.values(), key=lambda h: (h.name, h.uid)))
             )
     machines: dict[str, Machine] = {}
     excluded: dict[str, ExcludedHost] = {}
