@@ -19,6 +19,9 @@ Measures (the inputs come from the generators in ``bench/``, the same for every 
   (``--only what-if``; ``--what-if-workloads``): with the cache of checked documents warm (the run before
   filled it) and cold (emptied before each run); a version without that cache does the same work both ways;
 - discovery (``reconciler.inventory.discover``) of 10,000 search items, in process, best of 5 per run;
+- ``--only pools``: the cold and warm plan of ``bench_plan_pools.py`` (platforms, pools and workloads
+  placed and admitted together; ``--pools-size``, e.g. 100000x10000x1000x50000), in process, and the
+  process's peak RSS;
 - MIG admission of one pool of 128 A100 GPUs with 150 workloads (cold and warm pass, as
   ``bench_mig_admission.py``), in process; only for versions that have it.
 
@@ -70,6 +73,14 @@ if what == "discover":
         discover(hosts)
         cpu.append(time.process_time() - start)
         wall.append(time.perf_counter() - started)
+elif what == "pools":
+    sys.path.append(sys.argv[3])
+    import resource
+    from bench_plan_pools import passes
+    hosts, platforms, pools, workloads = (int(x) for x in arg.split("x"))
+    _, _, cpu, wall = passes(hosts, platforms, pools, workloads)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    cpu, wall = cpu + [rss], wall + [rss]
 else:
     sys.path.append(sys.argv[3])
     import random
@@ -217,6 +228,11 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--plan-size", action="append", help="PLATFORMSxHOSTS (default 1000x10000)")
     parser.add_argument("--discover-hosts", type=int, default=10_000)
+    parser.add_argument(
+        "--pools-size",
+        action="append",
+        help="HOSTSxPLATFORMSxPOOLSxWORKLOADS (--only pools; default 10000x1000x100x5000)",
+    )
     parser.add_argument("--mig", default="16x150", help="HOSTSxWORKLOADS of the MIG pool (8 GPUs a host)")
     parser.add_argument("--what-if-workloads", type=int, default=10_000)
     args = parser.parse_args()
@@ -275,6 +291,22 @@ def main() -> None:
 
             results = alternate(contenders, args.repeat, discover)
             print_table("discovery (in process, best of 5 per run)", results, labels)
+        for size in (args.pools_size or ["10000x1000x100x5000"]) if "pools" in only else []:
+            rss: dict[str, list[float]] = {}
+
+            def pools(
+                c: Contender, size: str = size, rss: dict[str, list[float]] = rss
+            ) -> list[tuple[str, float, float]]:
+                cpu, wall = in_process(c, "pools", size)
+                rss.setdefault(c.label, []).append(cpu[2])
+                return [(f"pools {size} cold", cpu[0], wall[0]), (f"pools {size} warm", cpu[1], wall[1])]
+
+            title = f"plan with pools, HOSTSxPLATFORMSxPOOLSxWORKLOADS {size} (in process, make_plan)"
+            print_table(title, alternate(contenders, args.repeat, pools), labels)
+            print(
+                "peak RSS MiB (best, inputs and both plans): "
+                + ", ".join(f"{k} {min(v):.0f}" for k, v in rss.items())
+            )
         if "mig" in only:
 
             def mig(c: Contender) -> list[tuple[str, float, float]]:

@@ -20,6 +20,7 @@ could not be read at all; 2 an error; 3 ``--expect-status`` names another status
 from __future__ import annotations
 
 import json
+import operator
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -79,6 +80,16 @@ def _samples(prometheus: str | None) -> AbstractContextManager[SampleSource]:
 
 def whole_inventory(observed: Mapping[Target, Observation]) -> Inventory:
     """Every machine any target sees, once (for the free-capacity table)."""
+    if len(observed) == 1:  # one target (a snapshot, most plans): its hosts are already that
+        one = next(iter(observed.values())).inventory
+        # Discovery keeps one host per uid, sorted by name then uid: checked, as the merge below would
+        # dedupe and sort; excluded hosts (a few) are merged as below.
+        keys = [(m.name, m.uid) for m in one.machines]
+        if len({m.uid for m in one.machines}) == len(keys) and all(map(operator.lt, keys, keys[1:])):
+            excluded_by_uid = {h.uid: h for h in one.excluded}
+            return Inventory(
+                one.machines, tuple(sorted(excluded_by_uid.values(), key=lambda h: (h.name, h.uid)))
+            )
     machines: dict[str, Machine] = {}
     excluded: dict[str, ExcludedHost] = {}
     for seen in observed.values():

@@ -47,6 +47,11 @@ class Shortfall:
         self._holds: dict[GpuFamily, list[tuple[int, WorkloadKey]]] | None = None
         self._held: dict[GpuFamily, int] = {}
         self._by_key: dict[GpuFamily, dict[WorkloadKey, int]] = {}
+        # Per family: each holder's whole GPUs per host, the free GPUs per host, and the replicas of a
+        # size the free GPUs hold (counted once: every removal changes only the hosts it frees).
+        self._on_hosts: dict[GpuFamily, dict[WorkloadKey, dict[str, int]]] = {}
+        self._free_hosts: dict[GpuFamily, dict[str, int]] = {}
+        self._room: dict[tuple[GpuFamily, int], int] = {}
 
     def explain(self, request: WorkloadRequest) -> tuple[Reason, str]:
         """The reason and message of a workload whose whole GPUs could not be bound."""
@@ -122,8 +127,11 @@ class Shortfall:
             counts: dict[GpuFamily, dict[WorkloadKey, int]] = {}
             for ref, key in self.free.holder.items():
                 if ref not in self.free.mig_mode:
-                    per = counts.setdefault(self.free.units[ref].family, {})
+                    unit = self.free.units[ref]
+                    per = counts.setdefault(unit.family, {})
                     per[key] = per.get(key, 0) + 1
+                    hosts = self._on_hosts.setdefault(unit.family, {}).setdefault(key, {})
+                    hosts[unit.host_uid] = hosts.get(unit.host_uid, 0) + 1
             self._holds = {f: sorted((n, k) for k, n in per.items()) for f, per in counts.items()}
             self._held = {f: sum(per.values()) for f, per in counts.items()}
             self._by_key = counts
@@ -160,9 +168,19 @@ class Shortfall:
         per = request.whole.get(family, 0)
         if per <= 0:
             return True
-        free = {host: len(units) for host, units in self.free.by_family.get(family, {}).items()}
-        for ref, key in self.free.holder.items():
-            unit = self.free.units[ref]
-            if key in removed and ref not in self.free.mig_mode and unit.family == family:
-                free[unit.host_uid] = free.get(unit.host_uid, 0) + 1
-        return sum(n // per for n in free.values()) >= request.replicas
+        free = self._free_hosts.get(family)
+        if free is None:
+            free = {host: len(units) for host, units in self.free.by_family.get(family, {}).items()}
+            self._free_hosts[family] = free
+        room = self._room.get((family, per))
+        if room is None:
+            room = self._room[family, per] = sum(n // per for n in free.values())
+        freed: dict[str, int] = {}
+        on_hosts = self._on_hosts.get(family, {})
+        for key in removed:
+            for host, n in on_hosts.get(key, {}).items():
+                freed[host] = freed.get(host, 0) + n
+        for host, n in freed.items():
+            before = free.get(host, 0)
+            room += (before + n) // per - before // per
+        return room >= request.replicas

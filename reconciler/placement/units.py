@@ -7,7 +7,7 @@ Whole-GPU binding (``placement.binding``, ``placement.admission``) and MIG place
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reconciler.host_tags import family_from_model
 from reconciler.inventory import Machine
@@ -34,10 +34,11 @@ class GpuUnit:
     mig_capable: bool = False
     model: str | None = None
     memory_bytes: int | None = None
+    # The unit's GpuRef, made once: binding, holders and sticky admissions look it up per GPU and pass.
+    ref: GpuRef = field(init=False, repr=False, compare=False)
 
-    @property
-    def ref(self) -> GpuRef:
-        return GpuRef(self.host_uid, self.index)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ref", GpuRef(self.host_uid, self.index))
 
     @property
     def order(self) -> tuple[str, str, int]:
