@@ -7,12 +7,6 @@ import importlib
 import pytest
 
 MOVED = [
-    ("reconciler.status.store", "StatusStore", "reconciler.source.status_store"),
-    ("reconciler.status.store", "StatusError", "reconciler.source.status_store"),
-    ("reconciler.status.store", "StatusConflict", "reconciler.source.status_store"),
-    ("reconciler.status.store", "ShardStatusStore", "reconciler.source.status_shard"),
-    ("reconciler.status", "StatusStore", "reconciler.source.status_store"),
-    ("reconciler.source._gitutil", "GitError", "reconciler.source.errors"),
     ("reconciler.source", "GitError", "reconciler.source.errors"),
     ("reconciler.status.render", "Outcome", "reconciler.model.outcomes"),
     ("reconciler.status.pools", "WorkloadOutcome", "reconciler.model.outcomes"),
@@ -29,8 +23,3 @@ MOVED = [
 def test_the_old_import_path_gives_the_same_object(old: str, name: str, new: str) -> None:
     assert getattr(importlib.import_module(old), name) is getattr(importlib.import_module(new), name)
 
-
-def test_an_unknown_name_of_a_moved_module_is_still_an_attribute_error() -> None:
-    store = importlib.import_module("reconciler.status.store")
-    with pytest.raises(AttributeError, match="NoSuchThing"):
-        _ = store.NoSuchThing
