@@ -27,14 +27,9 @@ from collections.abc import Sequence
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import WorkloadRequest
-from reconciler.placement.admission import (
-    GpuUnit,
-    PoolAdmission,
-    PoolState,
-    PreviousAdmission,
-    WorkloadAction,
-    admit_pool,
-)
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission, WorkloadAction
+from reconciler.placement.units import GpuUnit
 
 FAMILIES = (GpuFamily("NVIDIA-A100"), GpuFamily("NVIDIA-H100"), GpuFamily("NVIDIA-L40S"))
 REQUESTS = (1, 1, 2, 2, 3, 4, 4, 6, 8, 8, 12, 16)

@@ -38,9 +38,11 @@ import reconciler.placement.admission as admission
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.mig import entry_by_key
 from reconciler.model.pools import MigRequest, WorkloadRequest
-from reconciler.placement.admission import GpuUnit, PoolState, admit_pool
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolState
 from reconciler.placement.mig import valid_layouts
 from reconciler.placement.mig_admission import PoolMigPlanner
+from reconciler.placement.units import GpuUnit
 
 A100 = GpuFamily("NVIDIA-A100")
 GPU = entry_by_key("NVIDIA-A100-80GB")

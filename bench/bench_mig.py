@@ -40,7 +40,8 @@ from dataclasses import dataclass, field, replace
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.mig import MigGpuType, entry_by_key
 from reconciler.model.pools import MigRequest, WorkloadKey, WorkloadRequest
-from reconciler.placement.admission import GpuUnit, MigPlacement, MigRefusal, PoolState, admit_pool
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolState
 from reconciler.placement.mig import (
     MigPlan,
     PoolGpu,
@@ -55,6 +56,8 @@ from reconciler.placement.mig import (
 )
 from reconciler.placement.mig_admission import PoolMigPlanner
 from reconciler.placement.mig_joint import plan_pass, used_gpus
+from reconciler.placement.seam import MigPlacement, MigRefusal
+from reconciler.placement.units import GpuUnit
 
 GPU = entry_by_key("NVIDIA-A100-80GB")
 A100 = GpuFamily("NVIDIA-A100")

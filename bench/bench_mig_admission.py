@@ -18,14 +18,12 @@ from collections import Counter
 
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import MigRequest, WorkloadRequest
-from reconciler.placement.admission import (
-    GpuUnit,
-    PoolAdmission,
-    PoolState,
-    PreviousAdmission,
-    admit_pool,
-)
-from reconciler.placement.mig_admission import PoolMigOutcome, PoolMigPlanner, parse_mig_layouts
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission
+from reconciler.placement.mig_admission import PoolMigPlanner
+from reconciler.placement.mig_layouts import parse_mig_layouts
+from reconciler.placement.mig_outcome import PoolMigOutcome
+from reconciler.placement.units import GpuUnit
 
 A100 = GpuFamily("NVIDIA-A100")
 PROFILES = ("1g.10gb", "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")

@@ -39,7 +39,9 @@ from pathlib import Path
 
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import WorkloadRequest
-from reconciler.placement.admission import GpuUnit, PoolState, WorkloadAction, admit_pool
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolState, WorkloadAction
+from reconciler.placement.units import GpuUnit
 
 DATA = Path(__file__).parent / "data"
 FAMILY = GpuFamily("NVIDIA-GPU")

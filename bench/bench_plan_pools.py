@@ -36,7 +36,8 @@ from reconciler.model.desired import DesiredState, Loaded, SourceRef
 from reconciler.model.observed import ManagedCluster, cluster_name, managed_labels
 from reconciler.model.pools import pool_cluster_labels
 from reconciler.model.resources import AIWorkload, ComputePool, Resource
-from reconciler.placement.admission import GpuRef, PreviousAdmission, WorkloadAction
+from reconciler.placement.admission_types import PreviousAdmission, WorkloadAction
+from reconciler.placement.units import GpuRef
 from reconciler.plan import Action, Plan, PlatformPlan, make_plan
 
 POOL_FAMILIES = ("NVIDIA-H100", "NVIDIA-A100", "NVIDIA-L40S", "NVIDIA-L4")

@@ -22,7 +22,7 @@ from _support import git
 
 from reconciler.manifests import parse_file
 from reconciler.source import GitSource
-from reconciler.status import StatusStore
+from reconciler.source.status_store import StatusStore
 
 
 def platform_doc(ns: str, i: int, gpus: int = 8) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from _support import git, git_run
 
-from reconciler.status import StatusError, StatusStore
+from reconciler.source.status_store import StatusError, StatusStore
 
 BRANCH = "reconciler/status"
 

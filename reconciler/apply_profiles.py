@@ -10,15 +10,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reconciler.logging import get_logger
+from reconciler.model.base import ClusterProfileRef
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.outcomes import WorkloadOutcome
 from reconciler.model.pools import WorkloadKey
-from reconciler.model.resources import ClusterProfileRef, ComputePool
+from reconciler.model.resources import ComputePool
 from reconciler.palette.cluster_api import ClusterAPI
 from reconciler.palette.entities import cluster_profile_entities
 from reconciler.palette.errors import PaletteError
-from reconciler.placement.admission import WorkloadAction
+from reconciler.placement.admission_types import WorkloadAction
 from reconciler.plan import Action, Plan, PoolPlan, WorkloadPlan
 from reconciler.profiles import platform_cluster_profiles
 

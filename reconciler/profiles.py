@@ -22,12 +22,12 @@ Decisions the design leaves open, written down here:
 
 from __future__ import annotations
 
+from reconciler.model.base import ClusterProfileRef
 from reconciler.model.bundle import ProfileBundle
 from reconciler.model.desired import DesiredState, SourceRef
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.resources import (
     AIWorkload,
-    ClusterProfileRef,
     ComputePool,
     ComputeProfile,
     MLPlatform,

@@ -38,13 +38,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from reconciler.model.bundle import ProfileBundle
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.resources import (
     Compute,
     ComputePool,
     ComputeProfile,
     MLPlatform,
-    ProfileBundle,
     Project,
     SecretRef,
     Settings,

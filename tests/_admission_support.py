@@ -6,13 +6,8 @@ from collections.abc import Iterable, Sequence
 
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import MigRequest, WorkloadRequest
-from reconciler.placement.admission import (
-    GpuUnit,
-    PoolAdmission,
-    PoolState,
-    PreviousAdmission,
-    WorkloadAction,
-)
+from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission, WorkloadAction
+from reconciler.placement.units import GpuUnit
 
 A100 = GpuFamily("NVIDIA-A100")
 H100 = GpuFamily("NVIDIA-H100")

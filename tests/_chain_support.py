@@ -21,8 +21,8 @@ from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import ManagedCluster
 from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey
-from reconciler.placement.admission import PreviousAdmission, WorkloadAction
-from reconciler.placement.mig_admission import GpuLayout, parse_mig_layouts
+from reconciler.placement.admission_types import PreviousAdmission, WorkloadAction
+from reconciler.placement.mig_layouts import GpuLayout, parse_mig_layouts
 from reconciler.plan import Action, Observed, Plan, PlatformPlan, merge, plan_targets
 from reconciler.resolve import Target, route
 from tests._allocate_support import cluster, pool_cluster

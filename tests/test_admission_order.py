@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 import reconciler.placement.admission_trial as admission_trial
 import reconciler.placement.order as order
 from reconciler.model.pools import MigRequest, WorkloadRequest
-from reconciler.placement.admission import PoolAdmission, PoolState, admit_pool, gpu_units
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolAdmission, PoolState
 from reconciler.placement.mig_admission import PoolMigPlanner
+from reconciler.placement.units import gpu_units
 from tests._admission_support import A100, HOLDING, actions, bound, hosts, previous_of, shared, want
 from tests.test_mig_admission import a100_hosts
 

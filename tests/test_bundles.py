@@ -9,12 +9,13 @@ from typing import Any
 from reconciler.bundles import bundle_problem, catalogue_of
 from reconciler.inventory import HostState, Inventory
 from reconciler.manifests import load_files
+from reconciler.model.base import LocalRef
 from reconciler.model.bundle import ProfileBundle
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.model.resources import AIWorkload, ComputePool, LocalRef
-from reconciler.placement.admission import PreviousAdmission, WorkloadAction
+from reconciler.model.resources import AIWorkload, ComputePool
+from reconciler.placement.admission_types import PreviousAdmission, WorkloadAction
 from reconciler.placement.units import GpuRef
 from reconciler.plan import Action, make_plan
 from reconciler.profiles import platform_cluster_profiles

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from reconciler.emulator import EmulatorServer
-from reconciler.runtime.outcome import PassOutcome
+from reconciler.metrics import PassOutcome
 from tests._contract_support import run_cli
 from tests._git_support import git
 from tests._loop_support import status_files

@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.source import _gitutil
 from reconciler.source.revision import read_revision
-from reconciler.status import StatusStore
+from reconciler.source.status_store import StatusStore
 from tests._git_support import RemoteRepo, git, git_http_server
 
 TOKEN = "s3cr3t/t0ken"  # a slash: percent-encoded in the URL, decoded for git

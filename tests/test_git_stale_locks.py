@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from reconciler.metrics import Metrics
 from reconciler.source import GitSource
 from reconciler.source._gitutil import CACHE_FLOCK
-from reconciler.status import StatusStore
+from reconciler.source.status_store import StatusStore
 from tests._git_support import RemoteRepo, git, git_http_server, git_run
 
 PLATFORM = "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: p, namespace: a}\n"

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 
 from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease
 from reconciler.source.lease import GitLease, LeaseError, LeaseRecord
-from reconciler.status import StatusStore
+from reconciler.source.status_store import StatusStore
 from tests._git_support import RemoteRepo, git
 
 BRANCH = "reconciler/lease"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from reconciler.manifests import load_files
 from reconciler.model.diagnostics import Severity
-from reconciler.model.resources import AIWorkload, Environment, Project
+from reconciler.model.environment import Environment
+from reconciler.model.resources import AIWorkload, Project
 from tests.test_manifests_pools import BASE, pool
 
 ENV_HEAD = """\

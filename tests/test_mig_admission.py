@@ -28,26 +28,14 @@ from reconciler.model.mig import (
     gpu_equivalents,
 )
 from reconciler.model.pools import MigRequest, WorkloadRequest
-from reconciler.placement.admission import (
-    GpuRef,
-    GpuUnit,
-    MigRefusal,
-    PoolAdmission,
-    PoolState,
-    PreviousAdmission,
-    WorkloadAction,
-    admit_pool,
-    gpu_units,
-)
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission, WorkloadAction
 from reconciler.placement.mig import MIG_CONFIG_LABEL
-from reconciler.placement.mig_admission import (
-    MigLayoutError,
-    PoolMigOutcome,
-    PoolMigPlanner,
-    index_ranges,
-    parse_mig_layouts,
-    relayout_summary,
-)
+from reconciler.placement.mig_admission import PoolMigPlanner
+from reconciler.placement.mig_layouts import MigLayoutError, parse_mig_layouts
+from reconciler.placement.mig_outcome import PoolMigOutcome, index_ranges, relayout_summary
+from reconciler.placement.seam import MigRefusal
+from reconciler.placement.units import GpuRef, GpuUnit, gpu_units
 from tests._admission_support import previous_of
 from tests._inventory_support import edge_host
 from tests.test_mig_planner import layout_errors
@@ -329,7 +317,7 @@ def _seven_ones() -> dict[str, Any]:
 
 
 def _seven_ones_previous() -> list[PreviousAdmission]:
-    from reconciler.placement.admission import MigInstance
+    from reconciler.placement.units import MigInstance
 
     return [
         PreviousAdmission((NS, "big"), tuple(GpuRef("uid-gpu-0", i) for i in range(7))),
@@ -414,7 +402,7 @@ def test_hosts_with_one_layout_form_one_machine_pool_labelled_with_its_config() 
     recorded = {f"uid-gpu-{h}": json.loads(json.dumps(layout)) for h in range(2)}
     for h in range(2):
         recorded[f"uid-gpu-{h}"][0]["instances"][0]["workload"] = f"{NS}/w{h}"
-    from reconciler.placement.admission import MigInstance
+    from reconciler.placement.units import MigInstance
 
     previous = [
         PreviousAdmission((NS, f"w{h}"), (), (MigInstance(f"uid-gpu-{h}", 0, "7g.80gb", 0),))

@@ -17,8 +17,9 @@ import pytest
 
 from reconciler.emulator import FaultRule
 from reconciler.inventory import discover
+from reconciler.model.base import ClusterProfileRef
 from reconciler.model.observed import managed_labels
-from reconciler.model.resources import ClusterProfileRef, ComputeProfile
+from reconciler.model.resources import ComputeProfile
 from reconciler.palette import ClientError, PaletteClient, RateLimitedError, UnauthorizedError
 from reconciler.palette.entities import (
     PoolHost,

@@ -8,8 +8,9 @@ import pytest
 
 from reconciler.edgehost import Nic
 from reconciler.inventory import discover
+from reconciler.model.base import ClusterProfileRef
 from reconciler.model.observed import managed_labels
-from reconciler.model.resources import ClusterProfileRef, ComputeProfile
+from reconciler.model.resources import ComputeProfile
 from reconciler.palette.entities import (
     PoolHost,
     attach_profiles_entity,

@@ -13,11 +13,11 @@ from reconciler.palette import (
     ClientError,
     PaletteClient,
     RateLimitedError,
-    RetryPolicy,
     ServerError,
     TransportError,
 )
 from reconciler.palette.endpoints import parse_retry_after
+from reconciler.retry import RetryPolicy
 from tests._git_support import free_port
 from tests._palette_support import INFRA_UID, KEY, FakeClock, admin, client, fast_retry, running
 

@@ -6,13 +6,9 @@ from reconciler.inventory import Machine, Role
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import MigRequest
-from reconciler.placement.admission import (
-    GpuRef,
-    PreviousAdmission,
-    WorkloadAction,
-    admit_pool,
-    gpu_units,
-)
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PreviousAdmission, WorkloadAction
+from reconciler.placement.units import GpuRef, gpu_units
 from tests._admission_support import A100, H100, actions, bound, hosts, previous_of, shared, want
 
 

@@ -11,15 +11,10 @@ from collections.abc import Sequence
 
 from reconciler.model.conditions import Reason
 from reconciler.model.pools import MigRequest, WorkloadKey
-from reconciler.placement.admission import (
-    GpuRef,
-    GpuUnit,
-    MigInstance,
-    MigPlacement,
-    MigRefusal,
-    WorkloadAction,
-    admit_pool,
-)
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import WorkloadAction
+from reconciler.placement.seam import MigPlacement, MigRefusal
+from reconciler.placement.units import GpuRef, GpuUnit, MigInstance
 from tests._admission_support import A100, actions, hosts, previous_of, shared, want
 
 

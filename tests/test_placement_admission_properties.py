@@ -11,14 +11,9 @@ from hypothesis import strategies as st
 
 from reconciler.model.conditions import Reason
 from reconciler.model.pools import WorkloadRequest
-from reconciler.placement.admission import (
-    GpuUnit,
-    PoolAdmission,
-    PoolState,
-    PreviousAdmission,
-    WorkloadAction,
-    admit_pool,
-)
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission, WorkloadAction
+from reconciler.placement.units import GpuUnit
 from tests._admission_support import A100, H100, HOLDING, previous_of
 
 FAMILIES = (A100, H100)

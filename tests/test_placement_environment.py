@@ -8,15 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.model.conditions import Reason
+from reconciler.model.environment import Environment
 from reconciler.model.pools import PoolKey, WorkloadRequest
-from reconciler.model.resources import ComputePool, Environment
-from reconciler.placement.admission import (
-    PoolAdmission,
-    PoolState,
-    PreviousAdmission,
-    WorkloadAction,
-    admit_pool,
-)
+from reconciler.model.resources import ComputePool
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission, WorkloadAction
 from reconciler.placement.environment import EnvRequest, candidates, route
 from tests._admission_support import hosts, previous_of, want
 

@@ -11,16 +11,10 @@ from hypothesis import strategies as st
 
 from reconciler.model.conditions import Reason
 from reconciler.model.pools import MigRequest, WorkloadRequest
-from reconciler.placement.admission import (
-    GpuRef,
-    PoolAdmission,
-    PoolState,
-    PreviousAdmission,
-    WorkloadAction,
-    admit_pool,
-    gpu_units,
-)
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission, WorkloadAction
 from reconciler.placement.mig_admission import PoolMigPlanner
+from reconciler.placement.units import GpuRef, gpu_units
 from reconciler.plan import WorkloadPlan
 from tests._admission_support import A100, HOLDING, actions, hosts, previous_of, shared, want
 from tests.test_mig_admission import a100_hosts

@@ -8,7 +8,7 @@ import pytest
 
 from reconciler.deletions import DeletionGuard, approved_deletions
 from reconciler.model.conditions import Reason
-from reconciler.placement.admission import WorkloadAction
+from reconciler.placement.admission_types import WorkloadAction
 from reconciler.plan import Action
 from tests._chain_support import NS, World, a100_mig_hosts, load, mig_pool_files
 

@@ -6,8 +6,10 @@ from typing import Any
 
 from reconciler.inventory import HostState
 from reconciler.model.conditions import Reason
-from reconciler.model.resources import AIWorkload, Environment, Project
-from reconciler.placement.admission import GpuRef, PreviousAdmission, WorkloadAction
+from reconciler.model.environment import Environment
+from reconciler.model.resources import AIWorkload, Project
+from reconciler.placement.admission_types import PreviousAdmission, WorkloadAction
+from reconciler.placement.units import GpuRef
 from reconciler.plan import Action, Plan, make_plan
 from tests._allocate_support import (
     NS,

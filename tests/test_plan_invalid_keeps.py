@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from reconciler.inventory import Inventory
-from reconciler.placement.admission import WorkloadAction
+from reconciler.placement.admission_types import WorkloadAction
 from reconciler.plan import Action, Observed, merge, plan_targets
 from reconciler.resolve import Target, route
 from tests._chain_support import NS, PROJECT, World, a100_mig_hosts, hosts_of, load, mig_pool_files

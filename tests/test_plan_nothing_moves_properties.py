@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from reconciler.inventory import Machine, discover
 from reconciler.model.pools import POOL_KIND
-from reconciler.placement.admission import WorkloadAction
+from reconciler.placement.admission_types import WorkloadAction
 from reconciler.plan import Action, Plan
 from tests._chain_support import NS, Binding, World, a100_mig_hosts, hosts_of, load, mig_pool_files
 from tests._inventory_support import edge_host

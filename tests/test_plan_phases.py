@@ -8,7 +8,7 @@ import pytest
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.observed import ManagedCluster
 from reconciler.model.outcomes import Outcome, WorkloadOutcome
-from reconciler.placement.admission import WorkloadAction
+from reconciler.placement.admission_types import WorkloadAction
 from reconciler.plan.entries import Action, PlatformPlan, WorkloadPlan
 from reconciler.plan.phases import (
     cluster_reason,

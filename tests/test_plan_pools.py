@@ -10,7 +10,8 @@ from reconciler.manifests import load_files
 from reconciler.model.conditions import Reason
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.pools import KIND_LABEL, POOL_KIND, POOL_MODE_LABEL
-from reconciler.placement.admission import GpuRef, PreviousAdmission, WorkloadAction
+from reconciler.placement.admission_types import PreviousAdmission, WorkloadAction
+from reconciler.placement.units import GpuRef
 from reconciler.plan import Action, Observed, make_plan, plan_targets
 from reconciler.resolve import route
 from tests._allocate_support import (

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from reconciler.inventory import Inventory, Machine
 from reconciler.model.resources import Resource
-from reconciler.placement.admission import GpuRef, WorkloadAction
+from reconciler.placement.admission_types import WorkloadAction
+from reconciler.placement.units import GpuRef
 from reconciler.plan import make_plan
 from tests._allocate_support import ai_workload, desired, plans_in_two_orders, platform, pool
 from tests.test_allocate_properties import FAMILIES, machines_st, platforms_st

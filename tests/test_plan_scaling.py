@@ -11,12 +11,12 @@ from reconciler.inventory import HostState
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import canonical_family
 from reconciler.model.scaling import ScalingPolicy
-from reconciler.placement.admission import WorkloadAction
+from reconciler.placement.admission_types import WorkloadAction
 from reconciler.plan import Action, Observed, make_plan, plan_targets
 from reconciler.resolve import route
 from reconciler.scaling import Direction, Metric, Samples, decide
 from reconciler.scaling.pools import pool_sizes, scaling_entry, scaling_subjects
-from reconciler.scaling.record import RecordedAction, ScalingStatus
+from reconciler.scaling.record_types import RecordedAction, ScalingStatus
 from tests._allocate_support import NS, ai_workload, cps, desired, inventory, machine, pool, pool_cluster
 from tests._scaling_support import NOW, series
 
@@ -210,8 +210,10 @@ def test_plan_command_accepts_prometheus(tmp_path: Any) -> None:
 def shrink_outcome(held_on: str) -> tuple[Any, Any, Any]:
     """An idle pool of a, b, c (8 GPUs each) whose one workload holds 8 GPUs of ``held_on``: the stage
     decides a scale-down, the plan for the smaller size is made, and the outcome is confirmed against it."""
-    from reconciler.placement.admission import GpuRef, PreviousAdmission
-    from reconciler.prometheus.stage import ScalingStage, evaluate
+    from reconciler.placement.admission_types import PreviousAdmission
+    from reconciler.placement.units import GpuRef
+    from reconciler.prometheus.stage import ScalingStage
+    from reconciler.scaling.stage import evaluate
     from tests._prometheus_support import FakePrometheus
 
     machines = [*cps(1, state=USED), *(machine(n, 8, state=USED) for n in "abc")]
@@ -254,7 +256,8 @@ def test_scale_down_that_would_remove_bound_gpus_is_withdrawn() -> None:
 
 
 def test_confirm_over_plan_targets_records_host_names_per_target() -> None:
-    from reconciler.prometheus.stage import ScalingStage, confirm, evaluate
+    from reconciler.prometheus.stage import ScalingStage
+    from reconciler.scaling.stage import confirm, evaluate
     from tests._prometheus_support import FakePrometheus
 
     machines, clusters = running_pool()

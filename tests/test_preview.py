@@ -10,7 +10,8 @@ import pytest
 from reconciler.palette.observe import load_snapshot
 from reconciler.plan import Observed, merge, plan_targets
 from reconciler.plan_report import changes_only, held, render_markdown, render_text
-from reconciler.runtime.preview import ObserveError, PreviewOptions, load_revision, preview
+from reconciler.runtime.preview import PreviewOptions, load_revision, preview
+from reconciler.runtime.preview_observe import ObserveError
 from reconciler.runtime.preview_source import RevisionFiles
 from reconciler.runtime.stages.plan import snapshot_observation
 from reconciler.status.basis import Basis

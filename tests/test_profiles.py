@@ -6,9 +6,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.manifests import load_files
+from reconciler.model.base import ClusterProfileRef
 from reconciler.model.conditions import Reason
 from reconciler.model.diagnostics import Severity
-from reconciler.model.resources import ClusterProfileRef, ComputeProfile, Settings, WorkloadProfile
+from reconciler.model.resources import ComputeProfile, Settings, WorkloadProfile
 from reconciler.plan import Action, make_plan
 from reconciler.profiles import (
     NO_CLUSTER_PROFILE,

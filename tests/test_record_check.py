@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.placement.admission import PreviousAdmission, WorkloadAction
+from reconciler.placement.admission_types import PreviousAdmission, WorkloadAction
 from reconciler.placement.units import GpuRef, MigInstance
 from reconciler.plan import Plan
 from reconciler.status.pools import read_pool_records

@@ -29,7 +29,7 @@ from reconciler.runtime.outcome import classify
 from reconciler.runtime.ports import HeadMoved
 from reconciler.runtime.stages import apply, load, report
 from reconciler.status.records import NO_RECORDS, read_records
-from reconciler.status.report import ReportFacts
+from reconciler.status.report_facts import ReportFacts
 from tests._allocate_support import cps, desired, inventory, machine, platform
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 
 from reconciler.inventory import discover
+from reconciler.model.environment import Environment
 from reconciler.model.pools import canonical_limits, pool_ref_of, workload_request
-from reconciler.model.resources import AIWorkload, ComputePool, ComputeProfile, Environment
-from reconciler.placement.admission import PoolState, admit_pool, gpu_units
+from reconciler.model.resources import AIWorkload, ComputePool, ComputeProfile
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolState
 from reconciler.placement.environment import EnvRequest, candidates, route
+from reconciler.placement.units import gpu_units
 from reconciler.source.directory import load_directory
 from tests._manifests_support import SAMPLE_REPO
 

@@ -11,7 +11,7 @@ from reconciler.inventory import HostState
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import canonical_family
 from reconciler.model.scaling import ScalingPolicy
-from reconciler.placement.admission import WorkloadAction
+from reconciler.placement.admission_types import WorkloadAction
 from reconciler.plan import make_plan
 from reconciler.scaling import Direction, Samples, decide
 from reconciler.scaling.hosts import ScalingHost, gpu_host_to_add

@@ -11,16 +11,9 @@ import yaml
 
 from reconciler.scaling import Direction, Metric, PoolView, Samples, ScalingReason, decide
 from reconciler.scaling.pools import ScalingSubject
-from reconciler.scaling.record import (
-    RecordedAction,
-    ScalingStatus,
-    current_size,
-    parse,
-    parse_recorded,
-    render,
-    settle,
-    with_intent,
-)
+from reconciler.scaling.record import current_size, settle
+from reconciler.scaling.record_types import RecordedAction, ScalingStatus, with_intent
+from reconciler.scaling.record_yaml import parse, parse_recorded, render
 from reconciler.scaling.stage import decide_subject
 from reconciler.status.intents import intent_message, intent_tree
 from reconciler.status.records import read_records

@@ -12,18 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.scaling import Direction, Metric, PendingDemand, PoolView, Samples, ScalingReason, decide
-from reconciler.scaling.record import (
-    ActionInputs,
-    RecordedAction,
-    ScalingStatus,
-    ScalingStatusError,
-    after_decision,
-    current_size,
-    not_written,
-    parse,
-    render,
-    settle,
-)
+from reconciler.scaling.record import after_decision, current_size, not_written, settle
+from reconciler.scaling.record_types import ActionInputs, RecordedAction, ScalingStatus, ScalingStatusError
+from reconciler.scaling.record_yaml import parse, render
 from tests._scaling_support import A100, H100, NOW, gpu_host, series, spec
 
 NOW_ISO = "2027-01-15T08:00:00.000Z"

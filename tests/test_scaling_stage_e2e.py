@@ -16,10 +16,11 @@ import yaml
 from reconciler.emulator import EmulatorServer
 from reconciler.emulator.utilization import METRICS_PATH
 from reconciler.model.resources import PrometheusSettings
-from reconciler.prometheus.stage import ScalingOutcome, ScalingStage
+from reconciler.prometheus.stage import ScalingStage
 from reconciler.scaling import Direction, PoolView, ScalingReason, Trigger, parse, render, replay
 from reconciler.scaling.pools import ScalingSubject
 from reconciler.scaling.record import settle
+from reconciler.scaling.stage import ScalingOutcome
 from tests._prometheus_support import PrometheusServer, needs_prometheus
 from tests._prometheus_support import hot_and_cold_emulator as emulator  # noqa: F401 (fixture)
 from tests._prometheus_support import prometheus_of_emulator as prometheus  # noqa: F401 (fixture)

@@ -14,7 +14,8 @@ import pytest
 from reconciler.inventory import HostState, Machine, Role
 from reconciler.model.gpu import GpuFamily
 from reconciler.status.basis import Basis
-from reconciler.status.page import OPEN_LIMIT, render
+from reconciler.status.page import render
+from reconciler.status.page_hosts import OPEN_LIMIT
 from reconciler.status.page_summary import NAMES_SHOWN, attention_groups
 from reconciler.status.view import ResourceRow
 from tests._page_support import fleet, probe_page, probe_top

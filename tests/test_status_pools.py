@@ -9,10 +9,11 @@ import yaml
 
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import GpuFamily
-from reconciler.placement.admission import GpuRef, GpuUnit, MigInstance, PreviousAdmission, WorkloadAction
+from reconciler.model.outcomes import WorkloadOutcome
+from reconciler.placement.admission_types import PreviousAdmission, WorkloadAction
+from reconciler.placement.units import GpuRef, GpuUnit, MigInstance
 from reconciler.plan import WorkloadPlan
 from reconciler.status.pools import (
-    WorkloadOutcome,
     pending_since,
     read_pool_records,
     scaling_blocks,
@@ -163,7 +164,8 @@ def test_scaling_blocks_are_the_recorded_ones_not_the_plans_entry() -> None:
 
 
 def test_each_replicas_host_and_gpus_are_recorded_and_read_back_for_stickiness() -> None:
-    from reconciler.placement.admission import PoolState, admit_pool
+    from reconciler.placement.admission import admit_pool
+    from reconciler.placement.admission_types import PoolState
     from reconciler.plan import WorkloadPlan as Entry
     from tests._admission_support import hosts, want
 

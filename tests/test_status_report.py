@@ -12,11 +12,12 @@ import yaml
 from reconciler.inventory import Inventory
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import ManagedCluster
+from reconciler.model.outcomes import Outcome
 from reconciler.plan import plan_targets
 from reconciler.resolve import Target, route
 from reconciler.status.records import NO_RECORDS, Records, read_records
-from reconciler.status.render import Outcome
-from reconciler.status.report import ReportFacts, StatusTree, status_tree
+from reconciler.status.report import StatusTree, status_tree
+from reconciler.status.report_facts import ReportFacts
 from tests._allocate_support import NS, cluster, cps, desired, inventory, machine, platform
 
 URL = "https://palette.example.com"

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.source.status_store import StatusConflict
-from reconciler.status import StatusError, StatusStore, format_message
-from reconciler.status.store import push_retry
+from reconciler.source.status_store import StatusConflict, StatusError, StatusStore
+from reconciler.status.store import format_message, push_retry
 from tests._git_support import RemoteRepo, git, git_daemon, git_http_server, git_run
 
 BRANCH = "reconciler/status"

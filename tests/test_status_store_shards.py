@@ -11,7 +11,7 @@ import yaml
 
 from reconciler.resolve import NamespaceSelector
 from reconciler.source.status_shard import ShardStatusStore
-from reconciler.status import StatusStore
+from reconciler.source.status_store import StatusStore
 from reconciler.status.store import push_retry, shard_owns
 from tests._git_support import RemoteRepo, git
 

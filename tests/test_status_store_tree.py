@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.status import StatusStore
+from reconciler.source.status_store import StatusStore
 from tests._git_support import RemoteRepo, git
 
 component = st.text(alphabet="ab-._0Z", min_size=1, max_size=4).filter(

@@ -1,7 +1,7 @@
 """The emulator's records and the rules on one request body: machine pools (``Pool``) and clusters
 (``Cluster``), Palette's timestamps, a pool entity's parsing and addressing checks, machine uids, and what
-the edge-host and cluster searches filter and sort on. Used by ``emulator.state``, which re-exports
-the public names."""
+the edge-host and cluster searches filter and sort on. Used by ``emulator.state``; import the names
+from here."""
 
 from __future__ import annotations
 

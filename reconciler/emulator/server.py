@@ -13,7 +13,8 @@ import uvicorn
 
 from reconciler.emulator.app import EmulatorApp, create_app
 from reconciler.emulator.faults import FaultRule
-from reconciler.emulator.state import Clock, EmulatorState
+from reconciler.emulator.records import Clock
+from reconciler.emulator.state import EmulatorState
 from reconciler.palette.observe import Snapshot
 from reconciler.palette.pacing import RateLimits
 

@@ -26,8 +26,6 @@ from reconciler.emulator.records import (
     _CLUSTER_PROPERTIES,
     _HOST_PROPERTIES,
     _HOST_SORT_FIELDS,
-    PALETTE_PROFILE_TYPES,
-    Clock,
     Cluster,
     Pool,
     _check_addressing,
@@ -39,7 +37,7 @@ from reconciler.emulator.state_documents import DocumentedState
 
 # The records (``records``), the world (``state_base``) and its documents (``state_documents``) live in
 # their own modules; the public names are importable from here.
-__all__ = ["PALETTE_PROFILE_TYPES", "Clock", "Cluster", "EmulatorState", "Pool", "timestamp"]
+__all__ = ["EmulatorState"]
 
 
 class EmulatorState(DocumentedState):

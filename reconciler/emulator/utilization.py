@@ -30,7 +30,8 @@ from starlette.routing import Route
 
 from reconciler.emulator.errors import ApiError
 from reconciler.emulator.hosts import host_cores, host_gpu_count
-from reconciler.emulator.state import Cluster, EmulatorState
+from reconciler.emulator.records import Cluster
+from reconciler.emulator.state import EmulatorState
 
 METRICS_PATH = "/metrics/clusters"
 UTILIZATION_PATH = "/__emulator/clusters/{uid}/utilization"

@@ -15,17 +15,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+from reconciler.model.base import LocalRef, ObjectMeta
 from reconciler.model.bundle import FULLSTACK, ProfileBundle
 from reconciler.model.desired import DesiredState, Identity, Loaded
 from reconciler.model.pools import POOL_KIND, PROVISIONED_LABEL
-from reconciler.model.resources import (
-    AIWorkload,
-    ComputePool,
-    ComputePoolSpec,
-    GpuRequest,
-    LocalRef,
-    ObjectMeta,
-)
+from reconciler.model.resources import AIWorkload, ComputePool, ComputePoolSpec, GpuRequest
 
 
 def provisions_pool(workload: AIWorkload, bundle: ProfileBundle | None) -> bool:

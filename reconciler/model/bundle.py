@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from reconciler.model.resources import ClusterProfileRef, LocalRef, ObjectMeta, Strict
+from reconciler.model.base import ClusterProfileRef, LocalRef, ObjectMeta, Strict
 
 BUNDLE_API_VERSION = "spectrocloud.com/v1beta1"
 BundleType = Literal["Infrastructure", "Application", "Fullstack"]

@@ -6,15 +6,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from reconciler.model.bundle import ProfileBundle
 from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.model.environment import Environment
 from reconciler.model.resources import (
     AIWorkload,
     Compute,
     ComputePool,
     ComputeProfile,
-    Environment,
     MLPlatform,
-    ProfileBundle,
     Project,
     Resource,
     Settings,

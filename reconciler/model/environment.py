@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from reconciler.model.resources import LocalRef, ObjectMeta, Strict
+from reconciler.model.base import LocalRef, ObjectMeta, Strict
 
 ENVIRONMENT_API_VERSION = "spectrocloud.com/v1beta1"
 

@@ -8,44 +8,14 @@ cross-resource rules (VIP clashes, references, ``nodeCount`` 2 only for two-node
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field
 
-DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-
-Name = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-
-
-class Strict(BaseModel):
-    """Base of every model: camelCase aliases, unknown fields forbidden, immutable.
-
-    ``strict`` makes the models agree with the generated JSON Schemas: ``count: "8"`` is an error in both.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-        frozen=True,
-        defer_build=True,
-    )
-
-
-class ObjectMeta(Strict):
-    name: Name
-    namespace: Name
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-
-
-class LocalRef(Strict):
-    """A reference to a resource of the same namespace."""
-
-    name: Name
+from reconciler.model.base import ClusterProfileRef, LocalRef, Name, NonNegativeInt, ObjectMeta, Strict
+from reconciler.model.bundle import ProfileBundle
+from reconciler.model.environment import Environment
+from reconciler.model.scaling import ScalingPolicy
 
 
 class Taint(Strict):
@@ -158,11 +128,6 @@ class MLPlatform(Strict):
 
 
 # --- WorkloadProfile -----------------------------------------------------------------------------
-
-
-class ClusterProfileRef(Strict):
-    uid: str = Field(min_length=1)
-    pack_values: list[dict[str, object]] | None = None
 
 
 class WorkloadProfileSpec(Strict):
@@ -339,11 +304,6 @@ class AIWorkload(Strict):
     metadata: ObjectMeta
     spec: AIWorkloadSpec
 
-
-# Kinds in modules of their own import the base models above, so they are imported after them.
-from reconciler.model.bundle import ProfileBundle as ProfileBundle  # noqa: E402
-from reconciler.model.environment import Environment as Environment  # noqa: E402
-from reconciler.model.scaling import ScalingPolicy  # noqa: E402
 
 Resource: TypeAlias = (
     ComputeProfile

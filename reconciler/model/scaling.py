@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from reconciler.model.base import NonNegativeInt, ObjectMeta, Strict
 from reconciler.model.duration import DURATION_HINT, DURATION_PATTERN, parse_duration
 from reconciler.model.gpu import GpuFamily, canonical_family
-from reconciler.model.resources import NonNegativeInt, ObjectMeta, Strict
 
 # DCGM_FI_DEV_GPU_UTIL reads 0 on MIG instances (NVIDIA/dcgm-exporter #216); the graphics-engine
 # activity is reported for whole GPUs and MIG instances alike, as a ratio 0-1.

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
         TransportError,
         UnauthorizedError,
     )
-    from reconciler.palette.retry import RetryPolicy
 
 _WHERE = {
     "PaletteClient": "client",
@@ -35,7 +34,6 @@ _WHERE = {
     "ServerError": "errors",
     "TransportError": "errors",
     "UnauthorizedError": "errors",
-    "RetryPolicy": "retry",
 }
 
 __all__ = [
@@ -44,7 +42,6 @@ __all__ = [
     "PaletteClient",
     "PaletteError",
     "RateLimitedError",
-    "RetryPolicy",
     "ServerError",
     "TransportError",
     "UnauthorizedError",

@@ -58,7 +58,7 @@ from reconciler.palette.errors import (
     error_for_status,
 )
 from reconciler.palette.pacing import Pacer, RateLimits, path_class
-from reconciler.palette.retry import RetryPolicy
+from reconciler.retry import RetryPolicy
 
 PAGE_LIMIT = 50  # Palette's maximum page size for search endpoints
 MAX_PAGES = 10_000  # a safety stop against a server that never ends its continue chain

@@ -25,7 +25,8 @@ from typing import Any
 
 from reconciler.edgehost import Nic
 from reconciler.inventory import Machine
-from reconciler.model.resources import ClusterProfileRef, ComputeProfile, Taint
+from reconciler.model.base import ClusterProfileRef
+from reconciler.model.resources import ComputeProfile, Taint
 
 CONTROL_PLANE_POOL = "control-plane-pool"
 WORKER_POOL = "worker-pool"

@@ -52,39 +52,17 @@ from reconciler.placement.admission_types import (
     PoolAdmission,
     PoolState,
     PreviousAdmission,
-    PreviousAdmissions,
-    ReplicaBinding,
     WorkloadAction,
     WorkloadAdmission,
     family_capacity,
-    replica_bindings,
 )
 from reconciler.placement.binding import FreeGpus
 from reconciler.placement.order import choose
-from reconciler.placement.seam import MigPlacement, MigPlanner, MigRefusal, MigRoom
+from reconciler.placement.seam import MigPlanner, MigRefusal
 from reconciler.placement.shortfall import Shortfall
-from reconciler.placement.units import GpuRef, GpuUnit, MigInstance, gpu_units
+from reconciler.placement.units import GpuUnit, MigInstance
 
-__all__ = [
-    "FamilyCapacity",
-    "GpuRef",
-    "GpuUnit",
-    "MigInstance",
-    "MigPlacement",
-    "MigPlanner",
-    "MigRefusal",
-    "MigRoom",
-    "PoolAdmission",
-    "PoolState",
-    "PreviousAdmission",
-    "PreviousAdmissions",
-    "ReplicaBinding",
-    "WorkloadAction",
-    "WorkloadAdmission",
-    "admit_pool",
-    "gpu_units",
-    "replica_bindings",
-]
+__all__ = ["admit_pool"]
 
 # --- the pass --------------------------------------------------------------------------------------------
 

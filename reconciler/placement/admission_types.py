@@ -1,6 +1,6 @@
 """What admission of one pool takes and gives (docs/pools.md): the pool's state and the previous
 admissions in, a decision per workload and the pool's capacity per family out. Pure; ``admission``
-re-exports every name."""
+decides with them."""
 
 from __future__ import annotations
 

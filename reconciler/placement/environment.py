@@ -30,10 +30,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.model.conditions import Reason
+from reconciler.model.environment import Environment
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import PoolKey, WorkloadKey, WorkloadRequest
-from reconciler.model.resources import ComputePool, Environment
-from reconciler.placement.admission import PoolAdmission, WorkloadAction
+from reconciler.model.resources import ComputePool
+from reconciler.placement.admission_types import PoolAdmission, WorkloadAction
 
 # The admission of one pool with the given tenants; None when the pool is not planned in this pass.
 Trial = Callable[[PoolKey, Sequence[WorkloadRequest]], PoolAdmission | None]

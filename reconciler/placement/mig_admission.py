@@ -44,16 +44,7 @@ from reconciler.model.conditions import Reason
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.mig import MigGpuType, catalogue_entry
 from reconciler.model.pools import MigRequest, WorkloadKey, WorkloadRequest
-from reconciler.placement.admission import (
-    GpuRef,
-    GpuUnit,
-    MigInstance,
-    MigPlacement,
-    MigRefusal,
-    PoolAdmission,
-    PoolState,
-    PreviousAdmission,
-)
+from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission
 from reconciler.placement.mig import MigInstance as Slot
 from reconciler.placement.mig import (
     MigPlan,
@@ -66,38 +57,19 @@ from reconciler.placement.mig import (
 from reconciler.placement.mig import MigRefusal as PlanRefusal
 from reconciler.placement.mig_layouts import (
     GpuLayout,
-    MigLayoutError,
     kept_layouts,
-    layouts_of,
-    parse_mig_layouts,
-    workload_mig_json,
 )
 from reconciler.placement.mig_outcome import (
-    MigMachinePool,
     PoolMigOutcome,
-    index_ranges,
     outcome_of,
-    relayout_lines,
-    relayout_summary,
     repadded,
 )
 from reconciler.placement.mig_request import growth_type, plan_on_one_host, refusal
+from reconciler.placement.seam import MigPlacement, MigRefusal
+from reconciler.placement.units import GpuRef, GpuUnit, MigInstance
 
 # The recorded layouts and the outcome live in their own modules; their names are importable from here.
-__all__ = [
-    "WHOLE",
-    "GpuLayout",
-    "MigLayoutError",
-    "MigMachinePool",
-    "PoolMigOutcome",
-    "PoolMigPlanner",
-    "index_ranges",
-    "layouts_of",
-    "parse_mig_layouts",
-    "relayout_lines",
-    "relayout_summary",
-    "workload_mig_json",
-]
+__all__ = ["WHOLE", "PoolMigPlanner"]
 
 _Key = tuple[str, int]  # a GPU: (host uid, device index)
 WHOLE = "(whole)"  # what the layout planner sees as the holder of a GPU bound whole

@@ -1,6 +1,6 @@
 """The MIG layouts a pool's status records (``pools[].mig``): their type, their reader with errors that name
 the field, the JSON of a workload's instances, and which recorded layouts a pass keeps (``kept_layouts``)
-(docs/mig.md). Pure; ``mig_admission`` re-exports the public names."""
+(docs/mig.md). Pure; used by ``mig_admission``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.model.mig import MigGpuType
-from reconciler.placement.admission import MigInstance, PoolState
+from reconciler.placement.admission_types import PoolState
 from reconciler.placement.mig import MigInstance as Slot
 from reconciler.placement.mig import PoolGpu, is_valid_layout
+from reconciler.placement.units import MigInstance
 
 _Key = tuple[str, int]  # a GPU: (host uid, device index)
 

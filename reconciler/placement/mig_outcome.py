@@ -1,6 +1,6 @@
 """What one pool's MIG pass leaves: the GPUs laid out this pass re-padded, the layouts realised as
 ``PoolMigOutcome`` (its machine pools, migConfig, usage), and the lines that say which GPUs of a host
-are re-laid out (docs/mig.md). Pure; ``mig_admission`` re-exports the public names."""
+are re-laid out (docs/mig.md). Pure; used by ``mig_admission``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import WorkloadKey
-from reconciler.placement.admission import GpuRef, MigInstance
 from reconciler.placement.mig import (
     MIG_CONFIG_LABEL,
     MigUsage,
@@ -21,6 +20,7 @@ from reconciler.placement.mig import (
     repad,
 )
 from reconciler.placement.mig_layouts import GpuLayout, layouts_of, workload_mig_json
+from reconciler.placement.units import GpuRef, MigInstance
 
 _Key = tuple[str, int]  # a GPU: (host uid, device index)
 _Layout = frozenset[tuple[str, int]] | None  # a GPU's (profile, start) placements; None: whole

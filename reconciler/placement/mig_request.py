@@ -12,7 +12,6 @@ from typing import Any
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.mig import MigGpuType
-from reconciler.placement.admission import MigRefusal
 from reconciler.placement.mig import (
     MigPlan,
     MigShortfall,
@@ -25,6 +24,7 @@ from reconciler.placement.mig import (
 )
 from reconciler.placement.mig import MigRefusal as PlanRefusal
 from reconciler.placement.mig_outcome import index_ranges, plural
+from reconciler.placement.seam import MigRefusal
 
 _Key = tuple[str, int]  # a GPU: (host uid, device index)
 _HOSTS_SHOWN = 4  # hosts a refusal names; more are counted

@@ -8,6 +8,7 @@ from typing import Any
 
 from reconciler.inventory import Machine
 from reconciler.manifests.carry import carry_held
+from reconciler.model.base import ClusterProfileRef
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic
@@ -27,20 +28,20 @@ from reconciler.model.pools import (
     pool_ref_of,
     tenants_by_pool,
 )
-from reconciler.model.resources import AIWorkload, ClusterProfileRef, ComputePool, MLPlatform
-from reconciler.placement.admission import (
-    GpuRef,
-    GpuUnit,
+from reconciler.model.resources import AIWorkload, ComputePool, MLPlatform
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import (
     PoolAdmission,
     PoolState,
     PreviousAdmission,
     PreviousAdmissions,
     WorkloadAction,
     WorkloadAdmission,
-    admit_pool,
-    gpu_units,
 )
-from reconciler.placement.mig_admission import GpuLayout, PoolMigPlanner, relayout_summary
+from reconciler.placement.mig_admission import PoolMigPlanner
+from reconciler.placement.mig_layouts import GpuLayout
+from reconciler.placement.mig_outcome import relayout_summary
+from reconciler.placement.units import GpuRef, GpuUnit, gpu_units
 from reconciler.plan.decisions import _Entries, _is_reference_problem, _tenants
 from reconciler.plan.entries import (
     Action,

@@ -8,23 +8,20 @@ from enum import StrEnum
 from typing import Any
 
 from reconciler.inventory import Machine
+from reconciler.model.base import ClusterProfileRef
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import PlatformKey
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.observed import ManagedCluster
 from reconciler.model.pools import PLATFORM_KIND, PoolKey, WorkloadKey, pool_cluster_labels
-from reconciler.model.resources import ClusterProfileRef, ComputePool
-from reconciler.placement.admission import (
-    FamilyCapacity,
-    GpuUnit,
-    MigInstance,
-    WorkloadAction,
-    replica_bindings,
-)
+from reconciler.model.resources import ComputePool
+from reconciler.placement.admission_types import FamilyCapacity, WorkloadAction, replica_bindings
 from reconciler.placement.environment import Candidate
 from reconciler.placement.mig import MigUsage
-from reconciler.placement.mig_admission import GpuLayout, MigMachinePool
+from reconciler.placement.mig_layouts import GpuLayout
+from reconciler.placement.mig_outcome import MigMachinePool
 from reconciler.placement.quota import QuotaUse
+from reconciler.placement.units import GpuUnit, MigInstance
 
 PreviousLayouts = Mapping[PoolKey, Sequence[GpuLayout]]
 """Per pool, the GPUs in MIG mode its status file recorded (``mig_admission.parse_mig_layouts``)."""

@@ -17,9 +17,10 @@ from dataclasses import dataclass, replace
 
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
+from reconciler.model.environment import Environment
 from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey, WorkloadRequest, workload_request
-from reconciler.model.resources import AIWorkload, ComputePool, Environment
-from reconciler.placement.admission import PoolAdmission, PreviousAdmissions, WorkloadAction
+from reconciler.model.resources import AIWorkload, ComputePool
+from reconciler.placement.admission_types import PoolAdmission, PreviousAdmissions, WorkloadAction
 from reconciler.placement.environment import Candidate, Choice, EnvRequest, candidates, route
 from reconciler.plan.entries import WorkloadPlan
 

@@ -18,7 +18,7 @@ from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.observed import ManagedCluster
 from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey
 from reconciler.model.resources import MLPlatform
-from reconciler.placement.admission import PreviousAdmissions, WorkloadAction
+from reconciler.placement.admission_types import PreviousAdmissions, WorkloadAction
 from reconciler.plan.admission import _admit, _carried, _invalid_workloads, _strays
 from reconciler.plan.decisions import _entries, with_pool_sizes
 from reconciler.plan.entries import (

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.observed import ClusterState, ManagedCluster
 from reconciler.model.outcomes import Outcome, WorkloadOutcome
-from reconciler.placement.admission import WorkloadAction
+from reconciler.placement.admission_types import WorkloadAction
 from reconciler.plan.entries import Action, PlatformPlan, WorkloadPlan
 
 READY_PHASES = frozenset({Phase.RUNNING})

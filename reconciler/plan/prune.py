@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from reconciler.deletions import DeletionGuard
 from reconciler.model.conditions import Reason
 from reconciler.model.pools import PROVISIONED_LABEL, WorkloadKey
-from reconciler.placement.admission import PreviousAdmissions
+from reconciler.placement.admission_types import PreviousAdmissions
 from reconciler.plan.decisions import _Entries, _tenants
 from reconciler.plan.entries import Action, PlatformPlan, _Invalid
 

@@ -13,7 +13,7 @@ from reconciler.prometheus.client import (
     bearer_token,
 )
 from reconciler.prometheus.observe import observe_pool
-from reconciler.prometheus.stage import ScalingOutcome, ScalingStage
+from reconciler.prometheus.stage import ScalingStage
 
 __all__ = [
     "PrometheusClient",
@@ -22,7 +22,6 @@ __all__ = [
     "PrometheusUnavailable",
     "RangeResult",
     "RangeSeries",
-    "ScalingOutcome",
     "ScalingStage",
     "bearer_token",
     "observe_pool",

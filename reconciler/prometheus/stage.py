@@ -23,25 +23,11 @@ from reconciler.scaling.pools import ScalingSubject
 from reconciler.scaling.queries import range_queries
 from reconciler.scaling.series import Metric
 from reconciler.scaling.stage import (
-    WITHDRAWN,
-    NoSamples,
-    SampleSource,
     ScalingOutcome,
-    confirm,
     decide_subject,
-    evaluate,
 )
 
-__all__ = [
-    "NO_PROMETHEUS",
-    "WITHDRAWN",
-    "NoSamples",
-    "SampleSource",
-    "ScalingOutcome",
-    "ScalingStage",
-    "confirm",
-    "evaluate",
-]
+__all__ = ["NO_PROMETHEUS", "ScalingStage"]
 
 NO_PROMETHEUS = (
     "no Prometheus configured: set spec.prometheus of the pool's Settings or run with --prometheus"

@@ -17,10 +17,9 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
-from reconciler.fencing import Fenced
 from reconciler.logging import get_logger
 
-__all__ = ["Fenced", "Lease", "LeaseFence", "LeaseKeeper", "NoLease", "default_identity"]
+__all__ = ["Lease", "LeaseFence", "LeaseKeeper", "NoLease", "default_identity"]
 
 log = get_logger(component="lease")
 

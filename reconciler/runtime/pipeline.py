@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from reconciler.deletions import approved_deletions
+from reconciler.fencing import Fenced
 from reconciler.logging import get_logger, pass_context
 from reconciler.metrics import PassOutcome
 from reconciler.model.desired import DesiredState
@@ -23,17 +24,18 @@ from reconciler.runtime import loop
 from reconciler.runtime.branch import BranchReader, branch_mismatch
 from reconciler.runtime.clock import utc_stamp
 from reconciler.runtime.facts import Applied, Loaded, Observation, Planned
-from reconciler.runtime.lease import Fenced, Lease
+from reconciler.runtime.lease import Lease
 from reconciler.runtime.outcome import MAX_RESTARTS, PassResult, classify, idle_inputs, no_space, os_error
 from reconciler.runtime.parts import Parts
-from reconciler.runtime.preview import ObserveError, PreviewOptions, preview
-from reconciler.runtime.preview_observe import RecordedObserver
+from reconciler.runtime.ports import HeadMoved
+from reconciler.runtime.preview import PreviewOptions, preview
+from reconciler.runtime.preview_observe import ObserveError, RecordedObserver
 from reconciler.runtime.stages import apply, fetch, load, plan, report
 from reconciler.runtime.warnings import Health, Warnings, deletion_notes, mig_figures
 from reconciler.source import GitError
 from reconciler.status.drift import drift_note, plan_drift
 from reconciler.status.records import Records
-from reconciler.status.report import ReportFacts
+from reconciler.status.report_facts import ReportFacts
 
 log = get_logger(component="controller")
 
@@ -134,7 +136,7 @@ class Pipeline:
         for attempt in range(MAX_RESTARTS):
             try:
                 return self._pass(check_source or attempt > 0)
-            except fetch.HeadMoved as moved:
+            except HeadMoved as moved:
                 log.info(
                     "config branch moved during the pass; planning again at its head",
                     held=moved.held,

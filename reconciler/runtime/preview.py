@@ -21,14 +21,13 @@ from reconciler.plan import Observation, Plan, merge
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
 from reconciler.runtime.facts import Planned
 from reconciler.runtime.ports import Source
-from reconciler.runtime.preview_observe import ObserveError
 from reconciler.runtime.stages import load
 from reconciler.runtime.stages import plan as plan_stage
 from reconciler.scaling.stage import NoSamples, SampleSource
 from reconciler.status.basis import ObservationKind
 from reconciler.status.records import NO_RECORDS, Records
 
-__all__ = ["ObserveError", "Preview", "PreviewOptions", "ReadOnlyObserver", "load_revision", "preview"]
+__all__ = ["Preview", "PreviewOptions", "ReadOnlyObserver", "load_revision", "preview"]
 
 
 class ReadOnlyObserver(Protocol):

@@ -27,14 +27,9 @@ from reconciler.scaling.hosts import (
     gpu_host_to_add,
     gpu_host_to_remove,
 )
-from reconciler.scaling.record import (
-    RecordedAction,
-    ScalingStatus,
-    ScalingStatusError,
-    current_size,
-    parse,
-    render,
-)
+from reconciler.scaling.record import current_size
+from reconciler.scaling.record_types import RecordedAction, ScalingStatus, ScalingStatusError
+from reconciler.scaling.record_yaml import parse, render
 from reconciler.scaling.series import Availability, Metric, Series, Window, grid, held
 
 __all__ = [

@@ -26,13 +26,15 @@ from reconciler.model.observed import ClusterState, cluster_name
 from reconciler.model.pools import POOL_KIND, PoolKey, WorkloadKey, pool_ref_of, workload_request
 from reconciler.model.resources import AIWorkload, ComputePool, MLPlatform, PrometheusSettings, Settings
 from reconciler.model.scaling import ScalingPolicy, ScalingPolicySpec
-from reconciler.placement.admission import WorkloadAction, gpu_units
+from reconciler.placement.admission_types import WorkloadAction
+from reconciler.placement.units import gpu_units
 from reconciler.plan import Action, Plan, PoolPlan, ScalingDecision, ScalingPlan
 from reconciler.resolve import compute_profile, is_tenant, platform_settings_name, pool_min_workers
 from reconciler.resolve import workload_profile as workload_profile_of
 from reconciler.scaling.decision_types import Decision, Direction, PendingDemand, PoolView
 from reconciler.scaling.hosts import ScalingHost
-from reconciler.scaling.record import ScalingStatus, current_size, plan_decision, settle, spec_size
+from reconciler.scaling.record import current_size, plan_decision, settle, spec_size
+from reconciler.scaling.record_types import ScalingStatus
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,45 +68,25 @@ from reconciler.scaling.decision_types import CPU, Decision, Direction, ScalingR
 from reconciler.scaling.record_types import (
     DECISION_DOWN,
     DECISION_HOLD,
-    DECISION_NONE,
     DECISION_UP,
     ActionInputs,
-    Intent,
     RecordedAction,
     ScalingStatus,
-    ScalingStatusError,
-    adopt,
-    with_intent,
 )
-from reconciler.scaling.record_yaml import iso, parse, parse_recorded, render
+from reconciler.scaling.record_yaml import iso
 from reconciler.scaling.series import Availability
 
 # The record's types (record_types) and its YAML shape (record_yaml) live in their own modules; every
 # name is importable from here.
 __all__ = [
-    "DECISION_DOWN",
-    "DECISION_HOLD",
-    "DECISION_NONE",
-    "DECISION_UP",
-    "ActionInputs",
-    "Intent",
-    "RecordedAction",
-    "ScalingStatus",
-    "ScalingStatusError",
-    "adopt",
     "after_decision",
     "current_size",
-    "iso",
     "not_written",
-    "parse",
-    "parse_recorded",
     "plan_decision",
-    "render",
     "resized",
     "settle",
     "spec_size",
     "stable_message",
-    "with_intent",
 ]
 
 # --- size ------------------------------------------------------------------------------------------

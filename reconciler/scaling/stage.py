@@ -22,7 +22,8 @@ from reconciler.scaling.decide import decide
 from reconciler.scaling.decision_types import Decision, Samples
 from reconciler.scaling.explain import commit_message
 from reconciler.scaling.pools import ScalingSubject, carried_out, scaling_entry, scaling_subjects
-from reconciler.scaling.record import ScalingStatus, after_decision, not_written, resized, with_intent
+from reconciler.scaling.record import after_decision, not_written, resized
+from reconciler.scaling.record_types import ScalingStatus, with_intent
 
 WITHDRAWN = "ScalingWithdrawn"
 

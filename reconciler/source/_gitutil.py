@@ -2,9 +2,8 @@
 environment, cache repos, locks.
 
 Every git process the reconciler starts goes through :func:`run`, so that each one has a timeout,
-never prompts for credentials, and fails with a message whose URLs carry no userinfo. The errors are
-public, in :mod:`reconciler.source.errors` (``GitError`` and ``redact`` are re-exported here for old
-imports).
+never prompts for credentials, and fails with a message whose URLs carry no userinfo. The errors and
+``redact`` are public, in :mod:`reconciler.source.errors`.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ from urllib.parse import unquote
 
 import git
 
-from reconciler.source.errors import GitError as GitError  # re-exported: the old import path
-from reconciler.source.errors import redact as redact
+from reconciler.source.errors import GitError, redact
 
 
 def _log() -> Any:

@@ -21,7 +21,7 @@ from pathlib import Path
 import git
 
 from reconciler.source import _gitutil
-from reconciler.source.errors import GitError
+from reconciler.source.errors import GitError, redact
 
 
 class GitCache:
@@ -47,7 +47,7 @@ class GitCache:
             self.location = _gitutil.normalize_url(url)
         except GitError as exc:
             raise error(str(exc)) from None
-        self.url = _gitutil.redact(self.location)
+        self.url = redact(self.location)
         self.branch = branch
         self.path = cache_dir or _gitutil.default_cache_dir(kind, self.location)
         self.lock = threading.RLock()

@@ -21,7 +21,7 @@ from types import TracebackType
 import git
 
 from reconciler.source import _gitutil
-from reconciler.source.errors import GitError
+from reconciler.source.errors import GitError, redact
 from reconciler.status.basis import Basis, ObservationKind
 from reconciler.status.render import whole_record
 
@@ -100,7 +100,7 @@ class StatusBranch:
                 )
         except GitError as exc:
             raise GitError(
-                f"cannot fetch the status branch {self.branch} from {_gitutil.redact(origin)}: {exc} "
+                f"cannot fetch the status branch {self.branch} from {redact(origin)}: {exc} "
                 "(--no-fetch reads the local copy as it is)"
             ) from None
         self._remote_only = True

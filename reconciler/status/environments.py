@@ -17,8 +17,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.model.desired import DesiredState
-from reconciler.model.resources import KINDS, ComputePool, Environment, Project
-from reconciler.placement.admission import WorkloadAction
+from reconciler.model.environment import Environment
+from reconciler.model.resources import KINDS, ComputePool, Project
+from reconciler.placement.admission_types import WorkloadAction
 from reconciler.placement.environment import candidates
 from reconciler.placement.quota import QuotaUse
 from reconciler.plan import Plan

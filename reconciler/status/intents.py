@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.model.pools import PoolKey
-from reconciler.scaling.record import ScalingStatus, render
+from reconciler.scaling.record_types import ScalingStatus
+from reconciler.scaling.record_yaml import render
 from reconciler.status.pools import API_VERSION
 from reconciler.status.render import dump, status_path
 

@@ -13,7 +13,7 @@ from typing import Any
 from reconciler.inventory import Machine
 from reconciler.model.conditions import Reason
 from reconciler.model.pools import PoolKey, WorkloadKey
-from reconciler.placement.admission import WorkloadAction
+from reconciler.placement.admission_types import WorkloadAction
 from reconciler.plan import Action, PoolPlan, WorkloadPlan
 from reconciler.scaling import render as render_scaling
 from reconciler.status.pools import pool_document, unreachable_document, workload_document

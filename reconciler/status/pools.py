@@ -22,15 +22,15 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.model.conditions import Phase, Reason
-from reconciler.model.outcomes import WorkloadOutcome as WorkloadOutcome  # re-exported: the report takes it
+from reconciler.model.outcomes import Outcome, WorkloadOutcome
 from reconciler.model.pools import PoolKey, WorkloadKey
-from reconciler.placement.admission import GpuRef, MigInstance, PreviousAdmission
-from reconciler.placement.mig_admission import GpuLayout, MigLayoutError, parse_mig_layouts
+from reconciler.placement.admission_types import PreviousAdmission
+from reconciler.placement.mig_layouts import GpuLayout, MigLayoutError, parse_mig_layouts
+from reconciler.placement.units import GpuRef, MigInstance
 from reconciler.plan import PoolPlan, WorkloadPlan
 from reconciler.plan.phases import workload_phase
 from reconciler.status.record_check import Repair, check_admissions
 from reconciler.status.render import (
-    Outcome,
     observed_fields,
     platform_status,
     ready_condition,

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from reconciler.model.pools import PoolKey, WorkloadKey
-from reconciler.placement.admission import PreviousAdmission
+from reconciler.placement.admission_types import PreviousAdmission
 from reconciler.placement.units import GpuRef, MigInstance
 
 # A claim on one physical GPU: (host uid, GPU index), as whole GPU or MIG instance.

@@ -21,7 +21,7 @@ from typing import Any
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.scaling import ScalingStatusError
 from reconciler.scaling import parse as parse_scaling
-from reconciler.scaling.record import ScalingStatus
+from reconciler.scaling.record_types import ScalingStatus
 from reconciler.status.pools import PoolRecords, pending_since, read_pool_records, scaling_blocks
 from reconciler.status.render import Recorded, parse_previous, parse_recorded
 

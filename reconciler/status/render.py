@@ -22,16 +22,15 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from reconciler.model.base import DNS1123_LABEL, LocalRef
 from reconciler.model.conditions import Phase, Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import cluster_name
-from reconciler.model.outcomes import Outcome as Outcome  # re-exported: the status report takes it
+from reconciler.model.outcomes import Outcome
 from reconciler.model.resources import (
-    DNS1123_LABEL,
     PLURALS,
     Compute,
     ComputeProfile,
-    LocalRef,
     MLPlatform,
     Resource,
     Settings,

@@ -36,17 +36,10 @@ from reconciler.status.render import (
     status_path,
     unreachable_status,
 )
-from reconciler.status.report_facts import Cut, ObservedTarget, ReportFacts, unhealthy
+from reconciler.status.report_facts import Cut, ReportFacts, unhealthy
 from reconciler.status.snapshot import target_file
 
-__all__ = [
-    "ObservedTarget",
-    "ReportFacts",
-    "StatusTree",
-    "resource_files",
-    "status_tree",
-    "unreachable_platforms",
-]
+__all__ = ["StatusTree", "resource_files", "status_tree", "unreachable_platforms"]
 
 
 @dataclass(frozen=True)

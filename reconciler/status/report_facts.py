@@ -10,13 +10,12 @@ from reconciler.inventory import HostState, Inventory, Machine
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import ManagedCluster
+from reconciler.model.outcomes import Outcome, WorkloadOutcome
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.plan import Plan, PlatformPlan
 from reconciler.resolve import Routing, Target
 from reconciler.scaling.stage import ScalingOutcome
 from reconciler.status.creates import CreateIntent
-from reconciler.status.pools import WorkloadOutcome
-from reconciler.status.render import Outcome
 
 Cut = tuple[Reason, str]
 

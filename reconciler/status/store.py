@@ -3,13 +3,12 @@ shape of a status commit's message, and the back-off after a lost push race (pur
 
 The git side - the private repository, commits built with plumbing, compare-and-swap pushes, reads
 that cost one ``ls-remote`` when nothing moved - is :mod:`reconciler.source.status_store`
-(``StatusStore``, ``ShardStatusStore``, ``StatusError``, ``StatusConflict``; docs/status-branch.md).
-Those names are also found here, loaded when first used, for code written against this module.
+(``StatusStore``, ``StatusError``, ``StatusConflict``) and :mod:`reconciler.source.status_shard`
+(``ShardStatusStore``); docs/status-branch.md.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 from collections.abc import Mapping
@@ -25,15 +24,6 @@ SHARDS_DIR = "shards"
 INVENTORY_DIR = "inventory"
 MAX_BODY_LINES = 200  # lines of a status commit's body; the rest is counted, not listed
 
-# The git side, where it lives: looked up by name when asked for, so that this layer imports nothing of
-# the source layer (new code imports these from reconciler.source).
-_MOVED = {
-    "StatusStore": "reconciler.source.status_store",
-    "StatusError": "reconciler.source.status_store",
-    "StatusConflict": "reconciler.source.status_store",
-    "ShardStatusStore": "reconciler.source.status_shard",
-}
-
 __all__ = [
     "INVENTORY_DIR",
     "MAX_BODY_LINES",
@@ -46,13 +36,6 @@ __all__ = [
     "shard_owns",
     "shard_record_path",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _MOVED.get(name)
-    if module is not None:
-        return getattr(importlib.import_module(module), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def reconciler_owns(path: str) -> bool:

@@ -9,7 +9,7 @@ from reconciler.metrics import Metrics
 from reconciler.runtime.ports import HeadMoved, History, Source
 from reconciler.source import GitError
 
-__all__ = ["HeadMoved", "confirm_head", "sync"]
+__all__ = ["confirm_head", "sync"]
 
 
 def sync(source: Source, metrics: Metrics) -> str:

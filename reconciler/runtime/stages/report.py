@@ -15,7 +15,8 @@ from reconciler.runtime.ports import History, rollback_note
 from reconciler.source import GitError
 from reconciler.status.changes import commit_message, source_trailers
 from reconciler.status.records import Records
-from reconciler.status.report import ReportFacts, StatusTree, status_tree
+from reconciler.status.report import StatusTree, status_tree
+from reconciler.status.report_facts import ReportFacts
 
 log = get_logger(component="controller")
 
