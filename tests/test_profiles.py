@@ -26,20 +26,15 @@ from tests._allocate_support import (
     machine,
     platform,
     profile,
+    resource,
     settings,
 )
 from tests._manifests_support import namespace_yaml
 
 
 def _workload(*uids: str, name: str = "wp") -> WorkloadProfile:
-    return WorkloadProfile.model_validate(
-        {
-            "apiVersion": "mural.spectrocloud.com/v1alpha1",
-            "kind": "WorkloadProfile",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"clusterProfiles": [{"uid": u, "packValues": [{"name": u}]} for u in uids]},
-        }
-    )
+    spec = {"clusterProfiles": [{"uid": u, "packValues": [{"name": u}]} for u in uids]}
+    return resource(WorkloadProfile, "mural.spectrocloud.com/v1alpha1", name, spec)
 
 
 def _uids(refs: tuple[ClusterProfileRef, ...]) -> list[str]:
