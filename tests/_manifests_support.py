@@ -85,6 +85,17 @@ spec:
   # WorkloadProfile specification...
 """
 
+# An AIWorkload the sample repository does not hold, on its shared-a100 pool: what a ``--what-if`` adds.
+WHAT_IF_WORKLOAD = """\
+apiVersion: spectrocloud.com/v1alpha1
+kind: AIWorkload
+metadata: {name: what-if-train, namespace: project-b}
+spec:
+  computePoolRef: {name: shared-a100}
+  workloadProfileRef: {name: pytorch-training-profile}
+  gpus: [{family: NVIDIA-A100, count: 2}]
+"""
+
 
 def sample_files() -> list[tuple[str, bytes]]:
     """Every manifest of the sample repository as (relative path, bytes)."""
