@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from reconciler.inventory import HostState, Inventory, Machine, Role
 from reconciler.model.desired import DesiredState, Loaded, SourceRef
@@ -24,6 +24,34 @@ from reconciler.model.resources import (
 from reconciler.plan import Plan, make_plan
 
 NS = "project-a"
+
+R = TypeVar("R", bound=Resource)
+
+
+def resource(
+    model: type[R],
+    api_version: str,
+    name: str,
+    spec: Mapping[str, Any] | None,
+    *,
+    ns: str = NS,
+    **metadata: Any,
+) -> R:
+    """``model`` validated from its document (kind: the model's name): metadata ``name`` in ``ns`` and any
+    other ``metadata`` (labels=, annotations=); no spec key when ``spec`` is None."""
+    document: dict[str, Any] = {
+        "apiVersion": api_version,
+        "kind": model.__name__,
+        "metadata": {"name": name, "namespace": ns, **metadata},
+    }
+    if spec is not None:
+        document["spec"] = dict(spec)
+    return model.model_validate(document)
+
+
+def gpu_requests(gpus: Mapping[str, int] | None) -> list[dict[str, Any]]:
+    """The ``spec.gpus`` list of ``{family: count}``."""
+    return [{"family": f, "count": c} for f, c in (gpus or {}).items()]
 
 
 def machine(
@@ -80,35 +108,21 @@ def profile(
         spec["minWorkerNodes"] = min_workers
     if limits:
         spec["gpuLimits"] = dict(limits)
-    return ComputeProfile.model_validate(
-        {
-            "apiVersion": "palette.ai/v1alpha1",
-            "kind": "ComputeProfile",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": spec,
-        }
-    )
+    return resource(ComputeProfile, "palette.ai/v1alpha1", name, spec, ns=ns)
 
 
 def workload(name: str = "wp", *, ns: str = NS, min_nodes: str | None = None) -> WorkloadProfile:
     labels = {"palette.ai/min-nodes": min_nodes} if min_nodes is not None else {}
-    return WorkloadProfile.model_validate(
-        {
-            "apiVersion": "mural.spectrocloud.com/v1alpha1",
-            "kind": "WorkloadProfile",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-        }
-    )
+    return resource(WorkloadProfile, "mural.spectrocloud.com/v1alpha1", name, None, ns=ns, labels=labels)
 
 
 def project(ns: str = NS, profile_name: str = "edge-compute-profile") -> Project:
-    return Project.model_validate(
-        {
-            "apiVersion": "mural.sh/v1alpha1",
-            "kind": "Project",
-            "metadata": {"name": ns, "namespace": ns},
-            "spec": {"computeProfileRef": {"name": profile_name}, "settingsRef": {"name": "palette"}},
-        }
+    return resource(
+        Project,
+        "mural.sh/v1alpha1",
+        ns,
+        {"computeProfileRef": {"name": profile_name}, "settingsRef": {"name": "palette"}},
+        ns=ns,
     )
 
 
@@ -117,21 +131,13 @@ INFRA_PROFILE_UID = "6651a2b3c4d5e6f708192a3b"
 
 def settings(ns: str = NS, cluster_profiles: Iterable[str] = (INFRA_PROFILE_UID,)) -> Settings:
     """The namespace's Settings ``palette``: every cluster is built from ``cluster_profiles``."""
-    return Settings.model_validate(
-        {
-            "apiVersion": "mural.sh/v1alpha1",
-            "kind": "Settings",
-            "metadata": {"name": "palette", "namespace": ns},
-            "spec": {
-                "palette": {
-                    "hostUrl": "https://api.spectrocloud.com",
-                    "defaultProjectID": "6514216503b1d1cd4f1bdc44",
-                    "apiKeySecretRef": {"env": "PALETTE_API_KEY"},
-                    "clusterProfiles": [{"uid": uid} for uid in cluster_profiles],
-                }
-            },
-        }
-    )
+    palette = {
+        "hostUrl": "https://api.spectrocloud.com",
+        "defaultProjectID": "6514216503b1d1cd4f1bdc44",
+        "apiKeySecretRef": {"env": "PALETTE_API_KEY"},
+        "clusterProfiles": [{"uid": uid} for uid in cluster_profiles],
+    }
+    return resource(Settings, "mural.sh/v1alpha1", "palette", {"palette": palette}, ns=ns)
 
 
 def platform(
@@ -150,7 +156,7 @@ def platform(
 ) -> MLPlatform:
     spec: dict[str, Any] = {
         "mode": mode,
-        "gpus": [{"family": f, "count": c} for f, c in (gpus or {}).items()],
+        "gpus": gpu_requests(gpus),
         "suspend": suspend,
     }
     ref: dict[str, Any] = {}
@@ -166,14 +172,7 @@ def platform(
         spec["resourceGroups"] = dict(groups)
     if pool_name is not None:
         spec["computePoolRef"] = {"name": pool_name}
-    return MLPlatform.model_validate(
-        {
-            "apiVersion": "palette.ai/v1alpha1",
-            "kind": "MLPlatform",
-            "metadata": {"name": name, "namespace": ns, "annotations": dict(annotations or {})},
-            "spec": spec,
-        }
-    )
+    return resource(MLPlatform, "palette.ai/v1alpha1", name, spec, ns=ns, annotations=dict(annotations or {}))
 
 
 def desired(*resources: Resource, revision: str | None = "abc123", complete: bool = True) -> DesiredState:
@@ -233,7 +232,7 @@ def pool(
 ) -> ComputePool:
     spec: dict[str, Any] = {
         "mode": mode,
-        "gpus": [{"family": f, "count": c} for f, c in (gpus or {}).items()],
+        "gpus": gpu_requests(gpus),
         "suspend": suspend,
     }
     if profile_name is not None:
@@ -246,14 +245,7 @@ def pool(
         spec["resourceGroups"] = dict(groups)
     if scaling_policy is not None:
         spec["scalingPolicyRef"] = {"name": scaling_policy}
-    return ComputePool.model_validate(
-        {
-            "apiVersion": "spectrocloud.com/v1alpha1",
-            "kind": "ComputePool",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": spec,
-        }
-    )
+    return resource(ComputePool, "spectrocloud.com/v1alpha1", name, spec, ns=ns)
 
 
 def ai_workload(
@@ -269,7 +261,7 @@ def ai_workload(
 ) -> AIWorkload:
     spec: dict[str, Any] = {
         "computePoolRef": {"name": pool_name},
-        "gpus": [{"family": f, "count": c} for f, c in (gpus or {}).items()],
+        "gpus": gpu_requests(gpus),
         "priority": priority,
         "suspend": suspend,
     }
@@ -277,14 +269,7 @@ def ai_workload(
         spec["replicas"] = replicas
     if workload_name is not None:
         spec["workloadProfileRef"] = {"name": workload_name}
-    return AIWorkload.model_validate(
-        {
-            "apiVersion": "spectrocloud.com/v1alpha1",
-            "kind": "AIWorkload",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": spec,
-        }
-    )
+    return resource(AIWorkload, "spectrocloud.com/v1alpha1", name, spec, ns=ns)
 
 
 def pool_cluster(

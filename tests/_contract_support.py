@@ -22,7 +22,7 @@ import httpx
 import yaml
 
 from tests import _git_support
-from tests._git_support import RemoteRepo, free_port
+from tests._git_support import RemoteRepo, free_port, stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_REPO = REPO_ROOT / "sample-repo"
@@ -230,12 +230,7 @@ def running_emulator(
                 time.sleep(0.05)
         yield Emulator(url=url, log=log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 10)
         assert_no_secret(log.read_text())
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 GIT_ENV = {
     **os.environ,
@@ -89,6 +90,16 @@ class RemoteRepo:
         return git("rev-parse", f"refs/heads/{self.branch}", cwd=self.bare).strip()
 
 
+def stop_process(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """SIGTERM ``proc`` and wait up to ``timeout`` seconds for it; SIGKILL it if it is still running."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -131,12 +142,7 @@ def git_daemon(base: Path) -> Iterator[str]:
                 time.sleep(0.05)
         yield f"git://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc, 5)
 
 
 class _SmartHTTPHandler(BaseHTTPRequestHandler):

@@ -193,19 +193,26 @@ function probe(frame) {
 </script>"""
 
 
-def probe_page(page: str, tmp_path: Path, width: int, height: int = 900) -> dict[str, float]:
+def _probed(page: str, file: Path, script: str, onload: str, width: int, height: int) -> Any:
+    """What ``script``'s probe, run by ``onload`` (an attribute) on ``page`` in an iframe of ``width`` x
+    ``height``, recorded on the outer <body> (written to ``file`` and laid out by headless Chromium)."""
     binary = chromium()
-    file = tmp_path / f"probe-{width}.html"
     frame = (
-        f'<iframe style="border:0" width="{width}" height="{height}" onload="probe(this)" '
+        f'<iframe style="border:0" width="{width}" height="{height}" {onload} '
         f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
     )
-    file.write_text(f"<!doctype html><html><body style='margin:0'>{PROBE}{frame}</body></html>", "utf-8")
-    dom = headless(binary, tmp_path, "--window-size=1400,900", "--dump-dom", file.as_uri())
+    file.write_text(f"<!doctype html><html><body style='margin:0'>{script}{frame}</body></html>", "utf-8")
+    dom = headless(binary, file.parent, "--window-size=1400,900", "--dump-dom", file.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     found = re.search(r'data-probe="([^"]*)"', dom.stdout)
     assert found, "the probe did not run"
-    result: dict[str, float] = json.loads(html.unescape(found.group(1)))
+    return json.loads(html.unescape(found.group(1)))
+
+
+def probe_page(page: str, tmp_path: Path, width: int, height: int = 900) -> dict[str, float]:
+    result: dict[str, float] = _probed(
+        page, tmp_path / f"probe-{width}.html", PROBE, 'onload="probe(this)"', width, height
+    )
     return result
 
 
@@ -230,17 +237,6 @@ function probeTop(frame, selectors) {
 def probe_top(
     page: str, tmp_path: Path, width: int, selectors: list[str], height: int = 900
 ) -> dict[str, Any]:
-    binary = chromium()
-    file = tmp_path / f"top-{width}.html"
-    frame = (
-        f'<iframe style="border:0" width="{width}" height="{height}" '
-        f"onload='probeTop(this, {html.escape(json.dumps(selectors), quote=True)})' "
-        f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
-    )
-    file.write_text(f"<!doctype html><html><body style='margin:0'>{TOP_PROBE}{frame}</body></html>", "utf-8")
-    dom = headless(binary, tmp_path, "--window-size=1400,900", "--dump-dom", file.as_uri())
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    found = re.search(r'data-probe="([^"]*)"', dom.stdout)
-    assert found, "the probe did not run"
-    result: dict[str, Any] = json.loads(html.unescape(found.group(1)))
+    onload = f"onload='probeTop(this, {html.escape(json.dumps(selectors), quote=True)})'"
+    result: dict[str, Any] = _probed(page, tmp_path / f"top-{width}.html", TOP_PROBE, onload, width, height)
     return result

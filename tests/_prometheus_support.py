@@ -25,7 +25,7 @@ import pytest
 
 from reconciler.emulator import EmulatorServer, EmulatorState
 from reconciler.emulator.utilization import METRICS_PATH
-from tests._git_support import free_port, serving
+from tests._git_support import free_port, serving, stop_process
 
 BINARY = shutil.which("prometheus")
 needs_prometheus = pytest.mark.skipif(
@@ -88,12 +88,7 @@ class PrometheusServer:
     def stop(self) -> None:
         if self._process is None:
             return
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait(timeout=5)
+        stop_process(self._process, 15)
         self._process = None
 
     def __enter__(self) -> Self:

@@ -21,35 +21,13 @@ from reconciler.plan import Action, make_plan
 from reconciler.profiles import platform_cluster_profiles
 from reconciler.resolve import workload_profile
 from tests._allocate_support import cps, inventory, machine, pool_cluster
+from tests._manifests_support import documents, namespace_yaml
 
 NS = "project-a"
 INFRA, GPU_INFRA, DCGM, VLLM, FULL = "infra-1", "infra-2", "addon-dcgm", "addon-vllm", "full-1"
 CATALOGUE = {INFRA: "infra", GPU_INFRA: "infra", DCGM: "add-on", VLLM: "add-on", FULL: "full"}
 
-BASE = """\
-apiVersion: mural.sh/v1alpha1
-kind: Project
-metadata: {name: project-a, namespace: project-a}
-spec:
-  computeProfileRef: {name: prof}
-  settingsRef: {name: palette}
----
-apiVersion: mural.sh/v1alpha1
-kind: Settings
-metadata: {name: palette, namespace: project-a}
-spec:
-  palette:
-    hostUrl: https://api.spectrocloud.com
-    defaultProjectID: "6514216503b1d1cd4f1bdc44"
-    apiKeySecretRef: {env: PALETTE_API_KEY}
-    clusterProfiles: [{uid: infra-1}]
----
-apiVersion: palette.ai/v1alpha1
-kind: ComputeProfile
-metadata: {name: prof, namespace: project-a}
-spec:
-  controlPlaneDefaults: {nodeCount: 1}
----
+PROFILES = """\
 apiVersion: mural.spectrocloud.com/v1alpha1
 kind: WorkloadProfile
 metadata: {name: vllm, namespace: project-a}
@@ -65,6 +43,14 @@ kind: WorkloadProfile
 metadata: {name: drivers, namespace: project-a, labels: {palette.ai/min-nodes: "3"}}
 spec: {type: Infrastructure}
 """
+
+
+def base(gpu_quota: dict[str, int] | None = None) -> str:
+    """The namespace (Settings building clusters from ``INFRA``) and its WorkloadProfiles."""
+    return documents(namespace_yaml(NS, cluster_profiles=[INFRA], gpu_quota=gpu_quota), PROFILES)
+
+
+BASE = base()
 
 
 def bundle(name: str, kind: str, uids: list[str], workloads: list[str] | None = None) -> str:
@@ -423,11 +409,8 @@ def test_removing_the_workload_removes_its_pool_counted_as_one_deletion() -> Non
 
 
 def test_the_project_quota_counts_a_pool_of_its_own() -> None:
-    base = BASE.replace(
-        "  settingsRef: {name: palette}\n", "  settingsRef: {name: palette}\n  gpuQuota: {NVIDIA-H100: 2}\n"
-    )
     files = [
-        ("base.yaml", base.encode()),
+        ("base.yaml", base(gpu_quota={"NVIDIA-H100": 2}).encode()),
         ("full.yaml", bundle("full", "Fullstack", [FULL]).encode()),
         ("chat.yaml", own_pool_workload("chat", "full").encode()),
     ]

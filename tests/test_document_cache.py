@@ -22,6 +22,7 @@ from reconciler.scaling.stage import NoSamples
 from reconciler.source.documents import DocumentCache, checked_files, read_checked
 from reconciler.status.records import NO_RECORDS
 from tests._contract_support import SAMPLE_INVENTORY, SAMPLE_REPO, git, make_config_repo
+from tests._manifests_support import WHAT_IF_WORKLOAD
 
 URL = "inventory:sample"
 SNAPSHOT = load_snapshot(SAMPLE_INVENTORY)
@@ -66,15 +67,6 @@ def edited(files: list[tuple[str, bytes]], edits: list[tuple[int, int, int]]) ->
     return sorted(tree.items())
 
 
-WHAT_IF = b"""\
-apiVersion: spectrocloud.com/v1alpha1
-kind: AIWorkload
-metadata: {name: what-if-train, namespace: project-b}
-spec:
-  computePoolRef: {name: shared-a100}
-  workloadProfileRef: {name: pytorch-training-profile}
-  gpus: [{family: NVIDIA-A100, count: 2}]
-"""
 EDITS = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 50), st.integers(0, 400)), max_size=6)
 SHARED_CACHE: list[Path] = []
 
@@ -115,7 +107,7 @@ def test_only_changed_files_are_checked_again_and_what_if_files_are_added(tmp_pa
     notebooks = repo.work / "project-a" / "platforms" / "notebooks.yaml"
     notebooks.write_text(notebooks.read_text().replace("count: 4", "count: 2", 1))
     git("commit", "-qam", "fewer GPUs", cwd=repo.work)
-    extra = [("project-b/what-if.yaml", WHAT_IF)]
+    extra = [("project-b/what-if.yaml", WHAT_IF_WORKLOAD.encode())]
     _sha, third = read_checked(str(repo.work), cache=cache, extra=extra)
     assert (cache.misses, len(third)) == (2, len(first) + 1)  # the edited file and the what-if file
     assert [f.path for f in third] == sorted(f.path for f in third)

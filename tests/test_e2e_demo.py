@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests._git_support import git
+from tests._git_support import git, stop_process
 
 
 def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
@@ -142,11 +142,6 @@ def test_demo_keep_shows_the_pass_that_applies_a_pushed_change_and_stops_cleanly
     finally:
         if proc.poll() is None:
             # SIGTERM first, so the demo stops the Prometheus and emulator it started.
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, 30)
         if workspace:
             shutil.rmtree(workspace, ignore_errors=True)

@@ -63,7 +63,9 @@ SANDBOX = "project-a/platforms/cpu-sandbox.yaml"
 def settled_without_sandbox(
     tmp_path: Path, emulator: EmulatorServer, clock: PinnedClock
 ) -> tuple[RemoteRepo, Pipeline]:
-    """The sample without cpu-sandbox, every cluster created and listed (no lag yet)."""
+    """The sample without cpu-sandbox, every cluster created and listed with no lag; the index lags
+    again (``LAG``) from then on."""
+    emulator.state.index_delay = 0.0
     (tmp_path / "git").mkdir()
     remote = RemoteRepo(tmp_path / "git")
     remote.commit({p: d for p, d in sample_files().items() if p != SANDBOX}, "the sample, no sandbox")
@@ -72,6 +74,7 @@ def settled_without_sandbox(
         ctl.reconcile_once()
         clock.at += 5
     clock.at += LAG  # older than any lag now
+    emulator.state.index_delay = LAG
     return remote, ctl
 
 
@@ -79,11 +82,9 @@ def settled_without_sandbox(
 def test_a_lost_create_answer_sends_no_second_create(
     lagging: EmulatorServer, clock: PinnedClock, tmp_path: Path, fault: str
 ) -> None:
-    lagging.state.index_delay = 0.0
     remote, ctl = settled_without_sandbox(tmp_path, lagging, clock)
     try:
         before = creates_sent(lagging)
-        lagging.state.index_delay = LAG
         rule = FaultRule(path=f"^{CLUSTER_CREATE}$", methods=("POST",), error_status=503, **FAULTS[fault])  # type: ignore[arg-type]
         lagging.faults.add([rule])
         remote.commit({SANDBOX: (SAMPLE / SANDBOX).read_bytes()}, "the sandbox")
@@ -110,11 +111,9 @@ def test_a_lost_create_answer_sends_no_second_create(
 def test_a_create_that_did_not_happen_is_sent_again_once_its_absence_is_confirmed(
     lagging: EmulatorServer, clock: PinnedClock, tmp_path: Path
 ) -> None:
-    lagging.state.index_delay = 0.0
     remote, ctl = settled_without_sandbox(tmp_path, lagging, clock)
     try:
         before = creates_sent(lagging)
-        lagging.state.index_delay = LAG
         # Failed before Palette acted: the client cannot tell, so it does not send it again at once.
         lagging.faults.add(
             [FaultRule(path=f"^{CLUSTER_CREATE}$", methods=("POST",), error_next=1, error_status=503)]

@@ -7,6 +7,7 @@ import io
 import json
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -31,6 +32,14 @@ def listening_url(proc_output: list[str]) -> str | None:
     return None
 
 
+def read_until_listening(proc: subprocess.Popen[bytes], lines: list[str]) -> str | None:
+    """The run's server URL, once its log says it listens; every line read is kept in ``lines``."""
+    assert proc.stdout is not None
+    while listening_url(lines) is None:
+        lines.append(proc.stdout.readline().decode())
+    return listening_url(lines)
+
+
 def get(url: str) -> tuple[int, str]:
     try:
         response = httpx.get(url, timeout=2)
@@ -48,10 +57,7 @@ def test_healthz_fails_after_passes_fail_longer_than_the_bound_and_recovers(
     )
     lines: list[str] = []
     try:
-        assert proc.stdout is not None
-        while listening_url(lines) is None:
-            lines.append(proc.stdout.readline().decode())
-        base = listening_url(lines)
+        base = read_until_listening(proc, lines)
         wait_for(lambda: get(f"{base}/readyz")[0] == 200, what="ready")
         remote.bare.rename(moved)  # every pass fails from now on
         assert get(f"{base}/healthz")[0] == 200
@@ -82,10 +88,7 @@ def test_readyz_says_why_when_the_status_branch_follows_another_branch(
     proc = start_run(remote, tmp_path / "cache", "--palette", emulator.url, "--branch", "staging")
     lines: list[str] = []
     try:
-        assert proc.stdout is not None
-        while listening_url(lines) is None:
-            lines.append(proc.stdout.readline().decode())
-        base = listening_url(lines)
+        base = read_until_listening(proc, lines)
         wait_for(lambda: "follows the config branch" in get(f"{base}/readyz")[1], what="reason")
         status, text = get(f"{base}/readyz")
         assert status == 503 and "--switch-branch" in text

@@ -8,38 +8,18 @@ from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Severity
 from reconciler.model.pools import tenants_by_pool
 from reconciler.model.resources import AIWorkload, ComputePool, MLPlatform
+from tests._manifests_support import namespace_yaml
 
-BASE = """\
-apiVersion: mural.sh/v1alpha1
-kind: Project
-metadata: {name: project-a, namespace: project-a}
-spec:
-  computeProfileRef: {name: prof}
-  settingsRef: {name: palette}
----
-apiVersion: mural.sh/v1alpha1
-kind: Settings
-metadata: {name: palette, namespace: project-a}
-spec:
-  palette:
-    hostUrl: https://api.spectrocloud.com
-    defaultProjectID: "6514216503b1d1cd4f1bdc44"
-    apiKeySecretRef: {env: PALETTE_API_KEY}
-    clusterProfiles: [{uid: 6651a2b3c4d5e6f708192a3b}]
----
-apiVersion: palette.ai/v1alpha1
-kind: ComputeProfile
-metadata: {name: prof, namespace: project-a}
-spec:
-  edge: {vip: 10.0.0.1}
-  controlPlaneDefaults: {nodeCount: 1}
-  gpuLimits: {NVIDIA-A100: 4}
+BASE = (
+    namespace_yaml("project-a", vip="10.0.0.1", gpu_limits={"NVIDIA-A100": 4})
+    + """\
 ---
 apiVersion: mural.spectrocloud.com/v1alpha1
 kind: WorkloadProfile
 metadata: {name: vllm, namespace: project-a}
 spec: {}
 """
+)
 
 
 def pool(name: str = "shared-a100", mode: str = "shared", extra: str = "", vip: str = "10.0.0.40") -> str:

@@ -7,33 +7,11 @@ from reconciler.manifests import ParsedFile, build_desired, parse_file
 from reconciler.manifests.loader import validate_files
 from reconciler.manifests.record import examine
 from reconciler.model.resources import ComputeProfile
+from tests._manifests_support import namespace_yaml
 
-NAMESPACE = """\
-apiVersion: mural.sh/v1alpha1
-kind: Project
-metadata: {name: a, namespace: a}
-spec:
-  computeProfileRef: {name: prof}
-  settingsRef: {name: palette}
----
-apiVersion: mural.sh/v1alpha1
-kind: Settings
-metadata: {name: palette, namespace: a}
-spec:
-  palette:
-    hostUrl: https://api.spectrocloud.com
-    tenant: acme
-    defaultProjectID: "6514216503b1d1cd4f1bdc44"
-    apiKeySecretRef: {env: PALETTE_API_KEY}
-    clusterProfiles: [{uid: 6651a2b3c4d5e6f708192a3b}]
----
-apiVersion: palette.ai/v1alpha1
-kind: ComputeProfile
-metadata: {name: prof, namespace: a}
-spec:
-  edge: {vip: 10.0.0.1}
-  controlPlaneDefaults: {nodeCount: 1}
-  gpuLimits: {NVIDIA-H100: 4}
+NAMESPACE = (
+    namespace_yaml("a", vip="10.0.0.1", gpu_limits={"NVIDIA-H100": 4}, tenant="acme")
+    + """\
 ---
 apiVersion: spectrocloud.com/v1alpha1
 kind: ComputePool
@@ -44,6 +22,7 @@ spec:
   gpus: [{family: NVIDIA-H100, count: 8}]
   edge: {vip: 10.0.0.9}
 """
+)
 
 
 def _platform(name: str, spec: str) -> str:

@@ -24,20 +24,15 @@ from tests._allocate_support import (
     platform,
     pool,
     pool_cluster,
+    resource,
 )
 
 A100 = "NVIDIA-A100"
 
 
 def quota_project(quota: dict[str, int], ns: str = NS) -> Project:
-    return Project.model_validate(
-        {
-            "apiVersion": "mural.sh/v1alpha1",
-            "kind": "Project",
-            "metadata": {"name": ns, "namespace": ns},
-            "spec": {"computeProfileRef": {"name": "edge-compute-profile"}, "gpuQuota": quota},
-        }
-    )
+    spec = {"computeProfileRef": {"name": "edge-compute-profile"}, "gpuQuota": quota}
+    return resource(Project, "mural.sh/v1alpha1", ns, spec, ns=ns)
 
 
 def within(

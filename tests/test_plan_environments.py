@@ -15,11 +15,13 @@ from tests._allocate_support import (
     NS,
     cps,
     desired,
+    gpu_requests,
     inventory,
     machine,
     platform,
     pool,
     pool_cluster,
+    resource,
 )
 
 A100 = "NVIDIA-A100"
@@ -30,29 +32,12 @@ def environment(name: str = "a100-east", *pools: str, order: str = "listed", **s
     body: dict[str, Any] = {"order": order, **spec}
     if not spec:
         body["pools"] = [{"name": p} for p in pools]
-    return Environment.model_validate(
-        {
-            "apiVersion": "spectrocloud.com/v1beta1",
-            "kind": "Environment",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": body,
-        }
-    )
+    return resource(Environment, "spectrocloud.com/v1beta1", name, body)
 
 
 def env_workload(name: str, gpus: int, env: str = "a100-east", priority: int = 0) -> AIWorkload:
-    return AIWorkload.model_validate(
-        {
-            "apiVersion": "spectrocloud.com/v1alpha1",
-            "kind": "AIWorkload",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {
-                "environmentRef": {"name": env},
-                "gpus": [{"family": A100, "count": gpus}],
-                "priority": priority,
-            },
-        }
-    )
+    spec = {"environmentRef": {"name": env}, "gpus": gpu_requests({A100: gpus}), "priority": priority}
+    return resource(AIWorkload, "spectrocloud.com/v1alpha1", name, spec)
 
 
 def held_of(plan: Plan) -> dict[tuple[str, str], list[PreviousAdmission]]:

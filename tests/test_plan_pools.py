@@ -28,6 +28,7 @@ from tests._allocate_support import (
     profile,
     workload,
 )
+from tests._manifests_support import namespace_yaml
 
 H100 = "NVIDIA-H100"
 USED = HostState.IN_USE
@@ -252,31 +253,16 @@ def test_workload_above_the_pool_profile_limits_is_rejected_and_the_plan_not_pla
     assert not plan.placeable
 
 
-POOL_REPO = """\
-apiVersion: mural.sh/v1alpha1
-kind: Project
-metadata: {name: a, namespace: a}
-spec: {computeProfileRef: {name: prof}, settingsRef: {name: palette}}
----
-apiVersion: mural.sh/v1alpha1
-kind: Settings
-metadata: {name: palette, namespace: a}
-spec:
-  palette:
-    hostUrl: https://api.spectrocloud.com
-    apiKeySecretRef: {env: PALETTE_API_KEY}
-    clusterProfiles: [{uid: 6651a2b3c4d5e6f708192a3b}]
----
-apiVersion: palette.ai/v1alpha1
-kind: ComputeProfile
-metadata: {name: prof, namespace: a}
-spec: {controlPlaneDefaults: {nodeCount: 1}}
+POOL_REPO = (
+    namespace_yaml("a", project_id=None)
+    + """\
 ---
 apiVersion: spectrocloud.com/v1alpha1
 kind: AIWorkload
 metadata: {name: lost, namespace: a}
 spec: {computePoolRef: {name: nowhere}, gpus: [{family: NVIDIA-H100, count: 1}]}
 """
+)
 
 
 def test_workload_whose_pool_does_not_exist_is_invalid_reference_not_found() -> None:

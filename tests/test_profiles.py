@@ -17,18 +17,25 @@ from reconciler.profiles import (
     platform_cluster_profiles,
     reject_unbuildable,
 )
-from tests._allocate_support import NS, cluster, cps, desired, inventory, machine, platform, profile, settings
+from tests._allocate_support import (
+    INFRA_PROFILE_UID,
+    NS,
+    cluster,
+    cps,
+    desired,
+    inventory,
+    machine,
+    platform,
+    profile,
+    resource,
+    settings,
+)
+from tests._manifests_support import namespace_yaml
 
 
 def _workload(*uids: str, name: str = "wp") -> WorkloadProfile:
-    return WorkloadProfile.model_validate(
-        {
-            "apiVersion": "mural.spectrocloud.com/v1alpha1",
-            "kind": "WorkloadProfile",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"clusterProfiles": [{"uid": u, "packValues": [{"name": u}]} for u in uids]},
-        }
-    )
+    spec = {"clusterProfiles": [{"uid": u, "packValues": [{"name": u}]} for u in uids]}
+    return resource(WorkloadProfile, "mural.spectrocloud.com/v1alpha1", name, spec)
 
 
 def _uids(refs: tuple[ClusterProfileRef, ...]) -> list[str]:
@@ -121,26 +128,7 @@ def test_the_plan_carries_the_machines_it_was_made_from() -> None:
     assert plan.machines == machines.by_uid()
 
 
-NAMESPACE = """\
-apiVersion: mural.sh/v1alpha1
-kind: Project
-metadata: {name: a, namespace: a}
-spec: {computeProfileRef: {name: prof}, settingsRef: {name: palette}}
----
-apiVersion: palette.ai/v1alpha1
-kind: ComputeProfile
-metadata: {name: prof, namespace: a}
-spec: {controlPlaneDefaults: {nodeCount: 1}}
----
-apiVersion: mural.sh/v1alpha1
-kind: Settings
-metadata: {name: palette, namespace: a}
-spec:
-  palette:
-    hostUrl: https://api.spectrocloud.com
-    defaultProjectID: "6514216503b1d1cd4f1bdc44"
-    apiKeySecretRef: {env: PALETTE_API_KEY}
-"""
+NAMESPACE = namespace_yaml("a", cluster_profiles=())  # Settings without clusterProfiles
 PLATFORM = """\
 apiVersion: palette.ai/v1alpha1
 kind: MLPlatform
@@ -161,7 +149,7 @@ def test_validate_warns_about_a_platform_without_cluster_profiles_and_keeps_it_v
         "p",
     )
     assert NO_CLUSTER_PROFILE in warning.message
-    with_profiles = NAMESPACE + "    clusterProfiles: [{uid: 6651a2b3c4d5e6f708192a3b}]\n"
+    with_profiles = namespace_yaml("a", cluster_profiles=[INFRA_PROFILE_UID])
     state = load_files([("ns.yaml", with_profiles.encode()), ("platforms/p.yaml", PLATFORM.encode())])
     assert state.diagnostics == []
     assert isinstance(state.get(Settings, "a", "palette"), Settings)

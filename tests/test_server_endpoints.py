@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -21,21 +20,10 @@ from reconciler.metrics import Metrics
 from reconciler.server.app import Server
 from reconciler.server.config import ServerError, parse_listen, webhook_secret_from_env
 from reconciler.server.webhook import MAX_WEBHOOK_BODY
+from tests._server_support import Recorder
 
 SECRET = b"test-webhook-secret-6f1c"
 PUSH = {"ref": "refs/heads/main", "after": "0123456789abcdef0123456789abcdef01234567"}
-
-
-class Recorder:
-    """Collects the payloads the server hands to the controller."""
-
-    def __init__(self) -> None:
-        self.payloads: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, payload: dict[str, Any]) -> None:
-        with self.lock:
-            self.payloads.append(payload)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from reconciler.forges import authentic, credential, event_of, push_ref, push_re
 from reconciler.logging import configure_logging
 from reconciler.metrics import Metrics
 from reconciler.server.app import Server
+from tests._server_support import Recorder
 
 SECRET = b"forge-webhook-secret-2d7e"
 AFTER = "da1560886d4f094c3e6c9ef40349f7d38b5d27d7"
@@ -105,16 +105,6 @@ def bitbucket_headers(body: bytes, *, secret: bytes = SECRET, event: str = "repo
         "X-Attempt-Number": "1",
         "Content-Type": "application/json",
     }
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.payloads: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, payload: dict[str, Any]) -> None:
-        with self.lock:
-            self.payloads.append(payload)
 
 
 @pytest.fixture

@@ -20,19 +20,11 @@ from reconciler.version import _from_checkout, _from_file
 from tests._ci_support import write_observed_status
 from tests._contract_support import SAMPLE_INVENTORY, SAMPLE_REPO, git, make_config_repo, run_cli
 from tests._git_support import git_run
+from tests._manifests_support import WHAT_IF_WORKLOAD
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFLINE = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
 NOTEBOOKS = "project-a/platforms/notebooks.yaml"
-WORKLOAD = """\
-apiVersion: spectrocloud.com/v1alpha1
-kind: AIWorkload
-metadata: {name: what-if-train, namespace: project-b}
-spec:
-  computePoolRef: {name: shared-a100}
-  workloadProfileRef: {name: pytorch-training-profile}
-  gpus: [{family: NVIDIA-A100, count: 2}]
-"""
 
 
 def test_overlay_adds_replaces_and_sorts() -> None:
@@ -72,7 +64,7 @@ def test_offline_what_if_adds_a_workload_and_replaces_a_file(tmp_path: Path) -> 
     config = tmp_path / "config"
     shutil.copytree(SAMPLE_REPO, config)
     new = tmp_path / "new-workload.yaml"  # outside the checkout: lands at the root
-    new.write_text(WORKLOAD)
+    new.write_text(WHAT_IF_WORKLOAD)
     common = ("plan", "--repo", str(config), "--inventory", str(SAMPLE_INVENTORY), "--format", "json")
     before = run_cli(*common)
     result = run_cli(*common, "--what-if", str(new))
@@ -99,7 +91,7 @@ def test_from_status_what_if_needs_no_palette_and_no_key(tmp_path: Path) -> None
     write_observed_status(repo, hosts, "https://api.spectrocloud.com", "6514216503b1d1cd4f1bdc44")
     git("fetch", "-q", "origin", "reconciler/status:reconciler/status", cwd=repo.work)
     new = tmp_path / "w.yaml"
-    new.write_text(WORKLOAD)
+    new.write_text(WHAT_IF_WORKLOAD)
     args = ("plan", "--repo", str(repo.work), "--from-status", "--format", "json", "--what-if", str(new))
     result = run_cli(*args, env=OFFLINE)
     assert result.returncode == 0, result.stderr
