@@ -20,7 +20,6 @@ could not be read at all; 2 an error; 3 ``--expect-status`` names another status
 from __future__ import annotations
 
 import gc
-import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from reconciler import plan_report as report
 from reconciler.commands.exiting import keep_until_exit
+from reconciler.commands.json_text import dumps_indented
 from reconciler.deletions import approved_deletions
 from reconciler.inventory import ExcludedHost, Inventory, Machine
 from reconciler.plan import Observation, free_capacity
@@ -292,7 +292,7 @@ def _run(
     if changes_only:
         document = report.changes_only(document)
     if fmt == "json":
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        sys.stdout.write(dumps_indented(document) + "\n")
     else:
         machines = whole_inventory(made.preview.observed)
         free = [(c.kind, c.hosts, c.gpus) for c in free_capacity(plan, machines)]
