@@ -120,10 +120,11 @@ def _plan(values: dict[str, Any]) -> int:
 def main() -> None:
     """The ``reconciler`` command. A one-shot command ends without the interpreter freeing its heap (up to
     a tenth of a large plan's time, deallocating objects the process is about to drop anyway): once its
-    output is flushed, the process exits at once with the command's exit code (:func:`_exit_now`)."""
+    output is flushed, the process exits at once with the command's exit code (:func:`_exit_now`), leaving
+    what nobody waits for to a child (``reconciler.process_exit``)."""
     one_shot = len(sys.argv) > 1 and sys.argv[1] in _ONE_SHOT
     if one_shot:
-        from reconciler.commands.exiting import one_shot as keep_for_exit
+        from reconciler.process_exit import one_shot as keep_for_exit
 
         keep_for_exit()
     plan = parse_plan(sys.argv[2:]) if len(sys.argv) > 1 and sys.argv[1] == "plan" else None
@@ -190,6 +191,9 @@ def _exit_now(code: object) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         return
+    from reconciler.process_exit import run_after_output
+
+    run_after_output()  # the work nobody waits for, in a child (reconciler.process_exit)
     os._exit(code)
 
 

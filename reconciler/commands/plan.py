@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler import plan_report as report
-from reconciler.commands.exiting import keep_until_exit
 from reconciler.commands.json_text import dumps_indented
 from reconciler.deletions import approved_deletions
 from reconciler.inventory import ExcludedHost, Inventory, Machine
 from reconciler.plan import Observation, free_capacity
+from reconciler.process_exit import keep_until_exit
 from reconciler.resolve import Target
 from reconciler.runtime.preview import Preview, PreviewOptions, ReadOnlyObserver, load_revision, preview
 from reconciler.runtime.preview_observe import (

@@ -28,11 +28,12 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.manifests.loader import CheckedFile, check_bytes
+from reconciler.process_exit import after_output
 from reconciler.source.cache import blob_id
 
 if TYPE_CHECKING:
@@ -118,9 +119,12 @@ class DocumentCache:
         self.hits = len(wanted) - self.misses
         if new and self.directory is not None:
             if len(packs) + 1 > MAX_PACKS:
-                self._write(dict(zip(wanted, out, strict=True)), replaces=packs)
+                entries, replaces = dict(zip(wanted, out, strict=True)), packs
             else:
-                self._write(new, replaces=[])
+                entries, replaces = new, []
+            # Nobody waits for the pack (pickling 10,000 files is about 0.4 s): a one-shot command writes
+            # it after its output, in a child (reconciler.process_exit); the loop and tests write it now.
+            after_output(partial(self._write, entries, replaces))
         return out
 
     def _packs(self) -> list[Path]:
