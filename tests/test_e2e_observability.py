@@ -15,7 +15,7 @@ import httpx
 import yaml
 from typer.testing import CliRunner
 
-from reconciler.cli import app
+from reconciler.cli_app import app
 from reconciler.emulator import EmulatorServer
 from reconciler.logging import configure_logging
 from tests._git_support import RemoteRepo, git

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from reconciler.cli import app
+from reconciler.cli_app import app
 from reconciler.commands import inventory as cmd
 from reconciler.compute_status import compute_status, unavailable_machines
 from reconciler.inventory import discover

@@ -15,7 +15,7 @@ from tests._contract_support import SAMPLE_INVENTORY, SAMPLE_REPO, git, make_con
 # Runs the command in this process, then prints the top-level modules it imported.
 PROBE = """
 import json, sys
-from reconciler.cli import app
+from reconciler.cli_app import app
 sys.argv = ["reconciler", *sys.argv[1:]]
 try:
     app()

@@ -190,7 +190,7 @@ def test_plan_online_rejected_key_is_an_error_without_the_key(
 def test_plan_cli_wires_every_option(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from reconciler.cli import app
+    from reconciler.cli_app import app
 
     result = CliRunner().invoke(
         app, ["plan", "--repo", str(SAMPLE), "--inventory", str(INVENTORY), "--format", "json"]

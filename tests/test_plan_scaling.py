@@ -197,7 +197,7 @@ def test_plan_with_prometheus_shows_this_moments_decision() -> None:
 def test_plan_command_accepts_prometheus(tmp_path: Any) -> None:
     from typer.testing import CliRunner
 
-    from reconciler.cli import app
+    from reconciler.cli_app import app
     from tests._git_support import free_port
 
     sample = Path(__file__).resolve().parent.parent / "sample-repo"

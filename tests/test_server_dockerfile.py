@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cli import app
+from reconciler.cli_app import app
 from reconciler.metrics import Metrics
 from reconciler.server.app import Server
 

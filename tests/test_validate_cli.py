@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reconciler.cli import app
+from reconciler.cli_app import app
 from tests._manifests_support import SAMPLE_REPO
 
 CORPUS = Path(__file__).parent / "data" / "manifests"

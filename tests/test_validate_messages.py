@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from reconciler.cli import app
+from reconciler.cli_app import app
 from tests._manifests_support import SAMPLE_REPO
 
 runner = CliRunner()

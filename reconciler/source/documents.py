@@ -27,12 +27,13 @@ import pickle
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from functools import cache
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.manifests.loader import CheckedFile, check_bytes
+from reconciler.process_exit import after_output
 from reconciler.source.cache import blob_id
 
 if TYPE_CHECKING:
@@ -96,11 +97,15 @@ class DocumentCache:
         self.hits = 0
         self.misses = 0
 
-    def checked(self, wanted: Sequence[Key], read: Callable[[Key], bytes]) -> list[CheckedFile]:
-        """The checked file of each ``(blob, path)`` of ``wanted``, in order; ``read(key)`` gives the bytes
-        of a file found in no pack."""
+    def checked(
+        self, wanted: Sequence[Key], read: Callable[[Sequence[Key]], Mapping[Key, bytes]]
+    ) -> list[CheckedFile]:
+        """The checked file of each ``(blob, path)`` of ``wanted``, in order; ``read(keys)`` gives the
+        bytes of the files found in no pack, all at once."""
         packs = self._packs()
         found = self._read(packs, set(wanted))
+        missing = [key for key in dict.fromkeys(wanted) if key not in found]
+        data = read(missing) if missing else {}
         new: dict[Key, CheckedFile] = {}
         out: list[CheckedFile] = []
         for key in wanted:
@@ -108,15 +113,18 @@ class DocumentCache:
             if checked is None:
                 checked = new.get(key)
                 if checked is None:
-                    checked = new[key] = check_bytes(key[1], read(key))
+                    checked = new[key] = check_bytes(key[1], data[key])
             out.append(checked)
         self.misses = len(new)
         self.hits = len(wanted) - self.misses
         if new and self.directory is not None:
             if len(packs) + 1 > MAX_PACKS:
-                self._write(dict(zip(wanted, out, strict=True)), replaces=packs)
+                entries, replaces = dict(zip(wanted, out, strict=True)), packs
             else:
-                self._write(new, replaces=[])
+                entries, replaces = new, []
+            # Nobody waits for the pack (pickling 10,000 files is about 0.4 s): a one-shot command writes
+            # it after its output, in a child (reconciler.process_exit); the loop and tests write it now.
+            after_output(partial(self._write, entries, replaces))
         return out
 
     def _packs(self) -> list[Path]:
@@ -217,7 +225,7 @@ def read_checked(
     """One revision's files checked, as :func:`~reconciler.source.revision.read_revision` reads them and
     with the what-if files ``extra`` added (:func:`~reconciler.source.overlay.overlay`): only the blobs
     no pack of ``cache`` holds are read and checked (default: the cache under :func:`default_root`)."""
-    from reconciler.source.git import read_blob  # GitPython: only here
+    from reconciler.source.git import read_blobs  # GitPython: only here
     from reconciler.source.revision import list_revision, open_repository
 
     store = cache if cache is not None else DocumentCache(default_root())
@@ -227,10 +235,9 @@ def read_checked(
         added = dict(extra)  # the last of two copies of a path wins, as in overlay()
         blobs.update((path, blob_id(data)) for path, data in added.items())
 
-        def read(key: Key) -> bytes:
-            blob, path = key
-            data = added.get(path)
-            return data if data is not None else read_blob(local, blob)
+        def read(keys: Sequence[Key]) -> dict[Key, bytes]:
+            stored = read_blobs(local, [blob for blob, path in keys if path not in added])
+            return {(blob, path): added[path] if path in added else stored[blob] for blob, path in keys}
 
         return sha, store.checked([(blob, path) for path, blob in sorted(blobs.items())], read)
 
@@ -241,4 +248,4 @@ def checked_files(
     """``(path, bytes)`` pairs checked, through ``cache`` (default: the cache under :func:`default_root`)."""
     store = cache if cache is not None else DocumentCache(default_root())
     data = {(blob_id(content), path): content for path, content in files}
-    return store.checked(list(data), data.__getitem__)
+    return store.checked(list(data), lambda _keys: data)

@@ -14,7 +14,7 @@ import git
 
 from reconciler.source import _gitutil
 from reconciler.source.errors import GitError, SourceError
-from reconciler.source.git import SkippedEntry, TreeEntry, list_yaml_entries, read_blob, resolve_commit
+from reconciler.source.git import SkippedEntry, TreeEntry, list_yaml_entries, read_blobs, resolve_commit
 
 
 def work_tree_head(path: Path) -> tuple[bool, str | None]:
@@ -47,7 +47,8 @@ def read_revision(
     """
     with open_repository(repo) as local:
         sha, entries = list_revision(local, rev or "HEAD", skipped, subtree)
-        return sha, [(e.path, read_blob(local, e.blob)) for e in entries]
+        data = read_blobs(local, [e.blob for e in entries])
+        return sha, [(e.path, data[e.blob]) for e in entries]
 
 
 @contextmanager
