@@ -218,7 +218,7 @@ def running_emulator(
         proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, env=env, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # a hang bound: a busy machine starts it late
         while True:
             assert proc.poll() is None, f"emulator exited: {log.read_text()}"
             try:

@@ -131,7 +131,7 @@ def git_daemon(base: Path) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a hang bound: a busy machine starts it late
         while True:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.2):

@@ -145,7 +145,7 @@ class FakeKubeServer:
 
     def __enter__(self) -> FakeKubeServer:
         self._thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a hang bound: a busy machine starts it late
         while not self._server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("the fake Kubernetes API did not start")

@@ -128,10 +128,10 @@ def stop_runs(*procs: subprocess.Popen[bytes]) -> list[str]:
     logs = []
     for proc in procs:
         try:
-            out, _ = proc.communicate(timeout=30)
+            out, _ = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate(timeout=10)
+            proc.communicate(timeout=60)
             raise
         logs.append((out or b"").decode(errors="replace"))
     return logs
@@ -179,7 +179,9 @@ def run_once(
     )
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
+def wait_for(predicate: Callable[[], object], timeout: float = 120.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until it is true; ``timeout`` only bounds a hang (at least 60 s: a busy
+    machine is slow, and a condition, not a time, is what a test waits for)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

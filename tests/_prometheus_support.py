@@ -57,7 +57,7 @@ class PrometheusServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._log = workdir / "prometheus.log"
 
-    def start(self, timeout: float = 30.0) -> Self:
+    def start(self, timeout: float = 60.0) -> Self:
         assert BINARY is not None
         log = self._log.open("wb")
         self._process = subprocess.Popen(

@@ -217,7 +217,7 @@ def _credential(env: dict[str, str], action: str, request: str) -> subprocess.Co
         capture_output=True,
         text=True,
         env=env,
-        timeout=30,
+        timeout=60,
         check=True,
     )
 
@@ -261,7 +261,7 @@ def test_ssh_uses_the_mounted_key_and_checks_the_host_against_known_hosts(
     command = _git_env(_one(built, "Deployment"), tmp_path)["GIT_SSH_COMMAND"].split()
     assert command[0] == "ssh"
     shown = subprocess.run(
-        [*command, "-G", "git.example.com"], capture_output=True, text=True, timeout=30, check=True
+        [*command, "-G", "git.example.com"], capture_output=True, text=True, timeout=60, check=True
     ).stdout.splitlines()
     assert f"identityfile {tmp_path}/ssh-privatekey" in shown
     assert f"userknownhostsfile {tmp_path}/known_hosts" in shown

@@ -201,7 +201,7 @@ def _serve(command: str, cwd: Path) -> None:
             )
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
+            proc.wait(timeout=60)
 
 
 EXAMPLES = commands()

@@ -98,7 +98,7 @@ def test_demo_keep_shows_the_pass_that_applies_a_pushed_change_and_stops_cleanly
     out = _Lines(proc)
     workspace = ""
     try:
-        workspace = out.wait_for(r"^workspace (\S+)", 30).group(1)
+        workspace = out.wait_for(r"^workspace (\S+)", 60).group(1)
         remote = Path(workspace) / "config-remote.git"
         out.wait_for(r"all 5 platforms Running", 240)
         # The demo's scaling scene runs before the hint is printed: seconds on a quiet machine, more on a
@@ -118,10 +118,10 @@ def test_demo_keep_shows_the_pass_that_applies_a_pushed_change_and_stops_cleanly
             git(*args, cwd=clone)
         head = git("rev-parse", "HEAD", cwd=clone).strip()
 
-        out.wait_for(rf"pass \d+: success at revision {head[:12]} \"{message}\"", 30)
-        block = [out.wait_for(r"^  \S", 30).string]
+        out.wait_for(rf"pass \d+: success at revision {head[:12]} \"{message}\"", 60)
+        block = [out.wait_for(r"^  \S", 60).string]
         while not block[-1].startswith("  status commit"):
-            block.append(out.wait_for(r"^  \S", 30).string)
+            block.append(out.wait_for(r"^  \S", 60).string)
         text = "".join(block)
         suspended = r"suspended +project-a/notebooks: suspended; cluster project-a-notebooks left"
         assert re.search(suspended, text), text
@@ -135,8 +135,8 @@ def test_demo_keep_shows_the_pass_that_applies_a_pushed_change_and_stops_cleanly
         assert subject.startswith(commit.group(1)[:7])
 
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0
-        out.wait_for(rf"the workspace {re.escape(workspace)} is left for you", 5)
+        assert proc.wait(timeout=60) == 0
+        out.wait_for(rf"the workspace {re.escape(workspace)} is left for you", 60)
         key = (Path(workspace) / "palette-api-key").read_text()
         assert key not in "".join(out.seen)
     finally:

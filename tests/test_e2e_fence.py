@@ -166,7 +166,7 @@ def test_two_run_processes_on_one_repository_never_delete_a_platform_in_git(
     finally:
         for proc in (slow, fast):
             proc.terminate()
-        outs = [proc.communicate(timeout=30)[0].decode() for proc in (slow, fast)]
+        outs = [proc.communicate(timeout=60)[0].decode() for proc in (slow, fast)]
     assert deletes == [], outs
     names = clusters_by_name(emulator)
     assert {"project-a-notebooks", "project-b-training"} <= set(names)

@@ -202,9 +202,9 @@ def test_a_successor_neither_undoes_nor_repeats_a_scaling_action_cut_short(
             intent = _pool(remote).get("scaling", {}).get("intent")
             assert intent is not None, "the action was not recorded as intended before its write"
             first.send_signal(signal.SIGKILL)
-            first.wait(timeout=10)
+            first.wait(timeout=60)
             held_write.released.set()
-            wait_for(lambda: emulator.stats.count("PUT") > puts, 10, "the held write counted")
+            wait_for(lambda: emulator.stats.count("PUT") > puts, 60, "the held write counted")
             grown = gpu_hosts(emulator)
             assert len(grown - before) == 1 and set(intent["hosts"]) == grown - before
             writes = _writes(emulator)
@@ -216,7 +216,7 @@ def test_a_successor_neither_undoes_nor_repeats_a_scaling_action_cut_short(
                 "the successor recorded the action",
             )
             status: dict[str, Any] = {}
-            wait_for(lambda: bool(status.update(_pool(remote)) or status), 10, "the pool's status read")
+            wait_for(lambda: bool(status.update(_pool(remote)) or status), 60, "the pool's status read")
             assert "intent" not in status["scaling"]
             assert status["scaling"]["lastAction"]["at"] == intent["at"]  # the cooldown runs from it
             assert status["scaling"]["size"] == intent["to"]

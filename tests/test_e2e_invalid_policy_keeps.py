@@ -48,14 +48,14 @@ def test_an_invalid_policy_keeps_the_scaled_size_and_record_and_the_revert_moves
     with FakePrometheus() as fake:  # no data: only demand scales the pool
         ctl = start(remote, emulator, fake.url, tmp_path / "cache")
         try:
-            passes_until(ctl, remote, lambda s: s["phase"] == "Running", 30, "the pool Running")
+            passes_until(ctl, remote, lambda s: s["phase"] == "Running", 120, "the pool Running")
             remote.commit({"project-b/workloads/big.yaml": pool_workload("big", 8)}, "needs another host")
-            passes_until(ctl, remote, lambda s: last_action(s) is not None, 30, "a demand scale-up")
+            passes_until(ctl, remote, lambda s: last_action(s) is not None, 120, "a demand scale-up")
             passes_until(
                 ctl,
                 remote,
                 lambda s: s["phase"] == "Running" and _bound(remote)[BIG][0] == "Running",
-                30,
+                120,
                 "the big workload admitted on the added host",
             )
             hosts, bound = gpu_hosts(emulator), _bound(remote)

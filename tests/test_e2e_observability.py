@@ -61,18 +61,18 @@ def test_healthz_fails_after_passes_fail_longer_than_the_bound_and_recovers(
         wait_for(lambda: get(f"{base}/readyz")[0] == 200, what="ready")
         remote.bare.rename(moved)  # every pass fails from now on
         assert get(f"{base}/healthz")[0] == 200
-        wait_for(lambda: get(f"{base}/healthz")[0] == 503, timeout=20, what="unhealthy")
+        wait_for(lambda: get(f"{base}/healthz")[0] == 503, timeout=60, what="unhealthy")
         assert "every pass has failed" in get(f"{base}/healthz")[1]
         metrics = httpx.get(f"{base}/metrics", timeout=2).text
         assert re.search(r'reconciler_git_fetches_total\{outcome="error"\} [1-9]', metrics)
         assert re.search(r'reconciler_passes_total\{outcome="error"\} [1-9]', metrics)
         moved.rename(remote.bare)
-        wait_for(lambda: get(f"{base}/healthz")[0] == 200, timeout=30, what="healthy again")
+        wait_for(lambda: get(f"{base}/healthz")[0] == 200, timeout=60, what="healthy again")
     finally:
         if moved.exists():
             moved.rename(remote.bare)
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=20)
+        out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
     passes = [json.loads(line) for line in (lines + out.decode().splitlines()) if '"pass finished"' in line]
     failed = [p for p in passes if p["outcome"] == "error"]
@@ -95,7 +95,7 @@ def test_readyz_says_why_when_the_status_branch_follows_another_branch(
         assert get(f"{base}/healthz")[0] == 200  # not wedged: a restart would not help
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=20)
+        proc.communicate(timeout=60)
 
 
 def test_interval_below_one_second_is_a_usage_error(remote: RemoteRepo) -> None:

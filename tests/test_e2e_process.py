@@ -53,7 +53,7 @@ def test_sigkill_right_after_a_create_then_restart_adopts_one_cluster_per_platfo
         wait_for(lambda: len(emulator.state.clusters) >= 1)
     finally:
         proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        proc.wait(60)
     created_before_kill = sorted(clusters_by_name(emulator))
     assert 1 <= len(created_before_kill) < 5
     # Only the write-ahead intent reached the status branch: one per create, sent or not.
@@ -118,7 +118,7 @@ def test_webhook_with_a_bad_signature_gets_401_and_starts_no_pass(
             f"{base}/hooks/git", content=body, headers={**headers, "X-Hub-Signature-256": good}, timeout=5
         )
         assert accepted.status_code == 202
-        wait_for(lambda: passes(port) > before, timeout=15)
+        wait_for(lambda: passes(port) > before, timeout=60)
     finally:
         (out,) = stop_runs(proc)
     assert secret not in out and API_KEY not in out

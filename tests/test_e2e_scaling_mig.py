@@ -77,7 +77,7 @@ def test_a_pending_mig_workload_grows_its_pool_and_a_limit_rejected_one_does_not
             assert pending["phase"] == "Pending"
             assert pending["conditions"][0]["reason"] == "PoolCapacityExceeded"  # no GPU free to switch
             since = time.time()
-            up = passes_until(ctl, remote, lambda s: last_action(s) is not None, 30, "a demand scale-up")
+            up = passes_until(ctl, remote, lambda s: last_action(s) is not None, 120, "a demand scale-up")
             assert time.time() - since >= WINDOW - 1
             action = last_action(up)
             assert action is not None and action["trigger"] == "PendingDemand"
@@ -92,7 +92,7 @@ def test_a_pending_mig_workload_grows_its_pool_and_a_limit_rejected_one_does_not
                     == "Running"
                 )
 
-            admitted = passes_until(ctl, remote, serving, 30, "the MIG workload admitted")
+            admitted = passes_until(ctl, remote, serving, 120, "the MIG workload admitted")
             assert admitted["scaling"]["size"] == {"NVIDIA-A100": 16}
             allocation = status_files(remote)["project-b/aiworkloads/mig-serve.yaml"]["status"]["allocation"]
             assert [(m["profile"], m["replica"]) for m in allocation["mig"]] == [

@@ -130,7 +130,7 @@ def test_two_shards_share_one_palette_and_one_status_branch_and_never_prune_each
         # at that revision finished.
         wait_for(lambda: _passed_at(logs["a"], removed), 60, "a pass of shard a at the removal")
         finished = passes(ports["a"])
-        wait_for(lambda: passes(ports["a"]) >= finished + 3, 30, "three more passes of shard a")
+        wait_for(lambda: passes(ports["a"]) >= finished + 3, 60, "three more passes of shard a")
         assert _clusters(emulator, "project-b") == clusters_b, "shard a deleted a cluster of project-b"
         after = _status_tree(remote)
         assert {p: d for p, d in after.items() if p.startswith("project-b/")} == files_b

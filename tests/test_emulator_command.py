@@ -93,7 +93,7 @@ def test_serves_a_snapshot_from_the_command_line(tmp_path: Path) -> None:
         assert stats["total"] == 4  # one 429, then three pages
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        process.wait(timeout=60)
     assert KEY not in (process.stderr.read() if process.stderr else "")
 
 

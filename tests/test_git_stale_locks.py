@@ -184,8 +184,8 @@ def test_a_lock_of_another_process_working_in_the_same_cache_is_not_touched(
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
-        holder.wait(10)
-    worker.join(30)
+        holder.wait(60)
+    worker.join(60)
     assert result == [newer]
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -19,6 +19,7 @@ from reconciler.runtime.lease import Lease, LeaseKeeper, NoLease
 from reconciler.source.lease import GitLease, LeaseError, LeaseRecord
 from reconciler.source.status_store import StatusStore
 from tests._git_support import RemoteRepo, git
+from tests._loop_support import wait_for
 
 BRANCH = "reconciler/lease"
 
@@ -30,8 +31,26 @@ def remote(tmp_path: Path) -> RemoteRepo:
     return repo
 
 
-def contender(remote: RemoteRepo, tmp_path: Path, name: str, **kwargs: float) -> GitLease:
-    return GitLease(str(remote.bare), name, cache_dir=tmp_path / f"cache-{name}", **kwargs)  # type: ignore[arg-type]
+def contender(remote: RemoteRepo, tmp_path: Path, name: str, **kwargs: Any) -> GitLease:
+    return GitLease(str(remote.bare), name, cache_dir=tmp_path / f"cache-{name}", **kwargs)
+
+
+class Clocks:
+    """One process's clocks: a monotonic clock the test moves, and a wall clock ``offset`` s off."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.mono = 1000.0
+        self.offset = offset
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def time(self) -> float:
+        return 1_790_000_000.0 + self.mono + self.offset
+
+    def pinned(self) -> dict[str, Any]:
+        """GitLease's clock arguments: time moves only when the test says so, however slow the machine."""
+        return {"clock": self.time, "monotonic": self.monotonic}
 
 
 def on_branch(remote: RemoteRepo) -> dict[str, object]:
@@ -88,24 +107,26 @@ def test_simultaneous_contenders_never_both_win(remote: RemoteRepo, tmp_path: Pa
 
 
 def test_the_standby_takes_over_after_the_lease_expires(remote: RemoteRepo, tmp_path: Path) -> None:
-    a = contender(remote, tmp_path, "a", duration=1.5, safety_margin=0.5)
-    b = contender(remote, tmp_path, "b", duration=1.5, safety_margin=0.5)
+    clock = Clocks()
+    a = contender(remote, tmp_path, "a", duration=1.5, safety_margin=0.5, **clock.pinned())
+    b = contender(remote, tmp_path, "b", duration=1.5, safety_margin=0.5, **clock.pinned())
     assert a.acquire()
     record = a.record()
     assert record is not None
     expires = record.renew_time + timedelta(seconds=record.duration)
-    # a stops renewing (a process that hangs or dies without releasing).
-    taken = None
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if b.acquire():
-            taken = b.record()
-            break
-        assert b.holder() == "a"
-        time.sleep(0.1)
-    assert taken is not None, "the standby never took over"
-    assert taken.renew_time > expires, "taken over only after the lease expired"
+    # a stops renewing (a process that hangs or dies without releasing); b times it from its first look.
+    assert b.acquire() is False and b.holder() == "a"
+    clock.mono += 0.75
+    assert a.holds()
+    clock.mono += 0.25  # duration - safety margin since a's renewal started
     assert not a.holds(), "the old holder stopped holding before the lease expired"
+    clock.mono += 0.5  # seen unchanged for exactly its duration: not expired yet
+    assert b.acquire() is False and b.holder() == "a"
+    clock.mono += 0.25
+    assert b.acquire() is True, "the standby takes over once the lease expired"
+    taken = b.record()
+    assert taken is not None
+    assert taken.renew_time > expires, "taken over only after the lease expired"
     assert a.acquire() is False and a.holder() == "b"
     assert on_branch(remote)["leaseTransitions"] == 1
     assert_one_commit(remote)
@@ -125,7 +146,8 @@ def test_the_standby_takes_over_at_once_after_release(remote: RemoteRepo, tmp_pa
 def test_a_holder_that_cannot_renew_stops_holding_before_its_lease_expires(
     remote: RemoteRepo, tmp_path: Path
 ) -> None:
-    a = contender(remote, tmp_path, "a", duration=2.0, safety_margin=0.7)
+    clock = Clocks()
+    a = contender(remote, tmp_path, "a", duration=2.0, safety_margin=0.5, **clock.pinned())
     assert a.acquire()
     record = a.record()
     assert record is not None
@@ -133,21 +155,22 @@ def test_a_holder_that_cannot_renew_stops_holding_before_its_lease_expires(
     hidden = remote.bare.with_name("unreachable.git")
     remote.bare.rename(hidden)  # the remote is gone: every renewal fails
     try:
+        clock.mono += 1.0
         assert a.acquire() is True, "a failed renewal inside the lease keeps it held for now"
         assert a.last_error is not None
-        while a.holds():
-            a.acquire()
-            time.sleep(0.05)
-        stopped = time.time()
+        clock.mono += 0.25
+        assert a.holds() and a.acquire() is True
+        clock.mono += 0.25  # the safety margin before the lease expires: it stops holding here
+        assert not a.holds()
         assert a.acquire() is False
     finally:
         hidden.rename(remote.bare)
-    assert stopped < expires, f"stopped holding {stopped - expires:.2f} s after the lease expired"
-    assert stopped > expires - 0.7 - 0.5, "but not long before the safety margin asked"
-    b = contender(remote, tmp_path, "b", duration=2.0, safety_margin=0.7)
-    while not b.acquire():
-        time.sleep(0.1)
-    assert time.time() > expires
+    assert clock.time() == expires - 0.5, "stopped holding the safety margin before the lease expired"
+    b = contender(remote, tmp_path, "b", duration=2.0, safety_margin=0.5, **clock.pinned())
+    assert b.acquire() is False, "a standby that first looks now times a whole duration from now"
+    clock.mono += 2.25
+    assert b.acquire() is True
+    assert clock.time() > expires
 
 
 def test_the_lease_branch_never_grows_history(remote: RemoteRepo, tmp_path: Path) -> None:
@@ -200,29 +223,36 @@ def test_lease_record_round_trips_and_expires() -> None:
 
 
 def test_keepers_hand_over_when_the_holder_stops(remote: RemoteRepo, tmp_path: Path) -> None:
+    """Both contenders' monotonic clocks are pinned: no lease of theirs can expire (a renewal slowed by
+    a busy machine does not lose it), so b can only take over because a released the lease on stop."""
     changes: dict[str, list[bool]] = {"a": [], "b": []}
-    keepers = {
-        name: LeaseKeeper(
-            contender(remote, tmp_path, name, duration=3.0, safety_margin=1.0),
-            renew_every=0.3,
-            retry_every=0.1,
-            on_change=changes[name].append,
-        )
+    leases = {
+        name: contender(remote, tmp_path, name, duration=3.0, safety_margin=1.0, monotonic=lambda: 1000.0)
         for name in ("a", "b")
     }
+    attempts: list[bool] = []  # b's answers while a holds the lease
+    acquire_b = leases["b"].acquire
+
+    def counted() -> bool:
+        attempts.append(acquire_b())
+        return attempts[-1]
+
+    leases["b"].acquire = counted  # type: ignore[method-assign]
+    keepers = {
+        name: LeaseKeeper(lease, renew_every=0.3, retry_every=0.1, on_change=changes[name].append)
+        for name, lease in leases.items()
+    }
     keepers["a"].start()
-    assert keepers["a"].wait_until_held(10)
+    assert keepers["a"].wait_until_held(60)
     keepers["b"].start()
     try:
-        for _ in range(10):
-            assert [k.holds() for k in keepers.values()] == [True, False]
-            time.sleep(0.1)
+        wait_for(lambda: len(attempts) >= 5, 60, "five attempts of the standby")
+        assert [k.holds() for k in keepers.values()] == [True, False]
+        assert not any(attempts), attempts
         assert keepers["b"].holder() == "a"
-        stopped = time.monotonic()
         keepers["a"].stop()
         assert not keepers["a"].holds()
-        assert keepers["b"].wait_until_held(10)
-        assert time.monotonic() - stopped < 2.0, "taken over on release, not after the 3 s expiry"
+        assert keepers["b"].wait_until_held(60), "taken over on release (its lease could never expire)"
     finally:
         for keeper in keepers.values():
             keeper.stop()
@@ -262,20 +292,6 @@ def test_the_lease_commits_as_its_author(remote: RemoteRepo, tmp_path: Path) -> 
 
 
 # --- clock skew: expiry is timed on each process's own monotonic clock (client-go's rule) ---------------
-
-
-class Clocks:
-    """One process's clocks: a monotonic clock the test moves, and a wall clock ``offset`` s off."""
-
-    def __init__(self, offset: float = 0.0) -> None:
-        self.mono = 1000.0
-        self.offset = offset
-
-    def monotonic(self) -> float:
-        return self.mono
-
-    def time(self) -> float:
-        return 1_790_000_000.0 + self.mono + self.offset
 
 
 def skewed(remote: RemoteRepo, tmp_path: Path, name: str, clocks: Clocks) -> GitLease:

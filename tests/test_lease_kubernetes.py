@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from kubernetes import client as k8s
@@ -22,7 +23,11 @@ def kube() -> Iterator[FakeKubeServer]:
 
 
 def _lease(
-    server: FakeKubeServer, identity: str, duration: float = 60.0, margin: float = 10.0
+    server: FakeKubeServer,
+    identity: str,
+    duration: float = 60.0,
+    margin: float = 10.0,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> KubernetesLease:
     configuration = k8s.Configuration(host=server.url)
     return KubernetesLease(
@@ -31,8 +36,16 @@ def _lease(
         identity=identity,
         duration=duration,
         margin=margin,
-        timeout=2.0,
+        timeout=60.0,  # a hang bound: a request on a busy machine may be slow
+        monotonic=monotonic,
     )
+
+
+def _died(server: FakeKubeServer, seconds_ago: float) -> None:
+    """The stored Lease as its holder left it, dead ``seconds_ago``: its renewTime moved back."""
+    renewed = datetime.now(UTC) - timedelta(seconds=seconds_ago)
+    spec = server.api.leases[("paletteai", "paletteai-reconciler")]["spec"]
+    spec["renewTime"] = renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def test_first_instance_takes_the_lease_and_the_second_stands_by(kube: FakeKubeServer) -> None:
@@ -64,10 +77,12 @@ def test_release_hands_over_at_once(kube: FakeKubeServer) -> None:
 
 
 def test_standby_takes_over_only_after_the_lease_expires(kube: FakeKubeServer) -> None:
-    first, second = _lease(kube, "pod-a", duration=2, margin=1), _lease(kube, "pod-b", duration=2, margin=1)
+    first, second = _lease(kube, "pod-a"), _lease(kube, "pod-b")
     assert first.acquire()
     assert not second.acquire()
-    time.sleep(2.3)  # pod-a stopped renewing (it died): its renewTime + 2 s is now in the past
+    _died(kube, 59.0)  # not expired yet: renewTime + 60 s is still ahead
+    assert not second.acquire()
+    _died(kube, 61.0)  # pod-a stopped renewing (it died): its renewTime + 60 s is now in the past
     assert second.acquire()
     assert second.holder() == "pod-b"
     assert not first.acquire(), "the old holder finds it taken and stands by"
@@ -75,20 +90,21 @@ def test_standby_takes_over_only_after_the_lease_expires(kube: FakeKubeServer) -
 
 
 def test_a_holder_that_cannot_renew_stops_writing_before_the_lease_can_expire(kube: FakeKubeServer) -> None:
-    lease = _lease(kube, "pod-a", duration=3, margin=1.5)
-    before = time.monotonic()
+    now = [100.0]  # a pinned monotonic clock: time moves only when the test says so
+    lease = _lease(kube, "pod-a", duration=3, margin=1.5, monotonic=lambda: now[0])
     assert lease.acquire()
     kube.stop()  # the API server is gone: renewals fail
+    now[0] += 1.0
     assert not lease.acquire()
-    while lease.holds():
-        time.sleep(0.05)
-    stopped_after = time.monotonic() - before
-    assert stopped_after < 3 - 1, f"still writing {stopped_after:.2f}s after the last renewal"
+    assert lease.holds(), "within the write deadline of its last successful renewal"
+    now[0] += 0.5  # duration - margin since that renewal started: 1.5 s before the Lease could expire
+    assert not lease.holds()
+    assert not lease.acquire()
 
 
 def test_two_standbys_racing_for_an_expired_lease_never_both_win(kube: FakeKubeServer) -> None:
     for round_ in range(15):
-        contenders = [_lease(kube, f"pod-{round_}-{i}", duration=1, margin=0.5) for i in range(3)]
+        contenders = [_lease(kube, f"pod-{round_}-{i}") for i in range(3)]  # 60 s: a slow loser still loses
         kube.api.leases.clear()
         if round_ % 2:  # an expired Lease of a dead holder: every contender replaces the same version
             kube.api.leases[("paletteai", "paletteai-reconciler")] = {

@@ -33,7 +33,7 @@ from tests._scaling_support import A100, COLD, HOT, HOT_COLD_WINDOW, hot_cold_po
 pytestmark = [needs_prometheus, pytest.mark.e2e]
 
 
-def settled(client: PrometheusClient, pool: PoolView, timeout: float = 40.0) -> tuple[Samples, float]:
+def settled(client: PrometheusClient, pool: PoolView, timeout: float = 120.0) -> tuple[Samples, float]:
     """Samples once both windows are full (the first scrapes need a few seconds)."""
     deadline = time.monotonic() + timeout
     while True:

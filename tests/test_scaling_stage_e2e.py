@@ -46,7 +46,7 @@ def subject(view: PoolView, url: str, previous_yaml: str | None = None) -> Scali
     )
 
 
-def settled(stage: ScalingStage, view: PoolView, url: str, timeout: float = 40.0) -> ScalingOutcome:
+def settled(stage: ScalingStage, view: PoolView, url: str, timeout: float = 120.0) -> ScalingOutcome:
     """The stage's outcome once both windows are full (the first scrapes need a few seconds)."""
     deadline = time.monotonic() + timeout
     while True:

@@ -137,10 +137,10 @@ def test_healthcheck_command_passes_against_a_live_server_and_fails_without_one(
     except Exception as exc:  # the port the image uses may be taken on a shared machine
         pytest.skip(f"port 9090 unavailable here: {exc}")
     try:
-        assert subprocess.run(command, capture_output=True, timeout=30).returncode == 0
+        assert subprocess.run(command, capture_output=True, timeout=60).returncode == 0
     finally:
         server.stop()
-    assert subprocess.run(command, capture_output=True, timeout=30).returncode != 0
+    assert subprocess.run(command, capture_output=True, timeout=60).returncode != 0
 
 
 def test_build_context_leaves_out_git_and_caches() -> None:

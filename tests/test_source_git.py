@@ -312,7 +312,8 @@ def test_a_hung_remote_times_out_with_source_error(tmp_path: Path) -> None:
         started = time.monotonic()
         with pytest.raises(SourceError):
             source.sync()
-        assert time.monotonic() - started < 10
+        # A hang bound only: git's own wait would be endless, the default network timeout 120 s.
+        assert time.monotonic() - started < 60
 
 
 def test_a_large_later_fetch_arriving_as_a_pack_is_readable(remote: RemoteRepo, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from reconciler.source import DirectorySource, SourceError, watch_directory
 from tests._git_support import git
+from tests._loop_support import wait_for
 
 DOC = "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: p, namespace: a}\n"
 
@@ -96,16 +98,27 @@ def test_watch_directory_reports_changes_but_not_git_internals(tmp_path: Path) -
     thread = threading.Thread(
         target=watch_directory, args=(tmp_path, on_change, stop), kwargs={"debounce_ms": 50}
     )
+    probes: list[Path] = []
+
+    def probed() -> bool:
+        """A manifest appears in one step (a rename: one event, one batch); True once a pass starts."""
+        staged = tmp_path / ".git" / "probe"
+        staged.write_text(DOC)
+        probes.append(tmp_path / f"probe-{len(probes)}.yaml")
+        os.replace(staged, probes[-1])
+        return changed.wait(0.2)
+
     thread.start()
     try:
-        time.sleep(0.3)
+        wait_for(probed, 60, "the watch running")  # not a sleep: the watch may start late on a busy machine
+        changed.clear()
         (tmp_path / ".git" / "index").write_text("noise")
         assert not changed.wait(0.8), ".git changes must not start a pass"
         (tmp_path / "p.yaml").write_text(DOC)
-        assert changed.wait(5), "a manifest change must start a pass"
+        assert changed.wait(60), "a manifest change must start a pass"
     finally:
         stop.set()
-        thread.join(5)
+        thread.join(60)
     assert not thread.is_alive(), "setting stop ends the watch"
     assert len(calls) >= 1
 

@@ -71,11 +71,11 @@ class _Stopper:
             self._log.warning("second signal: exiting at once", signal=name)
             os._exit(INTERRUPTED)
         self.signalled = True
+        self._controller.stop()  # before saying so: once the line is out, no new write starts
         self._log.info(
             "stopping: no new Palette writes; requests in flight finish, then status is committed",
             signal=name,
         )
-        self._controller.stop()
         watchdog = threading.Timer(STOP_DEADLINE_SECONDS, self._deadline)
         watchdog.daemon = True
         watchdog.start()
