@@ -257,6 +257,6 @@ def _bind(
 
 
 def _cost(start: Sequence[PoolGpu], after: Sequence[PoolGpu]) -> tuple[int, int]:
-    """Free GPUs the pass uses, then the slices they strand."""
-    used = [g for g0, g in zip(start, after, strict=True) if is_free(g0) and _used(g)]
+    """GPUs the pass starts using (holding a bound instance now, none before), then the slices they strand."""
+    used = [g for g0, g in zip(start, after, strict=True) if _used(g) and not _used(g0)]
     return len(used), sum(stranded_slices(g) for g in used)
