@@ -29,6 +29,8 @@ Rules it adds to admission's:
   ``plan_mig_admission``, on one host when admission names the hosts of a replica; refusals map to
   ``MIGUnsupported``, ``PoolCapacityExceeded`` and ``NoFittingLayout`` with messages counting what a new
   request can use, naming the GPUs held and the growth that would unblock it.
+- The pass's new MIG-only demand is planned jointly at its first placement (``mig_admission_joint``,
+  one host per replica); its replicas then take what that plan gave them, the rest is planned as above.
 - At the end: ``release_idle_gpus`` (not frozen GPUs), ``repad`` of the GPUs laid out in the pass, then
   the outputs, with the hosts whose GPUs are re-laid out (``relayout``).
 """

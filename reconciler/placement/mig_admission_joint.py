@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import WorkloadRequest
 from reconciler.placement.mig import MigInstance, PoolGpu
-from reconciler.placement.mig_joint import Placed, plan_pass
+from reconciler.placement.mig_joint import Placed, is_free, plan_pass
 from reconciler.placement.units import MigInstance as Binding
 
 _Key = tuple[str, int]  # a GPU: (host uid, device index)
@@ -144,8 +144,8 @@ def plan_joint(demand: Sequence[Demand], views: Mapping[GpuFamily, Sequence[Pool
     for family, view in sorted(views.items()):
         mine = [d for d in demand if d.family == family]
         requests = [(d.label, dict(d.request)) for d in mine for _ in range(d.replicas)]
-        if not requests or not view:
-            continue
+        if not requests or not any(is_free(g) for g in view):
+            continue  # nothing to lay out anew: the one-at-a-time planner decides
         planned = plan_pass(view, requests, one_host=True)
         if planned.method != "joint":
             continue
