@@ -35,11 +35,18 @@ class Demand:
 
 
 def new_demand(workloads: Sequence[WorkloadRequest], previous_mig: Set[str]) -> list[Demand]:
-    """The pass's new MIG demand in admission's order (``previous_mig``: labels that held instances)."""
+    """The pass's new MIG demand in admission's order (``previous_mig``: labels that held instances).
+    None in a family where a new workload asks for whole GPUs and MIG instances together: where its
+    instances go depends on the host admission picks for its whole GPUs, which a joint plan made
+    beforehand cannot know, so the family is planned one at a time."""
     out: list[Demand] = []
+    mixed: set[GpuFamily] = set()
     for w in sorted(workloads, key=lambda w: (-w.priority, w.key[0], w.key[1])):
         label = f"{w.key[0]}/{w.key[1]}"
-        if w.removed or w.suspended or label in previous_mig or any(n > 0 for n in w.whole.values()):
+        if w.removed or w.suspended or label in previous_mig:
+            continue
+        if any(n > 0 for n in w.whole.values()):
+            mixed.update(m.family for m in w.mig if m.count > 0)
             continue
         asked: Counter[str] = Counter()
         families = set()
@@ -49,7 +56,7 @@ def new_demand(workloads: Sequence[WorkloadRequest], previous_mig: Set[str]) -> 
                 families.add(mig.family)
         if len(families) == 1 and w.replicas > 0:
             out.append(Demand(label, families.pop(), tuple(sorted(asked.items())), w.replicas))
-    return out
+    return [d for d in out if d.family not in mixed]
 
 
 @dataclass(frozen=True, slots=True)
