@@ -383,7 +383,7 @@ def report(totals: Mapping[str, Totals]) -> None:
         if total.optimum_known:
             best = total.outcomes["optimum"]
             known = [
-                f"{method} {sum(g for g, _ in rows) / best.gpus - 1:+.2%}"
+                f"{method} {sum(g for g, _ in rows)} ({sum(g for g, _ in rows) / best.gpus - 1:+.2%})"
                 + (f" ({p} pending)" if (p := sum(n for _, n in rows)) else "")
                 for method, rows in total.on_known.items()
                 if rows
