@@ -1,8 +1,11 @@
 """Benchmark of the MIG planner against the templates people use and against the exact optimum.
 
 Random MIG demands (a list of workloads, each {profile: count}) on pools of 8-64 A100 80GB GPUs (hosts
-of 8). Each demand is admitted workload by workload in one pass with ``plan_mig_admission`` (nothing
-frozen: every host's layout is chosen in this pass), and compared with:
+of 8). Each demand is admitted in one pass by the product (``admit_pool`` with ``PoolMigPlanner``: one
+host per replica, the pass's new demand planned jointly), by the same product of a previous version
+(``--base``, default the main this work started from; run in a child process with that tree on
+``PYTHONPATH``, on the same demands), workload by workload with ``plan_mig_admission`` alone (nothing
+frozen, replicas may span hosts: the planner), and compared with:
 
 - ``all-1g.10gb``: every GPU pre-split into 7 x 1g.10gb (strands 1 slice per GPU, serves only 1g.10gb);
 - ``all-balanced``: every GPU pre-split into 2 x 1g.10gb + 2g.20gb + 3g.40gb (mig-parted's default);
@@ -24,18 +27,24 @@ planner uses as few GPUs as the optimum; CPU time per admission by pool size; th
 in one ``admit_pool`` pass of MIG workloads. Targets: at most +1.5% GPUs over the optimum, at least 30%
 fewer GPUs than the better template on mixed demand, per-admission p95 under 100 ms on 5,000 GPUs.
 
-    python bench/bench_mig.py [--demands 1000] [--seed 7] [--no-optimum] [--scale-gpus 5000]
+    python bench/bench_mig.py [--demands 1000] [--seed 7] [--no-optimum] [--scale-gpus 5000] [--base REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.mig import MigGpuType, entry_by_key
@@ -90,6 +99,11 @@ class Totals:
     gpus_at_optimum: int = 0  # same GPUs
     optimum_known: int = 0
     joint_at_optimum_gpus: int = 0  # demands the joint pass places on as few GPUs as the optimum
+    product_at_optimum_gpus: int = 0  # demands the product admits entirely on the optimum's GPUs
+    # (GPUs, pending) of the product per demand the optimum is known for (the gap is over those)
+    on_known: dict[str, list[tuple[int, int]]] = field(
+        default_factory=lambda: {"product": [], "product@base": []}
+    )
     fewer_than_template: list[float] = field(default_factory=list)
 
     def add(self, method: str, outcome: Outcome) -> None:
@@ -245,21 +259,87 @@ def optimum(demand: Mapping[str, int], pool_gpus: int, solver: object) -> tuple[
 
 JOINT_TIMES: list[float] = []  # CPU time of each joint pass (greedy + solver)
 PASSES = 4  # the multi-pass runs: the demand arrives in this many passes
+PRODUCT_TIMES: list[float] = []  # CPU time of each product pass
+DEFAULT_BASE = "df4dfea"  # the main before joint planning was wired into admission
+REPO = Path(__file__).resolve().parent.parent
+
+
+def demands(seed: int, count: int) -> list[tuple[str, int, list[dict[str, int]]]]:
+    """The benchmark's demands: (class, pool GPUs, workloads), the same for every version."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        kind = list(CLASSES)[i % len(CLASSES)]
+        pool_gpus = 8 * rng.randint(1, 8)
+        out.append((kind, pool_gpus, make_demand(rng, pool_gpus, CLASSES[kind])))
+    return out
+
+
+def run_product(pool_gpus: int, workloads: Sequence[Mapping[str, int]], times: list[float]) -> Outcome:
+    """The product's pass: ``admit_pool`` with ``PoolMigPlanner`` on a pool of hosts of 8 GPUs."""
+    units = tuple(
+        GpuUnit(
+            f"uid-{i // 8:02d}", f"host-{i // 8:02d}", i % 8, A100, mig_capable=True, memory_bytes=80 * 10**9
+        )
+        for i in range(pool_gpus)
+    )
+    pool = PoolState(("bench", "pool"), gpus=units, mig_strategy="mixed")
+    requests = [
+        WorkloadRequest(
+            ("bench", f"w{n:04d}"), mig=tuple(MigRequest(A100, p, c) for p, c in sorted(w.items()))
+        )
+        for n, w in enumerate(workloads)
+    ]
+    started = time.process_time()
+    planner = PoolMigPlanner(pool, (), (), requests)
+    result = admit_pool(pool, requests, (), planner)
+    outcome = planner.finish(result)
+    times.append(time.process_time() - started)
+    used = {(i.host_uid, i.gpu) for d in result.workloads.values() for i in d.mig}
+    pending = sum(1 for d in result.workloads.values() if str(d.action) == "pending")
+    asked = sum(
+        size(p) * n
+        for d in result.workloads.values()
+        if d.mig
+        for p, n in Counter(i.profile for i in d.mig).items()
+    )
+    return Outcome(len(used), outcome.usage.stranded, len(used) * SLICES - asked, pending)
+
+
+def base_products(base: str, seed: int, count: int) -> tuple[str, list[Outcome], list[float]]:
+    """The product of ``base`` on the same demands, in a child process with that tree on PYTHONPATH."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True
+        ).stdout
+
+    sha = git("rev-parse", "--verify", f"{base}^{{commit}}").strip()
+    path = Path(tempfile.gettempdir()) / f"reconciler-base-{sha[:12]}"
+    if not (path / "reconciler").is_dir():
+        git("worktree", "add", "--detach", str(path), sha)
+    cmd = [sys.executable, __file__, "--product-only", "--seed", str(seed), "--demands", str(count)]
+    env = {**os.environ, "PYTHONPATH": str(path)}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    return sha[:7], [Outcome(*row[:4]) for row in rows], [row[4] for row in rows]
 
 
 def one_demand(
-    rng: random.Random,
+    demand_: tuple[str, int, list[dict[str, int]]],
     totals: Mapping[str, Totals],
-    i: int,
     times: dict[int, list[float]],
     solver: object | None,
+    base: Outcome | None,
 ) -> float | None:
     """Run every method on one random demand; the optimum's solve time (None without one)."""
-    kind = list(CLASSES)[i % len(CLASSES)]
-    pool_gpus = 8 * rng.randint(1, 8)
-    workloads = make_demand(rng, pool_gpus, CLASSES[kind])
+    kind, pool_gpus, workloads = demand_
     total = totals[kind]
     total.demands += 1
+    product = run_product(pool_gpus, workloads, PRODUCT_TIMES)
+    total.add("product", product)
+    if base is not None:
+        total.add("product@base", base)
     planned = run_planner(pool_gpus, workloads, times.setdefault(pool_gpus, []))
     total.add("planner", planned)
     joint = run_joint(pool_gpus, workloads, JOINT_TIMES)
@@ -287,6 +367,10 @@ def one_demand(
         total.at_optimum += (planned.gpus, planned.stranded) == best
         total.gpus_at_optimum += planned.gpus == best[0]
         total.joint_at_optimum_gpus += joint.gpus == best[0]
+        total.product_at_optimum_gpus += product.gpus == best[0] and product.pending == 0
+        total.on_known["product"].append((product.gpus, product.pending))
+        if base is not None:
+            total.on_known["product@base"].append((base.gpus, base.pending))
         asked = sum(size(p) * n for p, n in demand.items())
         total.add("optimum", Outcome(best[0], best[1], best[0] * SLICES - asked, 0))
     return seconds
@@ -301,16 +385,40 @@ def report(totals: Mapping[str, Totals]) -> None:
             print(f"  {method:<18}{done:>10}{o.pending:>9}{o.gpus:>11}{o.stranded:>10}{o.unused:>8}")
         if total.optimum_known:
             best = total.outcomes["optimum"]
+            known = [
+                f"{method} {sum(g for g, _ in rows)} ({sum(g for g, _ in rows) / best.gpus - 1:+.2%})"
+                + (f" ({p} pending)" if (p := sum(n for _, n in rows)) else "")
+                for method, rows in total.on_known.items()
+                if rows
+            ]
             gaps = ", ".join(
-                f"{method} {o.gpus / best.gpus - 1:+.1%}" + (f" ({o.pending} pending)" if o.pending else "")
-                for method in ("planner", "joint", f"{PASSES} passes/gpu", f"{PASSES} passes/host")
-                if (o := total.outcomes[method])
+                known
+                + [
+                    f"{method} {o.gpus / best.gpus - 1:+.1%}"
+                    + (f" ({o.pending} pending)" if o.pending else "")
+                    for method in (
+                        "planner",
+                        "joint",
+                        f"{PASSES} passes/gpu",
+                        f"{PASSES} passes/host",
+                    )
+                    if (found := total.outcomes.get(method)) is not None and (o := found)
+                ]
             )
             print(
-                f"  GPUs used vs the optimum ({best.gpus}): {gaps}; in one pass as few GPUs on "
-                f"{total.gpus_at_optimum}/{total.optimum_known} demands, as few stranded slices too on "
-                f"{total.at_optimum}; joint pass as few GPUs on {total.joint_at_optimum_gpus}"
+                f"  GPUs used vs the optimum ({best.gpus}, demands it places): {gaps}; product on the "
+                f"optimum's GPUs on {total.product_at_optimum_gpus}/{total.optimum_known} demands; planner "
+                f"{total.gpus_at_optimum} (as few stranded slices too on {total.at_optimum}); joint pass "
+                f"{total.joint_at_optimum_gpus}"
             )
+            base = total.outcomes.get("product@base")
+            if base is not None:
+                mine = total.outcomes["product"]
+                print(
+                    f"  product vs product@base: GPUs {mine.gpus}/{base.gpus} = "
+                    f"{mine.gpus / base.gpus:.3f}x, "
+                    f"pending {mine.pending} vs {base.pending}, stranded {mine.stranded} vs {base.stranded}"
+                )
         if total.fewer_than_template:
             mean = statistics.mean(total.fewer_than_template)
             print(
@@ -397,28 +505,49 @@ def main() -> None:
     parser.add_argument("--scale-gpus", type=int, default=5000, help="the big pool (0: skip)")
     parser.add_argument("--scale-admissions", type=int, default=1000, help="planner calls on the big pool")
     parser.add_argument("--scale-workloads", type=int, default=3000, help="workloads of the big pool's pass")
+    parser.add_argument("--base", default=DEFAULT_BASE, help="previous version for product@base ('': skip)")
+    parser.add_argument("--product-only", action="store_true", help=argparse.SUPPRESS)  # the child's mode
     args = parser.parse_args()
-    rng = random.Random(args.seed)
+    cases = demands(args.seed, args.demands)
+    if args.product_only:
+        rows = []
+        for _, pool_gpus, workloads in cases:
+            spent: list[float] = []
+            o = run_product(pool_gpus, workloads, spent)
+            rows.append([o.gpus, o.stranded, o.unused, o.pending, spent[0]])
+        print(json.dumps(rows))
+        return
+    bases: list[Outcome | None] = [None] * len(cases)
+    base_name, base_times = "", list[float]()
+    if args.base:
+        base_name, found, base_times = base_products(args.base, args.seed, args.demands)
+        bases = list(found)
     solver: object | None = None
     if not args.no_optimum:
-        import highspy
+        from reconciler.placement.mig_joint_solve import new_solver
 
-        solver = highspy.Highs()
-        solver.setOptionValue("output_flag", False)
+        solver = new_solver()  # no banner on standard output
     totals = {name: Totals() for name in CLASSES}
     times: dict[int, list[float]] = {}
     ilp_times: list[float] = []
     wall = time.perf_counter()
-    for i in range(args.demands):
-        seconds = one_demand(rng, totals, i, times, solver)
+    for case, base in zip(cases, bases, strict=True):
+        seconds = one_demand(case, totals, times, solver, base)
         if seconds is not None:
             ilp_times.append(seconds)
     elapsed = time.perf_counter() - wall
     print(f"{args.demands} demands, seed {args.seed}, pools of 8-64 {GPU.key} GPUs; {elapsed:.1f} s in all")
+    if base_name:
+        print(f"product@base: the product of {base_name} on the same demands")
     report(totals)
     print("\nCPU time per admission (plan_mig_admission, CPU not wall clock), by pool size:")
     for gpus in sorted(times):
         print(f"  {gpus:>2} GPUs: {percentiles(times[gpus])}")
+    shown = percentiles(PRODUCT_TIMES).replace("admissions", "passes")
+    print(f"product pass (admit_pool + PoolMigPlanner + finish): {shown}")
+    if base_times:
+        shown = percentiles(base_times).replace("admissions", "passes")
+        print(f"product@base pass ({base_name}): {shown}")
     if JOINT_TIMES:
         shown = percentiles(JOINT_TIMES).replace("admissions", "passes")
         print(f"joint pass (whole demand, greedy + HiGHS): {shown}")

@@ -29,6 +29,8 @@ Rules it adds to admission's:
   ``plan_mig_admission``, on one host when admission names the hosts of a replica; refusals map to
   ``MIGUnsupported``, ``PoolCapacityExceeded`` and ``NoFittingLayout`` with messages counting what a new
   request can use, naming the GPUs held and the growth that would unblock it.
+- The pass's new MIG-only demand is planned jointly at its first placement (``mig_admission_joint``,
+  one host per replica); its replicas then take what that plan gave them, the rest is planned as above.
 - At the end: ``release_idle_gpus`` (not frozen GPUs), ``repad`` of the GPUs laid out in the pass, then
   the outputs, with the hosts whose GPUs are re-laid out (``relayout``).
 """
@@ -55,6 +57,7 @@ from reconciler.placement.mig import (
     usable_slices,
 )
 from reconciler.placement.mig import MigRefusal as PlanRefusal
+from reconciler.placement.mig_admission_joint import JointPlan, new_demand, plan_joint
 from reconciler.placement.mig_layouts import (
     GpuLayout,
     kept_layouts,
@@ -97,6 +100,8 @@ class PoolMigPlanner:
         layouts: Iterable[GpuLayout] = (),
         previous: Sequence[PreviousAdmission] = (),
         workloads: Sequence[WorkloadRequest] = (),
+        *,
+        joint: bool = True,
     ) -> None:
         self._pool = pool
         self._mixed = pool.mig_strategy == "mixed"
@@ -154,6 +159,12 @@ class PoolMigPlanner:
         self._version = self._next_version = 0  # a new version whenever the layouts or bindings change
         self._released: dict[str, list[tuple[_Key, str, int]]] = {}  # instances released this pass
         self._refused: dict[tuple[Any, ...], tuple[int, frozenset[_Key], MigRefusal]] = {}
+        # The pass's new MIG demand, planned jointly at the first placement of one of its workloads.
+        self._new = (
+            new_demand(workloads, {_label(p.key) for p in earlier if p.mig}) if self._mixed and joint else []
+        )
+        self._new_labels = {d.label for d in self._new}
+        self._joint: JointPlan | None = None
         self.notes = tuple(notes)
 
     def _changed(self) -> None:
@@ -297,9 +308,18 @@ class PoolMigPlanner:
         cached = self._refused.get(memo)
         if cached is not None and cached[0] == self._version and cached[1] == free:
             return cached[2]
+        if self._joint is None and label in self._new_labels:
+            self._joint = self._plan_joint(free)
+        followed = None if self._joint is None else self._joint.follow(label, wanted, self._gpus, free, hosts)
+        if followed is not None:
+            changed, instances, switched = followed
+            self._gpus.update(changed)
+            self._tell(switched)
+            self._changed()
+            return MigPlacement(tuple(sorted(instances)), tuple(GpuRef(*key) for key in sorted(switched)))
         before = dict(self._gpus)
         bindings: list[MigInstance] = []
-        switched: list[_Key] = []
+        switched = []
         for family, per_family in sorted(wanted.items()):
             refs = self._family_keys.get(family, [])
             profiles = dict(per_family)
@@ -329,6 +349,13 @@ class PoolMigPlanner:
         return MigPlacement(tuple(sorted(bindings)), tuple(GpuRef(*key) for key in sorted(switched)))
 
     # -- helpers --
+
+    def _plan_joint(self, free: frozenset[_Key]) -> JointPlan:
+        """The joint plan of the pass's new MIG demand over the GPUs as they are now (see
+        ``mig_admission_joint``)."""
+        families = {d.family for d in self._new}
+        views = {f: [self._view(ref, free) for ref in self._family_keys.get(f, [])] for f in families}
+        return plan_joint(self._new, views)
 
     def _plan(
         self, refs: Sequence[_Key], profiles: Mapping[str, int], label: str, free: frozenset[_Key]

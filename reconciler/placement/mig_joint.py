@@ -1,60 +1,56 @@
 """Joint MIG planning of one pass: the pass's new MIG demand laid out together over the free GPUs (pure).
 
-Admission places MIG requests one at a time (``plan_mig_admission``), each the best for itself; that
-can fill a GPU with two 3g where the pass as a whole wants a 3g and two 2g on it. ``plan_pass`` runs
-that greedy first, then re-plans what it placed on *free* GPUs (MIG-capable, not frozen, not bound
-whole, no bound instance) as one integer program: per GPU type, how many free GPUs take each layout,
-fewest GPUs then fewest stranded slices, the instances the greedy placed there as the cover. The
-result replaces the greedy's only when it uses fewer GPUs (or as many with fewer stranded slices), so:
+Admission places MIG requests one at a time, each the best for itself; that can fill a GPU with two 3g
+where the pass as a whole wants a 3g and two 2g on it. ``plan_pass`` runs that greedy first (each
+replica on the host where it fits best, as admission does), then re-plans what it placed as one
+integer program (``mig_joint_solve``): per site (a host when each replica's instances must be on one
+host, else the pool), how many *free* GPUs (MIG-capable, not frozen, not bound whole, no bound
+instance) take each layout and which replicas go there, the free instances of the site's other GPUs
+in MIG mode counted as they are; fewest GPUs laid out, then fewest stranded slices. The result
+replaces the greedy's only when it uses fewer of the free GPUs (or as many, stranding fewer slices), so:
 
-- a bound instance, a frozen GPU and a GPU bound whole are never changed (they are not free);
-- the pass never uses more GPUs than the greedy on the same input;
-- the same input gives the same layout: the solver runs on one thread with a fixed seed and a branch
-  and bound *node* limit (``node_limit``), never a wall-clock budget, so a plan and the run that
-  applies it decide the same. When the limit stops the search, the best layout found so far counts if
-  it beats the greedy; without ``highspy`` (or with ``node_limit=0``) the greedy's answer stands.
-
-Requests the greedy refuses stay refused, and a request's instances may go on several GPUs, as with
-``plan_mig_admission`` without hosts (one host per replica is not modelled here).
+- a bound instance, a frozen GPU and a GPU bound whole are never changed (a GPU in MIG mode holding a
+  bound instance keeps its layout: only its free instances are used);
+- the pass never uses more GPUs than the greedy on the same input, and admits the same requests;
+- the same input gives the same plan: the solver runs on one thread with a fixed seed, a branch and
+  bound *node* limit and a cap on the model's size, never a wall-clock budget, so a plan and the run
+  that applies it decide the same. Without ``highspy`` (or with ``node_limit=0``) the greedy stands.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
-from typing import Any
 
 from reconciler.model.mig import MigGpuType
-from reconciler.placement.mig import (
-    MigInstance,
-    MigPlan,
-    PoolGpu,
-    layout_mask,
-    plan_mig_admission,
-    stranded_slices,
-    uncovered,
-    valid_layouts,
+from reconciler.placement.mig import MigInstance, MigPlan, PoolGpu, plan_mig_admission, stranded_slices
+from reconciler.placement.mig import MigRefusal as PlanRefusal
+from reconciler.placement.mig_joint_solve import (
+    NODE_LIMIT,
+    Answer,
+    Site,
+    Vector,
+    available,
+    solve,
 )
+from reconciler.placement.mig_request import plan_on_one_host
 
-NODE_LIMIT = 2000  # branch-and-bound nodes per GPU type: deterministic work, not time
-SEED = 0
-
-Request = tuple[str, Mapping[str, int]]  # (workload label, {profile: count})
+Request = tuple[str, Mapping[str, int]]  # one replica: (workload label, {profile: count})
+Placed = tuple[str, tuple[tuple[int, str, int], ...]]  # (host, ((GPU index, profile, start), ...))
 
 
 @dataclass(frozen=True, slots=True)
 class PassPlan:
-    """The GPUs after the pass (same order as given), the labels admitted and refused, and which
-    answer won (``joint`` or ``greedy``)."""
+    """The GPUs after the pass (same order as given), the labels of the requests admitted and refused
+    (in request order; a workload's label once per replica), where each admitted request's instances
+    went (same order as ``admitted``), and which answer won (``joint`` or ``greedy``)."""
 
     gpus: tuple[PoolGpu, ...]
     admitted: tuple[str, ...]
     pending: tuple[str, ...]
     method: str
+    placed: tuple[Placed, ...] = ()
 
 
 def is_free(gpu: PoolGpu) -> bool:
@@ -69,189 +65,198 @@ def is_free(gpu: PoolGpu) -> bool:
 
 def used_gpus(gpus: Sequence[PoolGpu]) -> int:
     """GPUs holding at least one bound instance."""
-    return sum(1 for g in gpus if any(i.workload is not None for i in g.instances or ()))
+    return sum(1 for g in gpus if _used(g))
 
 
-def greedy_pass(gpus: Sequence[PoolGpu], requests: Sequence[Request]) -> PassPlan:
-    """Admission's way: each request in turn, the best for itself (``plan_mig_admission``)."""
-    state = tuple(gpus)
-    admitted: list[str] = []
+def _used(gpu: PoolGpu) -> bool:
+    return any(i.workload is not None for i in gpu.instances or ())
+
+
+def _settled(gpus: Sequence[PoolGpu]) -> tuple[PoolGpu, ...]:
+    """A GPU in MIG mode that holds a bound instance keeps its layout in a joint pass (frozen)."""
+    return tuple(replace(g, frozen=True) if _used(g) and not g.frozen else g for g in gpus)
+
+
+def greedy_pass(gpus: Sequence[PoolGpu], requests: Sequence[Request], *, one_host: bool = True) -> PassPlan:
+    """Admission's way: each request in turn, the best for itself, on the host where it fits best when
+    ``one_host`` (``plan_on_one_host``), else anywhere in the pool (``plan_mig_admission``)."""
+    return _greedy(gpus, requests, one_host)[0]
+
+
+def _greedy(
+    gpus: Sequence[PoolGpu], requests: Sequence[Request], one_host: bool
+) -> tuple[PassPlan, list[int]]:
+    """The greedy pass and the positions of the requests it admitted."""
+    state = list(_settled(gpus))
+    where = {(g.host, g.index): k for k, g in enumerate(state)}
+    refs = sorted(where, key=lambda ref: state[where[ref]].order)
+    hosts = list(dict.fromkeys(ref[0] for ref in refs))
+    taken: list[int] = []
     pending: list[str] = []
-    for label, request in requests:
-        outcome = plan_mig_admission(state, request, label)
-        if isinstance(outcome, MigPlan):
-            state = outcome.gpus
-            admitted.append(label)
+    placed: list[Placed] = []
+    for n, (label, request) in enumerate(requests):
+        outcome: MigPlan | PlanRefusal
+        if one_host:
+            outcome = plan_on_one_host(
+                refs, hosts, request, label, lambda ref: state[where[ref]], lambda _: None
+            )
         else:
+            outcome = plan_mig_admission(state, request, label)
+        if isinstance(outcome, PlanRefusal):
             pending.append(label)
-    return PassPlan(state, tuple(admitted), tuple(pending), "greedy")
+            continue
+        for k in outcome.changed:
+            gpu = outcome.gpus[k]
+            state[where[(gpu.host, gpu.index)]] = gpu
+        taken.append(n)
+        host = outcome.bindings[0].host if outcome.bindings else ""
+        placed.append((host, tuple(sorted((b.gpu, b.profile, b.start) for b in outcome.bindings))))
+    admitted = tuple(requests[n][0] for n in taken)
+    return PassPlan(tuple(state), admitted, tuple(pending), "greedy", tuple(placed)), taken
 
 
 def plan_pass(
-    gpus: Sequence[PoolGpu], requests: Sequence[Request], *, node_limit: int = NODE_LIMIT
+    gpus: Sequence[PoolGpu],
+    requests: Sequence[Request],
+    *,
+    one_host: bool = True,
+    node_limit: int = NODE_LIMIT,
 ) -> PassPlan:
     """The pass's requests planned jointly over the free GPUs, or the greedy's answer when that is no
     better (see the module docstring)."""
-    greedy = greedy_pass(gpus, requests)
-    if node_limit <= 0:
+    greedy, taken = _greedy(gpus, requests, one_host)
+    if node_limit <= 0 or not taken or not available():
         return greedy
-    try:
-        import highspy  # noqa: F401  (optional at run time: the greedy stands without it)
-    except ImportError:
+    start = _settled(gpus)
+    site_of: dict[str, int] = {}
+    members: list[list[int]] = []  # per site, its GPUs' positions in GPU order
+    for k in sorted(range(len(start)), key=lambda k: start[k].order):
+        name = start[k].host if one_host else ""
+        if name not in site_of:
+            site_of[name] = len(members)
+            members.append([])
+        members[site_of[name]].append(k)
+    admitted = [requests[n] for n in taken]
+    profiles = tuple(sorted({p for _, r in admitted for p, c in r.items() if c}))
+    shape_ids: dict[Vector, int] = {}
+    shape_of: list[int] = []
+    for _, request in admitted:
+        vector = tuple(request.get(p, 0) for p in profiles)
+        shape_of.append(shape_ids.setdefault(vector, len(shape_ids)))
+    counts = Counter(shape_of)
+    shapes = [(vector, counts[s]) for vector, s in shape_ids.items()]
+    sites = [_site(start, ks, profiles) for ks in members]
+    greedy_sites = [site_of[host if one_host else ""] for host, _ in greedy.placed]
+    weights = tuple(_smallest(start, p) for p in profiles)
+    answer = solve(sites, shapes, profiles, weights, node_limit)
+    if answer is None:
         return greedy
-    start = tuple(gpus)
-    out = list(greedy.gpus)
-    by_type: dict[str, list[int]] = {}
-    for position, gpu in enumerate(start):
-        if is_free(gpu):
-            assert gpu.gpu_type is not None
-            by_type.setdefault(gpu.gpu_type.key, []).append(position)
-    changed = False
-    for _, positions in sorted(by_type.items()):
-        replanned = _replan_type(start, greedy.gpus, positions, node_limit)
-        if replanned is not None:
-            for position, gpu in replanned.items():
-                out[position] = gpu
-            changed = True
-    if not changed:
+    laid = _lay_out(start, members, answer)
+    if laid is None:
         return greedy
-    return PassPlan(tuple(out), greedy.admitted, greedy.pending, "joint")
+    joint = _bind(start, laid, members, answer, admitted, shape_of, greedy_sites, greedy.pending)
+    if joint is None or _cost(start, joint.gpus) >= _cost(start, greedy.gpus):
+        return greedy
+    return joint
 
 
-def _replan_type(
-    start: Sequence[PoolGpu], after: Sequence[PoolGpu], positions: Sequence[int], node_limit: int
-) -> dict[int, PoolGpu] | None:
-    """The free GPUs of one type laid out anew for what the greedy bound there, or None (no better)."""
-    gpu_type = start[positions[0]].gpu_type
-    assert gpu_type is not None
-    order = sorted(positions, key=lambda p: start[p].order)
-    wanted: list[tuple[str, str]] = []  # (workload, profile) per instance, by GPU order then start
-    for position in order:
-        wanted.extend((i.workload, i.profile) for i in after[position].instances or () if i.workload)
-    if not wanted:
-        return None
-    greedy_used = [p for p in order if any(i.workload for i in after[p].instances or ())]
-    greedy_cost = (len(greedy_used), sum(stranded_slices(after[p]) for p in greedy_used))
-    demand = Counter(profile for _, profile in wanted)
-    counts = _solve(gpu_type, tuple(sorted(demand.items())), len(order), node_limit)
-    if counts is None:
-        return None
-    layouts = [layout for layout, n in counts for _ in range(n)]
-    laid = [
-        replace(start[p], instances=tuple(MigInstance(s, name) for name, s in sorted(layout, key=_by_start)))
-        for p, layout in zip(order, layouts, strict=False)
-    ]
-    bound = _bind(laid, sorted(wanted, key=lambda w: (w[0], w[1])))
-    if bound is None:
-        return None
-    mine = [g for g in bound if any(i.workload for i in g.instances or ())]
-    cost = (len(mine), sum(stranded_slices(g) for g in mine))
-    if cost >= greedy_cost:
-        return None
-    result = {p: start[p] for p in order}  # untouched free GPUs stay as they came in
-    for p, gpu in zip(order, bound, strict=False):
-        result[p] = gpu if gpu in mine else start[p]
-    return result
-
-
-def _by_start(placement: tuple[str, int]) -> tuple[int, str]:
-    return placement[1], placement[0]
-
-
-def _bind(laid: list[PoolGpu], wanted: Sequence[tuple[str, str]]) -> list[PoolGpu] | None:
-    """Each wanted instance bound to the first free instance of its profile, GPUs in order."""
-    slots = [list(g.instances or ()) for g in laid]
-    for workload, profile in wanted:
-        spot = next(
-            (
-                (g, k)
-                for g, row in enumerate(slots)
-                for k, s in enumerate(row)
-                if s.profile == profile and s.workload is None
-            ),
-            None,
-        )
-        if spot is None:
-            return None
-        g, k = spot
-        slots[g][k] = replace(slots[g][k], workload=workload)
-    return [replace(g, instances=tuple(row)) for g, row in zip(laid, slots, strict=True)]
-
-
-_banner_silenced = False
-
-
-def _new_solver() -> Any:
-    """A HiGHS solver with its logging off. HiGHS prints a start-up banner on file descriptor 1 from
-    the constructor of the process's first solver, before any option can be set; that would corrupt
-    ``plan --format json``, so the first construction runs with descriptor 1 pointed at /dev/null."""
-    global _banner_silenced
-    import highspy
-
-    if _banner_silenced:
-        solver = highspy.Highs()  # type: ignore[no-untyped-call]
-    else:
-        sys.stdout.flush()
-        saved = os.dup(1)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, 1)
-            solver = highspy.Highs()  # type: ignore[no-untyped-call]
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-            os.close(devnull)
-        _banner_silenced = True
-    solver.setOptionValue("output_flag", False)
-    solver.setOptionValue("log_to_console", False)
-    return solver
-
-
-@lru_cache(maxsize=64)
-def _configurations(
-    gpu_type: MigGpuType, profiles: tuple[str, ...]
-) -> tuple[tuple[tuple[int, ...], int, frozenset[tuple[str, int]]], ...]:
-    """Per count vector of ``profiles`` a layout holds, the layout stranding fewest slices (then the
-    first in a fixed order): what one GPU can take. Instances of other profiles stay free padding."""
-    best: dict[tuple[int, ...], tuple[int, tuple[tuple[str, int], ...]]] = {}
-    for layout in valid_layouts(gpu_type):
-        names = Counter(name for name, _ in layout)
-        vector = tuple(names.get(p, 0) for p in profiles)
-        if not any(vector):
+def _site(start: Sequence[PoolGpu], ks: Sequence[int], profiles: tuple[str, ...]) -> Site:
+    """What one site offers: its free GPUs per type, and the free instances of its other GPUs in MIG mode."""
+    types: Counter[str] = Counter()
+    by_key: dict[str, MigGpuType] = {}
+    spare: Counter[str] = Counter()
+    for k in ks:
+        gpu = start[k]
+        if gpu.gpu_type is None or gpu.bound is not None:
             continue
-        key = (uncovered(gpu_type, layout_mask(gpu_type, layout)), tuple(sorted(layout)))
-        if vector not in best or key < best[vector]:
-            best[vector] = key
-    return tuple((v, s, frozenset(layout)) for v, (s, layout) in sorted(best.items()))
+        if is_free(gpu):
+            types[gpu.gpu_type.key] += 1
+            by_key[gpu.gpu_type.key] = gpu.gpu_type
+        elif gpu.instances is not None:
+            spare.update(i.profile for i in gpu.instances if i.workload is None)
+    free = tuple((by_key[key], n) for key, n in sorted(types.items()))
+    return Site(free, tuple(spare.get(p, 0) for p in profiles))
 
 
-def _solve(
-    gpu_type: MigGpuType, demand: tuple[tuple[str, int], ...], gpus: int, node_limit: int
-) -> list[tuple[frozenset[tuple[str, int]], int]] | None:
-    """How many GPUs take each layout: fewest GPUs, then fewest stranded slices, covering ``demand``
-    (HiGHS, one thread, fixed seed, at most ``node_limit`` nodes). None without a feasible answer."""
-    profiles = tuple(name for name, _ in demand)
-    configs = _configurations(gpu_type, profiles)
-    if not configs:
-        return None
-    solver = _new_solver()
-    for option, value in (
-        ("output_flag", False),
-        ("log_to_console", False),
-        ("threads", 1),
-        ("random_seed", SEED),
-        ("mip_max_nodes", node_limit),
-        ("mip_rel_gap", 0.0),
-    ):
-        solver.setOptionValue(option, value)
-    scale = gpu_type.memory_slices * gpus + 1
-    x = [solver.addIntegral(lb=0, ub=gpus) for _ in configs]
-    for k, (_, count) in enumerate(demand):
-        solver.addConstr(sum(v[k] * xi for (v, _, _), xi in zip(configs, x, strict=True)) >= count)
-    solver.addConstr(sum(x) <= gpus)
-    solver.minimize(sum((scale + s) * xi for (_, s, _), xi in zip(configs, x, strict=True)))
-    if solver.getInfo().primal_solution_status != 2:  # no feasible solution found within the limit
-        return None
-    values = solver.getSolution().col_value
-    counts = [(layout, round(values[k])) for k, (_, _, layout) in enumerate(configs)]
-    return [(layout, n) for layout, n in counts if n > 0]
+def _smallest(gpus: Sequence[PoolGpu], profile: str) -> int:
+    """Memory slices an instance of the profile takes at least on these GPUs."""
+    sizes = {p.size for g in gpus if g.gpu_type is not None if (p := g.gpu_type.profile(profile)) is not None}
+    return min(sizes, default=1)
+
+
+def _lay_out(
+    start: Sequence[PoolGpu], members: Sequence[Sequence[int]], answer: Answer
+) -> dict[int, PoolGpu] | None:
+    """The free GPUs of each site laid out as the answer says (in GPU order, layouts in a fixed order)."""
+    laid: dict[int, PoolGpu] = {}
+    for ks, layouts in zip(members, answer.layouts, strict=True):
+        for gpu_type, layout, n in sorted(layouts, key=lambda e: (e[0].key, sorted(e[1]))):
+            spots = [k for k in ks if k not in laid and is_free(start[k]) and start[k].gpu_type == gpu_type]
+            if len(spots) < n:
+                return None
+            instances = tuple(MigInstance(s, name) for name, s in sorted(layout, key=lambda p: (p[1], p[0])))
+            for k in spots[:n]:
+                laid[k] = replace(start[k], instances=instances)
+    return laid
+
+
+def _bind(
+    start: Sequence[PoolGpu],
+    laid: Mapping[int, PoolGpu],
+    members: Sequence[Sequence[int]],
+    answer: Answer,
+    admitted: Sequence[Request],
+    shape_of: Sequence[int],
+    greedy_sites: Sequence[int],
+    pending: tuple[str, ...],
+) -> PassPlan | None:
+    """Each admitted request on a site the answer gives its shape (its greedy site when that one still
+    has room, else the first), its instances on the site's free instances: GPUs already in MIG mode
+    first, then in GPU order, lowest start first. None when something does not fit (never expected)."""
+    room = [Counter(dict(per)) for per in answer.replicas]
+    state = [laid.get(k, g) for k, g in enumerate(start)]
+    placed: list[Placed] = []
+    for (label, request), shape, preferred in zip(admitted, shape_of, greedy_sites, strict=True):
+        site = (
+            preferred if room[preferred][shape] else next((s for s, r in enumerate(room) if r[shape]), None)
+        )
+        if site is None:
+            return None
+        room[site][shape] -= 1
+        order = sorted(
+            (k for k in members[site] if k in laid or not is_free(start[k])),
+            key=lambda k: (k in laid, start[k].order),
+        )
+        got: list[tuple[int, str, int]] = []
+        for profile, count in sorted(request.items()):
+            for _ in range(count):
+                spot = next(
+                    (
+                        (k, j)
+                        for k in order
+                        if state[k].gpu_type is not None and state[k].bound is None
+                        for j, i in enumerate(state[k].instances or ())
+                        if i.profile == profile and i.workload is None
+                    ),
+                    None,
+                )
+                if spot is None:
+                    return None
+                k, j = spot
+                slots = list(state[k].instances or ())
+                slots[j] = replace(slots[j], workload=label)
+                state[k] = replace(state[k], instances=tuple(slots))
+                got.append((state[k].index, profile, slots[j].start))
+        host = start[members[site][0]].host
+        placed.append((host, tuple(sorted(got))))
+    for k in laid:
+        if not _used(state[k]):
+            state[k] = start[k]  # a GPU the answer laid out but nothing uses stays as it came in
+    labels = tuple(label for label, _ in admitted)
+    return PassPlan(tuple(state), labels, pending, "joint", tuple(placed))
+
+
+def _cost(start: Sequence[PoolGpu], after: Sequence[PoolGpu]) -> tuple[int, int]:
+    """GPUs the pass starts using (holding a bound instance now, none before), then the slices they strand."""
+    used = [g for g0, g in zip(start, after, strict=True) if _used(g) and not _used(g0)]
+    return len(used), sum(stranded_slices(g) for g in used)

@@ -1,0 +1,226 @@
+"""The integer programs of joint MIG planning (``mig_joint``): which replicas go to each site and how
+many of its free GPUs take each layout (pure; HiGHS through ``highspy``).
+
+A *site* is where one replica's instances must all be: a host when the model requires one host per
+replica, else the whole pool. A site offers its free GPUs (per MIG type: any layout) and the free
+instances of its GPUs already in MIG mode that keep their layout (fixed, per profile). Sites are
+filled one after the other, each by one small program (``solve``). Deterministic: one thread, a fixed
+seed, a branch-and-bound *node* limit and a cap on a program's size, never a wall-clock budget.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from reconciler.model.mig import MigGpuType
+from reconciler.placement.mig import Layout, layout_mask, uncovered, valid_layouts
+
+NODE_LIMIT = 2000  # branch-and-bound nodes per program: deterministic work, not time
+MAX_COLUMNS = 5000  # larger programs are not built: the greedy's answer stands (a size, not a time)
+SEED = 0
+
+Vector = tuple[int, ...]  # instances per profile of the program's profile list
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """One host (or the pool): its free GPUs per MIG type, and its frozen GPUs' free instances."""
+
+    free: tuple[tuple[MigGpuType, int], ...]
+    spare: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Per site, how many GPUs of each type take each layout, and how many replicas of each shape."""
+
+    layouts: tuple[tuple[tuple[MigGpuType, Layout, int], ...], ...]
+    replicas: tuple[tuple[tuple[int, int], ...], ...]
+
+
+_banner_silenced = False
+
+
+def new_solver() -> Any:
+    """A HiGHS solver with its logging off. HiGHS prints a start-up banner on file descriptor 1 from
+    the constructor of the process's first solver, before any option can be set; that would corrupt
+    ``plan --format json``, so the first construction runs with descriptor 1 pointed at /dev/null."""
+    global _banner_silenced
+    import highspy
+
+    if _banner_silenced:
+        solver = highspy.Highs()  # type: ignore[no-untyped-call]
+    else:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 1)
+            solver = highspy.Highs()  # type: ignore[no-untyped-call]
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(devnull)
+        _banner_silenced = True
+    for option, value in (
+        ("output_flag", False),
+        ("log_to_console", False),
+        ("threads", 1),
+        ("random_seed", SEED),
+        ("mip_rel_gap", 0.0),
+    ):
+        solver.setOptionValue(option, value)
+    return solver
+
+
+def available() -> bool:
+    try:
+        import highspy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=256)
+def configurations(gpu_type: MigGpuType, profiles: tuple[str, ...]) -> tuple[tuple[Vector, int, Layout], ...]:
+    """Per count vector of ``profiles`` one GPU's layout holds, the layout stranding fewest slices (then
+    the first in a fixed order). Instances of other profiles stay free padding."""
+    best: dict[Vector, tuple[int, tuple[tuple[str, int], ...]]] = {}
+    for layout in valid_layouts(gpu_type):
+        names = Counter(name for name, _ in layout)
+        vector = tuple(names.get(p, 0) for p in profiles)
+        if not any(vector):
+            continue
+        key = (uncovered(gpu_type, layout_mask(gpu_type, layout)), tuple(sorted(layout)))
+        if vector not in best or key < best[vector]:
+            best[vector] = key
+    return tuple((v, s, frozenset(layout)) for v, (s, layout) in sorted(best.items()))
+
+
+def solve(
+    sites: Sequence[Site],
+    shapes: Sequence[tuple[Vector, int]],
+    profiles: tuple[str, ...],
+    weights: Vector,
+    node_limit: int = NODE_LIMIT,
+) -> Answer | None:
+    """Layouts per site and replicas (``shapes``: (instances per profile, how many)) per site, covering
+    every replica; None when they do not all fit (or a program is over ``MAX_COLUMNS``).
+
+    Site by site in order, one small program each: the replicas still to place that the site holds
+    best, most memory slices first (``weights``: slices per instance of each profile), then fewest
+    GPUs laid out, then fewest stranded slices. Done twice: once free, once *guided* by the optimum of
+    the whole demand over all the sites pooled (a site may only take layouts that optimum still has
+    unused); the guided answer when it matches that optimum, else the better of the two (fewer GPUs,
+    then fewer stranded slices; the free one on a tie)."""
+    pooled = _pooled(sites, len(profiles))
+    whole = _fill(pooled, shapes, [n for _, n in shapes], profiles, weights, node_limit, None)
+    guided = None
+    if whole is not None and whole[1] == [n for _, n in shapes]:
+        limits = {(t.key, layout): n for t, layout, n in whole[0]}
+        guided = _sequential(sites, shapes, profiles, weights, node_limit, limits)
+        if guided is not None and _answer_cost(guided) == _answer_cost(Answer((whole[0],), ())):
+            return guided  # as good as the pooled optimum: nothing beats it
+    free = _sequential(sites, shapes, profiles, weights, node_limit, None)
+    found = [a for a in (free, guided) if a is not None]
+    return min(found, key=_answer_cost) if found else None
+
+
+def _pooled(sites: Sequence[Site], width: int) -> Site:
+    types: dict[str, tuple[MigGpuType, int]] = {}
+    for site in sites:
+        for t, n in site.free:
+            types[t.key] = (t, types.get(t.key, (t, 0))[1] + n)
+    spare = tuple(sum(site.spare[p] for site in sites) for p in range(width))
+    return Site(tuple(types[key] for key in sorted(types)), spare)
+
+
+def _answer_cost(answer: Answer) -> tuple[int, int]:
+    gpus = sum(n for per in answer.layouts for _, _, n in per)
+    stranded = sum(n * uncovered(t, layout_mask(t, layout)) for per in answer.layouts for t, layout, n in per)
+    return gpus, stranded
+
+
+def _sequential(
+    sites: Sequence[Site],
+    shapes: Sequence[tuple[Vector, int]],
+    profiles: tuple[str, ...],
+    weights: Vector,
+    node_limit: int,
+    limits: Mapping[tuple[str, Layout], int] | None,
+) -> Answer | None:
+    """The sites filled in order (see ``solve``); ``limits``: layouts the sites may still take."""
+    left = [n for _, n in shapes]
+    budget = dict(limits) if limits is not None else None
+    layouts: list[tuple[tuple[MigGpuType, Layout, int], ...]] = []
+    replicas: list[tuple[tuple[int, int], ...]] = []
+    for site in sites:
+        if not any(left):
+            layouts.append(())
+            replicas.append(())
+            continue
+        got = _fill(site, shapes, left, profiles, weights, node_limit, budget)
+        if got is None:
+            return None
+        laid, taken = got
+        if budget is not None:
+            for t, layout, n in laid:
+                budget[(t.key, layout)] -= n
+        layouts.append(laid)
+        replicas.append(tuple((s, n) for s, n in enumerate(taken) if n))
+        left = [a - b for a, b in zip(left, taken, strict=True)]
+    if any(left):
+        return None
+    return Answer(tuple(layouts), tuple(replicas))
+
+
+def _fill(
+    site: Site,
+    shapes: Sequence[tuple[Vector, int]],
+    left: Sequence[int],
+    profiles: tuple[str, ...],
+    weights: Vector,
+    node_limit: int,
+    limits: Mapping[tuple[str, Layout], int] | None,
+) -> tuple[tuple[tuple[MigGpuType, Layout, int], ...], list[int]] | None:
+    """One site's program (see ``solve``): its layouts and the replicas of each shape it takes."""
+    tables = {t.key: configurations(t, profiles) for t, _ in site.free}
+    if sum(len(tables[t.key]) for t, _ in site.free) + len(shapes) > MAX_COLUMNS or node_limit <= 0:
+        return None
+    solver = new_solver()
+    solver.setOptionValue("mip_max_nodes", node_limit)
+    gpus = sum(n for _, n in site.free)
+    scale = max((t.memory_slices for t, _ in site.free), default=8) * gpus + 1
+    big = (scale + 8) * gpus + 1  # a slice placed is worth more than any layout costs
+    x: list[tuple[MigGpuType, int, Any]] = []
+    cost: list[Any] = []
+    for gpu_type, count in site.free:
+        group = []
+        for k, (_, stranded, layout) in enumerate(tables[gpu_type.key]):
+            most = count if limits is None else min(count, limits.get((gpu_type.key, layout), 0))
+            var = solver.addIntegral(lb=0, ub=most)
+            x.append((gpu_type, k, var))
+            group.append(var)
+            cost.append((scale + stranded) * var)
+        solver.addConstr(sum(group) <= count)
+    y = [solver.addIntegral(lb=0, ub=n) for n in left]
+    for p in range(len(profiles)):
+        supply = sum(tables[t.key][k][0][p] * var for t, k, var in x)
+        asked = sum(vector[p] * var for (vector, _), var in zip(shapes, y, strict=True))
+        solver.addConstr(supply - asked >= -site.spare[p])
+    value = [big * sum(w * c for w, c in zip(weights, vector, strict=True)) for vector, _ in shapes]
+    solver.minimize(sum(cost) - sum(v * var for v, var in zip(value, y, strict=True)))
+    solver.run()
+    if solver.getInfo().primal_solution_status != 2:  # no feasible solution within the limit
+        return None
+    values = solver.getSolution().col_value
+    laid = tuple(
+        (t, tables[t.key][k][2], round(values[var.index])) for t, k, var in x if round(values[var.index]) > 0
+    )
+    return laid, [round(values[var.index]) for var in y]
