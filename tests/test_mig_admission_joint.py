@@ -10,8 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.model.pools import WorkloadRequest
-from reconciler.placement.admission import PoolAdmission, PoolState, PreviousAdmission, admit_pool
-from reconciler.placement.mig_admission import PoolMigOutcome, PoolMigPlanner, parse_mig_layouts
+from reconciler.placement.admission import admit_pool
+from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission
+from reconciler.placement.mig_admission import PoolMigPlanner
+from reconciler.placement.mig_layouts import parse_mig_layouts
+from reconciler.placement.mig_outcome import PoolMigOutcome
 from tests._admission_support import previous_of
 from tests.test_mig_admission import NS, check, mixed_pool, want
 
