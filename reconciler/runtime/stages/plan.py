@@ -109,4 +109,6 @@ def snapshot_observation(snapshot: Snapshot) -> Observed:
     """A target as an inventory snapshot shows it (machines and managed clusters)."""
     hosts = snapshot.host_facts  # read once: discovery and membership take the same facts
     inventory = with_catalogue(discover(hosts), snapshot)
+    if not snapshot.clusters:  # nothing to find the members of (a first plan): no host read again
+        return Observed(inventory, [])
     return Observed(inventory, managed_clusters(snapshot.clusters, hosts, inventory.by_uid()))
