@@ -198,7 +198,24 @@ def _add_resource_group(tags: Tags, key: str, value: str) -> None:
 
 
 def parse_tags(labels: Mapping[str, str]) -> Tags:
-    """The host's PaletteAI tags; :data:`_UNTAGGED` (shared, never changed) when it carries none."""
+    """The host's PaletteAI tags; :data:`_UNTAGGED` (shared, never changed) when it carries none.
+
+    A fleet's hosts carry few distinct sets of labels: each set is parsed once and its :class:`Tags`
+    shared (never changed, as :data:`_UNTAGGED`), its resource groups one dict for all those hosts."""
+    key = tuple(labels.items())
+    tags = _PARSED.get(key)
+    if tags is None:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        tags = _PARSED[key] = _parse_tags(labels)
+    return tags
+
+
+_PARSED: dict[tuple[tuple[str, str], ...], Tags] = {}
+_PARSED_MAX = 4096
+
+
+def _parse_tags(labels: Mapping[str, str]) -> Tags:
     tags = _UNTAGGED
     for key, value in labels.items():
         if key not in _HARDWARE_AND_ROLE_TAGS and not key.startswith(RESOURCE_GROUP_PREFIX):

@@ -28,12 +28,12 @@ the facts it returns. No pydantic per host, so that 10,000 hosts take a few tens
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
-from operator import attrgetter
-from typing import Any, NamedTuple
+from operator import attrgetter, eq, lt
+from typing import Any, NamedTuple, TypeVar
 
 from reconciler.edgehost import DEFAULT_ARCH, GpuDevice, HostFacts, Nic, read_host
 from reconciler.host_tags import (
@@ -389,10 +389,28 @@ def discover(
     if memo is not None:
         memo.clear()
         memo.update(fresh)
-    return Inventory(
-        machines=tuple(sorted(machines.values(), key=_by_name)),
-        excluded=tuple(sorted(excluded.values(), key=_by_name)),
-    )
+    return Inventory(machines=tuple(by_name(machines.values())), excluded=tuple(by_name(excluded.values())))
 
 
-_by_name = attrgetter("name", "uid")
+# --- host order ------------------------------------------------------------------------------------
+
+_Host = TypeVar("_Host", Machine, ExcludedHost)
+_name = attrgetter("name")
+NAME_UID = attrgetter("name", "uid")  # the order of hosts everywhere: name, then uid
+
+
+def by_name(hosts: Iterable[_Host]) -> list[_Host]:
+    """``hosts`` sorted by name, then uid. A fleet's names are distinct: then sorting by name alone gives
+    that order, at a third of the cost of comparing (name, uid) pairs; a name seen twice sorts the pairs."""
+    out = sorted(hosts, key=_name)
+    names = list(map(_name, out))
+    if any(map(eq, names, names[1:])):  # equal names are next to each other once sorted by name
+        out.sort(key=NAME_UID)
+    return out
+
+
+def names_ascending(hosts: Sequence[Machine | ExcludedHost]) -> bool:
+    """Whether every host's name comes strictly after the previous one's: then ``hosts`` are in
+    :data:`NAME_UID` order, no (name, uid) twice (what discovery returns, told without sorting)."""
+    names = list(map(_name, hosts))
+    return all(map(lt, names, names[1:]))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from reconciler.manifests import build_desired, check_bytes
 from reconciler.model.desired import DesiredState
-from reconciler.palette.observe import load_snapshot, scoped
+from reconciler.palette.observe import load_snapshot, read_snapshot_of, scoped
 from reconciler.plan import merge
 from reconciler.resolve import Target, route
 from reconciler.runtime.stages.plan import plan_pass, snapshot_observation
@@ -35,7 +35,8 @@ FILES = sorted(
 
 def plan_of(desired: DesiredState) -> dict[str, Any]:
     routing = route(desired, URL)
-    observed = {t: snapshot_observation(scoped(SNAPSHOT, t)) for t in routing.targets or {Target(URL, None)}}
+    targets = routing.targets or {Target(URL, None)}
+    observed = {t: snapshot_observation(read_snapshot_of(scoped(SNAPSHOT, t))) for t in targets}
     planned = plan_pass(desired, routing, observed, NO_RECORDS, samples=NoSamples(), now=0.0)
     return merge(desired.revision, planned.plans, desired.diagnostics).to_json()
 

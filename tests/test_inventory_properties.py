@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from hypothesis import given, settings
@@ -15,7 +16,7 @@ from reconciler.host_tags import (
     GPUS_TAG,
     WORKER_TAG,
 )
-from reconciler.inventory import Machine, discover
+from reconciler.inventory import ExcludedHost, Machine, by_name, discover, names_ascending
 from tests._inventory_support import edge_host, gpu
 
 TAGS = [CPUS_TAG, GPUS_TAG, GPU_MEMORY_TAG, GPU_FAMILY_TAG, WORKER_TAG, CONTROL_PLANE_TAG]
@@ -74,3 +75,22 @@ def test_a_tag_value_either_parses_or_excludes_the_host_naming_the_tag(tag: str,
         assert f"tag {tag}: " in inventory.excluded[0].reason
     else:
         assert [m.uid for m in inventory.machines] == ["edge-a"]
+
+
+# Names drawn from a few so that equal names (told apart by uid) are common.
+host_keys = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "b0", "c", ""]), st.sampled_from(["u1", "u2", "u3"]))
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=host_keys)
+def test_by_name_is_the_sort_by_name_then_uid_and_names_ascending_says_when_no_sort_is_needed(
+    keys: list[tuple[str, str]],
+) -> None:
+    hosts = [ExcludedHost(uid=uid, name=name, reason="r") for name, uid in keys]
+    ordered = by_name(hosts)
+    assert ordered == sorted(hosts, key=lambda h: (h.name, h.uid))
+    if names_ascending(hosts):  # then already in that order, no (name, uid) twice
+        assert hosts == ordered and len({(h.name, h.uid) for h in hosts}) == len(hosts)
+    assert names_ascending(hosts) == all(a.name < b.name for a, b in itertools.pairwise(hosts))

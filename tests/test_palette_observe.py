@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from reconciler.model.observed import managed_labels
-from reconciler.palette.observe import Snapshot, dump_snapshot, load_snapshot, managed_clusters, scoped
+from reconciler.palette.observe import (
+    Snapshot,
+    dump_snapshot,
+    load_snapshot,
+    managed_clusters,
+    read_snapshot_of,
+    scoped,
+    scoped_read,
+)
 from tests._palette_support import host
 
 
@@ -137,8 +145,13 @@ def test_a_snapshots_hosts_are_read_once_for_scope_discovery_and_membership(
         original(self, *args)
 
     monkeypatch.setattr(HostFacts, "__init__", counted)
-    whole = snapshot_observation(snapshot)
-    parts = {p: snapshot_observation(scoped(snapshot, Target("inventory:x", p))) for p in ("pa", "pb")}
+    read = read_snapshot_of(snapshot)
+    whole = snapshot_observation(read)
+    parts = {p: snapshot_observation(scoped_read(read, Target("inventory:x", p))) for p in ("pa", "pb")}
+    assert sorted(reads) == ["a-1", "a-2", "b-1", "nowhere"]
+    # scoped() of the snapshot itself (``inventory show --project``) takes the same facts
+    project_a = scoped(snapshot, Target("inventory:x", "pa"))
+    assert [f.uid for f in project_a.host_facts] == ["a-1", "a-2", "nowhere"]
     assert sorted(reads) == ["a-1", "a-2", "b-1", "nowhere"]
     assert [m.uid for m in whole.inventory.machines] == ["a-1", "a-2", "b-1", "nowhere"]
     # A project sees its own hosts and those that name none, as Palette scopes a ProjectUid.

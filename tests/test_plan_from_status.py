@@ -510,7 +510,7 @@ def test_the_docs_plan_examples_run_as_written(
     deployed_repo: tuple[ConfigRepo, dict[str, Any], str], tmp_path: Path, line: str
 ) -> None:
     from reconciler.emulator import EmulatorServer
-    from reconciler.runtime.preview_observe import read_snapshot_file
+    from reconciler.palette.observe import load_snapshot
 
     repo, _, _ = deployed_repo
     clone = tmp_path / "checkout"
@@ -521,7 +521,7 @@ def test_the_docs_plan_examples_run_as_written(
     (tmp_path / "snapshot.json").write_text(snapshot)
     shutil.copy(tmp_path / "snapshot.json", clone / "snapshot.json")
     key = "pk-docs-example-key-0000"
-    with EmulatorServer.from_snapshot(read_snapshot_file(tmp_path / "snapshot.json"), key) as emulator:
+    with EmulatorServer.from_snapshot(load_snapshot(tmp_path / "snapshot.json"), key) as emulator:
         env = _clean_env({**OFFLINE, "HEAD_SHA": head, "STATUS_SHA": status[:7], "PALETTE_URL": emulator.url})
         env["PATH"] = f"{Path(reconciler_bin()).parent}:{env['PATH']}"
         env["PALETTE_API_KEY"] = key

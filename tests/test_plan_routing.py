@@ -16,11 +16,11 @@ from reconciler.manifests import load_files
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from reconciler.palette.observe import Snapshot, managed_clusters
+from reconciler.palette.observe import Snapshot, load_snapshot, managed_clusters, read_snapshot_of
 from reconciler.plan import Action, Observed, merge, plan_targets
 from reconciler.resolve import Target, route
 from reconciler.runtime.preview import PreviewOptions, preview
-from reconciler.runtime.preview_observe import SnapshotObserver, read_snapshot_file
+from reconciler.runtime.preview_observe import SnapshotObserver
 from tests._allocate_support import cluster, cps, desired, inventory, machine, platform
 from tests._palette_support import PROJECT_A, PROJECT_B, client, host, running
 
@@ -73,7 +73,7 @@ def load(files: dict[str, str]) -> DesiredState:
 
 def offline_plan(desired_state: DesiredState, snapshot: Snapshot, max_deletions: int = 1) -> dict[str, Any]:
     """Exactly what ``plan --inventory FILE`` computes (the same entry point, without the printing)."""
-    observer = SnapshotObserver(Path("inventory.json"), snapshot)
+    observer = SnapshotObserver(Path("inventory.json"), read_snapshot_of(snapshot))
     options = PreviewOptions(max_deletions=max_deletions)
     return preview(desired_state, observer, options=options).plan.to_json()
 
@@ -307,7 +307,7 @@ def test_plan_command_shows_exactly_what_the_next_run_pass_does(
 
     key = "plan-equals-apply-key-0123456789"
     monkeypatch.setenv("PALETTE_API_KEY", key)
-    with EmulatorServer.from_snapshot(read_snapshot_file(snapshot), key) as emulator:
+    with EmulatorServer.from_snapshot(load_snapshot(snapshot), key) as emulator:
         options = ControllerOptions(repo=str(remote.bare), palette_url=emulator.url, cache_dir=tmp_path / "c")
         ctl = wiring.build(options)
         try:

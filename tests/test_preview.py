@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.palette.observe import load_snapshot
+from reconciler.palette.observe import load_read_snapshot
 from reconciler.plan import Observed, merge, plan_targets
 from reconciler.plan_report import changes_only, held, render_markdown, render_text
 from reconciler.runtime.preview import PreviewOptions, load_revision, preview
@@ -30,7 +30,7 @@ def _files() -> list[tuple[str, bytes]]:
 
 
 def _observer() -> FixedObserver:
-    seen = snapshot_observation(load_snapshot(SAMPLE / "inventory.json"))
+    seen = snapshot_observation(load_read_snapshot(SAMPLE / "inventory.json"))
     observer = FixedObserver(URL)
     targets = observer.route(load_revision(RevisionFiles("r1", _files()), "r1")).targets
     observer.observed = {t: seen for t in targets}

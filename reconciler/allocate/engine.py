@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from reconciler import resolve
 from reconciler.allocate.existing import allocate_existing, to_allocation
-from reconciler.allocate.free_hosts import NAME_UID, FreeHosts
+from reconciler.allocate.free_hosts import FreeHosts
 from reconciler.allocate.needs import (
     Allocation,
     Decision,
@@ -23,7 +23,7 @@ from reconciler.allocate.needs import (
     requirements,
 )
 from reconciler.allocate.one_platform import Outcome, best_fresh
-from reconciler.inventory import Inventory, Machine, Role
+from reconciler.inventory import NAME_UID, HostState, Inventory, Machine, Role
 from reconciler.manifests.pool_rules import pool_mode_change
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
@@ -180,7 +180,8 @@ def place(
     if len(known) < len(inventory.machines):  # a uid listed twice: the last by name wins
         known = {m.uid: m for m in sorted(inventory.machines, key=NAME_UID)}
     occupied = {u for c in clusters for u in c.hosts}
-    free = FreeHosts([m for m in known.values() if m.available and m.uid not in occupied])
+    available = HostState.AVAILABLE
+    free = FreeHosts([m for m in known.values() if m.state is available and m.uid not in occupied])
     platform_clusters, pool_clusters = split_clusters(clusters)
     reported = pool_modes or {}
 

@@ -10,10 +10,9 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import NamedTuple
 
-from reconciler.inventory import Machine, Role
+from reconciler.inventory import NAME_UID, Machine, Role, names_ascending
 from reconciler.model.gpu import GpuFamily
 
 
@@ -185,9 +184,6 @@ def _groups_key(groups: Mapping[str, str]) -> GroupsKey:
     return tuple(sorted(groups.items())) if groups else ()
 
 
-NAME_UID = attrgetter("name", "uid")
-
-
 def _pool_order(key: tuple[object, ...]) -> str:
     """The order of the pools (any fixed order would do; this one is the engine's since its start)."""
     arch, worker, *rest = key
@@ -196,7 +192,10 @@ def _pool_order(key: tuple[object, ...]) -> str:
 
 class FreeHosts:
     def __init__(self, machines: Iterable[Machine]) -> None:
-        ordered = sorted(machines, key=NAME_UID)
+        """``machines``: the free hosts, best in name order (as discovery lists them: not sorted again)."""
+        ordered = machines if isinstance(machines, list) else list(machines)
+        if not names_ascending(ordered):
+            ordered = sorted(ordered, key=NAME_UID)
         keyed: dict[tuple[object, ...], list[int]] = {}  # pool key -> the hosts' places in ``ordered``
         worker = Role.WORKER
         for n, m in enumerate(ordered):
@@ -207,7 +206,7 @@ class FreeHosts:
                 m.worker_tagged,
                 m.gpu_family or "",
                 m.gpu_count,
-                tuple(sorted(groups.items())) if groups else (),
+                (tuple(groups.items()) if len(groups) == 1 else _groups_key(groups)) if groups else (),
             )
             found = keyed.get(key)
             if found is None:

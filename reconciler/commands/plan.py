@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gc
 import json
-import operator
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from reconciler import plan_report as report
 from reconciler.deletions import approved_deletions
-from reconciler.inventory import ExcludedHost, Inventory, Machine
+from reconciler.inventory import ExcludedHost, Inventory, Machine, names_ascending
 from reconciler.plan import Observation, free_capacity
 from reconciler.process_exit import keep_until_exit
 from reconciler.resolve import Target
@@ -85,8 +84,7 @@ def whole_inventory(observed: Mapping[Target, Observation]) -> Inventory:
         one = next(iter(observed.values())).inventory
         # Discovery keeps one host per uid, sorted by name then uid: checked, as the merge below would
         # dedupe and sort; excluded hosts (a few) are merged as below.
-        keys = [(m.name, m.uid) for m in one.machines]
-        if len({m.uid for m in one.machines}) == len(keys) and all(map(operator.lt, keys, keys[1:])):
+        if len({m.uid for m in one.machines}) == len(one.machines) and names_ascending(one.machines):
             excluded_by_uid = {h.uid: h for h in one.excluded}
             return Inventory(
                 one.machines, tuple(sorted(excluded_by_uid.values(), key=lambda h: (h.name, h.uid)))

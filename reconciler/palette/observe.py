@@ -8,12 +8,13 @@ hosts' ``status.inUseClustersRef``, which Palette keeps for every in-use host.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -53,6 +54,22 @@ class Snapshot:
         """Each edge host read once (:func:`reconciler.edgehost.read_host`), in order: discovery, cluster
         membership and project scope all take these, never the JSON again."""
         return read_hosts(self.edge_hosts)
+
+
+@dataclass(frozen=True)
+class ReadSnapshot:
+    """A snapshot with its hosts read: each edge host's facts, in order, and no JSON kept for them
+    (:func:`load_read_snapshot` reads a file host by host); clusters and catalogue as in :class:`Snapshot`.
+    What ``plan --inventory`` observes: discovery, membership and project scope take these facts."""
+
+    hosts: list[HostFacts] = field(default_factory=list)
+    clusters: list[dict[str, Any]] = field(default_factory=list)
+    cluster_profiles: list[dict[str, Any]] | None = None
+
+
+def read_snapshot_of(snapshot: Snapshot) -> ReadSnapshot:
+    """A snapshot's hosts read (:attr:`Snapshot.host_facts`)."""
+    return ReadSnapshot(list(snapshot.host_facts), snapshot.clusters, snapshot.cluster_profiles)
 
 
 def _get(obj: Any, *keys: str) -> Any:
@@ -167,6 +184,22 @@ def cluster_project(cluster: Mapping[str, Any], members: Iterable[HostFacts]) ->
     return next((h.project_uid for h in members if h.project_uid), None)
 
 
+def _in_scope(
+    clusters: Iterable[dict[str, Any]], facts: Sequence[HostFacts | None], target: Target
+) -> tuple[list[dict[str, Any]], list[bool]]:
+    """The clusters a target sees, and for each host whether it sees it (``ProjectUid`` scope)."""
+    members: dict[str, list[HostFacts]] = {}
+    for f in facts:
+        if f is not None and f.cluster_uid:
+            members.setdefault(f.cluster_uid, []).append(f)
+    seen = [
+        c
+        for c in clusters
+        if in_scope(cluster_project(c, members.get(str(_get(c, "metadata", "uid")), [])), target)
+    ]
+    return seen, [f is not None and in_scope(f.project_uid, target) for f in facts]
+
+
 def scoped(snapshot: Snapshot, target: Target) -> Snapshot:
     """The part of a snapshot a target sees, as Palette (and the emulator) scope a ``ProjectUid``. The
     part carries the facts of its hosts: they are not read again."""
@@ -175,16 +208,7 @@ def scoped(snapshot: Snapshot, target: Target) -> Snapshot:
     facts: list[HostFacts | None] = list(snapshot.host_facts)
     if len(facts) != len(snapshot.edge_hosts):  # some item is not an object (never in a parsed file)
         facts = [read_host(h) for h in snapshot.edge_hosts]
-    members: dict[str, list[HostFacts]] = {}
-    for f in facts:
-        if f is not None and f.cluster_uid:
-            members.setdefault(f.cluster_uid, []).append(f)
-    clusters = [
-        c
-        for c in snapshot.clusters
-        if in_scope(cluster_project(c, members.get(str(_get(c, "metadata", "uid")), [])), target)
-    ]
-    keep = [f is not None and in_scope(f.project_uid, target) for f in facts]
+    clusters, keep = _in_scope(snapshot.clusters, facts, target)
     part = Snapshot(
         edge_hosts=[h for h, k in zip(snapshot.edge_hosts, keep, strict=True) if k],
         clusters=clusters,
@@ -193,6 +217,15 @@ def scoped(snapshot: Snapshot, target: Target) -> Snapshot:
     # Seeds the part's cached ``host_facts`` (a cached_property keeps its value in the instance dict).
     part.__dict__["host_facts"] = [f for f, k in zip(facts, keep, strict=True) if f is not None and k]
     return part
+
+
+def scoped_read(snapshot: ReadSnapshot, target: Target) -> ReadSnapshot:
+    """:func:`scoped` of a read snapshot: the hosts and clusters a target sees."""
+    if target.project_uid is None:
+        return snapshot
+    clusters, keep = _in_scope(snapshot.clusters, snapshot.hosts, target)
+    hosts = [f for f, k in zip(snapshot.hosts, keep, strict=True) if k]
+    return ReadSnapshot(hosts, clusters, snapshot.cluster_profiles)
 
 
 def parse_snapshot(text: str, *, json_first: bool = False) -> Snapshot:
@@ -207,16 +240,29 @@ def parse_snapshot(text: str, *, json_first: bool = False) -> Snapshot:
     if not isinstance(data, Mapping):
         raise ValueError("a snapshot is a mapping with edgeHosts (and optionally clusters)")
     hosts = data.get("edgeHosts") or []
-    clusters = data.get("clusters") or []
     if not isinstance(hosts, list) or not all(isinstance(h, dict) for h in hosts):
         raise ValueError("snapshot edgeHosts must be a list of objects")
-    if not isinstance(clusters, list) or not all(isinstance(c, dict) for c in clusters):
-        raise ValueError("snapshot clusters must be a list of objects")
+    clusters = _clusters(data)
     for host in hosts:  # 100,000 hosts: the common shape inline, the index found only for the message
-        metadata = host.get("metadata")
-        if not (metadata.get("uid") if type(metadata) is dict else _get(metadata, "uid")):
+        if not _has_uid(host):
             index = next(i for i, h in enumerate(hosts) if h is host)
             raise ValueError(f"snapshot edgeHosts[{index}] has no metadata.uid")
+    return Snapshot(edge_hosts=hosts, clusters=clusters, cluster_profiles=_profiles(data))
+
+
+def _has_uid(host: dict[str, Any]) -> bool:
+    metadata = host.get("metadata")
+    return bool(metadata.get("uid") if type(metadata) is dict else _get(metadata, "uid"))
+
+
+def _clusters(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    clusters = data.get("clusters") or []
+    if not isinstance(clusters, list) or not all(isinstance(c, dict) for c in clusters):
+        raise ValueError("snapshot clusters must be a list of objects")
+    return clusters
+
+
+def _profiles(data: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     profiles = data.get("clusterProfiles")
     if profiles is not None:
         if not isinstance(profiles, list) or not all(isinstance(p, dict) for p in profiles):
@@ -229,13 +275,98 @@ def parse_snapshot(text: str, *, json_first: bool = False) -> Snapshot:
                     f"snapshot clusterProfiles[{index}].type: {profile.get('type')!r} is not one of "
                     + ", ".join(PROFILE_TYPES)
                 )
-    return Snapshot(edge_hosts=hosts, clusters=clusters, cluster_profiles=profiles)
+    return profiles
+
+
+def read_snapshot_text(text: str, *, json_first: bool = False) -> ReadSnapshot:
+    """:func:`parse_snapshot` with the hosts read: the same snapshot, the same errors. JSON is read host
+    by host, each host's JSON dropped once read (a 100,000-host file never holds every host's JSON at
+    once, nor frees it all at the end); any other text, or JSON in another shape, is parsed whole."""
+    streamed = _streamed(text) if json_first else None
+    return streamed if streamed is not None else read_snapshot_of(parse_snapshot(text, json_first=json_first))
+
+
+# JSON's whitespace, as json.loads skips it (the pattern matches anywhere, if only the empty string)
+_WS = cast(Callable[[str, int], "re.Match[str]"], re.compile(r"[ \t\n\r]*").match)
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _streamed(text: str) -> ReadSnapshot | None:
+    """A JSON object whose keys appear once and whose ``edgeHosts`` is a list of objects that each
+    have a ``metadata.uid``, read with its hosts taken one at a time; None for anything else (a
+    malformed or odd snapshot is parsed whole, so that it fails or reads exactly as it does there)."""
+    ws, scan = _WS, _SCAN
+    data: dict[str, Any] = {}
+    hosts: list[HostFacts] = []
+    try:
+        i = ws(text, 0).end()
+        if text[i : i + 1] != "{":
+            return None
+        i = ws(text, i + 1).end()
+        while text[i : i + 1] != "}":  # key: value, then a comma and the next or the end
+            if text[i : i + 1] != '"':
+                return None
+            key, i = scan(text, i)
+            i = ws(text, i).end()
+            if text[i : i + 1] != ":" or key in data:
+                return None  # a key seen twice: json.loads keeps the last
+            i = ws(text, i + 1).end()
+            if key == "edgeHosts":
+                if text[i : i + 1] != "[":
+                    return None
+                i = _hosts(text, ws(text, i + 1).end(), hosts)
+                data[key] = None
+            else:
+                data[key], i = scan(text, i)
+            i = ws(text, i).end()
+            if text[i : i + 1] == ",":
+                i = ws(text, i + 1).end()
+                if text[i : i + 1] != '"':
+                    return None  # a trailing comma
+            elif text[i : i + 1] != "}":
+                return None
+        if ws(text, i + 1).end() != len(text):
+            return None
+    except (StopIteration, ValueError, _Odd):
+        return None
+    return ReadSnapshot(hosts, _clusters(data), _profiles(data))
+
+
+class _Odd(Exception):
+    """A host list that is not the common shape (the caller parses the whole text instead)."""
+
+
+def _hosts(text: str, i: int, out: list[HostFacts]) -> int:
+    """The host objects from ``i`` (after ``[``) read into ``out``; the index after ``]``."""
+    ws, scan = _WS, _SCAN
+    if text[i : i + 1] == "]":
+        return i + 1
+    while True:
+        item, i = scan(text, i)
+        if type(item) is not dict or not _has_uid(item):
+            raise _Odd
+        facts = read_host(item)
+        assert facts is not None  # an object always has facts
+        out.append(facts)
+        i = ws(text, i).end()
+        mark = text[i : i + 1]
+        if mark == "]":
+            return i + 1
+        if mark != ",":
+            raise _Odd
+        i = ws(text, i + 1).end()
 
 
 def load_snapshot(path: Path) -> Snapshot:
     """Read a snapshot file: JSON when it ends in ``.json``, YAML (safe C loader) otherwise."""
     text = Path(path).read_text(encoding="utf-8")
     return parse_snapshot(text, json_first=Path(path).suffix.lower() == ".json")
+
+
+def load_read_snapshot(path: Path) -> ReadSnapshot:
+    """:func:`load_snapshot` with the hosts read (:func:`read_snapshot_text`)."""
+    text = Path(path).read_text(encoding="utf-8")
+    return read_snapshot_text(text, json_first=Path(path).suffix.lower() == ".json")
 
 
 def dump_snapshot(snapshot: Snapshot, path: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from reconciler.inventory import discover
 from reconciler.model.desired import DesiredState
-from reconciler.palette.observe import Snapshot, managed_clusters
+from reconciler.palette.observe import ReadSnapshot, managed_clusters
 from reconciler.plan import Observation, Observed
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target, route
 from reconciler.runtime.facts import ObservedTarget
@@ -47,10 +47,10 @@ def _order(targets: Iterable[Target]) -> list[Target]:
 
 @dataclass
 class SnapshotObserver:
-    """A Palette holding the snapshot ``path`` (read once): ``plan --inventory``."""
+    """A Palette holding the snapshot ``path`` (read once, its hosts as facts): ``plan --inventory``."""
 
     path: Path
-    snapshot: Snapshot
+    snapshot: ReadSnapshot
     kind: ObservationKind = "inventory"
     warnings: list[str] = field(default_factory=list)
 
@@ -66,25 +66,26 @@ class SnapshotObserver:
         return observe_snapshot(self.snapshot, routing, self.url)
 
 
-def read_snapshot_file(path: Path) -> Snapshot:
-    """The snapshot file ``plan --inventory`` names; ObserveError naming it when it cannot be read."""
-    from reconciler.palette.observe import load_snapshot
+def read_snapshot_file(path: Path) -> ReadSnapshot:
+    """The snapshot file ``plan --inventory`` names, its hosts read as it is parsed; ObserveError naming
+    it when it cannot be read."""
+    from reconciler.palette.observe import load_read_snapshot
 
     try:
-        return load_snapshot(path)
+        return load_read_snapshot(path)
     except OSError as exc:
         raise ObserveError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ObserveError(f"inventory {path}: {exc}") from None
 
 
-def observe_snapshot(snapshot: Snapshot, routing: Routing, url: str) -> dict[Target, Observation]:
+def observe_snapshot(snapshot: ReadSnapshot, routing: Routing, url: str) -> dict[Target, Observation]:
     """What each target would observe in a Palette holding ``snapshot``, scoped exactly as ``run`` sees it.
 
     Besides the routed targets, the project of every managed cluster in the snapshot is observed (as
     ``run`` keeps observing the targets it manages), so a cluster whose platform is gone is still planned.
     """
-    from reconciler.palette.observe import scoped
+    from reconciler.palette.observe import scoped_read
 
     whole = snapshot_observation(snapshot)
     targets = set(routing.targets)
@@ -93,11 +94,9 @@ def observe_snapshot(snapshot: Snapshot, routing: Routing, url: str) -> dict[Tar
         targets.add(Target(url, None))
     observed: dict[Target, Observation] = {}
     for t in targets:
-        part = scoped(snapshot, t)
+        part = scoped_read(snapshot, t)
         # A scope holding every host and cluster (one project) is the whole snapshot: observed once.
-        whole_seen = len(part.edge_hosts) == len(snapshot.edge_hosts) and len(part.clusters) == len(
-            snapshot.clusters
-        )
+        whole_seen = len(part.hosts) == len(snapshot.hosts) and len(part.clusters) == len(snapshot.clusters)
         observed[t] = whole if whole_seen else snapshot_observation(part)
     return observed
 

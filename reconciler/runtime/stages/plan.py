@@ -19,7 +19,7 @@ from reconciler.inventory import Inventory, discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import POOL_KIND, PoolKey, cluster_kind
-from reconciler.palette.observe import Snapshot, managed_clusters
+from reconciler.palette.observe import ReadSnapshot, Snapshot, managed_clusters
 from reconciler.plan import Observation, Observed, Plan, gpus_of, plan_targets
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
 from reconciler.runtime.facts import Planned
@@ -99,14 +99,16 @@ def _current_sizes(
     return sizes
 
 
-def with_catalogue(inventory: Inventory, snapshot: Snapshot) -> Inventory:
+def with_catalogue(inventory: Inventory, snapshot: Snapshot | ReadSnapshot) -> Inventory:
     """The inventory with the snapshot's cluster profile catalogue (docs/bundles.md), when it has one."""
     found = catalogue_of(snapshot.cluster_profiles)
     return inventory if found is None else replace(inventory, catalogue=tuple(sorted(found.items())))
 
 
-def snapshot_observation(snapshot: Snapshot) -> Observed:
+def snapshot_observation(snapshot: ReadSnapshot) -> Observed:
     """A target as an inventory snapshot shows it (machines and managed clusters)."""
-    hosts = snapshot.host_facts  # read once: discovery and membership take the same facts
+    hosts = snapshot.hosts  # read once: discovery and membership take the same facts
     inventory = with_catalogue(discover(hosts), snapshot)
+    if not snapshot.clusters:  # nothing to find the members of (a first plan): no host read again
+        return Observed(inventory, [])
     return Observed(inventory, managed_clusters(snapshot.clusters, hosts, inventory.by_uid()))
