@@ -2,9 +2,11 @@
 GitLab job, pre-commit): one release of this checkout, and one pre-commit home, built once per session
 and shared, so that each way of installing costs one install however many tests use it.
 
-The tests that use them are in one file (tests/test_ci_integration.py), and the suite runs with
-``--dist loadfile`` (pyproject.toml): under ``pytest -n`` one worker runs them all, so "once per
-session" stays once.
+The tests that use them are in three files, one per way of installing (tests/test_ci_integration.py:
+pre-commit; tests/test_ci_github.py; tests/test_ci_gitlab.py), and the suite runs with ``--dist
+loadfile`` (pyproject.toml): under ``pytest -n`` each file runs on one worker, so each install is made
+once, and the three run side by side (the release, a copy of this checkout in git, is made once per
+worker: seconds).
 """
 
 from __future__ import annotations

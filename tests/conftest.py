@@ -9,7 +9,7 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["tests._e2e_support", "tests._release_support"]
+pytest_plugins = ["tests._e2e_support", "tests._release_support", "tests._ci_repo_support"]
 
 settings.register_profile(
     "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True

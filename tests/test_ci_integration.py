@@ -21,115 +21,35 @@ GitLab jobs share the job image's Python, installed by the first job's ``before_
 hook's environment is the session's, shared with tests/test_examples.py.
 
 Only package registries are reachable here (the installs need them); off CI a missing tool skips.
+
+The tests are in three files so that the parallel workers (``--dist loadfile``) run the three ways of
+installing side by side: this file (validate, pre-commit), tests/test_ci_github.py (the Action) and
+tests/test_ci_gitlab.py (the GitLab jobs); tests/_ci_repo_support.py holds what they share.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from tests._ci_support import FakeForge, evaluate, run_composite_action, run_gitlab_job, write_observed_status
-from tests._contract_support import SAMPLE_INVENTORY, SAMPLE_REPO, ConfigRepo, git, make_config_repo
-from tests._release_support import INSTALL_TIMEOUT, RELEASE_TAG, need
+from tests._ci_repo_support import (
+    base_env,
+)
+from tests._contract_support import SAMPLE_REPO, ConfigRepo, git
+from tests._release_support import INSTALL_TIMEOUT, RELEASE_TAG
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parent.parent
-ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
-WORKFLOW = yaml.safe_load((ROOT / "examples" / "github" / "workflows" / "reconciler.yml").read_text())
-GITLAB_TEXT = (ROOT / "examples" / "gitlab" / ".gitlab-ci.yml").read_text()
-GITLAB = yaml.safe_load(GITLAB_TEXT)
-URL = "https://api.spectrocloud.com"
-PROJECT = "6514216503b1d1cd4f1bdc44"  # the sample Settings' defaultProjectID
-TAG = RELEASE_TAG
-NOTEBOOKS = "project-a/platforms/notebooks.yaml"
-_need = need
 
-
-def _base_env() -> dict[str, str]:
-    """The environment of a runner: no reconciler or Palette settings, no virtualenv of this session."""
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PALETTE_", "RECONCILER_", "VIRTUAL_ENV"))
-    }
-    env.pop("PYTHONPATH", None)
-    venv_bin = str(Path(sys.executable).parent)
-    env["PATH"] = ":".join(p for p in env["PATH"].split(":") if p != venv_bin)
-    env.update(GIT_AUTHOR_NAME="ci", GIT_AUTHOR_EMAIL="ci@example.com", GIT_COMMITTER_NAME="ci")
-    env.update(GIT_COMMITTER_EMAIL="ci@example.com", NO_COLOR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    return env
-
-
-@pytest.fixture(scope="module")
-def project(release: tuple[Path, str]) -> tuple[Path, str]:
-    """This checkout as a release tagged ``TAG`` (the session's): (path, commit)."""
-    return release
-
-
-def _make_config(root: Path, project: tuple[Path, str]) -> tuple[ConfigRepo, str]:
-    """The config repository (module docstring) with a status branch and a pull-request branch ``pr``
-    that makes notebooks 6 H100; returns it and the pull request's head."""
-    source = root / "source"
-    shutil.copytree(SAMPLE_REPO, source)
-    (source / "inventory.json").unlink()  # a Palette snapshot is no config file
-    (source / ".github" / "workflows").mkdir(parents=True)
-    shutil.copy(
-        ROOT / "examples" / "github" / "workflows" / "reconciler.yml", source / ".github" / "workflows"
-    )
-    (source / ".gitlab-ci.yml").write_text(GITLAB_TEXT)
-    hook = {"repos": [{"repo": str(project[0]), "rev": TAG, "hooks": [{"id": "reconciler-validate"}]}]}
-    (source / ".pre-commit-config.yaml").write_text(yaml.safe_dump(hook))
-    repo = make_config_repo(root, source)
-    hosts = json.loads(SAMPLE_INVENTORY.read_text())["edgeHosts"]
-    write_observed_status(repo, hosts, URL, PROJECT)
-    git("checkout", "-q", "-b", "pr", cwd=repo.work)
-    path = repo.work / NOTEBOOKS
-    path.write_text(path.read_text().replace("count: 4", "count: 6"))
-    git("commit", "-q", "-am", "notebooks: 6 H100", cwd=repo.work)
-    git("push", "-q", "origin", "pr", cwd=repo.work)
-    return repo, repo.head()
-
-
-@pytest.fixture(scope="module")
-def config(tmp_path_factory: pytest.TempPathFactory, project: tuple[Path, str]) -> tuple[ConfigRepo, str]:
-    """The config repository of :func:`_make_config`, shared by the module's tests."""
-    return _make_config(tmp_path_factory.mktemp("config"), project)
-
-
-def _checkout(repo: ConfigRepo, where: Path, rev: str) -> Path:
-    """actions/checkout with fetch-depth 0 (GitLab: GIT_DEPTH 0): the whole history, at ``rev``."""
-    git("clone", "-q", str(repo.bare), str(where))
-    git("checkout", "-q", rev, cwd=where)
-    return where
-
-
-def _uses_step(job: str) -> dict[str, Any]:
-    """The example workflow's step that uses the action (the project, at a tag)."""
-    steps = WORKFLOW["jobs"][job]["steps"]
-    [step] = [s for s in steps if s.get("uses", "").endswith("/paletteai-reconciler@v0.1.0")]
-    return step
-
-
-def _push(repo: ConfigRepo, count: int) -> str:
-    git("checkout", "-q", "pr", cwd=repo.work)
-    path = repo.work / NOTEBOOKS
-    path.write_text(re.sub(r"count: \d+", f"count: {count}", path.read_text(), count=1))
-    git("commit", "-q", "-am", f"notebooks: {count} H100", cwd=repo.work)
-    git("push", "-q", "origin", "pr", cwd=repo.work)
-    return repo.head()
-
-
-def test_the_config_repository_with_its_ci_files_validates_clean(config: tuple[ConfigRepo, str]) -> None:
-    repo, _ = config
+def test_the_config_repository_with_its_ci_files_validates_clean(ci_config: tuple[ConfigRepo, str]) -> None:
+    repo, _ = ci_config
     for name in (
         ".github/workflows/reconciler.yml",
         ".gitlab-ci.yml",
@@ -150,107 +70,11 @@ def test_the_config_repository_with_its_ci_files_validates_clean(config: tuple[C
 
 
 @pytest.mark.timeout(INSTALL_TIMEOUT)
-def test_the_github_action_validates_and_keeps_one_plan_comment(
-    config: tuple[ConfigRepo, str], project: tuple[Path, str], tmp_path: Path
-) -> None:
-    repo, head = config
-    action_path = tmp_path / "_actions" / "paletteai-reconciler"  # as GitHub unpacks it: no .git
-    shutil.copytree(project[0], action_path, ignore=shutil.ignore_patterns(".git"))
-    temp = tmp_path / "runner-temp"
-    temp.mkdir()
-    forge = FakeForge()
-    with forge.serve() as api:
-        env = {**_base_env(), "GITHUB_API_URL": api, "GITHUB_REPOSITORY": "acme/compute-config"}
-
-        def job(name: str, rev: str) -> Any:
-            workspace = _checkout(repo, tmp_path / f"{name}-{rev[:8]}", rev)
-            github = {
-                "action_path": str(action_path),
-                "token": "ghs_test_token",
-                "sha": rev,
-                "event": {"pull_request": {"number": 7, "head": {"sha": rev}, "base": {"ref": "main"}}},
-            }
-            # The first job installs; the later ones find the installed reconciler in the runner's
-            # temporary directory (where the run step looks for it) and skip the install.
-            skip = (
-                ("Install the reconciler",)
-                if (temp / "paletteai-reconciler" / "bin" / "reconciler").exists()
-                else ()
-            )
-            return run_composite_action(
-                ACTION, _uses_step(name)["with"], github, workspace, temp, env, skip=skip
-            )
-
-        validate = job("validate", head)
-        assert validate.returncode == 0, validate.log()
-        assert "::error" not in validate.log() and "::warning" not in validate.log()
-        installed = validate.steps[0].stdout
-        assert installed.startswith("reconciler 0.1.0 (commit "), installed
-
-        first = job("plan", head)
-        assert first.returncode == 0, first.log()
-        assert first.outputs["run"]["exit-code"] == "0"
-        [comment] = forge.threads["/repos/acme/compute-config#7"]
-        posted = comment["body"]
-        assert posted.endswith(Path(first.outputs["run"]["plan-file"]).read_text())
-        assert "project-a/notebooks" in posted
-
-        second = job("plan", _push(repo, 5))
-        assert second.returncode == 0, second.log()
-        [updated] = forge.threads["/repos/acme/compute-config#7"]
-        assert updated["id"] == comment["id"] and updated["body"] != posted
-        assert updated["body"].endswith(Path(second.outputs["run"]["plan-file"]).read_text())
-        methods = [m for m, _p, _h in forge.requests if m != "GET"]
-        assert methods == ["POST", "PATCH"]
-        assert all(h.get("Authorization") == "Bearer ghs_test_token" for _m, _p, h in forge.requests)
-
-
-@pytest.mark.timeout(INSTALL_TIMEOUT)
-def test_the_gitlab_jobs_install_from_git_and_keep_one_note(
-    config: tuple[ConfigRepo, str], project: tuple[Path, str], tmp_path: Path
-) -> None:
-    repo, _ = config
-    venv = tmp_path / "image-python"  # the job image's Python
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    forge = FakeForge()
-    overrides = {"RECONCILER_GIT_URL": f"file://{project[0]}", "RECONCILER_REF": TAG}
-    with forge.serve() as api:
-        env = _base_env()
-        env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
-        env.update(
-            CI_API_V4_URL=f"{api}/api/v4",
-            CI_PROJECT_ID="42",
-            CI_MERGE_REQUEST_IID="3",
-            CI_MERGE_REQUEST_TARGET_BRANCH_NAME="main",
-            CI_PIPELINE_SOURCE="merge_request_event",
-            RECONCILER_NOTE_TOKEN="glpat-test",
-        )
-        head = git("rev-parse", "origin/pr", cwd=repo.work)
-        workspace = _checkout(repo, tmp_path / "validate", head)
-        validate = run_gitlab_job(GITLAB, "validate", workspace, {**env, "CI_COMMIT_SHA": head}, overrides)
-        assert validate.returncode == 0, validate.stdout + validate.stderr
-        assert f"reconciler 0.1.0 (commit {project[1]})" in validate.stdout
-        assert json.loads((workspace / "validate.json").read_text()) == []
-
-        notes = "/api/v4/projects/42/merge_requests/3/notes"
-        for rev in (head, _push(repo, 3)):
-            workspace = _checkout(repo, tmp_path / f"plan-{rev[:8]}", rev)
-            # The image's Python already has the reconciler the validate job installed: no new install.
-            env_rev = {**env, "CI_COMMIT_SHA": rev}
-            plan = run_gitlab_job(GITLAB, "plan", workspace, env_rev, overrides, installed=True)
-            assert plan.returncode == 0, plan.stdout + plan.stderr
-            [note] = forge.threads[notes]
-            assert note["body"].endswith((workspace / "plan.md").read_text())
-        assert [m for m, _p, _h in forge.requests if m != "GET"] == ["POST", "PUT"]
-        assert all(h.get("Private-Token") == "glpat-test" for _m, _p, h in forge.requests)
-
-
-@pytest.mark.timeout(INSTALL_TIMEOUT)
 def test_pre_commit_runs_the_hook_from_the_project(
-    config: tuple[ConfigRepo, str], pre_commit_home: Path
+    ci_config: tuple[ConfigRepo, str], pre_commit_home: Path
 ) -> None:
-    repo, _ = config
-    env = {**_base_env(), "PRE_COMMIT_HOME": str(pre_commit_home), "PRE_COMMIT_COLOR": "never"}
+    repo, _ = ci_config
+    env = {**base_env(), "PRE_COMMIT_HOME": str(pre_commit_home), "PRE_COMMIT_COLOR": "never"}
     env["PATH"] = f"{Path(shutil.which('pre-commit') or '').parent}:{env['PATH']}"
     done = subprocess.run(
         ["pre-commit", "run", "--all-files"],
@@ -268,7 +92,7 @@ def test_pre_commit_runs_the_hook_from_the_project(
 # --- the hook on the sample, valid and broken (one hook environment for the session) ---------------
 
 
-def _sample_config_repo(tmp_path: Path, release: tuple[Path, str]) -> Path:
+def sample_config_repo(tmp_path: Path, release: tuple[Path, str]) -> Path:
     """The sample as a config repository whose ``.pre-commit-config.yaml`` uses the project's hook, from
     this checkout as released at its tag (the session's: tests/_release_support.py)."""
     repo = tmp_path / "config"
@@ -283,7 +107,7 @@ def _sample_config_repo(tmp_path: Path, release: tuple[Path, str]) -> Path:
     return repo
 
 
-def _run_hook(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
+def run_hook(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
     """``pre-commit run --all-files`` with the session's ``PRE_COMMIT_HOME``: the hook's environment is
     built once for the session (``pre-commit try-repo`` would build one per call, in a store of its own)."""
     env = {**os.environ, "PRE_COMMIT_HOME": str(home), "PRE_COMMIT_COLOR": "never"}
@@ -303,7 +127,7 @@ def _run_hook(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
 def test_pre_commit_runs_the_hook_and_passes_a_valid_config_repository(
     tmp_path: Path, pre_commit_home: Path, release: tuple[Path, str]
 ) -> None:
-    done = _run_hook(_sample_config_repo(tmp_path, release), pre_commit_home)
+    done = run_hook(sample_config_repo(tmp_path, release), pre_commit_home)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reconciler validate" in done.stdout and "Passed" in done.stdout
 
@@ -312,180 +136,12 @@ def test_pre_commit_runs_the_hook_and_passes_a_valid_config_repository(
 def test_pre_commit_runs_the_hook_and_fails_on_a_broken_file(
     tmp_path: Path, pre_commit_home: Path, release: tuple[Path, str]
 ) -> None:
-    repo = _sample_config_repo(tmp_path, release)
+    repo = sample_config_repo(tmp_path, release)
     broken = repo / "broken.yaml"
     broken.write_text(
         "apiVersion: palette.ai/v1alpha1\nkind: MLPlatform\nmetadata: {name: Bad_Name, namespace: x}\n"
     )
     git("add", "-A", cwd=repo)
-    done = _run_hook(repo, pre_commit_home)
+    done = run_hook(repo, pre_commit_home)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "broken.yaml" in done.stdout
-
-
-SANDBOX = "project-a/platforms/cpu-sandbox.yaml"
-
-
-def _move_main(repo: ConfigRepo) -> str:
-    """main moves on after the pull request branched: the cpu-sandbox platform goes (it was never
-    deployed, so nothing is pruned); returns main's new head."""
-    git("checkout", "-q", "main", cwd=repo.work)
-    git("rm", "-q", SANDBOX, cwd=repo.work)
-    git("commit", "-q", "-m", "cpu-sandbox: retired", cwd=repo.work)
-    git("push", "-q", "origin", "main", cwd=repo.work)
-    head = repo.head()
-    git("checkout", "-q", "pr", cwd=repo.work)
-    return head
-
-
-def _move_status(repo: ConfigRepo) -> str:
-    """The reconciler commits to its status branch again; returns the branch's new tip."""
-    work = repo.work.parent / "status-work"
-    git("commit", "-q", "--allow-empty", "-m", "status: another pass", cwd=work)
-    git("push", "-q", str(repo.bare), "HEAD:refs/heads/reconciler/status", cwd=work)
-    return git("rev-parse", "HEAD", cwd=work)
-
-
-INSTALL = "Install the reconciler (from this action, through its lock file)"
-
-
-class Runner:
-    """One runner for the module's later action runs: the action unpacked once, installed by the first
-    run into ``temp`` (the install itself is tested there and by the first GitHub test), then reused."""
-
-    def __init__(self, root: Path, project: tuple[Path, str]) -> None:
-        self.action_path = root / "_actions" / "paletteai-reconciler"  # as GitHub unpacks it: no .git
-        shutil.copytree(project[0], self.action_path, ignore=shutil.ignore_patterns(".git"))
-        self.temp = root / "runner-temp"
-        self.temp.mkdir()
-        self.installed = False
-
-    def run(
-        self, with_inputs: Mapping[str, str], github: dict[str, Any], workspace: Path, env: dict[str, str]
-    ) -> Any:
-        github = {"action_path": str(self.action_path), **github}
-        skip = (INSTALL,) if self.installed else ()
-        done = run_composite_action(ACTION, with_inputs, github, workspace, self.temp, env, skip=skip)
-        self.installed = self.installed or all(s.returncode == 0 for s in done.steps[:1])
-        return done
-
-
-@pytest.fixture(scope="module")
-def runner(tmp_path_factory: pytest.TempPathFactory, project: tuple[Path, str]) -> Runner:
-    return Runner(tmp_path_factory.mktemp("runner"), project)
-
-
-def _pull_request_event(number: int, head: str) -> dict[str, Any]:
-    return {"pull_request": {"number": number, "head": {"sha": head}, "base": {"ref": "main"}}}
-
-
-@pytest.mark.timeout(INSTALL_TIMEOUT)
-def test_a_fork_pull_request_is_planned_merged_onto_the_moved_base_into_the_job_summary(
-    project: tuple[Path, str], runner: Runner, tmp_path: Path
-) -> None:
-    """A fork's pull request has a read-only token: the comment is refused 403, the plan is in the job
-    summary, and a clean plan passes. It plans the merge onto main's tip of now (cpu-sandbox gone)."""
-    repo, head = _make_config(tmp_path / "config", project)
-    _move_main(repo)
-    forge = FakeForge(read_only=True)
-    with forge.serve() as api:
-        env = {**_base_env(), "GITHUB_API_URL": api, "GITHUB_REPOSITORY": "acme/compute-config"}
-        github = {"token": "ghs_read_only", "sha": head, "event": _pull_request_event(7, head)}
-        workspace = _checkout(repo, tmp_path / "plan", head)
-        run = runner.run(_uses_step("plan")["with"], github, workspace, env)
-    assert run.returncode == 0, run.log()
-    assert run.outputs["run"]["exit-code"] == "0"
-    plan = Path(run.outputs["run"]["plan-file"]).read_text()
-    assert "project-a/notebooks" in plan and "cpu-sandbox" not in plan, plan
-    assert plan in run.summary
-    assert "::warning::the plan was not posted as a comment (HTTP 403" in run.log()
-    assert forge.threads == {}
-    assert [m for m, _p, _h in forge.requests] == ["GET", "POST"]
-
-
-@pytest.mark.timeout(INSTALL_TIMEOUT)
-def test_a_replan_after_the_status_branch_moved_edits_the_one_comment_and_a_stale_plan_fails(
-    project: tuple[Path, str], runner: Runner, tmp_path: Path
-) -> None:
-    """The workflow's replan job (no pull-request event: a schedule) plans the open pull request again
-    and edits its one comment; a plan made on a status tip that is no longer the branch's exits 3 and
-    fails the check, with the comment saying it is stale."""
-    repo, head = _make_config(tmp_path / "config", project)
-    forge = FakeForge()
-    with forge.serve() as api:
-        env = {**_base_env(), "GITHUB_API_URL": api, "GITHUB_REPOSITORY": "acme/compute-config"}
-
-        def job(name: str, with_inputs: Mapping[str, str], event: dict[str, Any]) -> Any:
-            workspace = _checkout(repo, tmp_path / name, head)
-            return runner.run(with_inputs, {"token": "ghs_test", "sha": head, "event": event}, workspace, env)
-
-        first = job("plan", _uses_step("plan")["with"], _pull_request_event(7, head))
-        assert first.returncode == 0, first.log()
-        [comment] = forge.threads["/repos/acme/compute-config#7"]
-        posted = comment["body"]
-
-        old_tip = git("rev-parse", "refs/heads/reconciler/status", cwd=repo.bare)
-        new_tip = _move_status(repo)
-        matrix = {"matrix": {"pull": {"number": 7, "headRefOid": head}}}
-        replan_with = {k: evaluate(str(v), matrix) for k, v in _uses_step("replan")["with"].items()}
-        assert replan_with == {"command": "plan", "rev": head, "base": "main", "pull-request": "7"}
-        replan = job("replan", replan_with, {})
-        assert replan.returncode == 0, replan.log()
-        [edited] = forge.threads["/repos/acme/compute-config#7"]
-        assert edited["id"] == comment["id"] and edited["body"] != posted
-        assert new_tip[:7] in edited["body"] and old_tip[:7] not in edited["body"]
-
-        stale = job("stale", {**replan_with, "expect-status": old_tip}, {})
-        assert stale.outputs["run"]["exit-code"] == "3", stale.log()
-        assert stale.returncode == 3 and "::error::stale plan" in stale.log()
-        [marked] = forge.threads["/repos/acme/compute-config#7"]
-        assert marked["id"] == comment["id"] and "**Stale plan**" in marked["body"]
-    assert [m for m, _p, _h in forge.requests if m != "GET"] == ["POST", "PATCH", "PATCH"]
-
-
-@pytest.mark.timeout(INSTALL_TIMEOUT)
-def test_the_gitlab_plan_is_of_the_merge_and_the_replan_of_a_token_that_may_not_write_only_warns(
-    project: tuple[Path, str], tmp_path: Path
-) -> None:
-    repo, head = _make_config(tmp_path / "config", project)
-    git("push", "-q", "origin", f"{head}:refs/merge-requests/3/head", cwd=repo.work)
-    _move_main(repo)
-    venv = tmp_path / "image-python"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    forge = FakeForge()
-    forge.merge_requests = [{"iid": 3, "sha": head, "target_branch": "main", "state": "opened"}]
-    overrides = {"RECONCILER_GIT_URL": f"file://{project[0]}", "RECONCILER_REF": TAG}
-    notes = "/api/v4/projects/42/merge_requests/3/notes"
-    with forge.serve() as api:
-        env = _base_env()
-        env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
-        env.update(CI_API_V4_URL=f"{api}/api/v4", CI_PROJECT_ID="42", RECONCILER_NOTE_TOKEN="glpat-test")
-        mr = {
-            "CI_PIPELINE_SOURCE": "merge_request_event",
-            "CI_MERGE_REQUEST_IID": "3",
-            "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
-            "CI_COMMIT_SHA": head,
-        }
-        workspace = _checkout(repo, tmp_path / "plan", head)
-        plan = run_gitlab_job(GITLAB, "plan", workspace, {**env, **mr}, overrides)
-        assert plan.returncode == 0, plan.stdout + plan.stderr
-        install = [line for line in GITLAB[".reconciler"]["before_script"] if "pip install" in line]
-        assert install and '-c "$lock/requirements.lock"' in install[0], install
-        text = (workspace / "plan.md").read_text()
-        assert "project-a/notebooks" in text and "cpu-sandbox" not in text, text
-        [note] = forge.threads[notes]
-
-        _move_status(repo)
-        forge.read_only = True  # the token's role may not write notes (or it expired)
-        main = git("rev-parse", "refs/heads/main", cwd=repo.bare)
-        workspace = _checkout(repo, tmp_path / "replan", main)
-        schedule = {"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_SHA": main, "CI_COMMIT_BRANCH": "main"}
-        replan = run_gitlab_job(GITLAB, "replan", workspace, {**env, **schedule}, overrides)
-        assert replan.returncode == 0, replan.stdout + replan.stderr
-        assert "planning !3" in replan.stdout
-        assert "warning: the plan was not posted as a note (HTTP 403" in replan.stdout
-        assert "project-a/notebooks" in (workspace / "plan.md").read_text()
-        assert forge.threads[notes] == [note]
-        assert ("PUT", f"{notes}/{note['id']}") in [(m, p) for m, p, _h in forge.requests]
-    assert GITLAB["plan"]["artifacts"]["expose_as"] == "Reconciler plan"
-    assert [m for m, _p, _h in forge.requests if m != "GET"] == ["POST", "PUT"]
