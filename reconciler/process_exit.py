@@ -31,6 +31,11 @@ def one_shot() -> None:
     _one_shot = True
 
 
+def ending() -> bool:
+    """True in a one-shot process: it exits once the command's output is flushed."""
+    return _one_shot
+
+
 def keep_until_exit(*objects: object) -> None:
     if _one_shot:
         _kept.extend(objects)

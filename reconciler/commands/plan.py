@@ -32,7 +32,7 @@ from reconciler import plan_report as report
 from reconciler.deletions import approved_deletions
 from reconciler.inventory import ExcludedHost, Inventory, Machine, names_ascending
 from reconciler.plan import Observation, free_capacity
-from reconciler.process_exit import keep_until_exit
+from reconciler.process_exit import ending, keep_until_exit
 from reconciler.resolve import Target
 from reconciler.runtime.preview import Preview, PreviewOptions, ReadOnlyObserver, load_revision, preview
 from reconciler.runtime.preview_observe import (
@@ -223,7 +223,9 @@ def run(
     ``subtree`` (``--path``) reads only that directory; ``what_if`` files are added to the revision.
     The cyclic collector is off meanwhile: one pass over data with few reference cycles, which it would
     only traverse as they are made (about 8% of the time at 100,000 hosts) to free some 250,000 objects
-    of cyclic garbage early; the peak memory measured the same without it."""
+    of cyclic garbage early; the peak memory measured the same without it. A one-shot process leaves it
+    off: it exits once the output is flushed, and a collection over the whole heap just before (about
+    0.16 s at 100,000 hosts) would free nothing the exit does not."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -246,7 +248,7 @@ def run(
             expect_status=expect_status,
         )
     finally:
-        if enabled:
+        if enabled and not ending():
             gc.enable()
 
 
