@@ -114,6 +114,7 @@ class _Pass:
         bound: Iterable[tuple[int, GpuUnit]] = (),
         mig: tuple[MigInstance, ...] = (),
         replicas: int = 1,
+        position: int | None = None,
     ) -> None:
         ordered = sorted(bound, key=lambda b: b[1].order)
         self.decisions[request_key] = WorkloadAdmission(
@@ -126,6 +127,7 @@ class _Pass:
             mig=tuple(sorted(mig)),
             gpu_replicas=tuple(r for r, _ in ordered) if any(r for r, _ in ordered) else (),
             replicas=replicas,
+            position=position,
         )
 
     def _kept(self, state: Held) -> list[tuple[int, GpuUnit]]:
@@ -421,5 +423,5 @@ class _Pass:
                 self._kept(state) if keeps and state is not None else (),
                 state.previous.mig if keeps and state is not None else (),
                 request.replicas,
+                position,
             )
-            self.decisions[request.key] = replace(self.decisions[request.key], position=position)
