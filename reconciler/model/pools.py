@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.mig import family_gpu_equivalents
 from reconciler.model.observed import managed_labels
+from reconciler.model.pickling import by_fields
 from reconciler.model.resources import AIWorkload, MLPlatform
 
 # (namespace, name) of an AIWorkload or a shared MLPlatform; of a ComputePool
@@ -44,6 +45,7 @@ def pool_cluster_labels(
     return labels
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class MigRequest:
     family: GpuFamily
@@ -51,6 +53,7 @@ class MigRequest:
     count: int
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class WorkloadRequest:
     """One tenant of a pool: what it asks for and whether it takes part in this pass.

@@ -39,7 +39,7 @@ from reconciler.source.cache import blob_id
 if TYPE_CHECKING:
     from reconciler.source.git import SkippedEntry
 
-FORMAT = 2
+FORMAT = 3
 MAX_PACKS = 8
 Key = tuple[str, str]  # (blob id, path)
 

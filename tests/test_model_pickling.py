@@ -1,0 +1,79 @@
+"""The cache of checked documents' pickles (``reconciler.model.pickling``): models and records come back
+equal and behave as the originals (a model copied with changes, a record given problems)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from reconciler.manifests.loader import check_bytes
+from reconciler.model.base import LocalRef, ObjectMeta
+from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.model.pickling import by_fields
+from reconciler.model.pools import MigRequest, WorkloadRequest
+
+WORKLOAD = b"""\
+apiVersion: spectrocloud.com/v1alpha1
+kind: AIWorkload
+metadata: {name: w, namespace: team}
+spec:
+  computePoolRef: {name: pool}
+  workloadProfileRef: {name: training}
+  gpus: [{family: NVIDIA-H100, count: 2}]
+---
+kind: Nonsense
+"""
+
+
+def again(value: object) -> object:
+    return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def test_models_come_back_equal_with_their_fields_set_and_copy_with_changes() -> None:
+    meta = ObjectMeta(name="a", namespace="b", labels={"x": "y"})
+    back = again(meta)
+    assert isinstance(back, ObjectMeta)
+    assert back == meta and back.model_fields_set == meta.model_fields_set
+    assert back.model_copy(update={"name": "c"}).name == "c" and back.name == "a"
+    assert again(LocalRef(name="p")) == LocalRef(name="p")
+
+
+def test_checked_files_come_back_with_the_same_records() -> None:
+    checked = check_bytes("team/w.yaml", WORKLOAD)
+    back = again(checked)
+    assert type(back) is type(checked)
+    assert (back.path, back.diagnostics, back.complete, back.text) == (
+        checked.path,
+        checked.diagnostics,
+        checked.complete,
+        checked.text,
+    )
+    for mine, theirs in zip(back.records, checked.records, strict=True):
+        assert [getattr(mine, s) for s in type(mine).__slots__] == [
+            getattr(theirs, s) for s in type(theirs).__slots__
+        ]
+    assert back.records[0].resource == checked.records[0].resource
+    back.records[1].problems.append(back.records[1].problems[0])  # lists of their own
+    assert len(back.records[1].problems) == len(checked.records[1].problems) + 1
+
+
+def test_small_records_come_back_equal() -> None:
+    request = WorkloadRequest(
+        ("ns", "w"), priority=2, whole={"NVIDIA-A100": 1}, mig=(MigRequest("x", "1g", 2),)
+    )
+    assert again(request) == request
+    diagnostic = Diagnostic("f.yaml", 1, 2, "bad", Severity.WARNING, field="spec")
+    assert again(diagnostic) == diagnostic
+
+
+def test_by_fields_refuses_a_class_it_cannot_rebuild() -> None:
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class Derived:
+        a: int
+        b: int = field(init=False, default=0)
+
+    with pytest.raises(TypeError):
+        by_fields(Derived)
