@@ -268,7 +268,9 @@ def _admit(
             tenant = tenants.get(wkey)
             bad = invalid.get(wkey)
             kind = kinds.get(wkey, "AIWorkload")
-            profiles = _workload_profiles(desired, tenant, pool) if tenant is not None else ()
+            # Only an admitted workload's entry shows its profiles (an invalid one's action is INVALID).
+            shown = bad is None and decision.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED)
+            profiles = _workload_profiles(desired, tenant, pool) if tenant is not None and shown else ()
             entry_plan = with_environment(_workload_entry(decision, kind, running, bad, profiles), routed)
             if wkey in held_back and guarded is not None and decision.action is WorkloadAction.ADMITTED:
                 entry_plan = replace(entry_plan, reason=Reason.PRUNE_BLOCKED, message=guarded.blocked)
