@@ -126,7 +126,8 @@ def _load(
         if item.valid and ident is not None:
             if item.resource is not None:
                 source = SourceRef(item.file, item.line, item.column)
-                state.resources[ident] = Loaded(resource=item.resource, source=source)
+                request = item.facts.request if item.facts is not None else None
+                state.resources[ident] = Loaded(resource=item.resource, source=source, request=request)
             continue
         if ident is None and not item.foreign:
             state.complete = False

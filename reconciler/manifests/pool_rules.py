@@ -240,13 +240,14 @@ def _check_pool_vips(docs: Sequence[PoolDoc], index: _Index) -> None:
     between platforms); a pool that would take a VIP already used gets the error, and between pools the
     first in (namespace, name) order keeps it."""
     owners: dict[str, str] = {}
-    for doc in sorted(docs, key=lambda d: (d.namespace or "", d.name or "")):
+    ordered = sorted(docs, key=lambda d: (d.namespace or "", d.name or ""))
+    for doc in ordered:
         facts = doc.facts
         if doc.kind == "MLPlatform" and facts is not None and facts.mode == "dedicated" and not doc.problems:
             vip = _platform_vip(doc.namespace or "", facts, index)
             if vip is not None:
                 owners.setdefault(vip, f"MLPlatform {doc.namespace}/{doc.name} ({doc.where})")
-    for doc in sorted(docs, key=lambda d: (d.namespace or "", d.name or "")):
+    for doc in ordered:
         pool = doc.resource
         if not isinstance(pool, ComputePool) or doc.problems:
             continue

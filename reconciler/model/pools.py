@@ -6,7 +6,7 @@ pool's ComputeProfile ``gpuLimits`` (whole GPUs plus MIG instances rounded up to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.model.gpu import GpuFamily, canonical_family
@@ -147,12 +147,16 @@ def canonical_limits(limits: Mapping[str, int]) -> dict[GpuFamily, int]:
     return out
 
 
-def tenants_by_pool(tenants: Iterable[AIWorkload | MLPlatform]) -> dict[PoolKey, list[WorkloadRequest]]:
+def tenants_by_pool(
+    tenants: Iterable[AIWorkload | MLPlatform],
+    request_of: Callable[[AIWorkload | MLPlatform], WorkloadRequest] = workload_request,
+) -> dict[PoolKey, list[WorkloadRequest]]:
     """The admission requests of valid tenants grouped by the pool they name (dedicated platforms are
-    not tenants and are left out). Order inside a group is admission's business, not this one's."""
+    not tenants and are left out). Order inside a group is admission's business, not this one's.
+    ``request_of``: :func:`workload_request`, or one that knows the requests already."""
     out: dict[PoolKey, list[WorkloadRequest]] = {}
     for resource in tenants:
         pool = pool_ref_of(resource)
         if pool is not None:
-            out.setdefault((resource.metadata.namespace, pool), []).append(workload_request(resource))
+            out.setdefault((resource.metadata.namespace, pool), []).append(request_of(resource))
     return dict(sorted(out.items()))

@@ -116,7 +116,7 @@ class _Pass:
         replicas: int = 1,
         position: int | None = None,
     ) -> None:
-        ordered = sorted(bound, key=lambda b: b[1].order)
+        ordered = sorted(bound, key=lambda b: b[1].order) if bound else ()
         self.decisions[request_key] = WorkloadAdmission(
             key=request_key,
             pool=self.pool.key,
@@ -124,7 +124,7 @@ class _Pass:
             reason=reason,
             message=message,
             gpus=tuple(u for _, u in ordered),
-            mig=tuple(sorted(mig)),
+            mig=tuple(sorted(mig)) if mig else (),
             gpu_replicas=tuple(r for r, _ in ordered) if any(r for r, _ in ordered) else (),
             replicas=replicas,
             position=position,

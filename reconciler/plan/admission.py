@@ -245,7 +245,7 @@ def _admit(
     held_back = guarded.held_back if guarded is not None else frozenset()
     desired = found.desired
     tenants = {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)}
-    by_pool = tenants_by_pool(tenants.values())
+    by_pool = tenants_by_pool(tenants.values(), desired.request_of)
     inputs = {
         key: _pool_input(found, key, entry, by_pool.get(key, []), previous, invalid, layouts, held_back)
         for key, entry in sorted(pool_entries.items())
