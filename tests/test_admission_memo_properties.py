@@ -1,6 +1,7 @@
 """Admission's per-shape shortcuts change nothing (hypothesis): a whole-GPU shape refused once is refused
 again without a try until a GPU is freed (``admission_bind.Binder``), a pending message is worked out once
-per shape (``shortfall.Shortfall``), the order search reads a need once per shape (``admission_trial``).
+per shape (``shortfall.Shortfall``), the order search reads a need once per shape (``admission_trial``),
+a request over the pool's limits is refused once per shape (``admission``).
 Pools with many workloads of few shapes, over passes that keep, change, remove and add workloads, give
 the same admission with the shortcuts and without them."""
 
@@ -15,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.model.pools import WorkloadRequest
-from reconciler.placement import admission_bind, admission_trial, shortfall
+from reconciler.placement import admission, admission_bind, admission_trial, shortfall
 from reconciler.placement.admission import admit_pool
 from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission
 from reconciler.placement.units import GpuUnit
@@ -25,6 +26,11 @@ from tests._admission_support import A100, H100, previous_of
 @contextmanager
 def without_shortcuts() -> Iterator[None]:
     bind, need, explain = admission_bind.Binder.bind, admission_trial.Trial.need, shortfall.Shortfall.explain
+    rejection = admission._Pass._static_rejection
+
+    def rejection_afresh(self: admission._Pass, request: WorkloadRequest) -> Any:
+        self.rejections.clear()
+        return rejection(self, request)
 
     def bind_afresh(self: admission_bind.Binder, *args: Any) -> Any:
         self.failed.clear()
@@ -37,12 +43,14 @@ def without_shortcuts() -> Iterator[None]:
     admission_bind.Binder.bind = bind_afresh  # type: ignore[method-assign]
     admission_trial.Trial.need = need_afresh  # type: ignore[method-assign]
     shortfall.Shortfall.explain = shortfall.Shortfall._explain  # type: ignore[method-assign]
+    admission._Pass._static_rejection = rejection_afresh  # type: ignore[method-assign]
     try:
         yield
     finally:
         admission_bind.Binder.bind = bind  # type: ignore[method-assign]
         admission_trial.Trial.need = need  # type: ignore[method-assign]
         shortfall.Shortfall.explain = explain  # type: ignore[method-assign]
+        admission._Pass._static_rejection = rejection  # type: ignore[method-assign]
 
 
 def both(

@@ -72,6 +72,12 @@ class WorkloadRequest:
     removed: bool = False
     replicas: int = 1
 
+    def asked(self) -> tuple[int, tuple[tuple[GpuFamily, int], ...], tuple[MigRequest, ...]]:
+        """What it asks for (replicas, whole GPUs and MIG instances per replica) as a key: two requests
+        with equal keys are refused, bound and explained alike by admission, whatever their names (the
+        whole GPUs in the mapping's own order: equal ones written in another order just get two keys)."""
+        return self.replicas, tuple(self.whole.items()), self.mig
+
     def total_whole(self) -> dict[GpuFamily, int]:
         """Whole GPUs per family over all replicas."""
         return {family: n * self.replicas for family, n in self.whole.items()}

@@ -38,7 +38,7 @@ changed first, then priority, namespace, name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from itertools import groupby
 
@@ -102,6 +102,7 @@ class _Pass:
         self.pending: list[tuple[WorkloadRequest, Held | None, Reason]] = []
         self.mig_refusals: dict[WorkloadKey, MigRefusal] = {}
         self.binder = Binder(self.free, planner)
+        self.rejections: dict[Hashable, tuple[Reason, str] | None] = {}
 
     # -- helpers --
 
@@ -137,7 +138,11 @@ class _Pass:
         return held(request, prev, self.free.units, self.planner is not None)
 
     def _static_rejection(self, request: WorkloadRequest) -> tuple[Reason, str] | None:
-        return static_rejection(self.pool, request, self.planner is not None)
+        """``admission_rules.static_rejection``, once per request shape (it names no workload)."""
+        shape = request.asked()
+        if shape not in self.rejections:
+            self.rejections[shape] = static_rejection(self.pool, request, self.planner is not None)
+        return self.rejections[shape]
 
     def _bind(self, request: WorkloadRequest, own: Sequence[GpuUnit]) -> _Bound | MigRefusal | None:
         """Bind every replica at once, or nothing (``admission_bind.Binder.bind``)."""

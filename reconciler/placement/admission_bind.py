@@ -4,11 +4,10 @@ planner; a failure undoes what the try took. Pure; used by ``admission``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
 from reconciler.model.conditions import Reason
-from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import WorkloadRequest
 from reconciler.placement.binding import FreeGpus
 from reconciler.placement.seam import MigPlanner, MigRefusal
@@ -30,13 +29,13 @@ class Binder:
     def __init__(self, free: FreeGpus, planner: MigPlanner | None) -> None:
         self.free = free
         self.planner = planner
-        self.failed: dict[tuple[int, tuple[tuple[GpuFamily, int], ...]], int] = {}
+        self.failed: dict[Hashable, int] = {}
 
     def bind(self, request: WorkloadRequest, own: Sequence[GpuUnit]) -> _Bound | MigRefusal | None:
         """Bind every replica at once, or nothing (None: no host holds a replica's whole GPUs). ``own``
         (its previous GPUs, still held by it) are offered first: their hosts, then those GPUs."""
         key = request.key
-        whole_only = None if own or request.mig else (request.replicas, tuple(sorted(request.whole.items())))
+        whole_only = None if own or request.mig else request.asked()
         if whole_only is not None and self.failed.get(whole_only) == self.free.freed:
             return None  # failed before, and nothing was freed since
         own_refs = {u.ref for u in own}

@@ -71,7 +71,8 @@ class Trial:
 
     def _changed(self) -> None:
         self._rooms = None
-        self._need = {}
+        if self._need:
+            self._need = {}
 
     def bind(self, request: WorkloadRequest) -> bool:
         self._changed()
@@ -180,7 +181,7 @@ class Trial:
     def need(self, request: WorkloadRequest) -> Need:
         """What the workload needs at least, in room units; None when it does not fit now (the same for
         every request of one shape: worked out once per shape while nothing is bound or unbound)."""
-        shape = (request.replicas, tuple(sorted(request.whole.items())), request.mig)
+        shape = request.asked()
         if shape in self._need:
             return self._need[shape]
         per = self._needs(request)

@@ -63,7 +63,7 @@ class Shortfall:
         """The reason and message of a workload whose whole GPUs could not be bound."""
         if request.key in self._holders:
             return self._explain(request)
-        shape = (request.replicas, tuple(sorted(request.whole.items())), request.mig)
+        shape = request.asked()
         known = self._explained.get(shape)
         if known is None:
             known = self._explained[shape] = self._explain(request)
