@@ -77,3 +77,18 @@ def test_by_fields_refuses_a_class_it_cannot_rebuild() -> None:
 
     with pytest.raises(TypeError):
         by_fields(Derived)
+
+
+def test_a_pack_writes_equal_models_once_and_keeps_resources_apart() -> None:
+    from reconciler.model.pickling import dumps_sharing
+    from reconciler.model.resources import KINDS
+
+    other = WORKLOAD.replace(b"name: w,", b"name: v,")
+    files = [check_bytes("team/w.yaml", WORKLOAD), check_bytes("team/v.yaml", other)]
+    back = pickle.loads(dumps_sharing(files, tuple(model for _kind, model in KINDS.values())))
+    first, second = (f.records[0].resource for f in back)
+    assert first is not None and second is not None
+    assert first == files[0].records[0].resource and second == files[1].records[0].resource
+    assert first is not second and first.metadata.name == "w" and second.metadata.name == "v"
+    assert first.spec is second.spec  # the same spec, loaded once
+    assert pickle.loads(dumps_sharing(files)) is not None

@@ -1,11 +1,15 @@
 """Cheaper pickles for the objects the cache of checked documents keeps (``source.documents``): tens of
 thousands of them are rebuilt on every warm load, and the default ways cost a Python call that walks
-the fields (``dataclasses``' state of a slots class) or builds a state dict (pydantic's) for each."""
+the fields (``dataclasses``' state of a slots class) or builds a state dict (pydantic's) for each.
+:func:`dumps_sharing` also writes each distinct frozen model once: the thousands of equal references
+and requests of a repository come back as one object each."""
 
 from __future__ import annotations
 
+import io
+import pickle
 from dataclasses import fields
-from operator import attrgetter
+from operator import attrgetter, getitem
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -53,3 +57,31 @@ def reduce_model(model: BaseModel) -> tuple[Any, ...]:
     if model.__pydantic_extra__ is None and model.__pydantic_private__ is None:
         return _model, (type(model), model.__dict__, model.__pydantic_fields_set__)
     return _model_with_state, (type(model), model.__getstate__())
+
+
+class _SharingPickler(pickle.Pickler):
+    """Equal models (the same class, the same pickle) written once; the later ones as a reference to the
+    first (``getitem((first,), 0)``: no Python call when loaded). Safe because the models are frozen."""
+
+    def __init__(self, file: io.BytesIO, unshared: tuple[type, ...]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.unshared = unshared
+        self.first: dict[tuple[type, bytes], object] = {}
+
+    def reducer_override(self, obj: Any) -> Any:
+        from pydantic import BaseModel
+
+        if isinstance(obj, BaseModel) and not isinstance(obj, self.unshared):
+            key = (type(obj), pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+            first = self.first.setdefault(key, obj)
+            if first is not obj:
+                return getitem, ((first,), 0)
+        return NotImplemented
+
+
+def dumps_sharing(value: object, unshared: tuple[type, ...] = ()) -> bytes:
+    """``pickle.dumps(value)`` with every distinct pydantic model but those of ``unshared`` written once
+    (equal ones are loaded as one object; what a whole resource is, say, may stay one object each)."""
+    out = io.BytesIO()
+    _SharingPickler(out, unshared).dump(value)
+    return out.getvalue()
