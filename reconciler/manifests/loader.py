@@ -23,6 +23,7 @@ from reconciler.manifests.record import Record, examine
 from reconciler.manifests.schema import Problem, field_path
 from reconciler.model.desired import DesiredState, Loaded, SourceRef
 from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.model.pickling import by_fields
 from reconciler.model.resources import ComputePool
 from reconciler.profiles import has_cluster_profile, no_profile_diagnostic
 
@@ -30,6 +31,7 @@ from reconciler.profiles import has_cluster_profile, no_profile_diagnostic
 MAX_PROBLEMS_PER_DOCUMENT = 50
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class CheckedFile:
     """One file parsed and each of its documents checked alone (:func:`check_file`): a pure function of
@@ -124,7 +126,8 @@ def _load(
         if item.valid and ident is not None:
             if item.resource is not None:
                 source = SourceRef(item.file, item.line, item.column)
-                state.resources[ident] = Loaded(resource=item.resource, source=source)
+                request = item.facts.request if item.facts is not None else None
+                state.resources[ident] = Loaded(resource=item.resource, source=source, request=request)
             continue
         if ident is None and not item.foreign:
             state.complete = False

@@ -13,7 +13,7 @@ reported for the pool (see docs/pools.md).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from reconciler.manifests.schema import PathElem, Problem, field_path
@@ -193,8 +193,10 @@ def _need_into(
     name: str,
     via: str | None = None,
 ) -> None:
-    where = f"spec.computeProfileRef ({via})" if via else field_path(path)
     status = index.status(kind, ns, name)
+    if status == "valid":
+        return
+    where = f"spec.computeProfileRef ({via})" if via else field_path(path)
     if status == "missing":
         problems.append(
             Problem(
@@ -238,13 +240,14 @@ def _check_pool_vips(docs: Sequence[PoolDoc], index: _Index) -> None:
     between platforms); a pool that would take a VIP already used gets the error, and between pools the
     first in (namespace, name) order keeps it."""
     owners: dict[str, str] = {}
-    for doc in sorted(docs, key=lambda d: (d.namespace or "", d.name or "")):
+    ordered = sorted(docs, key=lambda d: (d.namespace or "", d.name or ""))
+    for doc in ordered:
         facts = doc.facts
         if doc.kind == "MLPlatform" and facts is not None and facts.mode == "dedicated" and not doc.problems:
             vip = _platform_vip(doc.namespace or "", facts, index)
             if vip is not None:
                 owners.setdefault(vip, f"MLPlatform {doc.namespace}/{doc.name} ({doc.where})")
-    for doc in sorted(docs, key=lambda d: (d.namespace or "", d.name or "")):
+    for doc in ordered:
         pool = doc.resource
         if not isinstance(pool, ComputePool) or doc.problems:
             continue
@@ -266,6 +269,8 @@ def _check_pool_vips(docs: Sequence[PoolDoc], index: _Index) -> None:
 def _warn_tenants(docs: Sequence[PoolDoc], index: _Index) -> None:
     """Warnings (the tenant stays valid) about what admission will refuse whatever the inventory holds."""
     tenants: dict[tuple[str, str], list[tuple[PoolDoc, WorkloadRequest]]] = defaultdict(list)
+    # The warnings depend on the pool and the request's shape only: thousands of tenants, a few answers.
+    known: dict[Hashable, tuple[Problem, ...]] = {}
     for doc in docs:
         facts = doc.facts
         if doc.problems or facts is None or facts.pool_ref is None or facts.request is None:
@@ -276,8 +281,14 @@ def _warn_tenants(docs: Sequence[PoolDoc], index: _Index) -> None:
         ns = doc.namespace or ""
         pool = index.resource("ComputePool", ns, pool_name)
         if isinstance(pool, ComputePool):
-            tenants[(ns, pool_name)].append((doc, facts.request))
-            _warn_request(doc, facts, pool, index)
+            request = facts.request
+            tenants[(ns, pool_name)].append((doc, request))
+            whole = tuple(request.whole.items())
+            shape = (ns, pool_name, doc.kind, facts.first_mig, request.replicas, whole, request.mig)
+            warnings = known.get(shape)
+            if warnings is None:
+                warnings = known[shape] = tuple(_request_warnings(doc.kind, facts, pool, index))
+            doc.warnings.extend(warnings)
     for (ns, pool_name), members in sorted(tenants.items()):
         pool = index.resource("ComputePool", ns, pool_name)
         if not isinstance(pool, ComputePool) or pool.spec.mode != "dedicated" or len(members) < 2:
@@ -346,14 +357,17 @@ def _warn_ignored_platform_fields(doc: PoolDoc, platform: Facts) -> None:
 _WHICH = " (validate does not know what is admitted: plan --from-status says)"
 
 
-def _warn_request(doc: PoolDoc, facts: Facts, pool: ComputePool, index: _Index) -> None:
+def _request_warnings(kind: str | None, facts: Facts, pool: ComputePool, index: _Index) -> list[Problem]:
+    """The warnings of a tenant's request (what it asks of the pool alone: ``facts.request`` and
+    ``facts.first_mig``), in order."""
     request = facts.request
     assert request is not None  # the caller checks
+    out: list[Problem] = []
     pool_label = f"ComputePool {pool.metadata.namespace}/{pool.metadata.name}"
     strategy = pool.spec.mig.strategy if pool.spec.mig is not None else "none"
-    if request.mig and strategy != "mixed" and doc.kind == "AIWorkload" and facts.first_mig is not None:
+    if request.mig and strategy != "mixed" and kind == "AIWorkload" and facts.first_mig is not None:
         i = facts.first_mig
-        doc.warnings.append(
+        out.append(
             Problem(
                 ("spec", "gpus", i, "mig"),
                 f"spec.gpus[{i}].mig: {pool_label} has mig.strategy {strategy}; MIG instances need "
@@ -370,7 +384,7 @@ def _warn_request(doc: PoolDoc, facts: Facts, pool: ComputePool, index: _Index) 
     asked = sorted(set(request.whole) | {m.family for m in request.mig})
     missing = [f for f in asked if f not in pool_families]
     if missing:
-        doc.warnings.append(
+        out.append(
             Problem(
                 ("spec", "gpus"),
                 f"spec.gpus: {pool_label} has no {', '.join(missing)} GPUs in its spec.gpus; this workload "
@@ -379,13 +393,13 @@ def _warn_request(doc: PoolDoc, facts: Facts, pool: ComputePool, index: _Index) 
         )
     profile = index.profile_of(pool)
     if profile is None:
-        return
+        return out
     limits = canonical_limits(profile.spec.gpu_limits)
     rounded = " (MIG instances rounded up to GPUs)" if request.mig else ""
     for family, count in sorted(request.limit_counts().items()):
         limit = limits.get(family)
         if limit is not None and count > limit:
-            doc.warnings.append(
+            out.append(
                 Problem(
                     ("spec", "gpus"),
                     f"spec.gpus: {count} {family} GPUs{rounded} exceed the limit "
@@ -394,6 +408,7 @@ def _warn_request(doc: PoolDoc, facts: Facts, pool: ComputePool, index: _Index) 
                     f"workload is rejected with GPULimitExceeded{_WHICH}",
                 )
             )
+    return out
 
 
 # --- needs the previous state --------------------------------------------------------------------------

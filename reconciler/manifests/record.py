@@ -22,6 +22,7 @@ from reconciler.manifests.pool_document import check_pool_document
 from reconciler.manifests.rules import check_document, named_references
 from reconciler.manifests.schema import Problem, did_you_mean, validate_document
 from reconciler.model.desired import Identity
+from reconciler.model.pickling import by_fields
 from reconciler.model.pools import WorkloadRequest, pool_ref_of, workload_request
 from reconciler.model.resources import KINDS, AIWorkload, MLPlatform, Resource
 
@@ -63,6 +64,7 @@ class Facts(NamedTuple):
     model: bool = False  # an AIWorkload labelled palette.ai/aiworkload-type: model (a Model Deployment)
 
 
+@by_fields
 @dataclass(eq=False, slots=True)
 class Record:
     """One document of the tree, for the rules that need every document."""

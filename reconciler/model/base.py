@@ -5,10 +5,12 @@ and in modules of their own (``bundle``, ``environment``, ``scaling``), each bui
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from reconciler.model.pickling import reduce_model
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
@@ -30,6 +32,9 @@ class Strict(BaseModel):
         frozen=True,
         defer_build=True,
     )
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the cache of checked documents keeps tens of thousands
+        return reduce_model(self)
 
 
 class ObjectMeta(Strict):

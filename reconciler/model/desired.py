@@ -9,6 +9,7 @@ from typing import TypeVar
 from reconciler.model.bundle import ProfileBundle
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.environment import Environment
+from reconciler.model.pools import WorkloadRequest, workload_request
 from reconciler.model.resources import (
     AIWorkload,
     Compute,
@@ -54,6 +55,8 @@ class SourceRef:
 class Loaded:
     resource: Resource
     source: SourceRef
+    # A tenant's admission request as its document's check read it (``pools.workload_request``), or None.
+    request: WorkloadRequest | None = None
 
 
 @dataclass
@@ -89,6 +92,14 @@ class DesiredState:
         if loaded is None or not isinstance(loaded.resource, cls):
             return None
         return loaded.resource
+
+    def request_of(self, tenant: AIWorkload | MLPlatform) -> WorkloadRequest:
+        """``pools.workload_request(tenant)``: the one its document's check read when ``tenant`` is the
+        resource loaded (thousands of tenants: not read twice)."""
+        loaded = self.resources.get((type(tenant).__name__, tenant.metadata.namespace, tenant.metadata.name))
+        if loaded is not None and loaded.resource is tenant and loaded.request is not None:
+            return loaded.request
+        return workload_request(tenant)
 
     def of_kind(self, cls: type[R]) -> Iterator[R]:
         """Valid resources of one kind, in (namespace, name) order."""

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from reconciler.model.pickling import by_fields
+
 # Diagnostic reasons that are not condition reasons (those are in reconciler.model.conditions.Reason).
 UNKNOWN_GPU_FAMILY = "UnknownGPUFamily"
 REFERENCE_INVALID = "ReferenceInvalid"
@@ -18,6 +20,7 @@ class Severity(StrEnum):
     WARNING = "warning"
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     """A problem in one file. ``line`` and ``column`` are 1-based; 0 when unknown.

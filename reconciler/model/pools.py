@@ -6,12 +6,13 @@ pool's ComputeProfile ``gpuLimits`` (whole GPUs plus MIG instances rounded up to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.mig import family_gpu_equivalents
 from reconciler.model.observed import managed_labels
+from reconciler.model.pickling import by_fields
 from reconciler.model.resources import AIWorkload, MLPlatform
 
 # (namespace, name) of an AIWorkload or a shared MLPlatform; of a ComputePool
@@ -44,6 +45,7 @@ def pool_cluster_labels(
     return labels
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class MigRequest:
     family: GpuFamily
@@ -51,6 +53,7 @@ class MigRequest:
     count: int
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class WorkloadRequest:
     """One tenant of a pool: what it asks for and whether it takes part in this pass.
@@ -68,6 +71,12 @@ class WorkloadRequest:
     suspended: bool = False
     removed: bool = False
     replicas: int = 1
+
+    def asked(self) -> tuple[int, tuple[tuple[GpuFamily, int], ...], tuple[MigRequest, ...]]:
+        """What it asks for (replicas, whole GPUs and MIG instances per replica) as a key: two requests
+        with equal keys are refused, bound and explained alike by admission, whatever their names (the
+        whole GPUs in the mapping's own order: equal ones written in another order just get two keys)."""
+        return self.replicas, tuple(self.whole.items()), self.mig
 
     def total_whole(self) -> dict[GpuFamily, int]:
         """Whole GPUs per family over all replicas."""
@@ -144,12 +153,16 @@ def canonical_limits(limits: Mapping[str, int]) -> dict[GpuFamily, int]:
     return out
 
 
-def tenants_by_pool(tenants: Iterable[AIWorkload | MLPlatform]) -> dict[PoolKey, list[WorkloadRequest]]:
+def tenants_by_pool(
+    tenants: Iterable[AIWorkload | MLPlatform],
+    request_of: Callable[[AIWorkload | MLPlatform], WorkloadRequest] = workload_request,
+) -> dict[PoolKey, list[WorkloadRequest]]:
     """The admission requests of valid tenants grouped by the pool they name (dedicated platforms are
-    not tenants and are left out). Order inside a group is admission's business, not this one's."""
+    not tenants and are left out). Order inside a group is admission's business, not this one's.
+    ``request_of``: :func:`workload_request`, or one that knows the requests already."""
     out: dict[PoolKey, list[WorkloadRequest]] = {}
     for resource in tenants:
         pool = pool_ref_of(resource)
         if pool is not None:
-            out.setdefault((resource.metadata.namespace, pool), []).append(workload_request(resource))
+            out.setdefault((resource.metadata.namespace, pool), []).append(request_of(resource))
     return dict(sorted(out.items()))

@@ -38,7 +38,7 @@ changed first, then priority, namespace, name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from itertools import groupby
 
@@ -102,6 +102,7 @@ class _Pass:
         self.pending: list[tuple[WorkloadRequest, Held | None, Reason]] = []
         self.mig_refusals: dict[WorkloadKey, MigRefusal] = {}
         self.binder = Binder(self.free, planner)
+        self.rejections: dict[Hashable, tuple[Reason, str] | None] = {}
 
     # -- helpers --
 
@@ -114,8 +115,9 @@ class _Pass:
         bound: Iterable[tuple[int, GpuUnit]] = (),
         mig: tuple[MigInstance, ...] = (),
         replicas: int = 1,
+        position: int | None = None,
     ) -> None:
-        ordered = sorted(bound, key=lambda b: b[1].order)
+        ordered = sorted(bound, key=lambda b: b[1].order) if bound else ()
         self.decisions[request_key] = WorkloadAdmission(
             key=request_key,
             pool=self.pool.key,
@@ -123,9 +125,10 @@ class _Pass:
             reason=reason,
             message=message,
             gpus=tuple(u for _, u in ordered),
-            mig=tuple(sorted(mig)),
+            mig=tuple(sorted(mig)) if mig else (),
             gpu_replicas=tuple(r for r, _ in ordered) if any(r for r, _ in ordered) else (),
             replicas=replicas,
+            position=position,
         )
 
     def _kept(self, state: Held) -> list[tuple[int, GpuUnit]]:
@@ -135,7 +138,11 @@ class _Pass:
         return held(request, prev, self.free.units, self.planner is not None)
 
     def _static_rejection(self, request: WorkloadRequest) -> tuple[Reason, str] | None:
-        return static_rejection(self.pool, request, self.planner is not None)
+        """``admission_rules.static_rejection``, once per request shape (it names no workload)."""
+        shape = request.asked()
+        if shape not in self.rejections:
+            self.rejections[shape] = static_rejection(self.pool, request, self.planner is not None)
+        return self.rejections[shape]
 
     def _bind(self, request: WorkloadRequest, own: Sequence[GpuUnit]) -> _Bound | MigRefusal | None:
         """Bind every replica at once, or nothing (``admission_bind.Binder.bind``)."""
@@ -421,5 +428,5 @@ class _Pass:
                 self._kept(state) if keeps and state is not None else (),
                 state.previous.mig if keeps and state is not None else (),
                 request.replicas,
+                position,
             )
-            self.decisions[request.key] = replace(self.decisions[request.key], position=position)

@@ -4,7 +4,7 @@ planner; a failure undoes what the try took. Pure; used by ``admission``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
 from reconciler.model.conditions import Reason
@@ -19,16 +19,25 @@ _Bound = tuple[list[tuple[int, GpuUnit]], tuple[MigInstance, ...], list[GpuRef]]
 
 
 class Binder:
-    """Binds workloads on the pass's free GPUs (shared with the pass, changed in place) and MIG planner."""
+    """Binds workloads on the pass's free GPUs (shared with the pass, changed in place) and MIG planner.
+
+    A request of whole GPUs only, bound without GPUs of its own, fits exactly when the free GPUs hold
+    its replicas, each on one host: fewer free GPUs never hold more. So once such a shape failed, it is
+    refused again without a try until a GPU may have been freed (``FreeGpus.freed`` moved on): a pool's
+    thousands of pending workloads of a few shapes cost a few tries, not one each."""
 
     def __init__(self, free: FreeGpus, planner: MigPlanner | None) -> None:
         self.free = free
         self.planner = planner
+        self.failed: dict[Hashable, int] = {}
 
     def bind(self, request: WorkloadRequest, own: Sequence[GpuUnit]) -> _Bound | MigRefusal | None:
         """Bind every replica at once, or nothing (None: no host holds a replica's whole GPUs). ``own``
         (its previous GPUs, still held by it) are offered first: their hosts, then those GPUs."""
         key = request.key
+        whole_only = None if own or request.mig else request.asked()
+        if whole_only is not None and self.failed.get(whole_only) == self.free.freed:
+            return None  # failed before, and nothing was freed since
         own_refs = {u.ref for u in own}
         prefer = {u.host_uid for u in own}
         self.free.give_back(own)
@@ -53,6 +62,8 @@ class Binder:
         if token is not None and self.planner is not None:
             self.planner.rollback(token)
         self.free.take(own, key)
+        if whole_only is not None and failure is None:
+            self.failed[whole_only] = self.free.freed
         return failure
 
     def bind_replica(

@@ -67,9 +67,15 @@ class Trial:
         self.unit = 1 if planner is None else None
         self.mig_room = planner if isinstance(planner, MigRoom) else None
         self._rooms: tuple[dict[Hashable, int], dict[GpuFamily, list[int]]] | None = None
+        self._need: dict[Hashable, Need] = {}  # per request shape, until the next change
+
+    def _changed(self) -> None:
+        self._rooms = None
+        if self._need:
+            self._need = {}
 
     def bind(self, request: WorkloadRequest) -> bool:
-        self._rooms = None
+        self._changed()
         outcome = self.run._bind(request, [])
         self.tried[request.key] = outcome
         if outcome is None or isinstance(outcome, MigRefusal):
@@ -89,7 +95,7 @@ class Trial:
             self.run.planner.rollback(planner_state)
 
     def _unbind(self) -> None:
-        self._rooms = None
+        self._changed()
         bound, _, switched = self.bound.pop()
         self.run.free.give_back(u for _, u in bound)
         self.run.free.undo_mig(switched)
@@ -108,7 +114,7 @@ class Trial:
     def restore(self, saved: object) -> None:
         assert isinstance(saved, tuple)
         free, planner, tried, bound = saved
-        self._rooms = None
+        self._changed()
         self.run.free.restore(free)
         if self.run.planner is not None:
             self.run.planner.rollback(planner)
@@ -173,8 +179,12 @@ class Trial:
         return False
 
     def need(self, request: WorkloadRequest) -> Need:
-        """What the workload needs at least, in room units; None when it does not fit now."""
+        """What the workload needs at least, in room units; None when it does not fit now (the same for
+        every request of one shape: worked out once per shape while nothing is bound or unbound)."""
+        shape = request.asked()
+        if shape in self._need:
+            return self._need[shape]
         per = self._needs(request)
-        if per is None or not self.fits(request):
-            return None
-        return per[0], per[1] * request.replicas, per[1]
+        need = None if per is None or not self.fits(request) else (per[0], per[1] * request.replicas, per[1])
+        self._need[shape] = need
+        return need

@@ -31,7 +31,9 @@ class FreeGpus:
     """Free whole GPUs of the pool per family and host, who holds the others, and which are in MIG mode.
 
     Hosts are also kept in buckets by their number of free GPUs of the family (each bucket sorted by host
-    name, then uid), so that the best-fit host is found without looking at every host."""
+    name, then uid), so that the best-fit host is found without looking at every host. ``freed`` counts
+    the changes that may have freed a GPU (one given back, taken out of MIG mode, a restore): while it
+    stays the same, the free GPUs only shrink."""
 
     def __init__(self, units: Sequence[GpuUnit]) -> None:
         self.units = {u.ref: u for u in units}
@@ -43,6 +45,7 @@ class FreeGpus:
         self.holder: dict[GpuRef, WorkloadKey] = {}
         self.mig_mode: set[GpuRef] = set()
         self.free_n: dict[GpuFamily, int] = {}
+        self.freed = 0
         self.buckets: dict[GpuFamily, dict[int, list[tuple[str, str]]]] = {}
         for family, hosts in self.by_family.items():
             self.free_n[family] = sum(len(v) for v in hosts.values())
@@ -64,6 +67,7 @@ class FreeGpus:
         self.by_family = {f: {h: list(v) for h, v in hosts.items()} for f, hosts in by_family.items()}
         self.buckets = {f: {n: list(v) for n, v in per.items()} for f, per in buckets.items()}
         self.holder, self.mig_mode, self.free_n = dict(holder), set(mig_mode), dict(free_n)
+        self.freed += 1
 
     def count(self, family: GpuFamily) -> int:
         return self.free_n.get(family, 0)
@@ -92,6 +96,7 @@ class FreeGpus:
             self._add_free(unit)
 
     def _add_free(self, unit: GpuUnit) -> None:
+        self.freed += 1
         free = self.by_family[unit.family][unit.host_uid]
         insort(free, unit, key=lambda u: u.index)
         self._moved(unit.family, unit.host_uid, len(free) - 1, len(free))

@@ -10,7 +10,7 @@ pool needs a bigger host, not more GPUs.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import GpuFamily
@@ -28,7 +28,11 @@ def _plural(n: int, what: str) -> str:
 
 
 class Shortfall:
-    """The pending messages of one pool at the end of a pass (``free``: as the pass leaves it)."""
+    """The pending messages of one pool at the end of a pass (``free``: as the pass leaves it).
+
+    A message names no workload but those that would free GPUs, and leaves the asking one out of them: so
+    the requests of one shape from workloads that hold nothing in the pool get one message, worked out
+    once (a pool's thousands of pending workloads are a few shapes)."""
 
     def __init__(self, pool: str, units: Sequence[GpuUnit], free: FreeGpus) -> None:
         self.pool = pool
@@ -52,9 +56,20 @@ class Shortfall:
         self._on_hosts: dict[GpuFamily, dict[WorkloadKey, dict[str, int]]] = {}
         self._free_hosts: dict[GpuFamily, dict[str, int]] = {}
         self._room: dict[tuple[GpuFamily, int], int] = {}
+        self._holders: set[WorkloadKey] = set(free.holder.values())
+        self._explained: dict[Hashable, tuple[Reason, str]] = {}
 
     def explain(self, request: WorkloadRequest) -> tuple[Reason, str]:
         """The reason and message of a workload whose whole GPUs could not be bound."""
+        if request.key in self._holders:
+            return self._explain(request)
+        shape = request.asked()
+        known = self._explained.get(shape)
+        if known is None:
+            known = self._explained[shape] = self._explain(request)
+        return known
+
+    def _explain(self, request: WorkloadRequest) -> tuple[Reason, str]:
         families = sorted({f for f, n in request.whole.items() if n > 0} | {m.family for m in request.mig})
         if len(families) > 1:
             return Reason.NO_FITTING_LAYOUT, (

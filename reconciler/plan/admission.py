@@ -245,7 +245,7 @@ def _admit(
     held_back = guarded.held_back if guarded is not None else frozenset()
     desired = found.desired
     tenants = {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)}
-    by_pool = tenants_by_pool(tenants.values())
+    by_pool = tenants_by_pool(tenants.values(), desired.request_of)
     inputs = {
         key: _pool_input(found, key, entry, by_pool.get(key, []), previous, invalid, layouts, held_back)
         for key, entry in sorted(pool_entries.items())
@@ -268,7 +268,9 @@ def _admit(
             tenant = tenants.get(wkey)
             bad = invalid.get(wkey)
             kind = kinds.get(wkey, "AIWorkload")
-            profiles = _workload_profiles(desired, tenant, pool) if tenant is not None else ()
+            # Only an admitted workload's entry shows its profiles (an invalid one's action is INVALID).
+            shown = bad is None and decision.action in (WorkloadAction.ADMIT, WorkloadAction.ADMITTED)
+            profiles = _workload_profiles(desired, tenant, pool) if tenant is not None and shown else ()
             entry_plan = with_environment(_workload_entry(decision, kind, running, bad, profiles), routed)
             if wkey in held_back and guarded is not None and decision.action is WorkloadAction.ADMITTED:
                 entry_plan = replace(entry_plan, reason=Reason.PRUNE_BLOCKED, message=guarded.blocked)

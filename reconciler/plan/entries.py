@@ -298,8 +298,12 @@ class WorkloadPlan:
                     "replica": m.replica,
                 }
                 for m in sorted(self.mig, key=lambda m: (m.replica, m.host_uid, m.gpu, m.start))
-            ],
-            "bound": [b.to_json() for b in replica_bindings(self.gpus, self.gpu_replicas)],
+            ]
+            if self.mig
+            else [],
+            "bound": [b.to_json() for b in replica_bindings(self.gpus, self.gpu_replicas)]
+            if self.gpus
+            else [],
             "position": self.position,
             "environment": self.environment,
             "candidates": [c.to_json() for c in self.candidates],

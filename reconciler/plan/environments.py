@@ -40,6 +40,10 @@ NOTHING = EnvironmentOutcome({}, {}, ())
 
 
 def placed_through_environment(desired: DesiredState) -> list[AIWorkload]:
+    """The valid workloads that name an Environment; none when ``desired`` has no Environment at all
+    (its callers pass over a workload whose Environment is missing: validation reports it)."""
+    if next(desired.of_kind(Environment), None) is None:
+        return []
     return [w for w in desired.of_kind(AIWorkload) if w.spec.environment_ref is not None]
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reconciler.edgehost import read_hosts
 from reconciler.inventory import discover
 from reconciler.model.desired import DesiredState
 from reconciler.palette.observe import ReadSnapshot, managed_clusters
@@ -190,9 +191,10 @@ def recorded_observation(
             clusters = managed_clusters(seen.raw_clusters, seen.raw_hosts, inventory.by_uid())
         else:
             try:
-                head, hosts = read_snapshot(data)
+                head, items = read_snapshot(data)
             except SnapshotError:
                 return None
+            hosts = read_hosts(items)  # once, for discovery and the clusters alike
             inventory = with_catalogue(discover(hosts), head)
             clusters = managed_clusters(head.clusters, hosts, inventory.by_uid())
         out[target] = Observed(inventory, [c for c in clusters if namespaces.owns(c.namespace)])

@@ -7,7 +7,9 @@ Python's, pydantic's and PyYAML's versions): another version never reads it. Onl
 rules run again on every load; they work on copies, so a plan is the same with or without the cache.
 
 On disk (``<cache>/documents/<fingerprint>/``): packs, each a pickle of its keys, then one of
-``{(blob, path): CheckedFile}`` (a pack of other files is skipped after its keys), named by the SHA-256 of
+``{(blob, path): CheckedFile}`` (a pack of other files is skipped after its keys; equal frozen models
+below a resource, the references and specs thousands of files repeat, are written and loaded once:
+``model.pickling.dumps_sharing``), named by the SHA-256 of
 its bytes (content-addressed; written to a temporary file and renamed, so a reader
 never sees half a pack). A load reads the newest packs until every wanted file is found, checks the rest
 and writes them as a new pack; past :data:`MAX_PACKS` packs, one pack of the files of this load replaces
@@ -33,13 +35,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.manifests.loader import CheckedFile, check_bytes
+from reconciler.model.pickling import dumps_sharing
+from reconciler.model.resources import KINDS
 from reconciler.process_exit import after_output
 from reconciler.source.cache import blob_id
 
 if TYPE_CHECKING:
     from reconciler.source.git import SkippedEntry
 
-FORMAT = 2
+FORMAT = 4
 MAX_PACKS = 8
 Key = tuple[str, str]  # (blob id, path)
 
@@ -163,7 +167,9 @@ class DocumentCache:
         assert directory is not None
         try:
             head = pickle.dumps((FORMAT, frozenset(entries)), protocol=pickle.HIGHEST_PROTOCOL)
-            data = head + pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL)
+            # A resource stays one object each (the plan tells them apart by identity); what they share
+            # (the same references, requests, specs) is loaded once.
+            data = head + dumps_sharing(entries, tuple(model for _kind, model in KINDS.values()))
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             if not _private(os.stat(directory, follow_symlinks=False)):
                 return
