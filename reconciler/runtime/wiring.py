@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from reconciler.logging import get_logger
 from reconciler.manifests import check_bytes
 from reconciler.metrics import Metrics
 from reconciler.palette.client import PaletteClient
@@ -26,6 +27,7 @@ from reconciler.runtime.pipeline import Pipeline
 from reconciler.runtime.ports import History, Source
 from reconciler.runtime.stages.observe import ClientFactory, ListerFactory, Observer
 from reconciler.source import DirectorySource, GitSource
+from reconciler.source.documents import DocumentCache, default_root
 from reconciler.source.status_shard import ShardStatusStore
 from reconciler.source.status_store import StatusStore
 
@@ -39,14 +41,28 @@ def status_store(options: ControllerOptions) -> StatusBranch:
     )
 
 
+def document_cache(options: ControllerOptions) -> DocumentCache:
+    """The checked files on disk behind the source's memory (``<cache dir>/documents``), so a restart
+    checks only the blobs no earlier run checked; what goes wrong with it is logged once, never fatal."""
+    root = options.cache_dir / "documents" if options.cache_dir else default_root()
+
+    def warn(message: str) -> None:
+        get_logger(component="source").warning("document cache not used", reason=message)
+
+    return DocumentCache(root, read_once=True, on_error=warn)
+
+
 def open_source(
     options: ControllerOptions,
 ) -> tuple[Source, History | None, StatusBranch, Callable[[], None]]:
     """The config source, its history (None for a directory read as it is on disk), the status branch,
     and what closes them."""
+    store = document_cache(options)
     if options.watch:
         # A local working directory: read as it is on disk; status goes to its repository if it has one.
-        directory = DirectorySource(Path(options.repo), parse=check_bytes, subtree=options.subtree)
+        directory = DirectorySource(
+            Path(options.repo), parse=check_bytes, subtree=options.subtree, store=store
+        )
         has_git = (Path(options.repo) / ".git").exists()
         status = status_store(options) if has_git else NoStatus()
         return directory, None, status, status.close
@@ -57,6 +73,7 @@ def open_source(
         cache / "source" if cache else None,
         parse=check_bytes,
         subtree=options.subtree,
+        store=store,
     )
     status = status_store(options)
 

@@ -116,11 +116,17 @@ def author_env(author: str) -> dict[str, str]:
     }
 
 
-def default_cache_dir(kind: str, url: str) -> Path:
-    """A stable directory per repository URL under the user's cache (``$XDG_CACHE_HOME``)."""
+def user_cache_root() -> Path:
+    """The reconciler's directory in the user's cache: ``$XDG_CACHE_HOME/paletteai-reconciler``
+    (``~/.cache`` without the variable)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "paletteai-reconciler"
+
+
+def default_cache_dir(kind: str, url: str) -> Path:
+    """A stable directory per repository URL under the user's cache (:func:`user_cache_root`)."""
     digest = hashlib.sha256(url.encode()).hexdigest()[:16]
-    return Path(base) / "paletteai-reconciler" / f"{kind}-{digest}"
+    return user_cache_root() / f"{kind}-{digest}"
 
 
 def open_cache_repo(path: Path) -> git.Repo:

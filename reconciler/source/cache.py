@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+Key = tuple[str, str]  # (blob id, path)
+Reader = Callable[[Sequence[Key]], Mapping[Key, bytes]]  # the bytes of some files, all at once
 
 
 def blob_id(data: bytes) -> str:
@@ -18,16 +20,28 @@ def blob_id(data: bytes) -> str:
     return hasher.hexdigest()
 
 
+class Store(Protocol[T]):
+    """What backs a :class:`ParseCache` across processes (the loop's
+    :class:`~reconciler.source.documents.DocumentCache`): the parse of each of ``wanted``, in order,
+    ``known`` ones as they are; the others from the store, else parsed from ``read(keys)``."""
+
+    def checked(self, wanted: Sequence[Key], read: Reader, known: Mapping[Key, T]) -> list[T]: ...
+
+
 class ParseCache(Generic[T]):
     """Least-recently-used map of (blob id, path) -> parse result, with hit and miss counters.
 
-    The path is part of the key because diagnostics name the file they come from.
+    The path is part of the key because diagnostics name the file they come from. With a ``store``,
+    :meth:`get_all` asks it for what memory lacks (a restarted loop reads its files from disk).
     """
 
-    def __init__(self, parse: Callable[[str, bytes], T], max_entries: int = 100_000) -> None:
+    def __init__(
+        self, parse: Callable[[str, bytes], T], max_entries: int = 100_000, store: Store[T] | None = None
+    ) -> None:
         self._parse = parse
-        self._entries: OrderedDict[tuple[str, str], T] = OrderedDict()
+        self._entries: OrderedDict[Key, T] = OrderedDict()
         self._max_entries = max(1, max_entries)
+        self.store = store
         self.hits = 0
         self.misses = 0
 
@@ -40,10 +54,36 @@ class ParseCache(Generic[T]):
             return self._entries[key]
         self.misses += 1
         parsed = self._parse(path, load())
+        self._add(key, parsed)
+        return parsed
+
+    def get_all(self, keys: Sequence[Key], read: Reader) -> list[T]:
+        """The parse of each of ``keys`` (distinct), in order: from memory (a steady pass asks nothing
+        else), else from the store, else parsed from ``read(missing)`` (the bytes of all of them)."""
+        known: dict[Key, T] = {}
+        entries = self._entries
+        for key in keys:
+            if key in entries:
+                entries.move_to_end(key)
+                known[key] = entries[key]
+        self.hits += len(known)
+        if len(known) == len(keys):
+            return [known[key] for key in keys]
+        self.misses += len(keys) - len(known)
+        if self.store is not None:
+            out = self.store.checked(keys, read, known)
+        else:
+            data = read([key for key in keys if key not in known])
+            out = [known[key] if key in known else self._parse(key[1], data[key]) for key in keys]
+        for key, parsed in zip(keys, out, strict=True):
+            if key not in known:
+                self._add(key, parsed)
+        return out
+
+    def _add(self, key: Key, parsed: T) -> None:
         self._entries[key] = parsed
         if len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
-        return parsed
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -16,7 +16,13 @@ and writes them as a new pack; past :data:`MAX_PACKS` packs, one pack of the fil
 them all. Everything here is best effort: the directory is safe to delete at any time, a pack that
 cannot be read (truncated, corrupt, another format) is ignored, a failed write only costs the next load
 a parse, and a directory not private to this user (owned by another, writable by group or others) is
-not read at all: a pickle is code.
+not read at all: a pickle is code. A pack holds only what the files' bytes give (their text and checked
+records), never anything of the environment (an API key).
+
+The loop (``reconciler run``) backs its sources' in-memory :class:`~reconciler.source.cache.ParseCache`
+with one (``read_once``): a steady pass asks it nothing, a restart reads the packs, a new revision checks
+only its new blobs and writes them as a pack at once; what goes wrong is told once (``on_error``), then
+the loop goes on without (after a failed write, this instance writes no more).
 """
 
 from __future__ import annotations
@@ -38,14 +44,14 @@ from reconciler.manifests.loader import CheckedFile, check_bytes
 from reconciler.model.pickling import dumps_sharing
 from reconciler.model.resources import KINDS
 from reconciler.process_exit import after_output
-from reconciler.source.cache import blob_id
+from reconciler.source._gitutil import user_cache_root
+from reconciler.source.cache import Key, Reader, blob_id
 
 if TYPE_CHECKING:
     from reconciler.source.git import SkippedEntry
 
 FORMAT = 4
 MAX_PACKS = 8
-Key = tuple[str, str]  # (blob id, path)
 
 
 @cache
@@ -74,8 +80,7 @@ def default_root() -> Path:
     configured = os.environ.get("RECONCILER_CACHE_DIR")
     if configured:
         return Path(configured) / "documents"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "paletteai-reconciler" / "documents"
+    return user_cache_root() / "documents"
 
 
 @contextlib.contextmanager
@@ -93,21 +98,40 @@ def _no_collection() -> Iterator[None]:
 class DocumentCache:
     """The checked files of one directory of packs (``root`` None: nothing is kept, every file is checked).
 
-    ``hits`` and ``misses`` count the files of the last :meth:`checked`.
+    ``hits`` and ``misses`` count the files of the last :meth:`checked` found in a pack and checked.
+    ``read_once``: each pack is read at most once by this instance (its caller keeps what it got, as the
+    loop's sources do in memory), so a pass over a new revision reads no pack it read before.
+    ``on_error(message)``: told once per kind (a pack not read, the directory not private, a failed
+    write) that the cache is not used; nothing else changes (a pass never fails for its cache).
     """
 
-    def __init__(self, root: Path | None) -> None:
+    def __init__(
+        self,
+        root: Path | None,
+        *,
+        read_once: bool = False,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
         self.directory = root / code_fingerprint() if root is not None else None
         self.hits = 0
         self.misses = 0
+        self._read_once = read_once
+        self._examined: set[str] = set()  # pack names (read_once)
+        self._on_error = on_error
+        self._told: set[str] = set()
+        self._writable = True
 
     def checked(
-        self, wanted: Sequence[Key], read: Callable[[Sequence[Key]], Mapping[Key, bytes]]
+        self, wanted: Sequence[Key], read: Reader, known: Mapping[Key, CheckedFile] | None = None
     ) -> list[CheckedFile]:
         """The checked file of each ``(blob, path)`` of ``wanted``, in order; ``read(keys)`` gives the
-        bytes of the files found in no pack, all at once."""
+        bytes of the files found in no pack, all at once. ``known``: files the caller has already (not
+        looked up; a pack that replaces the others holds them too)."""
         packs = self._packs()
-        found = self._read(packs, set(wanted))
+        found: dict[Key, CheckedFile] = dict(known or {})
+        looked = set(wanted) - found.keys()
+        found.update(self._read(packs, looked))
+        self.hits = sum(1 for key in looked if key in found)
         missing = [key for key in dict.fromkeys(wanted) if key not in found]
         data = read(missing) if missing else {}
         new: dict[Key, CheckedFile] = {}
@@ -120,8 +144,7 @@ class DocumentCache:
                     checked = new[key] = check_bytes(key[1], data[key])
             out.append(checked)
         self.misses = len(new)
-        self.hits = len(wanted) - self.misses
-        if new and self.directory is not None:
+        if new and self.directory is not None and self._writable:
             if len(packs) + 1 > MAX_PACKS:
                 entries, replaces = dict(zip(wanted, out, strict=True)), packs
             else:
@@ -141,6 +164,7 @@ class DocumentCache:
         except OSError:
             return []
         if not _private(info) or not stat.S_ISDIR(info.st_mode):
+            self._tell("private", f"{directory} is not a directory private to this user: not read")
             return []
         dated: list[tuple[int, Path]] = []
         with contextlib.suppress(OSError), os.scandir(directory) as entries:
@@ -155,7 +179,13 @@ class DocumentCache:
         for pack in packs:
             if len(found) == len(wanted):
                 break
-            entries = _load_pack(pack, wanted - found.keys())
+            if self._read_once:
+                if pack.name in self._examined:
+                    continue
+                self._examined.add(pack.name)
+            entries, problem = _load_pack(pack, wanted - found.keys())
+            if problem is not None:
+                self._tell("read", f"{pack} not read, ignored ({problem})")
             for key in wanted - found.keys():
                 checked = entries.get(key)
                 if isinstance(checked, CheckedFile) and checked.path == key[1]:
@@ -166,14 +196,15 @@ class DocumentCache:
         directory = self.directory
         assert directory is not None
         try:
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not _private(os.stat(directory, follow_symlinks=False)):
+                return
             head = pickle.dumps((FORMAT, frozenset(entries)), protocol=pickle.HIGHEST_PROTOCOL)
             # A resource stays one object each (the plan tells them apart by identity); what they share
             # (the same references, requests, specs) is loaded once.
             data = head + dumps_sharing(entries, tuple(model for _kind, model in KINDS.values()))
-            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not _private(os.stat(directory, follow_symlinks=False)):
-                return
             name = directory / f"{hashlib.sha256(data).hexdigest()[:32]}.pack"
+            self._examined.add(name.name)  # what it holds, the caller has
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=".pack-", suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as out:
@@ -187,36 +218,48 @@ class DocumentCache:
                 if old != name:
                     with contextlib.suppress(OSError):
                         old.unlink()
-        except (OSError, pickle.PicklingError):
-            return  # a cache: the next load checks these files again
+        except Exception as exc:  # a cache: the next load checks these files again
+            self._writable = False
+            self._tell("write", f"cannot write to {directory} ({exc}): going on without writing it")
+
+    def _tell(self, kind: str, message: str) -> None:
+        if self._on_error is not None and kind not in self._told:
+            self._told.add(kind)
+            self._on_error(message)
 
 
 def _private(info: os.stat_result) -> bool:
     return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _load_pack(path: Path, wanted: set[Key]) -> dict[Key, object]:
+def _load_pack(path: Path, wanted: set[Key]) -> tuple[dict[Key, object], str | None]:
     """A pack's entries, when it holds some of ``wanted`` (its first pickle is the format and its keys, so
     a pack of other files is skipped unread); empty when it cannot be read as a pack of this format
-    (ignored, not an error)."""
+    (ignored, not an error), with why when it is not one (truncated, corrupt, not private)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return {}
+    except FileNotFoundError:
+        return {}, None  # replaced by another load meanwhile
+    except OSError as exc:
+        return {}, str(exc)
     try:
         with os.fdopen(fd, "rb") as file:
             if not _private(os.fstat(file.fileno())):
-                return {}
+                return {}, "not private to this user"
             head = pickle.load(file)
-            if not isinstance(head, tuple) or len(head) != 2 or head[0] != FORMAT:
-                return {}
-            if not isinstance(head[1], frozenset) or head[1].isdisjoint(wanted):
-                return {}
+            if not isinstance(head, tuple) or len(head) != 2:
+                return {}, "not a pack"
+            if head[0] != FORMAT:
+                return {}, None  # another format: another version's, not an error
+            if not isinstance(head[1], frozenset):
+                return {}, "not a pack"
+            if head[1].isdisjoint(wanted):
+                return {}, None
             with _no_collection():
                 entries = pickle.load(file)
-    except Exception:
-        return {}
-    return entries if isinstance(entries, dict) else {}
+    except Exception as exc:
+        return {}, f"{type(exc).__name__}: {exc}"
+    return (entries, None) if isinstance(entries, dict) else ({}, "not a pack")
 
 
 def read_checked(

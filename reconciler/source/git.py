@@ -30,7 +30,7 @@ import git
 
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.source import _gitutil
-from reconciler.source.cache import ParseCache
+from reconciler.source.cache import ParseCache, Store
 from reconciler.source.cache_repo import GitCache
 from reconciler.source.errors import GitError, SourceError
 from reconciler.source.select import IGNORE_FILE, SUFFIXES, FileSelection, SelectionError
@@ -240,6 +240,7 @@ class GitSource(Generic[T]):
         timeout: float = _gitutil.NETWORK_TIMEOUT,
         on_stale_lock: Callable[[str], None] | None = None,
         subtree: str = "",
+        store: Store[T] | None = None,
     ) -> None: ...
 
     def __init__(
@@ -253,6 +254,7 @@ class GitSource(Generic[T]):
         timeout: float = _gitutil.NETWORK_TIMEOUT,
         on_stale_lock: Callable[[str], None] | None = None,
         subtree: str = "",
+        store: Store[T] | None = None,
     ) -> None:
         self._git = GitCache("source", url, branch, cache_dir, error=SourceError, on_stale_lock=on_stale_lock)
         self._location = self._git.location
@@ -262,7 +264,7 @@ class GitSource(Generic[T]):
         self.timeout = timeout
         self.cache_dir = self._git.path
         self._parsed: ParseCache[T] = ParseCache(
-            parse or cast(Callable[[str, bytes], T], _identity), parse_cache_size
+            parse or cast(Callable[[str, bytes], T], _identity), parse_cache_size, store
         )
         self._lock = self._git.lock
         self._listing: tuple[str, list[TreeEntry], list[SkippedEntry]] | None = None
@@ -417,11 +419,19 @@ class GitSource(Generic[T]):
             return [(e.path, data[e.blob]) for e in entries]
 
     def read_parsed(self, sha: str) -> list[T]:
-        """``parse(path, data)`` of every YAML file of ``sha``, parsing only blobs not seen before."""
+        """``parse(path, data)`` of every YAML file of ``sha``, parsing only blobs not seen before (by
+        this instance, or, with a ``store``, kept in it: the blobs it lacks are read all at once)."""
         with self._operation() as repo:
             entries, skipped = self._list(sha)
             self.skipped = list(skipped)
-            return [self._parsed.get(e.blob, e.path, partial(read_blob, repo, e.blob)) for e in entries]
+            if self._parsed.store is None:
+                return [self._parsed.get(e.blob, e.path, partial(read_blob, repo, e.blob)) for e in entries]
+
+            def read(keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+                data = read_blobs(repo, [blob for blob, _path in keys])
+                return {(blob, path): data[blob] for blob, path in keys}
+
+            return self._parsed.get_all([(e.blob, e.path) for e in entries], read)
 
     @property
     def parse_hits(self) -> int:

@@ -25,7 +25,7 @@ import watchfiles
 
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.source import _gitutil
-from reconciler.source.cache import ParseCache, blob_id
+from reconciler.source.cache import ParseCache, Store, blob_id
 from reconciler.source.directory import MissingSubtree, read_directory
 from reconciler.source.errors import GitError, SourceError
 from reconciler.source.git import list_yaml_entries
@@ -90,7 +90,7 @@ class DirectorySource(Generic[T]):
     ``subtree`` when given, no symlink followed, files over 1 MiB not read) and returns its revision
     (see the module docstring); ``read_parsed`` and ``read_tree`` return that snapshot, so one pass sees
     one consistent set of files even while they are being edited. Parsed files are cached by blob id, as
-    in GitSource.
+    in GitSource (with a ``store``, on disk too).
     """
 
     @overload
@@ -111,6 +111,7 @@ class DirectorySource(Generic[T]):
         parse: Callable[[str, bytes], T],
         parse_cache_size: int = 100_000,
         subtree: str = "",
+        store: Store[T] | None = None,
     ) -> None: ...
 
     def __init__(
@@ -120,12 +121,13 @@ class DirectorySource(Generic[T]):
         parse: Callable[[str, bytes], T] | None = None,
         parse_cache_size: int = 100_000,
         subtree: str = "",
+        store: Store[T] | None = None,
     ) -> None:
         self.path = Path(path).resolve()
         self.subtree = subtree
         self.url = str(self.path)
         self._parsed: ParseCache[T] = ParseCache(
-            parse or cast(Callable[[str, bytes], T], _identity), parse_cache_size
+            parse or cast(Callable[[str, bytes], T], _identity), parse_cache_size, store
         )
         self._lock = threading.RLock()
         self._revision: str | None = None
@@ -196,10 +198,11 @@ class DirectorySource(Generic[T]):
     def read_parsed(self, revision: str) -> list[T]:
         """``parse(path, data)`` of every file of the snapshot, parsing only content not seen before."""
         with self._lock:
-            return [
-                self._parsed.get(blob, rel, partial(bytes, data))
-                for rel, blob, data in self._snapshot(revision)
-            ]
+            snapshot = self._snapshot(revision)
+            if self._parsed.store is None:
+                return [self._parsed.get(blob, rel, partial(bytes, data)) for rel, blob, data in snapshot]
+            data_of = {(blob, rel): data for rel, blob, data in snapshot}
+            return self._parsed.get_all(list(data_of), lambda _keys: data_of)
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
