@@ -58,6 +58,7 @@ from reconciler.placement.mig import (
 )
 from reconciler.placement.mig import MigRefusal as PlanRefusal
 from reconciler.placement.mig_admission_joint import JointPlan, new_demand, plan_joint
+from reconciler.placement.mig_joint import fewest_gpus
 from reconciler.placement.mig_layouts import (
     GpuLayout,
     kept_layouts,
@@ -165,6 +166,7 @@ class PoolMigPlanner:
         )
         self._new_labels = {d.label for d in self._new}
         self._joint: JointPlan | None = None
+        self.joint_followed = False  # a replica took what the joint plan gave it (``mig_pool`` compares)
         self.notes = tuple(notes)
 
     def _changed(self) -> None:
@@ -313,6 +315,7 @@ class PoolMigPlanner:
         followed = None if self._joint is None else self._joint.follow(label, wanted, self._gpus, free, hosts)
         if followed is not None:
             changed, instances, switched = followed
+            self.joint_followed = True
             self._gpus.update(changed)
             self._tell(switched)
             self._changed()
@@ -423,6 +426,20 @@ class PoolMigPlanner:
         """The message (``mig_request.refusal``), over the GPUs as this request sees them."""
         view_of = lambda ref: self._view(ref, free)  # noqa: E731
         return refusal(self._pool.label, self._names, family, wanted, outcome, refs, view_of, hosts)
+
+    def at_fewest_gpus(self) -> bool:
+        """Whether no plan of the instances bound now could hold them on fewer GPUs not frozen
+        (``mig_joint.fewest_gpus`` per family): joint planning of the pass cannot do better."""
+        for refs in self._family_keys.values():
+            gpus = [self._gpus[ref] for ref in refs]
+            asked = Counter(
+                s.profile for g in gpus if not g.frozen for s in g.instances or () if s.workload is not None
+            )
+            used = sum(1 for g in gpus if not g.frozen and any(s.workload for s in g.instances or ()))
+            kept = [g if g.frozen else replace(g, instances=None) for g in gpus]
+            if used > fewest_gpus(kept, asked):
+                return False
+        return True
 
     # -- the end of the pass --
 

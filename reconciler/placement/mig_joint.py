@@ -128,6 +128,12 @@ def plan_pass(
     if node_limit <= 0 or not taken or not available():
         return greedy
     start = _settled(gpus)
+    admitted = [requests[n] for n in taken]
+    asked: Counter[str] = Counter()
+    for _, request in admitted:
+        asked.update({p: c for p, c in request.items() if c > 0})
+    if _cost(start, greedy.gpus)[0] <= fewest_gpus(start, asked):
+        return greedy  # no plan uses fewer GPUs: no program to solve
     site_of: dict[str, int] = {}
     members: list[list[int]] = []  # per site, its GPUs' positions in GPU order
     for k in sorted(range(len(start)), key=lambda k: start[k].order):
@@ -136,7 +142,6 @@ def plan_pass(
             site_of[name] = len(members)
             members.append([])
         members[site_of[name]].append(k)
-    admitted = [requests[n] for n in taken]
     profiles = tuple(sorted({p for _, r in admitted for p, c in r.items() if c}))
     shape_ids: dict[Vector, int] = {}
     shape_of: list[int] = []
@@ -158,6 +163,29 @@ def plan_pass(
     if joint is None or _cost(start, joint.gpus) >= _cost(start, greedy.gpus):
         return greedy
     return joint
+
+
+def fewest_gpus(start: Sequence[PoolGpu], asked: Mapping[str, int]) -> int:
+    """A lower bound on the free GPUs (``is_free``) any plan of ``asked`` (instances per profile, of one
+    family) starts using: what the free instances of the other GPUs cannot hold, in memory and in compute
+    slices, over the largest free GPU. Cheap: a pass the greedy lays out on that many needs no program."""
+    spare: Counter[str] = Counter()
+    types = {g.gpu_type.key: g.gpu_type for g in start if g.gpu_type is not None and is_free(g)}
+    for g in start:
+        if g.gpu_type is not None and g.bound is None and not is_free(g):
+            spare.update(i.profile for i in g.instances or () if i.workload is None)
+    if not types:
+        return 0
+    memory = compute = 0
+    for profile, count in asked.items():
+        left = max(0, count - spare[profile])
+        sizes = [(p.size, p.compute) for t in types.values() if (p := t.profile(profile)) is not None]
+        if left and sizes:
+            memory += left * min(s for s, _ in sizes)
+            compute += left * min(c for _, c in sizes)
+    most_memory = max(t.memory_slices for t in types.values())
+    most_compute = max(t.compute_slices for t in types.values())
+    return max(-(-memory // most_memory), -(-compute // most_compute))
 
 
 def _site(start: Sequence[PoolGpu], ks: Sequence[int], profiles: tuple[str, ...]) -> Site:

@@ -215,8 +215,7 @@ def _fill(
         asked = sum(vector[p] * var for (vector, _), var in zip(shapes, y, strict=True))
         solver.addConstr(supply - asked >= -site.spare[p])
     value = [big * sum(w * c for w, c in zip(weights, vector, strict=True)) for vector, _ in shapes]
-    solver.minimize(sum(cost) - sum(v * var for v, var in zip(value, y, strict=True)))
-    solver.run()
+    solver.minimize(sum(cost) - sum(v * var for v, var in zip(value, y, strict=True)))  # runs the solver
     if solver.getInfo().primal_solution_status != 2:  # no feasible solution within the limit
         return None
     values = solver.getSolution().col_value
