@@ -57,7 +57,7 @@ from reconciler.placement.mig import (
     usable_slices,
 )
 from reconciler.placement.mig import MigRefusal as PlanRefusal
-from reconciler.placement.mig_admission_joint import JointPlan, new_demand, plan_joint
+from reconciler.placement.mig_admission_joint import MAX_GPUS, JointPlan, new_demand, plan_joint
 from reconciler.placement.mig_joint import fewest_gpus
 from reconciler.placement.mig_layouts import (
     GpuLayout,
@@ -161,10 +161,8 @@ class PoolMigPlanner:
         self._released: dict[str, list[tuple[_Key, str, int]]] = {}  # instances released this pass
         self._refused: dict[tuple[Any, ...], tuple[int, frozenset[_Key], MigRefusal]] = {}
         # The pass's new MIG demand, planned jointly at the first placement of one of its workloads.
-        self._new = (
-            new_demand(workloads, {_label(p.key) for p in earlier if p.mig}) if self._mixed and joint else []
-        )
-        self._new_labels = {d.label for d in self._new}
+        self._new = new_demand(workloads, {_label(p.key) for p in earlier if p.mig}) if self._mixed else []
+        self._new_labels = {d.label for d in self._new} if joint else set()
         self._joint: JointPlan | None = None
         self.joint_followed = False  # a replica took what the joint plan gave it (``mig_pool`` compares)
         self.notes = tuple(notes)
@@ -426,6 +424,11 @@ class PoolMigPlanner:
         """The message (``mig_request.refusal``), over the GPUs as this request sees them."""
         view_of = lambda ref: self._view(ref, free)  # noqa: E731
         return refusal(self._pool.label, self._names, family, wanted, outcome, refs, view_of, hosts)
+
+    def may_plan_jointly(self) -> bool:
+        """Whether the pass has new MIG demand a joint plan covers (``mig_admission_joint``): a family of
+        at most ``MAX_GPUS`` GPUs in the pool, where no new workload asks for whole GPUs too."""
+        return any(len(self._family_keys.get(d.family, ())) <= MAX_GPUS for d in self._new)
 
     def at_fewest_gpus(self) -> bool:
         """Whether no plan of the instances bound now could hold them on fewer GPUs not frozen

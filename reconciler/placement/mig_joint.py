@@ -153,7 +153,7 @@ def plan_pass(
     sites = [_site(start, ks, profiles) for ks in members]
     greedy_sites = [site_of[host if one_host else ""] for host, _ in greedy.placed]
     weights = tuple(_smallest(start, p) for p in profiles)
-    answer = solve(sites, shapes, profiles, weights, node_limit)
+    answer = solve(sites, shapes, profiles, weights, node_limit, _cost(start, greedy.gpus))
     if answer is None:
         return greedy
     laid = _lay_out(start, members, answer)

@@ -3,7 +3,8 @@
 
     result, outcome = admit_mig_pool(pool, workloads, previous, layouts)
 
-Admission runs one at a time first (``PoolMigPlanner(joint=False)``). When no plan could hold the
+Admission runs one at a time first (``PoolMigPlanner(joint=False)``). When the pass has no new MIG
+demand a joint plan covers (``PoolMigPlanner.may_plan_jointly``), or no plan could hold the
 instances it bound on fewer GPUs (``PoolMigPlanner.at_fewest_gpus``: a cheap bound, slices over the
 largest GPU), that pass stands. Otherwise admission runs again with the joint plan of the pass's new MIG
 demand, and that pass is kept only when a replica took what the joint plan gave it (else it is the same
@@ -67,7 +68,7 @@ def admit_mig_pool(
     """The pool's admission and MIG outcome (see the module docstring); ``joint=False``: one at a time."""
     recorded = tuple(layouts)
     alone, alone_outcome, planner = _run(pool, workloads, previous, recorded, False)
-    if not joint or pool.mig_strategy != "mixed" or planner.at_fewest_gpus():
+    if not joint or not planner.may_plan_jointly() or planner.at_fewest_gpus():
         return alone, alone_outcome
     result, outcome, planner = _run(pool, workloads, previous, recorded, True)
     if not planner.joint_followed:
