@@ -54,11 +54,12 @@ from reconciler.placement.mig import (
     frozen_gpus,
     plan_mig_admission,
     release_idle_gpus,
+    stranded_slices,
     usable_slices,
 )
 from reconciler.placement.mig import MigRefusal as PlanRefusal
 from reconciler.placement.mig_admission_joint import MAX_GPUS, JointPlan, new_demand, plan_joint
-from reconciler.placement.mig_joint import fewest_gpus
+from reconciler.placement.mig_joint import fewest
 from reconciler.placement.mig_layouts import (
     GpuLayout,
     kept_layouts,
@@ -432,15 +433,16 @@ class PoolMigPlanner:
 
     def at_fewest_gpus(self) -> bool:
         """Whether no plan of the instances bound now could hold them on fewer GPUs not frozen
-        (``mig_joint.fewest_gpus`` per family): joint planning of the pass cannot do better."""
+        or strand fewer slices on them (``mig_joint.fewest`` per family): joint planning of the pass
+        cannot do better."""
         for refs in self._family_keys.values():
             gpus = [self._gpus[ref] for ref in refs]
             asked = Counter(
                 s.profile for g in gpus if not g.frozen for s in g.instances or () if s.workload is not None
             )
-            used = sum(1 for g in gpus if not g.frozen and any(s.workload for s in g.instances or ()))
+            used = [g for g in gpus if not g.frozen and any(s.workload for s in g.instances or ())]
             kept = [g if g.frozen else replace(g, instances=None) for g in gpus]
-            if used > fewest_gpus(kept, asked):
+            if (len(used), sum(stranded_slices(g) for g in used)) > fewest(kept, asked):
                 return False
         return True
 
