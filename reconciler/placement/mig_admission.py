@@ -31,6 +31,8 @@ Rules it adds to admission's:
   request can use, naming the GPUs held and the growth that would unblock it.
 - The pass's new MIG-only demand is planned jointly at its first placement (``mig_admission_joint``,
   one host per replica); its replicas then take what that plan gave them, the rest is planned as above.
+  The pool's pass (``mig_pool.admit_mig_pool``) runs this planner with ``joint=False`` first and keeps
+  the joint pass only when it is no worse (``may_plan_jointly``, ``at_fewest_gpus``, ``joint_followed``).
 - At the end: ``release_idle_gpus`` (not frozen GPUs), ``repad`` of the GPUs laid out in the pass, then
   the outputs, with the hosts whose GPUs are re-laid out (``relayout``).
 """
