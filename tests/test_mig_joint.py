@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.model.mig import entry_by_key
-from reconciler.placement.mig import MigInstance, PoolGpu, is_valid_layout
-from reconciler.placement.mig_joint import greedy_pass, is_free, plan_pass, used_gpus
+from reconciler.placement.mig import MigInstance, PoolGpu, is_valid_layout, stranded_slices
+from reconciler.placement.mig_joint import fewest, greedy_pass, is_free, plan_pass, used_gpus
 
 A100 = entry_by_key("NVIDIA-A100-80GB")
 PROFILES = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
@@ -123,3 +123,54 @@ def test_the_joint_planner_prints_nothing_on_standard_output(capfd: pytest.Captu
     out, _ = capfd.readouterr()
     assert done.returncode == 0
     assert out == ""
+
+
+def _cost(start: tuple[PoolGpu, ...], after: tuple[PoolGpu, ...]) -> tuple[int, int]:
+    """GPUs a plan starts using and the slices they strand, restated here."""
+    new = [
+        g
+        for g0, g in zip(start, after, strict=True)
+        if any(i.workload for i in g.instances or ()) and not any(i.workload for i in g0.instances or ())
+    ]
+    return len(new), sum(stranded_slices(g) for g in new)
+
+
+@settings(max_examples=60, deadline=None)
+@given(passes())
+def test_the_cheap_bound_is_never_above_what_a_plan_costs(
+    case: tuple[tuple[PoolGpu, ...], list[tuple[str, dict[str, int]]]],
+) -> None:
+    """``fewest`` (GPUs, then stranded slices) may skip the programs only because no plan does better:
+    it is at most the cost of the greedy's and the joint plan's answers, the pool as one site or not."""
+    gpus, requests = case
+    for one_host in (True, False):
+        greedy = greedy_pass(gpus, requests, one_host=one_host)
+        for plan in (greedy, plan_pass(gpus, requests, one_host=one_host)):
+            asked: Counter[str] = Counter()
+            for label, request in requests:
+                if label in plan.admitted:
+                    asked.update(request)
+            assert fewest(gpus, asked) <= _cost(gpus, plan.gpus)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 2),
+    st.lists(
+        st.dictionaries(st.sampled_from(PROFILES), st.integers(1, 4), min_size=1, max_size=2),
+        min_size=1,
+        max_size=10,
+    ),
+)
+def test_the_cheap_bound_on_whole_gpus_counts_stranded_slices_no_plan_avoids(
+    hosts: int, asks: list[dict[str, int]]
+) -> None:
+    gpus = whole_pool(8 * hosts)
+    requests = [(f"ns/w{n}", ask) for n, ask in enumerate(asks)]
+    plan = plan_pass(gpus, requests, one_host=False)
+    asked: Counter[str] = Counter()
+    for label, request in requests:
+        if label in plan.admitted:
+            asked.update(request)
+    assert fewest(gpus, asked) <= _cost(gpus, plan.gpus)
+    assert fewest(gpus, Counter({"1g.10gb": 7})) == (1, 1)  # 7 x 1g.10gb leave slice 8 uncovered

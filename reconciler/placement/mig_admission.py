@@ -31,6 +31,8 @@ Rules it adds to admission's:
   request can use, naming the GPUs held and the growth that would unblock it.
 - The pass's new MIG-only demand is planned jointly at its first placement (``mig_admission_joint``,
   one host per replica); its replicas then take what that plan gave them, the rest is planned as above.
+  The pool's pass (``mig_pool.admit_mig_pool``) runs this planner with ``joint=False`` first and keeps
+  the joint pass only when it is no worse (``may_plan_jointly``, ``at_fewest_gpus``, ``joint_followed``).
 - At the end: ``release_idle_gpus`` (not frozen GPUs), ``repad`` of the GPUs laid out in the pass, then
   the outputs, with the hosts whose GPUs are re-laid out (``relayout``).
 """
@@ -54,10 +56,12 @@ from reconciler.placement.mig import (
     frozen_gpus,
     plan_mig_admission,
     release_idle_gpus,
+    stranded_slices,
     usable_slices,
 )
 from reconciler.placement.mig import MigRefusal as PlanRefusal
-from reconciler.placement.mig_admission_joint import JointPlan, new_demand, plan_joint
+from reconciler.placement.mig_admission_joint import MAX_GPUS, JointPlan, new_demand, plan_joint
+from reconciler.placement.mig_joint import fewest
 from reconciler.placement.mig_layouts import (
     GpuLayout,
     kept_layouts,
@@ -160,11 +164,10 @@ class PoolMigPlanner:
         self._released: dict[str, list[tuple[_Key, str, int]]] = {}  # instances released this pass
         self._refused: dict[tuple[Any, ...], tuple[int, frozenset[_Key], MigRefusal]] = {}
         # The pass's new MIG demand, planned jointly at the first placement of one of its workloads.
-        self._new = (
-            new_demand(workloads, {_label(p.key) for p in earlier if p.mig}) if self._mixed and joint else []
-        )
-        self._new_labels = {d.label for d in self._new}
+        self._new = new_demand(workloads, {_label(p.key) for p in earlier if p.mig}) if self._mixed else []
+        self._new_labels = {d.label for d in self._new} if joint else set()
         self._joint: JointPlan | None = None
+        self.joint_followed = False  # a replica took what the joint plan gave it (``mig_pool`` compares)
         self.notes = tuple(notes)
 
     def _changed(self) -> None:
@@ -313,6 +316,7 @@ class PoolMigPlanner:
         followed = None if self._joint is None else self._joint.follow(label, wanted, self._gpus, free, hosts)
         if followed is not None:
             changed, instances, switched = followed
+            self.joint_followed = True
             self._gpus.update(changed)
             self._tell(switched)
             self._changed()
@@ -423,6 +427,26 @@ class PoolMigPlanner:
         """The message (``mig_request.refusal``), over the GPUs as this request sees them."""
         view_of = lambda ref: self._view(ref, free)  # noqa: E731
         return refusal(self._pool.label, self._names, family, wanted, outcome, refs, view_of, hosts)
+
+    def may_plan_jointly(self) -> bool:
+        """Whether the pass has new MIG demand a joint plan covers (``mig_admission_joint``): a family of
+        at most ``MAX_GPUS`` GPUs in the pool, where no new workload asks for whole GPUs too."""
+        return any(len(self._family_keys.get(d.family, ())) <= MAX_GPUS for d in self._new)
+
+    def at_fewest_gpus(self) -> bool:
+        """Whether no plan of the instances bound now could hold them on fewer GPUs not frozen
+        or strand fewer slices on them (``mig_joint.fewest`` per family): joint planning of the pass
+        cannot do better."""
+        for refs in self._family_keys.values():
+            gpus = [self._gpus[ref] for ref in refs]
+            asked = Counter(
+                s.profile for g in gpus if not g.frozen for s in g.instances or () if s.workload is not None
+            )
+            used = [g for g in gpus if not g.frozen and any(s.workload for s in g.instances or ())]
+            kept = [g if g.frozen else replace(g, instances=None) for g in gpus]
+            if (len(used), sum(stranded_slices(g) for g in used)) > fewest(kept, asked):
+                return False
+        return True
 
     # -- the end of the pass --
 

@@ -19,9 +19,11 @@ replaces the greedy's only when it uses fewer of the free GPUs (or as many, stra
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 from reconciler.model.mig import MigGpuType
 from reconciler.placement.mig import MigInstance, MigPlan, PoolGpu, plan_mig_admission, stranded_slices
@@ -128,6 +130,12 @@ def plan_pass(
     if node_limit <= 0 or not taken or not available():
         return greedy
     start = _settled(gpus)
+    admitted = [requests[n] for n in taken]
+    asked: Counter[str] = Counter()
+    for _, request in admitted:
+        asked.update({p: c for p, c in request.items() if c > 0})
+    if _cost(start, greedy.gpus) <= fewest(start, asked):
+        return greedy  # no plan uses fewer GPUs or strands fewer slices: no program to solve
     site_of: dict[str, int] = {}
     members: list[list[int]] = []  # per site, its GPUs' positions in GPU order
     for k in sorted(range(len(start)), key=lambda k: start[k].order):
@@ -136,7 +144,6 @@ def plan_pass(
             site_of[name] = len(members)
             members.append([])
         members[site_of[name]].append(k)
-    admitted = [requests[n] for n in taken]
     profiles = tuple(sorted({p for _, r in admitted for p, c in r.items() if c}))
     shape_ids: dict[Vector, int] = {}
     shape_of: list[int] = []
@@ -148,7 +155,7 @@ def plan_pass(
     sites = [_site(start, ks, profiles) for ks in members]
     greedy_sites = [site_of[host if one_host else ""] for host, _ in greedy.placed]
     weights = tuple(_smallest(start, p) for p in profiles)
-    answer = solve(sites, shapes, profiles, weights, node_limit)
+    answer = solve(sites, shapes, profiles, weights, node_limit, _cost(start, greedy.gpus))
     if answer is None:
         return greedy
     laid = _lay_out(start, members, answer)
@@ -158,6 +165,40 @@ def plan_pass(
     if joint is None or _cost(start, joint.gpus) >= _cost(start, greedy.gpus):
         return greedy
     return joint
+
+
+def fewest(start: Sequence[PoolGpu], asked: Mapping[str, int]) -> tuple[int, int]:
+    """A lower bound on what any plan of ``asked`` (instances per profile, of one family) costs on the
+    free GPUs (``is_free``), as (GPUs it starts using, slices they strand): GPUs for what the free
+    instances of the other GPUs cannot hold, in memory and in compute slices, over the largest free GPU;
+    slices on that many GPUs, when they are all of one type and no other GPU has a free instance: the
+    memory the asked instances leave minus what the compute they leave can cover (an instance covers at
+    most its type's best memory per compute slice). Cheap: a pass the greedy lays out at that cost
+    needs no program."""
+    spare: Counter[str] = Counter()
+    types = {g.gpu_type.key: g.gpu_type for g in start if g.gpu_type is not None and is_free(g)}
+    for g in start:
+        if g.gpu_type is not None and g.bound is None and not is_free(g):
+            spare.update(i.profile for i in g.instances or () if i.workload is None)
+    if not types:
+        return 0, 0
+    memory = compute = 0
+    for profile, count in asked.items():
+        left = max(0, count - spare[profile])
+        sizes = [(p.size, p.compute) for t in types.values() if (p := t.profile(profile)) is not None]
+        if left and sizes:
+            memory += left * min(s for s, _ in sizes)
+            compute += left * min(c for _, c in sizes)
+    most_memory = max(t.memory_slices for t in types.values())
+    most_compute = max(t.compute_slices for t in types.values())
+    gpus = max(-(-memory // most_memory), -(-compute // most_compute))
+    if len(types) > 1 or +spare:
+        return gpus, 0
+    (only,) = types.values()
+    per_compute = max(Fraction(p.size, p.compute) for p in only.profiles.values())
+    left_memory = gpus * only.memory_slices - memory
+    left_compute = gpus * only.compute_slices - compute
+    return gpus, max(0, math.ceil(left_memory - per_compute * left_compute))
 
 
 def _site(start: Sequence[PoolGpu], ks: Sequence[int], profiles: tuple[str, ...]) -> Site:

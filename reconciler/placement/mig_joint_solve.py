@@ -79,6 +79,12 @@ def new_solver() -> Any:
     return solver
 
 
+def highspy_optimal() -> Any:
+    import highspy
+
+    return highspy.HighsModelStatus.kOptimal
+
+
 def available() -> bool:
     try:
         import highspy  # noqa: F401
@@ -92,15 +98,28 @@ def configurations(gpu_type: MigGpuType, profiles: tuple[str, ...]) -> tuple[tup
     """Per count vector of ``profiles`` one GPU's layout holds, the layout stranding fewest slices (then
     the first in a fixed order). Instances of other profiles stay free padding."""
     best: dict[Vector, tuple[int, tuple[tuple[str, int], ...]]] = {}
-    for layout in valid_layouts(gpu_type):
-        names = Counter(name for name, _ in layout)
+    for names, key in _every_layout(gpu_type):
         vector = tuple(names.get(p, 0) for p in profiles)
         if not any(vector):
             continue
-        key = (uncovered(gpu_type, layout_mask(gpu_type, layout)), tuple(sorted(layout)))
         if vector not in best or key < best[vector]:
             best[vector] = key
     return tuple((v, s, frozenset(layout)) for v, (s, layout) in sorted(best.items()))
+
+
+@lru_cache(maxsize=64)
+def _every_layout(
+    gpu_type: MigGpuType,
+) -> tuple[tuple[Mapping[str, int], tuple[int, tuple[tuple[str, int], ...]]], ...]:
+    """Every valid layout of the type once: its instances per profile, and (stranded slices, the layout
+    sorted), what ``configurations`` ranks by (made once per type, not per profile list)."""
+    return tuple(
+        (
+            Counter(name for name, _ in layout),
+            (uncovered(gpu_type, layout_mask(gpu_type, layout)), tuple(sorted(layout))),
+        )
+        for layout in valid_layouts(gpu_type)
+    )
 
 
 def solve(
@@ -109,9 +128,12 @@ def solve(
     profiles: tuple[str, ...],
     weights: Vector,
     node_limit: int = NODE_LIMIT,
+    beat: tuple[int, int] | None = None,
 ) -> Answer | None:
     """Layouts per site and replicas (``shapes``: (instances per profile, how many)) per site, covering
-    every replica; None when they do not all fit (or a program is over ``MAX_COLUMNS``).
+    every replica; None when they do not all fit (or a program is over ``MAX_COLUMNS``), or when the
+    optimum of the sites pooled, a lower bound, is no better than ``beat`` (GPUs, stranded slices of an
+    answer already at hand): then no site is solved.
 
     Site by site in order, one small program each: the replicas still to place that the site holds
     best, most memory slices first (``weights``: slices per instance of each profile), then fewest
@@ -123,9 +145,12 @@ def solve(
     whole = _fill(pooled, shapes, [n for _, n in shapes], profiles, weights, node_limit, None)
     guided = None
     if whole is not None and whole[1] == [n for _, n in shapes]:
+        bound = _answer_cost(Answer((whole[0],), ()))
+        if whole[2] and beat is not None and bound >= beat:
+            return None  # the pooled optimum is a lower bound: the answer at hand is as good
         limits = {(t.key, layout): n for t, layout, n in whole[0]}
         guided = _sequential(sites, shapes, profiles, weights, node_limit, limits)
-        if guided is not None and _answer_cost(guided) == _answer_cost(Answer((whole[0],), ())):
+        if guided is not None and _answer_cost(guided) == bound:
             return guided  # as good as the pooled optimum: nothing beats it
     free = _sequential(sites, shapes, profiles, weights, node_limit, None)
     found = [a for a in (free, guided) if a is not None]
@@ -168,7 +193,7 @@ def _sequential(
         got = _fill(site, shapes, left, profiles, weights, node_limit, budget)
         if got is None:
             return None
-        laid, taken = got
+        laid, taken, _ = got
         if budget is not None:
             for t, layout, n in laid:
                 budget[(t.key, layout)] -= n
@@ -188,8 +213,9 @@ def _fill(
     weights: Vector,
     node_limit: int,
     limits: Mapping[tuple[str, Layout], int] | None,
-) -> tuple[tuple[tuple[MigGpuType, Layout, int], ...], list[int]] | None:
-    """One site's program (see ``solve``): its layouts and the replicas of each shape it takes."""
+) -> tuple[tuple[tuple[MigGpuType, Layout, int], ...], list[int], bool] | None:
+    """One site's program (see ``solve``): its layouts, the replicas of each shape it takes, and whether
+    that is proven optimal (not cut by the node limit)."""
     tables = {t.key: configurations(t, profiles) for t, _ in site.free}
     if sum(len(tables[t.key]) for t, _ in site.free) + len(shapes) > MAX_COLUMNS or node_limit <= 0:
         return None
@@ -215,12 +241,12 @@ def _fill(
         asked = sum(vector[p] * var for (vector, _), var in zip(shapes, y, strict=True))
         solver.addConstr(supply - asked >= -site.spare[p])
     value = [big * sum(w * c for w, c in zip(weights, vector, strict=True)) for vector, _ in shapes]
-    solver.minimize(sum(cost) - sum(v * var for v, var in zip(value, y, strict=True)))
-    solver.run()
+    solver.minimize(sum(cost) - sum(v * var for v, var in zip(value, y, strict=True)))  # runs the solver
     if solver.getInfo().primal_solution_status != 2:  # no feasible solution within the limit
         return None
     values = solver.getSolution().col_value
     laid = tuple(
         (t, tables[t.key][k][2], round(values[var.index])) for t, k, var in x if round(values[var.index]) > 0
     )
-    return laid, [round(values[var.index]) for var in y]
+    optimal = solver.getModelStatus() == highspy_optimal()
+    return laid, [round(values[var.index]) for var in y], optimal

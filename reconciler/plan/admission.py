@@ -38,9 +38,9 @@ from reconciler.placement.admission_types import (
     WorkloadAction,
     WorkloadAdmission,
 )
-from reconciler.placement.mig_admission import PoolMigPlanner
 from reconciler.placement.mig_layouts import GpuLayout
 from reconciler.placement.mig_outcome import relayout_summary
+from reconciler.placement.mig_pool import admit_mig_pool
 from reconciler.placement.units import GpuRef, GpuUnit, gpu_units
 from reconciler.plan.decisions import _Entries, _is_reference_problem, _tenants
 from reconciler.plan.entries import (
@@ -187,13 +187,9 @@ class _PoolInput:
 
     def admit(self, requests: Sequence[WorkloadRequest]) -> tuple[PoolAdmission, Any]:
         """Admission with these tenants (a fresh MIG planner each time: a trial leaves nothing behind)."""
-        planner = (
-            PoolMigPlanner(self.state, self.layouts, list(self.held), list(requests))
-            if self.state.mig_strategy == "mixed"
-            else None
-        )
-        result = admit_pool(self.state, requests, self.held, planner)
-        return result, planner.finish(result) if planner is not None else None
+        if self.state.mig_strategy == "mixed":
+            return admit_mig_pool(self.state, requests, self.held, self.layouts)
+        return admit_pool(self.state, requests, self.held, None), None
 
 
 def _pool_input(
