@@ -17,8 +17,14 @@ lose (a cache): a process that cannot fork runs it before exiting, one killed fi
 from __future__ import annotations
 
 import contextlib
+import functools
+import gc
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import ParamSpec, TypeVar
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _kept: list[object] = []
 _later: list[Callable[[], None]] = []
@@ -31,9 +37,34 @@ def one_shot() -> None:
     _one_shot = True
 
 
-def ending() -> bool:
-    """True in a one-shot process: it exits once the command's output is flushed."""
-    return _one_shot
+@contextlib.contextmanager
+def collector_paused(*, until_exit: bool = False) -> Iterator[None]:
+    """The cyclic garbage collector off inside, and on again after as it was. Work that makes many
+    objects and few reference cycles (a plan, unpickling a pack) would only have its objects traversed
+    again and again to free almost nothing early. ``until_exit``: a one-shot process leaves it off, since
+    it exits once its output is flushed and a collection over the whole heap just before would free
+    nothing the exit does not."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled and not (until_exit and _one_shot):
+            gc.enable()
+
+
+def without_collector(*, until_exit: bool = False) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """A decorator: the function runs in :func:`collector_paused`."""
+
+    def decorate(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(fn)
+        def paused(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            with collector_paused(until_exit=until_exit):
+                return fn(*args, **kwargs)
+
+        return paused
+
+    return decorate
 
 
 def keep_until_exit(*objects: object) -> None:

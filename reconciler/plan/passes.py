@@ -3,11 +3,8 @@ merge into the one plan ``plan`` prints (pure)."""
 
 from __future__ import annotations
 
-import functools
-import gc
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import ParamSpec, TypeVar
 
 from reconciler.bundles import bundle_rejections, reject_bad_bundles
 from reconciler.deletions import DeletionGuard
@@ -32,35 +29,11 @@ from reconciler.plan.entries import (
 )
 from reconciler.plan.prune import _blocked, _leaving, _prune_guard
 from reconciler.plan.shards import Observation, _target_entries, select_namespaces
+from reconciler.process_exit import without_collector
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 
-
-def _collector_paused(planner: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``planner`` run with the cyclic garbage collector paused (and resumed as it was).
-
-    A pass makes few reference cycles but many objects that live as long as it does (entries, bindings,
-    free-host streams), on top of the inventory and desired state the caller holds: the collector's
-    full collections would traverse all of them again and again (a quarter of the CPU of a plan with
-    1,000 pools and 50,000 workloads over 100,000 hosts) to free almost nothing early. What cycles a pass
-    leaves are collected after it, as usual. Plans are the same either way."""
-
-    @functools.wraps(planner)
-    def paused(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if not gc.isenabled():
-            return planner(*args, **kwargs)
-        gc.disable()
-        try:
-            return planner(*args, **kwargs)
-        finally:
-            gc.enable()
-
-    return paused
-
-
-@_collector_paused
+@without_collector()  # a pass: many objects, few cycles (process_exit.collector_paused)
 def make_plan(
     desired: DesiredState,
     inventory: Inventory,
@@ -107,7 +80,7 @@ def make_plan(
     return plan.with_scaling(scaling) if scaling else plan
 
 
-@_collector_paused
+@without_collector()  # a pass: many objects, few cycles (process_exit.collector_paused)
 def plan_targets(
     desired: DesiredState,
     routing: Routing,

@@ -28,14 +28,13 @@ the loop goes on without (after a failed write, this instance writes no more).
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import os
 import pickle
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +42,7 @@ from typing import TYPE_CHECKING
 from reconciler.manifests.loader import CheckedFile, check_bytes
 from reconciler.model.pickling import dumps_sharing
 from reconciler.model.resources import KINDS
-from reconciler.process_exit import after_output
+from reconciler.process_exit import after_output, collector_paused
 from reconciler.source._gitutil import user_cache_root
 from reconciler.source.cache import Key, Reader, blob_id
 
@@ -81,18 +80,6 @@ def default_root() -> Path:
     if configured:
         return Path(configured) / "documents"
     return user_cache_root() / "documents"
-
-
-@contextlib.contextmanager
-def _no_collection() -> Iterator[None]:
-    """Unpickling builds many small objects with few cycles: the cyclic collector would only rescan them."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class DocumentCache:
@@ -255,7 +242,7 @@ def _load_pack(path: Path, wanted: set[Key]) -> tuple[dict[Key, object], str | N
                 return {}, "not a pack"
             if head[1].isdisjoint(wanted):
                 return {}, None
-            with _no_collection():
+            with collector_paused():  # unpickling: many small objects, few cycles
                 entries = pickle.load(file)
     except Exception as exc:
         return {}, f"{type(exc).__name__}: {exc}"
