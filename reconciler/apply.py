@@ -50,7 +50,7 @@ def _platform(desired: DesiredState, p: PlatformPlan) -> tuple[MLPlatform, Compu
     platform = desired.get(MLPlatform, p.namespace, p.name)
     if platform is None:
         raise ApplyError(f"platform {p.namespace}/{p.name} is not in the desired state")
-    profile = desired.compute_profile_for(platform)
+    profile = resolve.compute_profile(desired, platform)
     if profile is None:
         raise ApplyError(f"platform {p.namespace}/{p.name} has no compute profile")
     return platform, profile

@@ -10,6 +10,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reconciler import resolve
 from reconciler.allocate import Allocation, Rejection, allocate, optimal_count_vectors
 from reconciler.inventory import HostState, Inventory, Machine, Role
 from reconciler.model.conditions import Reason
@@ -84,7 +85,7 @@ def platforms_st(draw: st.DrawFn, max_size: int = 4) -> list[Resource]:
 def _check_allocation(
     state: DesiredState, p: MLPlatform, a: Allocation, machines: dict[str, Machine]
 ) -> None:
-    prof = state.compute_profile_for(p)
+    prof = resolve.compute_profile(state, p)
     assert prof is not None
     cp = [machines[u] for u in a.control_plane]
     workers = [machines[u] for u in a.workers]
@@ -170,7 +171,7 @@ def test_property_single_platform_rejected_only_when_infeasible(
     decision = allocate(state, Inventory(tuple(machines)), []).get((p.metadata.namespace, p.metadata.name))
     if not isinstance(decision, Rejection) or decision.reason is not Reason.INSUFFICIENT_COMPUTE:
         return
-    prof = state.compute_profile_for(p)
+    prof = resolve.compute_profile(state, p)
     assert prof is not None
     override = p.spec.compute_profile_ref.override if p.spec.compute_profile_ref else None
     minimum = override.min_worker_nodes if override and override.min_worker_nodes is not None else None

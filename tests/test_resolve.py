@@ -67,7 +67,7 @@ def test_vip_of_the_platform_wins_over_the_profile() -> None:
     ]
     state = load_files(files)
     (p,) = state.platforms()
-    found = resolve.vip(p, state.compute_profile_for(p))
+    found = resolve.vip(p, resolve.compute_profile(state, p))
     assert found == resolve.Vip("10.0.0.2", True)
 
 

@@ -134,20 +134,3 @@ class DesiredState:
         """The namespace's Project (the first by name if there are several)."""
         self._index()
         return self._projects.get(namespace)
-
-    # The fallback rules themselves live in reconciler.resolve; these are conveniences over them.
-
-    def compute_profile_for(self, platform: MLPlatform) -> ComputeProfile | None:
-        from reconciler.resolve import compute_profile
-
-        return compute_profile(self, platform)
-
-    def workload_profile_for(self, platform: MLPlatform) -> WorkloadProfile | None:
-        from reconciler.resolve import workload_profile
-
-        return workload_profile(self, platform)
-
-    def settings_for(self, namespace: str, explicit: str | None = None) -> Settings | None:
-        from reconciler.resolve import settings
-
-        return settings(self, namespace, explicit)
