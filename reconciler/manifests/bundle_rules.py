@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from reconciler.manifests.pool_rules import PoolDoc
+from reconciler.manifests.references import MISSING, DocIndex, PoolDoc, reference_problem
 from reconciler.manifests.schema import PathElem, Problem, field_path
 from reconciler.model.bundle import APPLICATION, FULLSTACK, INFRASTRUCTURE, ProfileBundle
 from reconciler.model.conditions import Reason
@@ -89,11 +89,11 @@ def check_bundles(docs: Sequence[PoolDoc]) -> None:
     users = [d for d in docs if _bundle_ref(d) is not None]
     if not bundles and not users:
         return
-    index = _Index(docs)
+    index = DocIndex(docs)
     for doc in bundles:
         if isinstance(doc.resource, ProfileBundle) and not doc.problems:
             doc.problems.extend(bundle_problems(doc.resource, index))
-    index = _Index(docs)
+    index = DocIndex(docs)
     for doc in users:
         name = _bundle_ref(doc)
         if doc.problems or doc.namespace is None or name is None:
@@ -110,39 +110,12 @@ def _bundle_ref(doc: PoolDoc) -> str | None:
     return None
 
 
-class _Index:
-    def __init__(self, docs: Sequence[PoolDoc]) -> None:
-        self.valid: dict[tuple[str, str, str], PoolDoc] = {}
-        self.failed: set[tuple[str, str, str]] = set()
-        for doc in docs:
-            if doc.kind is None or doc.namespace is None or doc.name is None:
-                continue
-            ident = (doc.kind, doc.namespace, doc.name)
-            if doc.problems or not doc.schema_ok:
-                self.failed.add(ident)
-            else:
-                self.valid.setdefault(ident, doc)
-
-    def status(self, kind: str, ns: str, name: str) -> str:
-        if (kind, ns, name) in self.valid:
-            return "valid"
-        return "invalid" if (kind, ns, name) in self.failed else "missing"
-
-    def workload_profile(self, ns: str, name: str) -> WorkloadProfile | None:
-        doc = self.valid.get(("WorkloadProfile", ns, name))
-        return doc.resource if doc is not None and isinstance(doc.resource, WorkloadProfile) else None
-
-    def bundle(self, ns: str, name: str) -> ProfileBundle | None:
-        doc = self.valid.get((BUNDLE_KIND, ns, name))
-        return doc.resource if doc is not None and isinstance(doc.resource, ProfileBundle) else None
-
-
 def workload_profile_type(profile: WorkloadProfile) -> str:
     """A WorkloadProfile's ``spec.type`` (Application when it has no spec)."""
     return profile.spec.type if profile.spec is not None else "Application"
 
 
-def bundle_problems(bundle: ProfileBundle, index: _Index) -> list[Problem]:
+def bundle_problems(bundle: ProfileBundle, index: DocIndex) -> list[Problem]:
     """The rules of one bundle that its namespace's documents decide."""
     ns = bundle.metadata.namespace
     spec = bundle.spec
@@ -150,26 +123,11 @@ def bundle_problems(bundle: ProfileBundle, index: _Index) -> list[Problem]:
     types: list[tuple[int, str]] = []
     for i, ref in enumerate(spec.workload_profiles):
         path: tuple[PathElem, ...] = ("spec", "workloadProfiles", i, "name")
-        status = index.status("WorkloadProfile", ns, ref.name)
-        if status == "missing":
-            problems.append(
-                Problem(
-                    path,
-                    f"ReferenceNotFound: {field_path(path)}: WorkloadProfile '{ref.name}' not found in "
-                    f"namespace {ns}",
-                    reason=Reason.REFERENCE_NOT_FOUND,
-                )
-            )
-            continue
-        found = index.workload_profile(ns, ref.name)
+        found = index.typed(WorkloadProfile, ns, ref.name)
         if found is None:
-            problems.append(
-                Problem(
-                    path,
-                    f"{field_path(path)}: WorkloadProfile {ns}/{ref.name} is invalid (see its errors); this "
-                    "bundle is kept as it is until it is fixed",
-                )
-            )
+            status = index.status("WorkloadProfile", ns, ref.name)
+            problem = reference_problem(status, path, "WorkloadProfile", ns, ref.name, subject="bundle")
+            problems.extend([problem] if problem is not None else [])
             continue
         types.append((i, workload_profile_type(found)))
     if spec.type in (INFRASTRUCTURE, FULLSTACK) and not spec.cluster_profiles:
@@ -206,20 +164,13 @@ def bundle_problems(bundle: ProfileBundle, index: _Index) -> list[Problem]:
     return problems
 
 
-def _user_problems(doc: PoolDoc, name: str, index: _Index) -> list[Problem]:
+def _user_problems(doc: PoolDoc, name: str, index: DocIndex) -> list[Problem]:
     ns = doc.namespace or ""
     path: tuple[PathElem, ...] = ("spec", "profileBundleRef", "name")
-    status = index.status(BUNDLE_KIND, ns, name)
-    if status == "missing":
-        message = f"ReferenceNotFound: {field_path(path)}: ProfileBundle '{name}' not found in namespace {ns}"
-        return [Problem(path, message, reason=Reason.REFERENCE_NOT_FOUND)]
-    bundle = index.bundle(ns, name)
+    bundle = index.typed(ProfileBundle, ns, name)
     if bundle is None:
-        message = (
-            f"{field_path(path)}: ProfileBundle {ns}/{name} is invalid (see its errors); this resource is "
-            "kept as it is until it is fixed"
-        )
-        return [Problem(path, message)]
+        problem = reference_problem(index.status(BUNDLE_KIND, ns, name), path, BUNDLE_KIND, ns, name)
+        return [problem] if problem is not None else []
     kind = bundle.spec.type
     if doc.kind == "ComputePool":
         if kind == APPLICATION:
@@ -243,14 +194,14 @@ def _user_problems(doc: PoolDoc, name: str, index: _Index) -> list[Problem]:
     return problems
 
 
-def _own_pool_problems(ns: str, name: str, facts: Facts, kind: str, index: _Index) -> list[Problem]:
+def _own_pool_problems(ns: str, name: str, facts: Facts, kind: str, index: DocIndex) -> list[Problem]:
     """Rules of a workload that names no pool: only a Fullstack bundle provisions one, of whole GPUs, whose
     name (the workload's) is no ComputePool's or MLPlatform's of the namespace (their clusters would
     share the name ``<namespace>-<name>``)."""
     if kind != FULLSTACK:
         return [Problem(("spec",), f"spec.computePoolRef: {NO_POOL} (profile bundle is of type {kind})")]
     for other in ("ComputePool", "MLPlatform"):
-        if index.status(other, ns, name) != "missing":
+        if index.status(other, ns, name) != MISSING:
             return [
                 Problem(
                     ("metadata", "name"),
@@ -280,10 +231,10 @@ def _type_problem(path: tuple[PathElem, ...], name: str, kind: str, user: str, a
     )
 
 
-def _has_model(bundle: ProfileBundle, index: _Index) -> bool:
+def _has_model(bundle: ProfileBundle, index: DocIndex) -> bool:
     ns = bundle.metadata.namespace
     for ref in bundle.spec.workload_profiles:
-        found = index.workload_profile(ns, ref.name)
+        found = index.typed(WorkloadProfile, ns, ref.name)
         if found is not None and workload_profile_type(found) == "Model":
             return True
     return False

@@ -10,10 +10,11 @@ from collections import defaultdict
 
 from reconciler import resolve
 from reconciler.manifests.record import Facts, Record
+from reconciler.manifests.references import MISSING, DocIndex, compute_profile_problems, need
 from reconciler.manifests.schema import PathElem, Problem, field_path
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import Identity
-from reconciler.model.diagnostics import REFERENCE_INVALID, UNKNOWN_GPU_FAMILY
+from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY
 from reconciler.model.gpu import KNOWN_FAMILIES, canonical_family
 from reconciler.model.resources import Compute, ComputeProfile, Project
 
@@ -35,56 +36,25 @@ def check_platform_vips_and_admission(items: list[Record]) -> None:
 def _ref_problem(path: tuple[PathElem, ...], kind: str, name: str, namespace: str) -> Problem:
     return Problem(
         path,
-        f"ReferenceNotFound: {_dotted(path)}: {kind} '{name}' not found in namespace {namespace}",
+        f"ReferenceNotFound: {field_path(path)}: {kind} '{name}' not found in namespace {namespace}",
         reason=Reason.REFERENCE_NOT_FOUND,
     )
 
 
-def _dotted(path: tuple[PathElem, ...]) -> str:
-    return ".".join(str(p) for p in path)
-
-
-class _Index:
-    """Documents by identity, split into the valid ones and the ones that failed."""
+class _Index(DocIndex):
+    """The revision's documents (:class:`DocIndex`), with the ComputeProfile each platform uses cached."""
 
     def __init__(self, items: list[Record]) -> None:
-        self.valid: dict[Identity, Record] = {}
-        self.failed: set[Identity] = set()
+        super().__init__(items)
         self._profiles: dict[tuple[str, str | None], ComputeProfile | None] = {}
-        for item in items:
-            ident = item.identity
-            if ident is None:
-                continue
-            if item.problems or not item.schema_ok:
-                self.failed.add(ident)
-            else:
-                self.valid[ident] = item
-        self.project_namespaces = {ident[1] for ident in (*self.valid, *self.failed) if ident[0] == "Project"}
-        self._projects: dict[str, Project] = {}
-        for ident in sorted(i for i in self.valid if i[0] == "Project"):
-            resource = self.valid[ident].resource
-            if isinstance(resource, Project):
-                self._projects.setdefault(ident[1], resource)
-
-    def project(self, namespace: str) -> Project | None:
-        """The namespace's valid Project (the first by name when there are several)."""
-        return self._projects.get(namespace)
 
     def profile_of(self, ns: str, platform: Facts) -> ComputeProfile | None:
         """The valid ComputeProfile a platform uses (thousands of platforms share a few answers)."""
         key = (ns, platform.profile_ref)
-        if key in self._profiles:
-            return self._profiles[key]
-        name = resolve.profile_name(platform.profile_ref, self.project(ns))
-        found = self.valid.get(("ComputeProfile", ns, name)) if name else None
-        resource = found.resource if found is not None else None
-        profile = self._profiles[key] = resource if isinstance(resource, ComputeProfile) else None
-        return profile
-
-    def status(self, ident: Identity) -> str:
-        if ident in self.valid:
-            return "valid"
-        return "invalid" if ident in self.failed else "missing"
+        if key not in self._profiles:
+            name = resolve.profile_name(platform.profile_ref, self.project(ns))
+            self._profiles[key] = self.typed(ComputeProfile, ns, name) if name else None
+        return self._profiles[key]
 
 
 def _check_duplicates(items: list[Record]) -> None:
@@ -147,7 +117,7 @@ def _check_references(items: list[Record]) -> None:
         elif isinstance(res, ComputeProfile | Compute) and res.spec.settings_ref is not None:
             refs.append((("spec", "settingsRef", "name"), "Settings", res.spec.settings_ref.name))
         for path, kind, name in refs:
-            if index.status((kind, ns, name)) == "missing":
+            if index.status(kind, ns, name) == MISSING:
                 item.problems.append(_ref_problem(path, kind, name, ns))
     index = _Index(items)
     for item in items:
@@ -157,69 +127,16 @@ def _check_references(items: list[Record]) -> None:
         if not item.schema_ok and item.kind is not None and item.namespace is not None:
             reported = {p.path for p in item.problems}
             for path, kind, name in item.refs:
-                if path not in reported and index.status((kind, item.namespace, name)) == "missing":
+                if path not in reported and index.status(kind, item.namespace, name) == MISSING:
                     item.problems.append(_ref_problem(path, kind, name, item.namespace))
 
 
 def _platform_refs(ns: str, platform: Facts, index: _Index) -> list[Problem]:
-    problems: list[Problem] = []
-    if platform.profile_ref:
-        path: tuple[PathElem, ...] = ("spec", "computeProfileRef", "name")
-        _need(problems, index, path, "ComputeProfile", ns, platform.profile_ref)
-    else:
-        project = index.project(ns)
-        if ns not in index.project_namespaces:
-            problems.append(
-                Problem(
-                    ("spec",),
-                    f"ReferenceNotFound: spec.computeProfileRef: not set, and namespace {ns} has no Project "
-                    "whose spec.computeProfileRef could be used; set spec.computeProfileRef.name",
-                    reason=Reason.REFERENCE_NOT_FOUND,
-                )
-            )
-        elif project is None:
-            problems.append(
-                Problem(
-                    ("spec",),
-                    f"spec.computeProfileRef: not set, and the Project of namespace {ns} is invalid; "
-                    "fix the Project (this platform is kept as it is until then)",
-                )
-            )
-        else:
-            name = resolve.profile_name(platform.profile_ref, project)
-            if name is not None:
-                _need(problems, index, ("spec",), "ComputeProfile", ns, name, via="Project fallback")
+    problems = compute_profile_problems(platform.profile_ref, ns, index, subject="platform")
     if platform.workload_ref is not None:
-        name = platform.workload_ref
-        _need(problems, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
+        path = ("spec", "workloadProfileRef", "name")
+        need(problems, index, path, "WorkloadProfile", ns, platform.workload_ref, subject="platform")
     return problems
-
-
-def _need(
-    problems: list[Problem],
-    index: _Index,
-    path: tuple[PathElem, ...],
-    kind: str,
-    ns: str,
-    name: str,
-    via: str | None = None,
-) -> None:
-    status = index.status((kind, ns, name))
-    if status == "valid":
-        return
-    where = f"spec.computeProfileRef ({via})" if via else _dotted(path)
-    if status == "missing":
-        message = f"ReferenceNotFound: {where}: {kind} '{name}' not found in namespace {ns}"
-        problems.append(Problem(path, message, reason=Reason.REFERENCE_NOT_FOUND))
-    elif status == "invalid":
-        problems.append(
-            Problem(
-                path,
-                f"{where}: {kind} {ns}/{name} is invalid (see its errors); this platform is kept as it is "
-                "until it is fixed",
-                reason=REFERENCE_INVALID,
-            )
-        )
 
 
 def _check_vips(items: list[Record], index: _Index) -> None:

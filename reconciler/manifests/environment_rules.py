@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reconciler.manifests.pool_rules import PoolDoc, _Index, _need
+from reconciler.manifests.references import DocIndex, PoolDoc, need
 from reconciler.manifests.rules import _families, _keys
 from reconciler.manifests.schema import Problem
 from reconciler.model.environment import Environment
@@ -102,16 +102,16 @@ def check_environments(docs: Sequence[PoolDoc]) -> None:
     """Cross-resource rules (see the module docstring); problems and warnings go to the documents."""
     if not any(doc.kind == "Environment" or _env_ref(doc) for doc in docs):
         return
-    index = _Index(docs)
+    index = DocIndex(docs)
     for doc in docs:
         env = _env_ref(doc)
         if env is None or doc.problems or doc.namespace is None or doc.facts is None:
             continue
         ns = doc.namespace
-        _need(doc, index, ("spec", "environmentRef", "name"), "Environment", ns, env)
+        need(doc.problems, index, ("spec", "environmentRef", "name"), "Environment", ns, env)
         if doc.facts.workload_ref is not None:
             name = doc.facts.workload_ref
-            _need(doc, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
+            need(doc.problems, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
     for doc in docs:
         environment = doc.resource
         if not isinstance(environment, Environment) or doc.problems:

@@ -14,39 +14,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+from reconciler.manifests.references import DocIndex, PoolDoc, compute_profile_problems, need
 from reconciler.manifests.schema import PathElem, Problem, field_path
-from reconciler.model.conditions import Reason
-from reconciler.model.diagnostics import REFERENCE_INVALID
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.pools import WorkloadRequest, canonical_limits
-from reconciler.model.resources import ComputePool, ComputeProfile, Project, Resource
+from reconciler.model.resources import ComputePool, ComputeProfile
 from reconciler.model.scaling import ScalingPolicy
 from reconciler.resolve import profile_name
 
 if TYPE_CHECKING:  # the record module imports the rule modules that import this one
     from reconciler.manifests.record import Facts
-
-
-class PoolDoc(Protocol):
-    """What the rules need of one loaded document (the loader's ``Record`` satisfies it).
-
-    ``resource`` is there for the kinds other documents refer to (pools, profiles, policies, Projects);
-    of platforms and workloads the rules read ``facts`` only.
-    """
-
-    kind: str | None
-    namespace: str | None
-    name: str | None
-    schema_ok: bool
-    resource: Resource | None
-    facts: Facts | None
-    problems: list[Problem]
-    warnings: list[Problem]
-
-    @property
-    def where(self) -> str: ...
 
 
 # --- across documents --------------------------------------------------------------------------------
@@ -57,21 +36,21 @@ def check_pools(docs: Sequence[PoolDoc]) -> None:
     if not any(_pool_related(doc) for doc in docs):
         return  # no pool, workload or tenant: every rule below is about one of them
     _check_name_clashes(docs)
-    index = _Index(docs)
+    index = DocIndex(docs)
     for doc in docs:
         if isinstance(doc.resource, ComputePool) and not doc.problems:
             doc.problems.extend(_pool_refs(doc.resource, index))
-    index = _Index(docs)
+    index = DocIndex(docs)
     for doc in docs:
         facts = doc.facts
         if doc.problems or facts is None or facts.pool_ref is None or doc.namespace is None:
             continue
         ns = doc.namespace
-        _need(doc, index, ("spec", "computePoolRef", "name"), "ComputePool", ns, facts.pool_ref)
+        need(doc.problems, index, ("spec", "computePoolRef", "name"), "ComputePool", ns, facts.pool_ref)
         if doc.kind == "AIWorkload" and facts.workload_ref is not None:
             name = facts.workload_ref
-            _need(doc, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
-    index = _Index(docs)
+            need(doc.problems, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
+    index = DocIndex(docs)
     _check_pool_vips(docs, index)
     _warn_tenants(docs, index)
     _warn_unscaled_families(docs, index)
@@ -81,46 +60,6 @@ def _pool_related(doc: PoolDoc) -> bool:
     if doc.kind in ("ComputePool", "AIWorkload"):
         return True
     return doc.facts is not None and doc.facts.pool_ref is not None
-
-
-class _Index:
-    def __init__(self, docs: Sequence[PoolDoc]) -> None:
-        self.valid: dict[tuple[str, str, str], PoolDoc] = {}
-        self.failed: set[tuple[str, str, str]] = set()
-        self.projects: dict[str, Project] = {}
-        self.project_namespaces: set[str] = set()
-        for doc in docs:
-            if doc.kind is None or doc.namespace is None or doc.name is None:
-                continue
-            ident = (doc.kind, doc.namespace, doc.name)
-            if doc.kind == "Project":
-                self.project_namespaces.add(doc.namespace)
-            if doc.problems or not doc.schema_ok:
-                self.failed.add(ident)
-            else:
-                self.valid[ident] = doc
-        for ident in sorted(i for i in self.valid if i[0] == "Project"):
-            project = self.valid[ident].resource
-            if isinstance(project, Project):
-                self.projects.setdefault(ident[1], project)
-
-    def status(self, kind: str, ns: str, name: str) -> str:
-        if (kind, ns, name) in self.valid:
-            return "valid"
-        return "invalid" if (kind, ns, name) in self.failed else "missing"
-
-    def resource(self, kind: str, ns: str, name: str) -> Resource | None:
-        doc = self.valid.get((kind, ns, name))
-        return doc.resource if doc is not None else None
-
-    def profile_of(self, pool: ComputePool) -> ComputeProfile | None:
-        ns = pool.metadata.namespace
-        name = pool.spec.compute_profile_ref.name if pool.spec.compute_profile_ref is not None else None
-        if name is None:
-            project = self.projects.get(ns)
-            name = project.spec.compute_profile_ref.name if project is not None else None
-        found = self.resource("ComputeProfile", ns, name) if name else None
-        return found if isinstance(found, ComputeProfile) else None
 
 
 def _check_name_clashes(docs: Sequence[PoolDoc]) -> None:
@@ -145,97 +84,45 @@ def _check_name_clashes(docs: Sequence[PoolDoc]) -> None:
             )
 
 
-def _pool_refs(pool: ComputePool, index: _Index) -> list[Problem]:
+def _pool_refs(pool: ComputePool, index: DocIndex) -> list[Problem]:
     ns = pool.metadata.namespace
-    holder: list[Problem] = []
     ref = pool.spec.compute_profile_ref
-    if ref is not None:
-        _need_into(holder, index, ("spec", "computeProfileRef", "name"), "ComputeProfile", ns, ref.name)
-    elif ns not in index.project_namespaces:
-        holder.append(
-            Problem(
-                ("spec",),
-                f"ReferenceNotFound: spec.computeProfileRef: not set, and namespace {ns} has no Project "
-                "whose spec.computeProfileRef could be used; set spec.computeProfileRef.name",
-                reason=Reason.REFERENCE_NOT_FOUND,
-            )
-        )
-    elif ns not in index.projects:
-        holder.append(
-            Problem(
-                ("spec",),
-                f"spec.computeProfileRef: not set, and the Project of namespace {ns} is invalid; fix the "
-                "Project (this pool is kept as it is until then)",
-            )
-        )
-    else:
-        name = index.projects[ns].spec.compute_profile_ref.name
-        _need_into(holder, index, ("spec",), "ComputeProfile", ns, name, via="Project fallback")
+    holder = compute_profile_problems(ref.name if ref is not None else None, ns, index, subject="pool")
     if pool.spec.workload_profile_ref is not None:
         name = pool.spec.workload_profile_ref.name
-        _need_into(holder, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
+        need(holder, index, ("spec", "workloadProfileRef", "name"), "WorkloadProfile", ns, name)
     if pool.spec.scaling_policy_ref is not None:
         name = pool.spec.scaling_policy_ref.name
-        _need_into(holder, index, ("spec", "scalingPolicyRef", "name"), "ScalingPolicy", ns, name)
+        need(holder, index, ("spec", "scalingPolicyRef", "name"), "ScalingPolicy", ns, name)
     return holder
 
 
-def _need(doc: PoolDoc, index: _Index, path: tuple[PathElem, ...], kind: str, ns: str, name: str) -> None:
-    _need_into(doc.problems, index, path, kind, ns, name)
-
-
-def _need_into(
-    problems: list[Problem],
-    index: _Index,
-    path: tuple[PathElem, ...],
-    kind: str,
-    ns: str,
-    name: str,
-    via: str | None = None,
-) -> None:
-    status = index.status(kind, ns, name)
-    if status == "valid":
-        return
-    where = f"spec.computeProfileRef ({via})" if via else field_path(path)
-    if status == "missing":
-        problems.append(
-            Problem(
-                path,
-                f"ReferenceNotFound: {where}: {kind} '{name}' not found in namespace {ns}",
-                reason=Reason.REFERENCE_NOT_FOUND,
-            )
-        )
-    elif status == "invalid":
-        problems.append(
-            Problem(
-                path,
-                f"{where}: {kind} {ns}/{name} is invalid (see its errors); this resource is kept as it is "
-                "until it is fixed",
-                reason=REFERENCE_INVALID,
-            )
-        )
-
-
-def _pool_vip(pool: ComputePool, index: _Index) -> tuple[str | None, tuple[PathElem, ...], str]:
+def _pool_vip(pool: ComputePool, index: DocIndex) -> tuple[str | None, tuple[PathElem, ...], str]:
     if pool.spec.edge is not None and pool.spec.edge.vip:
         return pool.spec.edge.vip, ("spec", "edge", "vip"), "spec.edge.vip"
-    profile = index.profile_of(pool)
+    profile = _profile_of(pool, index)
     vip = profile.spec.edge.vip if profile is not None and profile.spec.edge is not None else None
     path: tuple[PathElem, ...] = ("spec", "computeProfileRef") if pool.spec.compute_profile_ref else ("spec",)
     return vip, path, "the ComputeProfile's spec.edge.vip"
 
 
-def _platform_vip(ns: str, platform: Facts, index: _Index) -> str | None:
+def _profile_of(pool: ComputePool, index: DocIndex) -> ComputeProfile | None:
+    ref = pool.spec.compute_profile_ref
+    name = profile_name(ref.name if ref is not None else None, index.project(pool.metadata.namespace))
+    return index.typed(ComputeProfile, pool.metadata.namespace, name) if name else None
+
+
+def _platform_vip(ns: str, platform: Facts, index: DocIndex) -> str | None:
     if platform.vip:
         return platform.vip
-    name = profile_name(platform.profile_ref, index.projects.get(ns))
+    name = profile_name(platform.profile_ref, index.project(ns))
     profile = index.resource("ComputeProfile", ns, name) if name else None
     if isinstance(profile, ComputeProfile) and profile.spec.edge is not None:
         return profile.spec.edge.vip
     return None
 
 
-def _check_pool_vips(docs: Sequence[PoolDoc], index: _Index) -> None:
+def _check_pool_vips(docs: Sequence[PoolDoc], index: DocIndex) -> None:
     """Two clusters never share a VIP. Dedicated platforms keep theirs (the platform rules settle clashes
     between platforms); a pool that would take a VIP already used gets the error, and between pools the
     first in (namespace, name) order keeps it."""
@@ -266,7 +153,7 @@ def _check_pool_vips(docs: Sequence[PoolDoc], index: _Index) -> None:
             )
 
 
-def _warn_tenants(docs: Sequence[PoolDoc], index: _Index) -> None:
+def _warn_tenants(docs: Sequence[PoolDoc], index: DocIndex) -> None:
     """Warnings (the tenant stays valid) about what admission will refuse whatever the inventory holds."""
     tenants: dict[tuple[str, str], list[tuple[PoolDoc, WorkloadRequest]]] = defaultdict(list)
     # The warnings depend on the pool and the request's shape only: thousands of tenants, a few answers.
@@ -306,7 +193,7 @@ def _warn_tenants(docs: Sequence[PoolDoc], index: _Index) -> None:
             )
 
 
-def _warn_unscaled_families(docs: Sequence[PoolDoc], index: _Index) -> None:
+def _warn_unscaled_families(docs: Sequence[PoolDoc], index: DocIndex) -> None:
     """A pool whose ScalingPolicy has no gpu rule for some of the pool's GPU families: those families
     are never scaled (the pool keeps their spec.gpus), which is rarely what was meant."""
     for doc in docs:
@@ -357,7 +244,7 @@ def _warn_ignored_platform_fields(doc: PoolDoc, platform: Facts) -> None:
 _WHICH = " (validate does not know what is admitted: plan --from-status says)"
 
 
-def _request_warnings(kind: str | None, facts: Facts, pool: ComputePool, index: _Index) -> list[Problem]:
+def _request_warnings(kind: str | None, facts: Facts, pool: ComputePool, index: DocIndex) -> list[Problem]:
     """The warnings of a tenant's request (what it asks of the pool alone: ``facts.request`` and
     ``facts.first_mig``), in order."""
     request = facts.request
@@ -391,7 +278,7 @@ def _request_warnings(kind: str | None, facts: Facts, pool: ComputePool, index: 
                 "will stay pending with PoolCapacityExceeded until the pool has them",
             )
         )
-    profile = index.profile_of(pool)
+    profile = _profile_of(pool, index)
     if profile is None:
         return out
     limits = canonical_limits(profile.spec.gpu_limits)
