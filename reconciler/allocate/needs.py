@@ -71,47 +71,41 @@ def allow_replace(resource: resolve.Clustered) -> bool:
 
 def requirements(desired: DesiredState, platform: MLPlatform) -> Requirements | Rejection:
     """Resolve a dedicated platform's needs (the rules themselves are in :mod:`reconciler.resolve`)."""
-    ns = platform.metadata.namespace
-    profile = resolve.compute_profile(desired, platform)
-    if profile is None:
-        name = resolve.compute_profile_name(platform, desired.project(ns)) or "(from the Project)"
-        return Rejection(Reason.REFERENCE_NOT_FOUND, f"ComputeProfile {name} not found in namespace {ns}")
-    gpus = resolve.requested_gpus(platform)
-    if isinstance(gpus, resolve.Invalid):
-        return Rejection(Reason.INVALID_SPEC, gpus.message)
-    breaches = resolve.limit_breaches(platform, profile)
-    if breaches:
-        return Rejection(Reason.GPU_LIMIT_EXCEEDED, breaches[0].message(profile))
-    min_workers = resolve.min_workers(platform, profile, resolve.workload_profile(desired, platform))
-    if isinstance(min_workers, resolve.Invalid):
-        return Rejection(Reason.INVALID_SPEC, min_workers.message)
-    return Requirements(
-        control_plane=profile.spec.control_plane_defaults.node_count,
-        gpus=gpus,
-        min_workers=min_workers,
-        groups=dict(sorted(platform.spec.resource_groups.items())),
-    )
+    return _needs(desired, platform)
 
 
 def pool_requirements(desired: DesiredState, pool: ComputePool) -> Requirements | Rejection:
     """A pool's needs: a dedicated platform requesting the pool's ``gpus``, without limits (they apply to
     the pool's workloads), with the pool's minimum-worker precedence."""
-    ns = pool.metadata.namespace
-    profile = resolve.compute_profile(desired, pool)
+    return _needs(desired, pool)
+
+
+def _needs(desired: DesiredState, owner: MLPlatform | ComputePool) -> Requirements | Rejection:
+    """The needs of a cluster's owner: its ComputeProfile (own or the Project's), the GPUs it requests,
+    the profile's GPU limits (a platform's; a pool's apply to its workloads, not to the pool), and its
+    minimum workers under the owner kind's precedence."""
+    ns = owner.metadata.namespace
+    profile = resolve.compute_profile(desired, owner)
     if profile is None:
-        name = resolve.compute_profile_name(pool, desired.project(ns)) or "(from the Project)"
+        name = resolve.compute_profile_name(owner, desired.project(ns)) or "(from the Project)"
         return Rejection(Reason.REFERENCE_NOT_FOUND, f"ComputeProfile {name} not found in namespace {ns}")
-    gpus = resolve.requested_gpus(pool)
+    gpus = resolve.requested_gpus(owner)
     if isinstance(gpus, resolve.Invalid):
         return Rejection(Reason.INVALID_SPEC, gpus.message)
-    min_workers = resolve.pool_min_workers(pool, profile, resolve.workload_profile(desired, pool))
+    workload = resolve.workload_profile(desired, owner)
+    if isinstance(owner, MLPlatform):
+        if breaches := resolve.limit_breaches(owner, profile):
+            return Rejection(Reason.GPU_LIMIT_EXCEEDED, breaches[0].message(profile))
+        min_workers = resolve.min_workers(owner, profile, workload)
+    else:
+        min_workers = resolve.pool_min_workers(owner, profile, workload)
     if isinstance(min_workers, resolve.Invalid):
         return Rejection(Reason.INVALID_SPEC, min_workers.message)
     return Requirements(
         control_plane=profile.spec.control_plane_defaults.node_count,
         gpus=gpus,
         min_workers=min_workers,
-        groups=dict(sorted(pool.spec.resource_groups.items())),
+        groups=dict(sorted(owner.spec.resource_groups.items())),
     )
 
 
