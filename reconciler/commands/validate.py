@@ -86,20 +86,7 @@ def _run(path: Path, fmt: str, subtree: str | None) -> int:
             verdict = _validate(path, subtree or "")
         except (MissingSubtree, SelectionError) as exc:
             return _unusable(path, str(exc), fmt)
-        diagnostics = [
-            Diagnostic(
-                file=_display_path(path, d.file),
-                line=d.line,
-                column=d.column,
-                message=d.message,
-                severity=d.severity,
-                kind=d.kind,
-                namespace=d.namespace,
-                name=d.name,
-                field=d.field,
-            )
-            for d in verdict.diagnostics
-        ]
+        diagnostics = [replace(d, file=_display_path(path, d.file)) for d in verdict.diagnostics]
         if not path.is_dir():
             diagnostics = [_single_file(d) for d in diagnostics]
         resources, files = verdict.resources, len(verdict.files)
