@@ -382,3 +382,54 @@ def test_an_invalid_scaling_policy_and_its_revert_are_planned_as_the_merges_do(
     assert scaled, typo["pools"]  # the pool keeps its policy's record: not "no scaling policy"
     assert all(s["reason"] == "NotEvaluated" and "keeps its recorded size" in s["message"] for s in scaled)
     _merge_planned(ctl, remote, {"project-b/scalingpolicy.yaml": yaml.safe_dump(POLICY)}, "revert the typo")
+
+
+def test_a_scaling_hold_at_its_bound_is_planned_and_held_in_every_mode_as_the_pass_does(
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock], a100_mig_emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    """A workload waits for GPUs in a pool its policy may not grow (its maximum is the pool's size): the
+    pass holds the pool at the bound (``ScalingLimited``); every mode of plan says so, scaling block
+    included, and ``--changes-only`` keeps the held pool under "Held". Plans run at the wall clock, so
+    the pass is pinned to it. (A ``--what-if`` file adds a workload that has not waited yet: no wish.)"""
+    ctl, remote, clock = steady
+    size = sum(status_files(remote)[POOL_STATUS]["status"]["allocation"]["gpus"].values())
+    bounds = [{"family": "NVIDIA-A100", "minGPUCount": 8, "maxGPUCount": size}]
+    bounded = {**POLICY, "spec": {**POLICY["spec"], "gpuResourceBounds": bounds}}
+    clock.at = time.time() - 600  # past the last action's cooldown; the newcomer's wait starts here
+    remote.commit(
+        {
+            "project-b/scalingpolicy.yaml": yaml.safe_dump(bounded),
+            "project-b/workloads/overflow.yaml": pool_workload("overflow", 8),
+        },
+        "overflow: 8 A100s; the policy may not grow the pool further",
+    )
+    assert ctl.reconcile_once().commit is not None
+    clock.at = time.time()  # the newcomer has waited longer than scaleUpDuration, in the pass and the plans
+    inventory = tmp_path / "inventory.json"
+    (snapshot,) = [
+        p
+        for p in git("ls-tree", "--name-only", "-r", "reconciler/status", cwd=remote.bare).split()
+        if p.startswith("inventory/")
+    ]
+    inventory.write_bytes(status_file(remote, snapshot))
+    modes = {
+        "status": (["--from-status"], OFFLINE),
+        "inventory": (["--inventory", str(inventory)], OFFLINE),
+        "palette": (["--palette", a100_mig_emulator.url], {"PALETTE_API_KEY": API_KEY}),
+    }
+    planned = {kind: mode_document(remote, mode, env=env) for kind, (mode, env) in modes.items()}
+    changes = {
+        kind: mode_document(remote, mode, "--changes-only", env=env) for kind, (mode, env) in modes.items()
+    }
+    args = ("--from-status", "--changes-only", "--format", "markdown")
+    markdown = run_cli("plan", "--repo", str(remote.bare), *args, env=OFFLINE)
+    done = pass_document(ctl.reconcile_once())
+
+    (pool,) = [p for p in done["pools"] if p["name"] == "shared-a100"]
+    assert (pool["scaling"]["decision"], pool["scaling"]["reason"]) == ("hold", "ScalingLimited"), pool
+    for kind, document in planned.items():
+        assert entries(document) == entries(done), kind
+        assert [p["scaling"] for p in document["pools"]] == [p["scaling"] for p in done["pools"]], kind
+        assert "shared-a100" in {p["name"] for p in changes[kind]["pools"]}, (kind, changes[kind]["pools"])
+    held = markdown.stdout.split("#### Held", 1)[1]
+    assert "shared-a100" in held and "ScalingLimited" in held, markdown.stdout
