@@ -33,6 +33,7 @@ from tests._contract_support import run_cli
 from tests._e2e_support import API_KEY, SAMPLE, PinnedClock, sample_files
 from tests._git_support import RemoteRepo, git
 from tests._loop_support import status_files
+from tests._prometheus_support import FakePrometheus
 from tests._scaling_support import policy_document, pool_workload
 
 pytestmark = pytest.mark.e2e
@@ -433,3 +434,60 @@ def test_a_scaling_hold_at_its_bound_is_planned_and_held_in_every_mode_as_the_pa
         assert "shared-a100" in {p["name"] for p in changes[kind]["pools"]}, (kind, changes[kind]["pools"])
     held = markdown.stdout.split("#### Held", 1)[1]
     assert "shared-a100" in held and "ScalingLimited" in held, markdown.stdout
+
+
+def test_a_scaling_hold_at_its_minimum_is_planned_with_prometheus_as_the_pass_does(
+    a100_mig_emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    """An idle pool (5 % of its GPUs busy, nothing waiting) whose policy may not shrink it (its minimum is
+    the pool's size): with the same Prometheus, ``run``'s pass and every mode of ``plan --prometheus``
+    hold it at the minimum (``ScalingLimited``), and ``--changes-only`` keeps it."""
+    (tmp_path / "git").mkdir()
+    remote = RemoteRepo(tmp_path / "git")
+    files = config()
+    del files["project-b/workloads/sweep.yaml"]  # nothing waits: only utilisation speaks
+    remote.commit(files, "an idle pool at its policy's minimum (8 A100s)")
+    with FakePrometheus() as prometheus:
+        prometheus.answers.values = {"": 5.0}  # every query: 5 %
+        clock = PinnedClock(time.time())
+        opts = ControllerOptions(
+            repo=str(remote.bare),
+            palette_url=a100_mig_emulator.url,
+            cache_dir=tmp_path / "cache",
+            palette_rate_limits=RateLimits.off(),
+            prometheus_url=prometheus.url,
+        )
+        ctl = wiring.build(opts, environ={"PALETTE_API_KEY": API_KEY}, clock=clock)
+        try:
+            settled(ctl, remote)
+            inventory = tmp_path / "inventory.json"
+            (snapshot,) = [
+                p
+                for p in git("ls-tree", "--name-only", "-r", "reconciler/status", cwd=remote.bare).split()
+                if p.startswith("inventory/")
+            ]
+            inventory.write_bytes(status_file(remote, snapshot))
+            local = {**OFFLINE, "NO_PROXY": "127.0.0.1"}  # only the loopback Prometheus is reachable
+            modes = {
+                "status": (["--from-status"], local),
+                "inventory": (["--inventory", str(inventory)], local),
+                "palette": (["--palette", a100_mig_emulator.url], {"PALETTE_API_KEY": API_KEY}),
+            }
+            with_prometheus = ("--prometheus", prometheus.url)
+            planned = {k: mode_document(remote, m, *with_prometheus, env=e) for k, (m, e) in modes.items()}
+            changes = {
+                k: mode_document(remote, m, *with_prometheus, "--changes-only", env=e)
+                for k, (m, e) in modes.items()
+            }
+            clock.at = time.time()
+            done = pass_document(ctl.reconcile_once())
+        finally:
+            ctl.close()
+
+    (pool,) = [p for p in done["pools"] if p["name"] == "shared-a100"]
+    assert (pool["scaling"]["decision"], pool["scaling"]["reason"]) == ("hold", "ScalingLimited"), pool
+    assert "minimum" in pool["scaling"]["message"], pool
+    for kind, document in planned.items():
+        assert entries(document) == entries(done), kind
+        assert [p["scaling"] for p in document["pools"]] == [p["scaling"] for p in done["pools"]], kind
+        assert "shared-a100" in {p["name"] for p in changes[kind]["pools"]}, (kind, changes[kind]["pools"])
