@@ -8,7 +8,10 @@ enough because the test moves the clock, not because it sleeps). After it settle
 - at the same revision, ``reconciler plan --from-status`` equals the controller's next pass entry for
   entry (actions, reasons, hosts, admissions, bound GPUs, MIG instances, sizes), and ``--changes-only``
   lists nothing: admitted workloads are ``admitted`` (not ``admit``), the scaled pool keeps its size;
-- a follow-up commit planned before its merge equals what the pass after the merge does.
+- a follow-up commit planned before its merge equals what the pass after the merge does;
+- and the stories of issue 24 in every mode: an unreadable file, a held deletion, replicas and a MIG
+  re-layout, an invalid policy and its revert, a scaling hold at the policy's maximum (no Prometheus)
+  and at its minimum (``--prometheus``).
 """
 
 from __future__ import annotations
@@ -63,8 +66,9 @@ def config() -> dict[str, bytes | str | None]:
 
 def entries(document: dict[str, Any]) -> dict[str, dict[tuple[str, str], Any]]:
     """A plan's entries by section and (namespace, name), as the plan JSON shows them. A pool's scaling
-    block is left out: ``run`` asks Prometheus (here: none, a decision that says so), ``plan`` without
-    ``--prometheus`` decides nothing; both plan the pool at the size its record implies."""
+    block is left out: both decide without utilisation here, but their messages say why in their own
+    words (``run``: no Prometheus configured; ``plan``: not asked without ``--prometheus``). The cases
+    of a hold at a bound compare the blocks too."""
     out: dict[str, dict[tuple[str, str], Any]] = {}
     for section in ("platforms", "pools", "workloads"):
         found: dict[tuple[str, str], Any] = {}
