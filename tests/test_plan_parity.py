@@ -10,8 +10,8 @@ enough because the test moves the clock, not because it sleeps). After it settle
   lists nothing: admitted workloads are ``admitted`` (not ``admit``), the scaled pool keeps its size;
 - a follow-up commit planned before its merge equals what the pass after the merge does;
 - and the stories of issue 24 in every mode: an unreadable file, a held deletion, replicas and a MIG
-  re-layout, an invalid policy and its revert, a scaling hold at the policy's maximum (no Prometheus)
-  and at its minimum (``--prometheus``).
+  re-layout, an invalid policy and its revert, a demand scale-up and a scaling hold at the policy's
+  maximum (no Prometheus), a hold at its minimum (``--prometheus``).
 """
 
 from __future__ import annotations
@@ -112,24 +112,34 @@ def settled(ctl: Pipeline, remote: RemoteRepo, passes: int = 40) -> PassResult:
     raise AssertionError("the controller did not settle")
 
 
-@pytest.fixture
-def steady(
-    a100_mig_emulator: EmulatorServer, tmp_path: Path
-) -> Iterator[tuple[Pipeline, RemoteRepo, PinnedClock]]:
-    """The controller after it settled, the pool scaled up once for the pending workload."""
+def started(emulator: EmulatorServer, tmp_path: Path) -> tuple[Pipeline, RemoteRepo, PinnedClock]:
+    """The controller on :func:`config`, settled once: sweep waits for GPUs, the pool not yet grown."""
     (tmp_path / "git").mkdir()
     remote = RemoteRepo(tmp_path / "git")
     remote.commit(config(), "platforms, pools, workloads and a scaling policy")
     clock = PinnedClock()
     opts = ControllerOptions(
         repo=str(remote.bare),
-        palette_url=a100_mig_emulator.url,
+        palette_url=emulator.url,
         cache_dir=tmp_path / "cache",
         palette_rate_limits=RateLimits.off(),
     )
     ctl = wiring.build(opts, environ={"PALETTE_API_KEY": API_KEY}, clock=clock)
     try:
         settled(ctl, remote)
+    except BaseException:
+        ctl.close()
+        raise
+    return ctl, remote, clock
+
+
+@pytest.fixture
+def steady(
+    a100_mig_emulator: EmulatorServer, tmp_path: Path
+) -> Iterator[tuple[Pipeline, RemoteRepo, PinnedClock]]:
+    """The controller after it settled, the pool scaled up once for the pending workload."""
+    ctl, remote, clock = started(a100_mig_emulator, tmp_path)
+    try:
         before = status_files(remote)[POOL_STATUS]["status"]["allocation"]["gpus"]
         clock.at += 120  # sweep has waited longer than scaleUpDuration: the pool grows by one host
         settled(ctl, remote)
@@ -139,6 +149,27 @@ def steady(
         yield ctl, remote, clock
     finally:
         ctl.close()
+
+
+def test_a_demand_scale_up_is_planned_as_the_pass_carries_it_out(
+    a100_mig_emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    """sweep has waited longer than its scaleUpDuration: without Prometheus, ``plan`` decides the
+    demand scale-up ``run`` carries out (the pool grows by a host, sweep is admitted on it)."""
+    ctl, remote, clock = started(a100_mig_emulator, tmp_path)
+    try:
+        clock.at = time.time()  # the plan runs at the wall clock: sweep has waited as long in both
+        planned = plan_document(remote)
+        done = pass_document(ctl.reconcile_once())
+    finally:
+        ctl.close()
+
+    decisions = [(p["name"], p["scaling"]["decision"], p["scaling"]["reason"]) for p in planned["pools"]]
+    assert decisions == [(p["name"], p["scaling"]["decision"], p["scaling"]["reason"]) for p in done["pools"]]
+    assert ("shared-a100", "up", "ScaledUp") in decisions, decisions
+    assert entries(planned) == entries(done)
+    (sweep,) = [w for w in planned["workloads"] if w["name"] == "sweep"]
+    assert sweep["action"] == "admit", sweep
 
 
 def test_plan_from_status_is_the_next_pass_entry_for_entry(
