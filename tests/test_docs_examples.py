@@ -88,7 +88,7 @@ RULES = (
         "needs a Kubernetes cluster or docker (tests/test_deploy*.py, test_server_dockerfile.py)",
     ),
     Rule(
-        r"^url=|^body=|^sig=|^curl ",
+        r"^url=|^body=|^sig=|^id=|^key=|^curl ",
         "signs and posts a webhook to a running reconciler (tests/test_server_*.py)",
     ),
     Rule(r"^git (log|fetch|show) .*reconciler/status", "reads a status branch of a deployed repository"),

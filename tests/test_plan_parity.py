@@ -8,7 +8,10 @@ enough because the test moves the clock, not because it sleeps). After it settle
 - at the same revision, ``reconciler plan --from-status`` equals the controller's next pass entry for
   entry (actions, reasons, hosts, admissions, bound GPUs, MIG instances, sizes), and ``--changes-only``
   lists nothing: admitted workloads are ``admitted`` (not ``admit``), the scaled pool keeps its size;
-- a follow-up commit planned before its merge equals what the pass after the merge does.
+- a follow-up commit planned before its merge equals what the pass after the merge does;
+- and the stories of issue 24 in every mode: an unreadable file, a held deletion, replicas and a MIG
+  re-layout, an invalid policy and its revert, a demand scale-up and a scaling hold at the policy's
+  maximum (no Prometheus), a hold at its minimum (``--prometheus``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tests._contract_support import run_cli
 from tests._e2e_support import API_KEY, SAMPLE, PinnedClock, sample_files
 from tests._git_support import RemoteRepo, git
 from tests._loop_support import status_files
+from tests._prometheus_support import FakePrometheus
 from tests._scaling_support import policy_document, pool_workload
 
 pytestmark = pytest.mark.e2e
@@ -62,8 +66,9 @@ def config() -> dict[str, bytes | str | None]:
 
 def entries(document: dict[str, Any]) -> dict[str, dict[tuple[str, str], Any]]:
     """A plan's entries by section and (namespace, name), as the plan JSON shows them. A pool's scaling
-    block is left out: ``run`` asks Prometheus (here: none, a decision that says so), ``plan`` without
-    ``--prometheus`` decides nothing; both plan the pool at the size its record implies."""
+    block is left out: both decide without utilisation here, but their messages say why in their own
+    words (``run``: no Prometheus configured; ``plan``: not asked without ``--prometheus``). The cases
+    of a hold at a bound compare the blocks too."""
     out: dict[str, dict[tuple[str, str], Any]] = {}
     for section in ("platforms", "pools", "workloads"):
         found: dict[tuple[str, str], Any] = {}
@@ -107,24 +112,34 @@ def settled(ctl: Pipeline, remote: RemoteRepo, passes: int = 40) -> PassResult:
     raise AssertionError("the controller did not settle")
 
 
-@pytest.fixture
-def steady(
-    a100_mig_emulator: EmulatorServer, tmp_path: Path
-) -> Iterator[tuple[Pipeline, RemoteRepo, PinnedClock]]:
-    """The controller after it settled, the pool scaled up once for the pending workload."""
+def started(emulator: EmulatorServer, tmp_path: Path) -> tuple[Pipeline, RemoteRepo, PinnedClock]:
+    """The controller on :func:`config`, settled once: sweep waits for GPUs, the pool not yet grown."""
     (tmp_path / "git").mkdir()
     remote = RemoteRepo(tmp_path / "git")
     remote.commit(config(), "platforms, pools, workloads and a scaling policy")
     clock = PinnedClock()
     opts = ControllerOptions(
         repo=str(remote.bare),
-        palette_url=a100_mig_emulator.url,
+        palette_url=emulator.url,
         cache_dir=tmp_path / "cache",
         palette_rate_limits=RateLimits.off(),
     )
     ctl = wiring.build(opts, environ={"PALETTE_API_KEY": API_KEY}, clock=clock)
     try:
         settled(ctl, remote)
+    except BaseException:
+        ctl.close()
+        raise
+    return ctl, remote, clock
+
+
+@pytest.fixture
+def steady(
+    a100_mig_emulator: EmulatorServer, tmp_path: Path
+) -> Iterator[tuple[Pipeline, RemoteRepo, PinnedClock]]:
+    """The controller after it settled, the pool scaled up once for the pending workload."""
+    ctl, remote, clock = started(a100_mig_emulator, tmp_path)
+    try:
         before = status_files(remote)[POOL_STATUS]["status"]["allocation"]["gpus"]
         clock.at += 120  # sweep has waited longer than scaleUpDuration: the pool grows by one host
         settled(ctl, remote)
@@ -134,6 +149,27 @@ def steady(
         yield ctl, remote, clock
     finally:
         ctl.close()
+
+
+def test_a_demand_scale_up_is_planned_as_the_pass_carries_it_out(
+    a100_mig_emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    """sweep has waited longer than its scaleUpDuration: without Prometheus, ``plan`` decides the
+    demand scale-up ``run`` carries out (the pool grows by a host, sweep is admitted on it)."""
+    ctl, remote, clock = started(a100_mig_emulator, tmp_path)
+    try:
+        clock.at = time.time()  # the plan runs at the wall clock: sweep has waited as long in both
+        planned = plan_document(remote)
+        done = pass_document(ctl.reconcile_once())
+    finally:
+        ctl.close()
+
+    decisions = [(p["name"], p["scaling"]["decision"], p["scaling"]["reason"]) for p in planned["pools"]]
+    assert decisions == [(p["name"], p["scaling"]["decision"], p["scaling"]["reason"]) for p in done["pools"]]
+    assert ("shared-a100", "up", "ScaledUp") in decisions, decisions
+    assert entries(planned) == entries(done)
+    (sweep,) = [w for w in planned["workloads"] if w["name"] == "sweep"]
+    assert sweep["action"] == "admit", sweep
 
 
 def test_plan_from_status_is_the_next_pass_entry_for_entry(
@@ -382,3 +418,111 @@ def test_an_invalid_scaling_policy_and_its_revert_are_planned_as_the_merges_do(
     assert scaled, typo["pools"]  # the pool keeps its policy's record: not "no scaling policy"
     assert all(s["reason"] == "NotEvaluated" and "keeps its recorded size" in s["message"] for s in scaled)
     _merge_planned(ctl, remote, {"project-b/scalingpolicy.yaml": yaml.safe_dump(POLICY)}, "revert the typo")
+
+
+def test_a_scaling_hold_at_its_bound_is_planned_and_held_in_every_mode_as_the_pass_does(
+    steady: tuple[Pipeline, RemoteRepo, PinnedClock], a100_mig_emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    """A workload waits for GPUs in a pool its policy may not grow (its maximum is the pool's size): the
+    pass holds the pool at the bound (``ScalingLimited``); every mode of plan says so, scaling block
+    included, and ``--changes-only`` keeps the held pool under "Held". Plans run at the wall clock, so
+    the pass is pinned to it. (A ``--what-if`` file adds a workload that has not waited yet: no wish.)"""
+    ctl, remote, clock = steady
+    size = sum(status_files(remote)[POOL_STATUS]["status"]["allocation"]["gpus"].values())
+    bounds = [{"family": "NVIDIA-A100", "minGPUCount": 8, "maxGPUCount": size}]
+    bounded = {**POLICY, "spec": {**POLICY["spec"], "gpuResourceBounds": bounds}}
+    clock.at = time.time() - 600  # past the last action's cooldown; the newcomer's wait starts here
+    remote.commit(
+        {
+            "project-b/scalingpolicy.yaml": yaml.safe_dump(bounded),
+            "project-b/workloads/overflow.yaml": pool_workload("overflow", 8),
+        },
+        "overflow: 8 A100s; the policy may not grow the pool further",
+    )
+    assert ctl.reconcile_once().commit is not None
+    clock.at = time.time()  # the newcomer has waited longer than scaleUpDuration, in the pass and the plans
+    inventory = tmp_path / "inventory.json"
+    (snapshot,) = [
+        p
+        for p in git("ls-tree", "--name-only", "-r", "reconciler/status", cwd=remote.bare).split()
+        if p.startswith("inventory/")
+    ]
+    inventory.write_bytes(status_file(remote, snapshot))
+    modes = {
+        "status": (["--from-status"], OFFLINE),
+        "inventory": (["--inventory", str(inventory)], OFFLINE),
+        "palette": (["--palette", a100_mig_emulator.url], {"PALETTE_API_KEY": API_KEY}),
+    }
+    planned = {kind: mode_document(remote, mode, env=env) for kind, (mode, env) in modes.items()}
+    changes = {
+        kind: mode_document(remote, mode, "--changes-only", env=env) for kind, (mode, env) in modes.items()
+    }
+    args = ("--from-status", "--changes-only", "--format", "markdown")
+    markdown = run_cli("plan", "--repo", str(remote.bare), *args, env=OFFLINE)
+    done = pass_document(ctl.reconcile_once())
+
+    (pool,) = [p for p in done["pools"] if p["name"] == "shared-a100"]
+    assert (pool["scaling"]["decision"], pool["scaling"]["reason"]) == ("hold", "ScalingLimited"), pool
+    for kind, document in planned.items():
+        assert entries(document) == entries(done), kind
+        assert [p["scaling"] for p in document["pools"]] == [p["scaling"] for p in done["pools"]], kind
+        assert "shared-a100" in {p["name"] for p in changes[kind]["pools"]}, (kind, changes[kind]["pools"])
+    held = markdown.stdout.split("#### Held", 1)[1]
+    assert "shared-a100" in held and "ScalingLimited" in held, markdown.stdout
+
+
+def test_a_scaling_hold_at_its_minimum_is_planned_with_prometheus_as_the_pass_does(
+    a100_mig_emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    """An idle pool (5 % of its GPUs busy, nothing waiting) whose policy may not shrink it (its minimum is
+    the pool's size): with the same Prometheus, ``run``'s pass and every mode of ``plan --prometheus``
+    hold it at the minimum (``ScalingLimited``), and ``--changes-only`` keeps it."""
+    (tmp_path / "git").mkdir()
+    remote = RemoteRepo(tmp_path / "git")
+    files = config()
+    del files["project-b/workloads/sweep.yaml"]  # nothing waits: only utilisation speaks
+    remote.commit(files, "an idle pool at its policy's minimum (8 A100s)")
+    with FakePrometheus() as prometheus:
+        prometheus.answers.values = {"": 5.0}  # every query: 5 %
+        clock = PinnedClock(time.time())
+        opts = ControllerOptions(
+            repo=str(remote.bare),
+            palette_url=a100_mig_emulator.url,
+            cache_dir=tmp_path / "cache",
+            palette_rate_limits=RateLimits.off(),
+            prometheus_url=prometheus.url,
+        )
+        ctl = wiring.build(opts, environ={"PALETTE_API_KEY": API_KEY}, clock=clock)
+        try:
+            settled(ctl, remote)
+            inventory = tmp_path / "inventory.json"
+            (snapshot,) = [
+                p
+                for p in git("ls-tree", "--name-only", "-r", "reconciler/status", cwd=remote.bare).split()
+                if p.startswith("inventory/")
+            ]
+            inventory.write_bytes(status_file(remote, snapshot))
+            local = {**OFFLINE, "NO_PROXY": "127.0.0.1"}  # only the loopback Prometheus is reachable
+            modes = {
+                "status": (["--from-status"], local),
+                "inventory": (["--inventory", str(inventory)], local),
+                "palette": (["--palette", a100_mig_emulator.url], {"PALETTE_API_KEY": API_KEY}),
+            }
+            with_prometheus = ("--prometheus", prometheus.url)
+            planned = {k: mode_document(remote, m, *with_prometheus, env=e) for k, (m, e) in modes.items()}
+            changes = {
+                k: mode_document(remote, m, *with_prometheus, "--changes-only", env=e)
+                for k, (m, e) in modes.items()
+            }
+            clock.at = time.time()
+            done = pass_document(ctl.reconcile_once())
+        finally:
+            ctl.close()
+
+    (pool,) = [p for p in done["pools"] if p["name"] == "shared-a100"]
+    assert (pool["scaling"]["decision"], pool["scaling"]["reason"]) == ("hold", "ScalingLimited"), pool
+    assert "minimum" in pool["scaling"]["message"], pool
+    for kind, document in planned.items():
+        assert entries(document) == entries(done), kind
+        assert [p["scaling"] for p in document["pools"]] == [p["scaling"] for p in done["pools"]], kind
+        assert "shared-a100" in {p["name"] for p in changes[kind]["pools"]}, (kind, changes[kind]["pools"])

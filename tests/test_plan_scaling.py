@@ -184,7 +184,10 @@ def test_plan_with_prometheus_shows_this_moments_decision() -> None:
     observer = FixedObserver(
         "http://palette", {t: Observed(inventory(machines), clusters) for t in routing.targets}
     )
-    assert preview(state, observer).plan.to_json()["pools"][0]["scaling"]["reason"] == "NotEvaluated"
+    unmeasured = preview(state, observer).plan.to_json()["pools"][0]["scaling"]
+    # Without utilisation the pool is decided as run decides it while Prometheus does not answer.
+    assert (unmeasured["decision"], unmeasured["reason"]) == ("hold", "Steady"), unmeasured
+    assert "no scale-down" in unmeasured["message"] and "without --prometheus" in unmeasured["message"]
     with FakePrometheus() as prometheus, ScalingStage(prometheus.url) as samples:
         prometheus.answers.values = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 97.0}
         options = PreviewOptions(now=time.time(), samples=samples)

@@ -39,7 +39,12 @@ from reconciler.runtime.outcome import PassResult
 from reconciler.runtime.pipeline import Pipeline
 from reconciler.runtime.wiring import build
 from reconciler.server.app import Server
-from reconciler.server.config import ServerError, parse_listen, webhook_secret_from_env
+from reconciler.server.config import (
+    ServerError,
+    parse_listen,
+    webhook_allow_sha1_from_env,
+    webhook_secret_from_env,
+)
 from reconciler.server.webhook import COALESCED, WebhookOutcome
 from reconciler.source import GitError, watch_directory
 from reconciler.source.select import normalize_subtree
@@ -310,17 +315,18 @@ def _serve(controller: Pipeline, *, branch: str, listen: str, watch: bool, lease
     on_webhook = push_handler(branch, controller)
 
     host, port = parse_listen(listen)
-    server = Server(
-        controller.metrics,
-        webhook_secret=webhook_secret_from_env(),
-        on_webhook=on_webhook,
-        host=host,
-        port=port,
-        health=controller.health,
-        readiness=controller.readiness,
-        lease=controller.lease,
-    )
     try:
+        server = Server(
+            controller.metrics,
+            webhook_secret=webhook_secret_from_env(),
+            on_webhook=on_webhook,
+            host=host,
+            port=port,
+            health=controller.health,
+            readiness=controller.readiness,
+            lease=controller.lease,
+            webhook_allow_sha1=webhook_allow_sha1_from_env(),
+        )
         server.start()
     except ServerError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -149,7 +149,8 @@ def _scaling(pool: ComputePool | None) -> ScalingPlan:
     return ScalingPlan(
         ref.name,
         reason="NotEvaluated",
-        message=f"ScalingPolicy {ref.name} is evaluated by run from utilisation; plan keeps spec.gpus",
+        message=f"ScalingPolicy {ref.name} is not evaluated in this pass (its pool is not Running): "
+        "it keeps its size",
     )
 
 

@@ -20,12 +20,7 @@ from reconciler.prometheus.client import PrometheusClient, PrometheusError, bear
 from reconciler.prometheus.observe import observe_pool
 from reconciler.scaling.decision_types import Samples
 from reconciler.scaling.pools import ScalingSubject
-from reconciler.scaling.queries import range_queries
-from reconciler.scaling.series import Metric
-from reconciler.scaling.stage import (
-    ScalingOutcome,
-    decide_subject,
-)
+from reconciler.scaling.stage import ScalingOutcome, decide_subject, unmeasured
 
 __all__ = ["NO_PROMETHEUS", "ScalingStage"]
 
@@ -79,21 +74,15 @@ class ScalingStage:
         settings = subject.prometheus
         url = self.prometheus_url or (settings.url if settings is not None else None)
         if url is None:
-            return _failed(subject, now, NO_PROMETHEUS), None
+            return unmeasured(subject, now, NO_PROMETHEUS), None
         token: str | None = None
         if settings is not None and settings.bearer_token_secret_ref is not None:
             try:
                 token = bearer_token(settings.bearer_token_secret_ref, self._environ)
             except PrometheusError as exc:
-                return _failed(subject, now, str(exc)), url
+                return unmeasured(subject, now, str(exc)), url
         client = self._clients.get((url, token))
         if client is None:
             client = PrometheusClient(url, token, timeout=self._timeout)
             self._clients[(url, token)] = client
         return observe_pool(client, subject.policy, subject.cluster, now), url
-
-
-def _failed(subject: ScalingSubject, now: float, why: str) -> Samples:
-    """Samples that say why there are none (no query is sent)."""
-    answers = {q.metric: q.answer(error=why) for q in range_queries(subject.policy, subject.cluster, now)}
-    return Samples(gpu=answers.get(Metric.GPU), cpu=answers.get(Metric.CPU))

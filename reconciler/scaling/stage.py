@@ -2,10 +2,12 @@
 it").
 
 Utilisation comes in through a :class:`SampleSource` (Prometheus in ``run``, ``reconciler.prometheus``;
-nothing at all for a ``plan`` without ``--prometheus``: then no pool is decided and each keeps the size
-its record implies). Per pool with a policy whose cluster is Running: ``decide`` on the samples, and the
-results the pass records: the decision, the ``status.scaling`` block and, for an action, the status
-commit's text. Nothing here writes, queries or logs.
+:class:`NoSamples` for a ``plan`` without ``--prometheus``). Samples that cannot be had carry why
+(:func:`unmeasured`): the pool is decided as ``run`` decides it while Prometheus does not answer (demand
+still scales up, a wish at a bound is held, nothing scales down), so a plan without utilisation says what
+the pass does on demand and bounds. Per pool with a policy whose cluster is Running: ``decide`` on the
+samples, and the results the pass records: the decision, the ``status.scaling`` block and, for an
+action, the status commit's text. Nothing here writes, queries or logs.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from reconciler.scaling.decide import decide
 from reconciler.scaling.decision_types import Decision, Samples
 from reconciler.scaling.explain import commit_message
 from reconciler.scaling.pools import ScalingSubject, carried_out, scaling_entry, scaling_subjects
+from reconciler.scaling.queries import range_queries
 from reconciler.scaling.record import after_decision, not_written, resized
 from reconciler.scaling.record_types import ScalingStatus, with_intent
+from reconciler.scaling.series import Metric
 
 WITHDRAWN = "ScalingWithdrawn"
+NOT_ASKED = "plan reads no utilisation without --prometheus"
 
 
 class SampleSource(Protocol):
@@ -36,11 +41,19 @@ class SampleSource(Protocol):
     def samples(self, subject: ScalingSubject, now: float) -> tuple[Samples, str | None] | None: ...
 
 
+def unmeasured(subject: ScalingSubject, now: float, why: str) -> Samples:
+    """The pool's samples when none can be had, each series carrying ``why`` (no query is sent): what
+    ``run`` decides on while Prometheus is not configured or does not answer."""
+    answers = {q.metric: q.answer(error=why) for q in range_queries(subject.policy, subject.cluster, now)}
+    return Samples(gpu=answers.get(Metric.GPU), cpu=answers.get(Metric.CPU))
+
+
 class NoSamples:
-    """A source that decides nothing: ``plan`` without ``--prometheus`` (recorded sizes still apply)."""
+    """A source that reads no utilisation (``plan`` without ``--prometheus``): every pool is decided on
+    :func:`unmeasured` samples, as ``run`` decides it without Prometheus."""
 
     def samples(self, subject: ScalingSubject, now: float) -> tuple[Samples, str | None] | None:
-        return None
+        return unmeasured(subject, now, NOT_ASKED), None
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,10 +60,14 @@ class Server:
         header_timeout: float = HEADER_TIMEOUT,
         body_timeout: float = BODY_TIMEOUT,
         queue_timeout: float = QUEUE_TIMEOUT,
+        webhook_allow_sha1: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """``health`` and ``readiness`` answer None when all is well, else the reason (the controller's
         :meth:`~reconciler.runtime.pipeline.Pipeline.health` and ``readiness``); they must be quick.
-        ``lease`` is the writer lease, for the ``/readyz?verbose`` line and the webhook of a standby."""
+        ``lease`` is the writer lease, for the ``/readyz?verbose`` line and the webhook of a standby.
+        ``webhook_allow_sha1``: accept GitHub's legacy SHA-1 signature when a delivery has no SHA-256 one;
+        ``clock``: Unix seconds now, for the webhook's replay window."""
         self._metrics = metrics
         self._health = health
         self._readiness = readiness
@@ -76,6 +80,8 @@ class Server:
             lease=lease,
             body_timeout=body_timeout,
             queue_timeout=queue_timeout,
+            allow_sha1=webhook_allow_sha1,
+            clock=clock,
         )
         self._host = host
         self._requested_port = port

@@ -1,4 +1,5 @@
-"""What configures the HTTP side from outside: the ``--listen`` address and the webhook secret.
+"""What configures the HTTP side from outside: the ``--listen`` address, the webhook secret and whether
+GitHub's legacy SHA-1 signature is accepted.
 
 The secret comes from the environment (:func:`webhook_secret_from_env`), never from a command-line value,
 and is registered for redaction before it is returned.
@@ -14,6 +15,9 @@ from reconciler.logging import register_secret
 
 WEBHOOK_SECRET_ENV: Final = "RECONCILER_WEBHOOK_SECRET"
 WEBHOOK_SECRET_FILE_ENV: Final = "RECONCILER_WEBHOOK_SECRET_FILE"
+WEBHOOK_ALLOW_SHA1_ENV: Final = "RECONCILER_WEBHOOK_ALLOW_SHA1"
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"", "0", "false", "no", "off"})
 
 
 class ServerError(RuntimeError):
@@ -42,6 +46,19 @@ def webhook_secret_from_env(environ: Mapping[str, str] | None = None) -> bytes |
         return None
     register_secret(value)
     return value.encode("utf-8")
+
+
+def webhook_allow_sha1_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``$RECONCILER_WEBHOOK_ALLOW_SHA1`` (``true``/``false``, default false) lets a delivery
+    signed only with GitHub's legacy SHA-1 ``X-Hub-Signature`` in (one with ``X-Hub-Signature-256`` is
+    always judged by that). Any other value is an error naming the variable."""
+    env = os.environ if environ is None else environ
+    value = env.get(WEBHOOK_ALLOW_SHA1_ENV, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ServerError(f"{WEBHOOK_ALLOW_SHA1_ENV} must be true or false, not {value!r}")
 
 
 def parse_listen(address: str) -> tuple[str, int]:

@@ -2,8 +2,11 @@
 
 Every delivery proves it knows a shared secret, in its forge's way (:mod:`reconciler.forges`): GitHub's
 ``X-Hub-Signature-256`` and Bitbucket's ``X-Hub-Signature`` (``sha256=<hex HMAC-SHA256 of the raw
-body>``), Gitea's and Forgejo's bare-hex signature of the JSON payload, GitLab's ``X-Gitlab-Token``
-(the secret itself), each compared in constant time. Without a secret the endpoint is off (404): an
+body>``), Gitea's and Forgejo's bare-hex signature of the JSON payload, GitLab's signing token (Standard
+Webhooks: ``webhook-signature`` over id, timestamp and body, refused outside the replay window of the
+injected ``clock``; an id accepted once in the window is answered ``duplicate``) or its older
+``X-Gitlab-Token`` (the secret itself), GitHub's legacy SHA-1 ``X-Hub-Signature`` only when
+``allow_sha1``; each compared in constant time. Without a secret the endpoint is off (404): an
 unauthenticated trigger is never offered.
 
 A webhook body must arrive within ``body_timeout`` seconds, and only :data:`MAX_WEBHOOKS_IN_FLIGHT`
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -32,7 +36,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from reconciler.forges import authentic, credential, event_of, push_ref, push_refs
+from reconciler.forges import Credential, Replays, Verifier, credential, event_of, push_ref, push_refs
 from reconciler.logging import get_logger, register_secret
 from reconciler.metrics import Metrics
 from reconciler.readiness import lease_state
@@ -77,7 +81,10 @@ class Webhook:
         lease: Lease | None,
         body_timeout: float,
         queue_timeout: float,
+        allow_sha1: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock``: Unix seconds now, for the replay window of signed timestamps (injected by tests)."""
         self._metrics = metrics
         self._lease = lease
         self._body_timeout = body_timeout
@@ -86,21 +93,24 @@ class Webhook:
         self._dispatch_lock = threading.Lock()  # the event loop and the worker threads of _dispatch
         self._waiting: dict[tuple[str, ...], _Waiting] = {}
         self._secret = secret or None
+        self._verifier = Verifier(self._secret, allow_sha1) if self._secret is not None else None
         if self._secret is not None:
             register_secret(self._secret)
+        self._clock = clock
+        self._replays = Replays()  # only the event loop's thread reads and writes it
         self._on_webhook = on_webhook
 
     @property
     def enabled(self) -> bool:
         """False without a secret: the endpoint answers 404."""
-        return self._secret is not None
+        return self._verifier is not None
 
     def new_loop(self) -> None:
         """The server starts a new event loop: the slots are made afresh in it."""
         self._slots = None
 
     async def endpoint(self, request: Request) -> Response:
-        if self._secret is None:
+        if self._verifier is None:
             result, response = "disabled", _error(404, "webhook disabled: no secret configured")
         else:
             if self._slots is None:  # only the event loop's thread runs this: no lock needed
@@ -109,23 +119,25 @@ class Webhook:
                 async with asyncio.timeout(self._queue_timeout):
                     await self._slots.acquire()
             except TimeoutError:
-                received: bytes | tuple[str, Response] = (
+                received: _Verified | tuple[str, Response] = (
                     "busy",
                     _error(503, "too many webhook deliveries at once; retry"),
                 )
             else:
                 try:
-                    received = await self._receive(request, self._secret)
+                    received = await self._receive(request, self._verifier)
                 finally:
                     self._slots.release()  # the cap bounds bodies being read, not dispatches
             if isinstance(received, tuple):
                 result, response = received
             else:
-                result, response = await self._handle_event(request, received)
+                result, response = await self._handle_event(request, received.body)
+                if received.replay_key is not None and result != "error":  # a failed one may be retried
+                    self._replays.remember(received.replay_key, self._clock())
         self._metrics.on_webhook(result)
         return response
 
-    async def _receive(self, request: Request, secret: bytes) -> bytes | tuple[str, Response]:
+    async def _receive(self, request: Request, verifier: Verifier) -> _Verified | tuple[str, Response]:
         """Read and verify one delivery: its body, or the result label and the answer that refuses it."""
         client = _client(request)
         proof = credential(request.headers)
@@ -150,11 +162,18 @@ class Webhook:
             return "too_large", _error(413, f"body larger than {MAX_WEBHOOK_BODY} bytes")
         except ClientDisconnect:
             return "bad_request", _error(400, "client disconnected")
-        if not authentic(proof, secret, _signed(body, request.headers.get("content-type", ""))):
-            what = "token" if proof.kind == "token" else "signature"
-            _log.warning("webhook rejected", reason=f"{what} mismatch", forge=proof.forge, client=client)
-            return "unauthorized", _error(401, f"{proof.header}: {what} mismatch")
-        return body
+        now = self._clock()
+        refusal = verifier.refusal(proof, _signed(body, request.headers.get("content-type", "")), now)
+        if refusal is not None:
+            _log.warning("webhook rejected", reason=refusal.reason, forge=proof.forge, client=client)
+            return "unauthorized", _error(401, refusal.message)
+        key = _replay_key(proof)
+        if key is not None and self._replays.seen(key, now):
+            _log.info("webhook duplicate", forge=proof.forge, delivery=key, client=client)
+            return "duplicate", JSONResponse(
+                {"status": "duplicate", "reason": "this webhook-id was already accepted; nothing starts"}
+            )
+        return _Verified(body, key)
 
     async def _handle_event(self, request: Request, body: bytes) -> tuple[str, Response]:
         """Answer a verified delivery by its event; a push goes to :meth:`_dispatch`."""
@@ -230,6 +249,19 @@ class Webhook:
         return outcome, False
 
 
+@dataclass(frozen=True, slots=True)
+class _Verified:
+    """A delivery whose proof holds: its body, and the signed id a replay of it would repeat (or None)."""
+
+    body: bytes
+    replay_key: str | None
+
+
+def _replay_key(proof: Credential) -> str | None:
+    """The signed ``webhook-id`` of a Standard Webhooks delivery (an unsigned delivery id proves nothing)."""
+    return proof.message_id if proof.scheme == "standard" else None
+
+
 @dataclass(slots=True)
 class _Waiting:
     """A call of ``on_webhook`` submitted to the thread pool; ``started`` once its thread runs it."""
@@ -240,7 +272,7 @@ class _Waiting:
 
 _NO_PROOF: Final = (
     "missing or malformed X-Hub-Signature-256 (or X-Gitea-Signature / X-Forgejo-Signature, "
-    "X-Gitlab-Token, Bitbucket's X-Hub-Signature: sha256=...)"
+    "webhook-signature, X-Gitlab-Token, Bitbucket's X-Hub-Signature: sha256=...)"
 )
 
 
