@@ -135,3 +135,30 @@ def test_a_create_that_did_not_happen_is_sent_again_once_its_absence_is_confirme
         assert read_creates(recorded(remote)) == ()
     finally:
         ctl.close()
+
+
+def test_a_create_answered_with_its_uid_is_not_sent_again_while_the_listing_lags_past_the_delay(
+    lagging: EmulatorServer, clock: PinnedClock, tmp_path: Path
+) -> None:
+    remote, ctl = settled_without_sandbox(tmp_path, lagging, clock)
+    try:
+        clock.at += 3 * INDEXING_DELAY  # the settled clusters stay listed under the longer lag
+        lagging.state.index_delay = 3 * INDEXING_DELAY  # the search by name lags as long as the listing
+        before = creates_sent(lagging)
+        remote.commit({SANDBOX: (SAMPLE / SANDBOX).read_bytes()}, "the sandbox")
+        ctl.reconcile_once()
+        assert creates_sent(lagging) == before + 1
+        (intent,) = read_creates(recorded(remote))
+        uid = next(c.uid for c in lagging.state.clusters.values() if c.name == "project-a-cpu-sandbox")
+        assert intent.uid == uid  # the answer resolved the intent to the new cluster's uid
+
+        for _ in range(5):  # past the delay, not listed: read by its uid, never created again
+            clock.at += INDEXING_DELAY / 2
+            ctl.reconcile_once()
+            assert creates_sent(lagging) == before + 1
+        clock.at += INDEXING_DELAY  # listed now: the intent is closed
+        ctl.reconcile_once()
+        assert creates_sent(lagging) == before + 1
+        assert read_creates(recorded(remote)) == ()
+    finally:
+        ctl.close()
