@@ -11,9 +11,9 @@ create waits; after it, a lookup decides (found: it exists, wait for the listing
 the create is sent once more, with a new intent). A create that Palette answered with the new
 cluster's uid, or a lookup by name that found it, resolves the intent to that uid (:func:`answered`,
 ``uid:``): from then on the lookup is a direct read of that uid, not the search by name (which lags
-as the listing does), so a cluster whose listing lags past the delay is never created twice. A lost delete needs nothing of this (the
-next pass sees the cluster ``Deleting``, or gone), nor does a lost machine-pool update (the next pass
-reads the cloud config and sends only what differs).
+as the listing does), so a cluster whose listing lags past the delay is never created twice. A lost
+delete needs nothing of this (the next pass sees the cluster ``Deleting``, or gone), nor does a lost
+machine-pool update (the next pass reads the cloud config and sends only what differs).
 """
 
 from __future__ import annotations
@@ -119,9 +119,8 @@ def read_creates(files: Mapping[str, bytes]) -> tuple[CreateIntent, ...]:
         if all(isinstance(f, str) and f for f in fields) and at is not None:
             url, cluster, kind, namespace, name = (str(f) for f in fields)
             found = uid if isinstance(uid, str) and uid else None
-            out.append(
-                CreateIntent(url, str(project) if project else None, cluster, kind, namespace, name, at, found)
-            )
+            project_uid = str(project) if project else None
+            out.append(CreateIntent(url, project_uid, cluster, kind, namespace, name, at, found))
     return tuple(sorted(set(out)))
 
 
@@ -196,7 +195,7 @@ def gate(
         elif (found := lookup(intent)) is not False:
             intent = replace(intent, uid=found) if isinstance(found, str) else intent
             how = f"as {intent.uid}" if intent.uid else "by name"
-            held[key] = f"cluster {want.cluster} exists (found {how}), not listed yet: it is not created again"
+            held[key] = f"cluster {want.cluster} exists (found {how}), not listed: it is not created again"
             kept.append(intent)
         else:
             send.append(want)  # absence confirmed: created once more
