@@ -11,7 +11,9 @@ create waits; after it, a lookup decides (found: it exists, wait for the listing
 the create is sent once more, with a new intent). A create that Palette answered with the new
 cluster's uid, or a lookup by name that found it, resolves the intent to that uid (:func:`answered`,
 ``uid:``): from then on the lookup is a direct read of that uid, not the search by name (which lags
-as the listing does), so a cluster whose listing lags past the delay is never created twice. A lost
+as the listing does), so a cluster whose listing lags past the delay is never created twice; and
+within the delay a listing that leaves such a cluster out is the index's lag, not a doubtful answer
+(:func:`indexing`: the target is planned, only that create is held). A lost
 delete needs nothing of this (the next pass sees the cluster ``Deleting``, or gone), nor does a lost
 machine-pool update (the next pass reads the cloud config and sends only what differs).
 """
@@ -159,6 +161,14 @@ def answered(
             replace(i, uid=uid) if (uid := uids.get((i.kind, i.namespace, i.name))) else i for i in intents
         )
     )
+
+
+def indexing(
+    intents: Iterable[CreateIntent], target: TargetKey, now: float, delay: float = INDEXING_DELAY
+) -> set[str]:
+    """The uids of the clusters ``target`` was asked to create less than ``delay`` ago (the create
+    answered with them): Palette may not list them yet, so a listing without them is not doubtful."""
+    return {i.uid for i in intents if i.uid is not None and i.target == target and now - i.at < delay}
 
 
 # What a lookup of a recorded create found: the cluster's uid; True when it could not be asked (not
