@@ -8,14 +8,19 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from reconciler.inventory import HostState
+from reconciler.edgehost import GpuDevice
+from reconciler.inventory import HostState, Machine
 from reconciler.model.conditions import Phase
 from reconciler.model.gpu import canonical_family
+from reconciler.placement.admission_types import PreviousAdmission
+from reconciler.placement.mig import MigInstance as Slot
+from reconciler.placement.mig_layouts import GpuLayout
+from reconciler.placement.units import MigInstance
 from reconciler.plan import Observed
 from reconciler.resolve import route
 from reconciler.scaling import Direction
 from reconciler.scaling.record_types import RecordedAction, ScalingStatus
-from reconciler.status.palette_check import check_sizes
+from reconciler.status.palette_check import check_layouts, check_sizes
 from reconciler.status.render import INPUTS_HASH, resource_inputs, status_path
 from tests._allocate_support import NS, cps, desired, inventory, machine, pool, pool_cluster
 from tests._scaling_support import NOW
@@ -72,3 +77,52 @@ def test_an_action_under_way_or_a_change_of_the_pool_is_not_a_contradiction() ->
     assert check_sizes(STATE, observed(["a"]), {KEY: record}, docs(inputs="another spec"))[1] == []
     assert check_sizes(STATE, observed(["a"]), {KEY: record}, docs(Phase.PROVISIONING))[1] == []
     assert len(check_sizes(STATE, observed(["a"]), {KEY: record}, docs())[1]) == 1
+
+
+# --- MIG layouts against the instances the workloads hold -----------------------------------------
+
+A100 = canonical_family("NVIDIA-A100")
+POOL = (NS, "mig")
+OWNER = (NS, "small")
+
+
+def mig_host() -> dict[str, Machine]:
+    device = GpuDevice("NVIDIA", "A100-SXM4-80GB", 2, memory="80 GB", mig_capable=True)
+    host = replace(machine("h", 2, "NVIDIA-A100", state=HostState.IN_USE), gpu_devices=(device,))
+    return {"h": host}
+
+
+def small(*instances: tuple[str, int]) -> dict[Any, list[PreviousAdmission]]:
+    held = tuple(MigInstance("h", 0, profile, start) for profile, start in instances)
+    return {POOL: [PreviousAdmission(OWNER, (), held, "AIWorkload")]}
+
+
+def layout(*slots: tuple[str, int, str | None]) -> dict[Any, tuple[GpuLayout, ...]]:
+    return {POOL: (GpuLayout("h", 0, tuple(sorted(Slot(s, p, w) for p, s, w in slots))),)}
+
+
+def test_a_layout_that_agrees_with_the_instances_is_kept() -> None:
+    recorded = layout(("1g.10gb", 0, f"{NS}/small"), ("3g.40gb", 4, None))
+    assert check_layouts(recorded, small(("1g.10gb", 0)), mig_host().get) == (recorded, [])
+
+
+def test_an_instance_the_layout_left_out_is_put_back_and_what_covers_it_dropped() -> None:
+    left_out = layout(("1g.10gb", 1, None), ("3g.40gb", 4, None))
+    fixed, (repair,) = check_layouts(left_out, small(("1g.10gb", 0)), mig_host().get)
+    assert fixed == layout(("1g.10gb", 0, f"{NS}/small"), ("1g.10gb", 1, None), ("3g.40gb", 4, None))
+    assert "left out 1g.10gb@0, which ns/small holds; the layout keeps it" in repair.note.replace(NS, "ns")
+    covered = layout(("2g.20gb", 0, None), ("3g.40gb", 4, None))  # another instance recorded over it
+    fixed, (repair,) = check_layouts(covered, small(("1g.10gb", 0)), mig_host().get)
+    assert fixed == layout(("1g.10gb", 0, f"{NS}/small"), ("3g.40gb", 4, None))
+    assert repair.dropped == (Slot(0, "2g.20gb", None),) and "(2g.20gb@0 over it dropped)" in repair.note
+
+
+def test_what_cannot_be_judged_is_left_to_the_planner() -> None:
+    recorded = layout(("2g.20gb", 0, None))
+    other = small(("1g.10gb", 0))
+    other[POOL].append(
+        PreviousAdmission((NS, "other"), (), (MigInstance("h", 0, "2g.20gb", 0),), "AIWorkload")
+    )
+    assert check_layouts(recorded, other, mig_host().get)[1] == []  # two admissions overlap
+    assert check_layouts(recorded, small(("1g.10gb", 0)), {}.get)[1] == []  # the GPU's type is unknown
+    assert check_layouts({}, small(("1g.10gb", 0)), mig_host().get) == ({}, [])  # no layout: planned afresh

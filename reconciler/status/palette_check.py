@@ -30,7 +30,7 @@ moves because of a recorded value that Palette contradicts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from reconciler.inventory import Machine
@@ -102,11 +102,13 @@ def check_sizes(
     observed: Observed,
     scaling: Mapping[PoolKey, ScalingStatus | None],
     docs: Mapping[str, Mapping[str, object]],
+    hosts: Hosts | None = None,
 ) -> tuple[dict[PoolKey, ScalingStatus | None], list[SizeRepair]]:
     """``scaling`` (each pool's parsed record) with every record that Palette's machine pools
-    contradict repaired (see the module docstring), and the repairs."""
+    contradict repaired (see the module docstring), and the repairs. ``hosts``: the observed hosts
+    (indexed from ``observed`` when not given)."""
+    hosts = hosts if hosts is not None else Hosts(observed)
     clusters = _pool_clusters(observed)
-    machines = {uid: m for o in observed.values() for uid, m in o.inventory.by_uid().items()}
     out = dict(scaling)
     repairs: list[SizeRepair] = []
     for pool in desired.of_kind(ComputePool):
@@ -119,7 +121,7 @@ def check_sizes(
             continue
         spec = spec_size(pool.spec.gpus)
         implied = {str(f): n for f, n in current_size(spec, policy.spec, record).items()}
-        palette = gpus_of(cluster.workers, machines)
+        palette = gpus_of(cluster.workers, {uid: m for uid in cluster.workers if (m := hosts.get(uid))})
         families = set(implied) | {str(b.canonical) for b in policy.spec.gpu_resource_bounds}
         off = {f: palette.get(f, 0) - implied.get(f, 0) for f in sorted(families)}
         if not any(off.values()):
@@ -166,13 +168,13 @@ _Gpu = tuple[str, int]  # (host uid, device index)
 def check_layouts(
     layouts: Mapping[PoolKey, tuple[GpuLayout, ...]],
     previous: Mapping[PoolKey, Sequence[PreviousAdmission]],
-    machines: Mapping[str, Machine],
+    machine: Callable[[str], Machine | None],
 ) -> tuple[dict[PoolKey, tuple[GpuLayout, ...]], list[LayoutRepair]]:
     """``layouts`` (each pool's recorded MIG layouts) with every instance a recorded admission holds
-    put back where the layout contradicts it (see the module docstring), and the repairs."""
+    put back where the layout contradicts it (see the module docstring), and the repairs. ``machine``:
+    a host by uid, as observed (asked only for a GPU whose layout contradicts an instance)."""
     out = dict(layouts)
     repairs: list[LayoutRepair] = []
-    types = _gpu_types(machines)
     for pool, admissions in sorted(previous.items()):
         if pool not in layouts:
             continue  # no layout recorded (or unreadable): the pool's MIG is planned afresh
@@ -185,7 +187,9 @@ def check_layouts(
                 slots = gpus.get(ref, ())
                 if any((s.start, s.profile) == (inst.start, inst.profile) for s in slots):
                     continue
-                kept = _put_back(types.get(ref), slots, inst, admission.key, held)
+                kept = _put_back(
+                    _gpu_type(machine(inst.host_uid), inst.gpu), slots, inst, admission.key, held
+                )
                 if kept is not None:
                     gpus[ref] = kept
                     dropped = tuple(s for s in slots if s not in kept)
@@ -222,9 +226,26 @@ def _put_back(
     return kept if is_valid_layout(gpu_type, [(s.profile, s.start) for s in kept]) else None
 
 
-def _gpu_types(machines: Mapping[str, Machine]) -> dict[_Gpu, MigGpuType | None]:
-    """Each GPU's MIG type as its host's answer gives it (None: not MIG-capable, or not known)."""
-    return {
-        (u.host_uid, u.index): catalogue_entry(u.family, u.memory_bytes, mig_capable=u.mig_capable)
-        for u in gpu_units(machines.values())
-    }
+def _gpu_type(host: Machine | None, index: int) -> MigGpuType | None:
+    """A GPU's MIG type as its host's answer gives it (None: not MIG-capable, or not known)."""
+    for u in gpu_units([host] if host is not None else []):
+        if u.index == index:
+            return catalogue_entry(u.family, u.memory_bytes, mig_capable=u.mig_capable)
+    return None
+
+
+class Hosts:
+    """The observed hosts by uid (the first target, by url and project, that has one), indexed on the
+    first look-up: a pass with nothing to check builds nothing."""
+
+    def __init__(self, observed: Observed) -> None:
+        self._observed = observed
+        self._by_uid: dict[str, Machine] | None = None
+
+    def get(self, uid: str) -> Machine | None:
+        if self._by_uid is None:
+            self._by_uid = {}
+            for target in sorted(self._observed, key=lambda t: (t.url, t.project_uid or "")):
+                for m in self._observed[target].inventory.machines:
+                    self._by_uid.setdefault(m.uid, m)
+        return self._by_uid.get(uid)

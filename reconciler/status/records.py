@@ -25,7 +25,14 @@ from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.scaling import ScalingStatusError
 from reconciler.scaling import parse as parse_scaling
 from reconciler.scaling.record_types import ScalingStatus
-from reconciler.status.palette_check import LayoutRepair, Observed, SizeRepair, check_layouts, check_sizes
+from reconciler.status.palette_check import (
+    Hosts,
+    LayoutRepair,
+    Observed,
+    SizeRepair,
+    check_layouts,
+    check_sizes,
+)
 from reconciler.status.pools import PoolRecords, pending_since, read_pool_records, scaling_blocks
 from reconciler.status.render import Recorded, parse_previous, parse_recorded
 
@@ -97,9 +104,9 @@ def read_records(tree: Mapping[str, bytes]) -> Records:
 def checked(records: Records, desired: DesiredState, observed: Observed) -> Records:
     """``records`` with what Palette's observation contradicts repaired (``status/palette_check.py``),
     each repair named as the read-time ones are (in ``problems``, ``repairs`` and per resource)."""
-    scaling, sizes = check_sizes(desired, observed, records.scaling, records.docs)
-    machines = {uid: m for o in observed.values() for uid, m in o.inventory.by_uid().items()}
-    layouts, migs = check_layouts(records.pools.layouts, records.pools.previous, machines)
+    hosts = Hosts(observed)
+    scaling, sizes = check_sizes(desired, observed, records.scaling, records.docs, hosts)
+    layouts, migs = check_layouts(records.pools.layouts, records.pools.previous, hosts.get)
     if not sizes and not migs:
         return records
     found: list[SizeRepair | LayoutRepair] = [*sizes, *migs]
