@@ -8,12 +8,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from reconciler.edgehost import GpuDevice
 from reconciler.inventory import HostState, Machine
 from reconciler.model.conditions import Phase
 from reconciler.model.gpu import canonical_family
+from reconciler.model.mig import catalogue_entry
 from reconciler.placement.admission_types import PreviousAdmission
 from reconciler.placement.mig import MigInstance as Slot
+from reconciler.placement.mig import is_valid_layout, valid_layouts
 from reconciler.placement.mig_layouts import GpuLayout
 from reconciler.placement.units import MigInstance
 from reconciler.plan import Observed
@@ -126,3 +131,23 @@ def test_what_cannot_be_judged_is_left_to_the_planner() -> None:
     assert check_layouts(recorded, other, mig_host().get)[1] == []  # two admissions overlap
     assert check_layouts(recorded, small(("1g.10gb", 0)), {}.get)[1] == []  # the GPU's type is unknown
     assert check_layouts({}, small(("1g.10gb", 0)), mig_host().get) == ({}, [])  # no layout: planned afresh
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_a_layout_edited_at_random_keeps_every_instance_a_workload_holds(data: st.DataObject) -> None:
+    gpu_type = catalogue_entry("NVIDIA-A100", 80 * 10**9, mig_capable=True)
+    assert gpu_type is not None
+    full = sorted(data.draw(st.sampled_from([sorted(v) for v in valid_layouts(gpu_type) if len(v) > 1])))
+    owned = data.draw(st.lists(st.sampled_from(full), min_size=1, unique=True))
+    held = tuple(MigInstance("h", 0, p, s) for p, s in sorted(owned))
+    admissions = {POOL: [PreviousAdmission(OWNER, (), held, "AIWorkload")]}
+    slots = [Slot(s, p, f"{NS}/small" if (p, s) in owned else None) for p, s in full]
+    edited = data.draw(st.lists(st.sampled_from(slots), unique=True))  # some instances left out
+    recorded = {POOL: (GpuLayout("h", 0, tuple(sorted(edited))),)}
+    fixed, repairs = check_layouts(recorded, admissions, mig_host().get)
+    (kept,) = fixed[POOL]
+    placements = [(s.profile, s.start) for s in kept.instances]
+    assert is_valid_layout(gpu_type, placements)
+    assert set(owned) <= set(placements)  # every held instance is in the layout again
+    assert len(repairs) == len(set(owned) - {(s.profile, s.start) for s in edited})

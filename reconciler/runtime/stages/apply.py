@@ -11,8 +11,9 @@ Write-ahead: before the first Palette write of a pass whose scaling acts, the st
 branch with each acting pool's intent (``status/intents.py``); a failure to record it (git, a lost
 lease) ends the pass before anything is written to Palette. Creates likewise (``status/creates.py``):
 before a pass sends a cluster create, ``reconciler.yaml`` records it (cluster name, target, time), and a
-create whose cluster Palette does not list yet is not sent again until it is listed or a lookup by name,
-after Palette's indexing delay, confirms it absent.
+create whose cluster Palette does not list yet is not sent again until it is listed or a lookup, after
+Palette's indexing delay, confirms it absent: by the uid the create answered with (recorded in the
+intent by the pass's status commit), else by name.
 """
 
 from __future__ import annotations
