@@ -78,6 +78,8 @@ def test_a_record_implying_more_or_fewer_gpus_than_the_cluster_holds_is_repaired
 def test_an_action_under_way_or_a_change_of_the_pool_is_not_a_contradiction() -> None:
     growing = ScalingStatus("gpu-autoscale", last_action=replace(UP, completed_at=None))
     assert check_sizes(STATE, observed(["a"]), {KEY: growing}, docs())[1] == []
+    failed = ScalingStatus("gpu-autoscale", last_action=replace(UP, completed_at=None, failed_at=NOW))
+    assert check_sizes(STATE, observed(["a", "b"]), {KEY: failed}, docs())[1] == []  # its host is released
     record = ScalingStatus("gpu-autoscale", last_action=UP)  # implies 16, the cluster holds 8
     assert check_sizes(STATE, observed(["a"]), {KEY: record}, docs(inputs="another spec"))[1] == []
     assert check_sizes(STATE, observed(["a"]), {KEY: record}, docs(Phase.PROVISIONING))[1] == []

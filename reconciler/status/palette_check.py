@@ -9,12 +9,13 @@ moves because of a recorded value that Palette contradicts.
 
 - **Pool sizes.** A pool with a scaling policy requests the size its record implies (``spec.gpus``
   adjusted by the recorded actions, ``scaling.current_size``). When that record is settled (no intent,
-  no action in progress), the pool's last status says Running at the pool's inputs of this pass
-  (``inputsHash``), and its Running cluster's workers (Palette's machine pools) hold another number of
-  GPUs of a family, the record contradicts Palette: a hand edit or a bad merge changed it, as nothing
-  the reconciler does leaves a settled pool at another size than its record. The pool keeps the GPUs
-  its cluster has: the record's ``earlierActions`` are set so that it implies that size (clamped to the
-  policy's bounds), and the repaired block is written.
+  its last action, if any, completed: not in progress nor failed), the pool's last status says
+  Running at the pool's inputs of this pass (``inputsHash``), and its Running cluster's workers
+  (Palette's machine pools) hold another number of GPUs of a family, the record contradicts Palette:
+  a hand edit or a bad merge changed it, as nothing the reconciler does leaves a settled pool at
+  another size than its record. The pool keeps the GPUs its cluster has: the record's
+  ``earlierActions`` are set so that it implies that size (clamped to the policy's bounds), and the
+  repaired block is written.
 - **MIG layouts.** A pool's recorded layout of a GPU (``status.mig``) is derived from its workloads'
   instances; the instances a workload's file records are the claims (checked against each other by
   ``record_check``). A layout that leaves out an instance a workload holds, or records another
@@ -149,8 +150,10 @@ def _pool_clusters(observed: Observed) -> dict[PoolKey, ManagedCluster]:
 def _settled(record: ScalingStatus, cluster: ManagedCluster) -> bool:
     """The record has no action under way and the cluster runs, its membership not in doubt."""
     last = record.last_action
-    if last is not None and last.completed_at is None and not last.failed:
-        return False  # an action in progress (or an intent, read back as one): the size is on its way
+    if last is not None and last.completed_at is None:
+        # In progress (or an intent, read back as one): the size is on its way. Failed: its host, if it
+        # joined after all, is released by the next plan (a failed action never counts).
+        return False
     return cluster.known_state is ClusterState.RUNNING and cluster.held is None
 
 
