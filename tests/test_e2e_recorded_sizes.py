@@ -6,6 +6,7 @@ next pass has nothing to repair."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import yaml
 
 from reconciler.emulator import EmulatorServer
 from reconciler.metrics import PassOutcome
+from tests._contract_support import run_cli
 from tests._git_support import git
 from tests._loop_support import status_files
 from tests._prometheus_support import FakePrometheus
@@ -63,6 +65,12 @@ def test_a_hand_edited_pool_size_is_repaired_to_what_palette_holds_and_nothing_m
             earlier["NVIDIA-A100"] = earlier.get("NVIDIA-A100", 0) + edit
             doc["status"]["scaling"]["earlierActions"] = earlier
             hand_commit(remote, {POOL: yaml.safe_dump(doc).encode()})
+            planned = run_cli(
+                "plan", "--repo", str(remote.bare), "--from-status", "--format", "json", timeout=300
+            )
+            assert planned.returncode == 0, planned.stderr
+            (entry,) = [p for p in json.loads(planned.stdout)["pools"] if p["name"] == "shared-a100"]
+            assert entry["action"] == "unchanged", entry  # the pull request's plan sees the same repair
 
             result = ctl.reconcile_once()
             assert result.outcome is PassOutcome.SUCCESS, result.error

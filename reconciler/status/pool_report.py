@@ -104,7 +104,7 @@ def scaling_record(
         if pool.key in records.unreadable:
             return kept, None  # as it is, until someone fixes it
         repaired = records.scaling.get(pool.key)
-        if pool.key in records.repaired_pools and repaired is not None:
+        if pool.key in records.resized and repaired is not None:
             return render_scaling(repaired), None  # what Palette's machine pools hold (palette_check)
         recorded = isinstance(kept, Mapping) and isinstance(kept.get("decision"), Mapping)
         return (dict(kept) if recorded else None), None

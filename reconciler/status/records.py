@@ -66,7 +66,8 @@ class Records:
     # claims on GPUs an earlier admission holds, dropped before planning (a note of the status commit)
     repairs: tuple[str, ...] = ()
     repaired: Mapping[WorkloadKey, str] = field(default_factory=dict)  # the loser -> its repair's note
-    repaired_pools: Mapping[PoolKey, str] = field(default_factory=dict)  # a repaired pool -> the note
+    repaired_pools: Mapping[PoolKey, str] = field(default_factory=dict)  # a repaired pool -> the notes
+    resized: frozenset[PoolKey] = frozenset()  # pools whose scaling record was repaired (palette_check)
 
 
 NO_RECORDS = Records()
@@ -121,6 +122,7 @@ def checked(records: Records, desired: DesiredState, observed: Observed) -> Reco
         problems=(*records.problems, *(Problem(REPAIRED, note) for note in notes)),
         repairs=(*records.repairs, *notes),
         repaired_pools={**records.repaired_pools, **{k: "; ".join(n) for k, n in by_pool.items()}},
+        resized=records.resized | {r.pool for r in sizes},
     )
 
 
