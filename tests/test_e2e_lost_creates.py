@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.emulator import EmulatorServer, FaultRule
+from reconciler.metrics import PassOutcome
 from reconciler.palette.endpoints import CLUSTER_CREATE
 from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
@@ -132,6 +133,38 @@ def test_a_create_that_did_not_happen_is_sent_again_once_its_absence_is_confirme
         ctl.reconcile_once()
         assert creates_sent(lagging) == before + 2
         assert [c.name for c in lagging.state.clusters.values()].count("project-a-cpu-sandbox") == 1
+        assert read_creates(recorded(remote)) == ()
+    finally:
+        ctl.close()
+
+
+def test_a_create_answered_with_its_uid_neither_wedges_its_target_nor_is_sent_again_while_unlisted(
+    lagging: EmulatorServer, clock: PinnedClock, tmp_path: Path
+) -> None:
+    remote, ctl = settled_without_sandbox(tmp_path, lagging, clock)
+    try:
+        clock.at += 3 * INDEXING_DELAY  # the settled clusters stay listed under the longer lag
+        lagging.state.index_delay = 3 * INDEXING_DELAY  # the search by name lags as long as the listing
+        before = creates_sent(lagging)
+        remote.commit({SANDBOX: (SAMPLE / SANDBOX).read_bytes()}, "the sandbox")
+        ctl.reconcile_once()
+        assert creates_sent(lagging) == before + 1
+        (intent,) = read_creates(recorded(remote))
+        uid = next(c.uid for c in lagging.state.clusters.values() if c.name == "project-a-cpu-sandbox")
+        assert intent.uid == uid  # the answer resolved the intent to the new cluster's uid
+
+        for _ in range(3):  # within the delay: the unlisted new cluster is the index's lag, not doubt
+            clock.at += INDEXING_DELAY / 4
+            result = ctl.reconcile_once()
+            assert result.outcome is PassOutcome.SUCCESS, result.error
+            assert creates_sent(lagging) == before + 1
+        for _ in range(4):  # past the delay, still not listed: never created again
+            clock.at += INDEXING_DELAY / 2
+            ctl.reconcile_once()
+            assert creates_sent(lagging) == before + 1
+        clock.at += INDEXING_DELAY  # listed now: the intent is closed
+        ctl.reconcile_once()
+        assert creates_sent(lagging) == before + 1
         assert read_creates(recorded(remote)) == ()
     finally:
         ctl.close()

@@ -68,3 +68,43 @@ def test_a_gpu_claimed_twice_on_the_status_branch_is_repaired_and_every_pass_pro
         assert git("rev-parse", "reconciler/status", cwd=remote.bare) == tip
     finally:
         ctl.close()
+
+
+POOL = "project-b/computepools/shared-a100.yaml"
+
+
+def _writes(emulator: EmulatorServer) -> int:
+    return sum(emulator.stats.count(method) for method in ("PUT", "PATCH", "DELETE"))
+
+
+def test_a_recorded_mig_layout_that_leaves_out_a_held_instance_is_repaired_and_nothing_moves(
+    mig_emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    _files, remote, ctl = _running(mig_emulator, tmp_path)
+    try:
+        bound, pool = _bindings(remote), status_files(remote)[POOL]
+        layout = json.loads(json.dumps(pool["status"]["mig"]))
+        (host, gpus), *_ = layout.items()
+        gpu = next(g for g in gpus if any(i["workload"] == "project-b/c-small" for i in g["instances"]))
+        held = next(i for i in gpu["instances"] if i["workload"] == "project-b/c-small")
+        gpu["instances"] = [i for i in gpu["instances"] if i is not held]  # a hand edit drops it
+        edited = json.loads(json.dumps(pool))
+        edited["status"]["mig"] = {host: gpus, **{h: g for h, g in layout.items() if h != host}}
+        hand_commit(remote, {POOL: yaml.safe_dump(edited).encode()})
+        writes = _writes(mig_emulator)
+
+        result = ctl.reconcile_once()
+        assert result.outcome is PassOutcome.SUCCESS, result.error
+        assert _bindings(remote) == bound  # c-small keeps its instances
+        assert status_files(remote)[POOL]["status"]["mig"] == pool["status"]["mig"]  # the layout as it was
+        assert _writes(mig_emulator) == writes  # the host's MIG machine pool is not touched
+        message = git("log", "-1", "--format=%B", "reconciler/status", cwd=remote.bare)
+        note = (
+            f"left out {held['profile']}@{held['start']}, which project-b/c-small holds; the layout keeps it"
+        )
+        assert "recorded state repaired: the MIG layout of GPU" in message and note in message
+        ctl.reconcile_once()  # repaired: nothing to repair any more
+        assert "recorded state repaired" not in str(status_files(remote)[POOL]["status"])
+        assert _writes(mig_emulator) == writes and _bindings(remote) == bound
+    finally:
+        ctl.close()

@@ -23,10 +23,12 @@ __all__ = ["Applied", "Loaded", "Observation", "ObservedTarget", "Planned"]
 
 @dataclass(frozen=True, slots=True)
 class Planned:
-    """The plan stage's result: one plan per Palette target, and each scaled pool's outcome."""
+    """The plan stage's result: one plan per Palette target, each scaled pool's outcome, and the
+    records the plans were made with (checked against the observation: what the report writes)."""
 
     plans: Mapping[Target, Plan]
     scaling: Mapping[PoolKey, ScalingOutcome] = field(default_factory=dict)
+    records: Records | None = None  # None: the records as read
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from reconciler.runtime.stages import apply, fetch, load, plan, report
 from reconciler.runtime.warnings import Health, Warnings, deletion_notes, mig_figures
 from reconciler.source import GitError
 from reconciler.status.drift import drift_note, plan_drift
-from reconciler.status.records import Records
+from reconciler.status.records import REPAIRED, Records, checked
 from reconciler.status.report_facts import ReportFacts
 
 log = get_logger(component="controller")
@@ -186,10 +186,11 @@ class Pipeline:
             planned = self._plan(desired, routing, seen, records)  # 4. plan
             plans = planned.plans
             drift = self._drift(desired, routing, planned, records, seen)
+            records = self._checked(records, planned)
             tip = self.branch.tip
             applied = self._apply(desired, planned, records, seen)  # 5. apply
             if self.branch.tip != tip:  # the apply stage wrote a scaling intent ahead: report over it
-                records = self.branch.records()
+                records = checked(self.branch.records(), desired, seen.observed)
             seen = self.parts.observer.refused(desired, plans, seen, applied.writes)
             self.parts.observer.expect_gone(plans)
             result = self._report(desired, routing, planned, seen, applied, records, drift)  # 6. report
@@ -256,6 +257,16 @@ class Pipeline:
         )
         self._warnings.scaling(planned.scaling, dry_run=self.options.dry_run)
         return planned
+
+    @staticmethod
+    def _checked(records: Records, planned: Planned) -> Records:
+        """The records the plan stage checked against the observation; its repairs are logged here."""
+        found = planned.records
+        if found is None:
+            return records
+        for note in found.repairs[len(records.repairs) :]:
+            log.warning(REPAIRED, error=note)
+        return found
 
     def _approved(self) -> int | None:
         """The head commit's ``Reconciler-Allow-Deletions: N`` (a directory has no commit message)."""

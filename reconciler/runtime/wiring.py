@@ -145,6 +145,7 @@ def parts(
         namespaces=options.namespaces,
         sudden_threshold=options.sudden_change,
         host_lister=host_listers(options, clock),
+        clock=clock.time,
     )
     samples = ScalingStage(options.prometheus_url, environ=env)
 

@@ -67,6 +67,7 @@ def pool_files(
             block, commit = scaling_record(pool, previous, facts, records)
             if block is not None:
                 doc["status"]["scaling"] = block
+            with_note(doc, records.repaired_pools.get(pool.key))
             if commit is not None:
                 commits.append(commit)
             files[path] = dump(doc)
@@ -102,6 +103,9 @@ def scaling_record(
             return None, None
         if pool.key in records.unreadable:
             return kept, None  # as it is, until someone fixes it
+        repaired = records.scaling.get(pool.key)
+        if pool.key in records.resized and repaired is not None:
+            return render_scaling(repaired), None  # what Palette's machine pools hold (palette_check)
         recorded = isinstance(kept, Mapping) and isinstance(kept.get("decision"), Mapping)
         return (dict(kept) if recorded else None), None
     status = o.status
@@ -143,12 +147,17 @@ def workload_files(facts: ReportFacts, records: Records, cut: Mapping[PoolKey, C
                 previous=previous,
                 now=facts.now,
             )
-            repaired = records.repaired.get(key)
-            if repaired is not None:  # this pass placed it again: its status says why (once)
-                ready = (doc.get("status") or {}).get("conditions") or [{}]
-                ready[0]["message"] = f"{ready[0].get('message', '')}; {repaired}".lstrip("; ")
+            with_note(doc, records.repaired.get(key))
         files[path] = dump(doc)
     return files
+
+
+def with_note(doc: dict[str, Any], repaired: str | None) -> None:
+    """A repaired resource's status says why, in its Ready message, for the pass that repaired it."""
+    if repaired is None:
+        return
+    ready = (doc.get("status") or {}).get("conditions") or [{}]
+    ready[0]["message"] = f"{ready[0].get('message', '')}; {repaired}".lstrip("; ")
 
 
 def cut_off_workload_files(

@@ -9,19 +9,30 @@ layouts a pool holds, each pool's mode, the profiles attached for each workload,
 A recorded value that cannot be read is named in :attr:`Records.problems` (the caller logs it) and
 planned as if absent, except a scaling block: its pool keeps the size it has and is not scaled.
 Recorded admissions that claim one GPU twice are repaired before anyone plans with them
-(``status/record_check.py``): :attr:`Records.repairs` says what was dropped.
+(``status/record_check.py``): :attr:`Records.repairs` says what was dropped. What Palette contradicts
+(a pool's recorded size against its machine pools: ``status/palette_check.py``) is repaired the same
+way once the pass has observed, by :func:`checked`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from reconciler.model.desired import DesiredState
 from reconciler.model.pools import PoolKey, WorkloadKey
 from reconciler.scaling import ScalingStatusError
 from reconciler.scaling import parse as parse_scaling
 from reconciler.scaling.record_types import ScalingStatus
+from reconciler.status.palette_check import (
+    Hosts,
+    LayoutRepair,
+    Observed,
+    SizeRepair,
+    check_layouts,
+    check_sizes,
+)
 from reconciler.status.pools import PoolRecords, pending_since, read_pool_records, scaling_blocks
 from reconciler.status.render import Recorded, parse_previous, parse_recorded
 
@@ -55,6 +66,8 @@ class Records:
     # claims on GPUs an earlier admission holds, dropped before planning (a note of the status commit)
     repairs: tuple[str, ...] = ()
     repaired: Mapping[WorkloadKey, str] = field(default_factory=dict)  # the loser -> its repair's note
+    repaired_pools: Mapping[PoolKey, str] = field(default_factory=dict)  # a repaired pool -> the notes
+    resized: frozenset[PoolKey] = frozenset()  # pools whose scaling record was repaired (palette_check)
 
 
 NO_RECORDS = Records()
@@ -86,6 +99,30 @@ def read_records(tree: Mapping[str, bytes]) -> Records:
         problems=tuple(problems),
         repairs=repairs,
         repaired=_by_loser(pools),
+    )
+
+
+def checked(records: Records, desired: DesiredState, observed: Observed) -> Records:
+    """``records`` with what Palette's observation contradicts repaired (``status/palette_check.py``),
+    each repair named as the read-time ones are (in ``problems``, ``repairs`` and per resource)."""
+    hosts = Hosts(observed)
+    scaling, sizes = check_sizes(desired, observed, records.scaling, records.docs, hosts)
+    layouts, migs = check_layouts(records.pools.layouts, records.pools.previous, hosts.get)
+    if not sizes and not migs:
+        return records
+    found: list[SizeRepair | LayoutRepair] = [*sizes, *migs]
+    notes = tuple(r.note for r in found)
+    by_pool: dict[PoolKey, list[str]] = {}
+    for repair in found:
+        by_pool.setdefault(repair.pool, []).append(repair.note)
+    return replace(
+        records,
+        scaling=scaling,
+        pools=replace(records.pools, layouts=layouts),
+        problems=(*records.problems, *(Problem(REPAIRED, note) for note in notes)),
+        repairs=(*records.repairs, *notes),
+        repaired_pools={**records.repaired_pools, **{k: "; ".join(n) for k, n in by_pool.items()}},
+        resized=records.resized | {r.pool for r in sizes},
     )
 
 

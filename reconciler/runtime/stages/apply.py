@@ -11,8 +11,9 @@ Write-ahead: before the first Palette write of a pass whose scaling acts, the st
 branch with each acting pool's intent (``status/intents.py``); a failure to record it (git, a lost
 lease) ends the pass before anything is written to Palette. Creates likewise (``status/creates.py``):
 before a pass sends a cluster create, ``reconciler.yaml`` records it (cluster name, target, time), and a
-create whose cluster Palette does not list yet is not sent again until it is listed or a lookup by name,
-after Palette's indexing delay, confirms it absent.
+create whose cluster Palette does not list yet is not sent again until it is listed or a lookup, after
+Palette's indexing delay, confirms it absent: by the uid the create answered with (recorded in the
+intent by the pass's status commit), else by name.
 """
 
 from __future__ import annotations
@@ -35,7 +36,16 @@ from reconciler.runtime.branch import BranchReader
 from reconciler.runtime.facts import Applied
 from reconciler.scaling.stage import ScalingOutcome
 from reconciler.status.changes import source_trailers
-from reconciler.status.creates import CreateIntent, TargetKey, Wanted, gate, read_creates, with_creates
+from reconciler.status.creates import (
+    CreateIntent,
+    Found,
+    TargetKey,
+    Wanted,
+    answered,
+    gate,
+    read_creates,
+    with_creates,
+)
 from reconciler.status.intents import intent_message, intent_tree
 
 log = get_logger(component="controller")
@@ -72,7 +82,17 @@ def apply_pass(
         )
     writes = _Writes(client, confirm, fence, stopped, lambda: not writes_allowed(), now, dry_run, concurrency)
     applied = _apply_pass(desired, plans, attached, writes)
-    return replace(applied, creates=creates) if creates is not None else applied
+    if creates is None:
+        return applied
+    return replace(applied, creates=answered(creates, _created_uids(applied)))
+
+
+def _created_uids(applied: Applied) -> dict[tuple[str, str, str], str]:
+    """The uid each cluster write of the pass answered with, by (kind, namespace, name): a create's
+    resolves its intent (``status/creates.py``)."""
+    out = {("MLPlatform", *k): o.cluster_uid for k, o in applied.clusters.items() if o.ok and o.cluster_uid}
+    out.update({(POOL_KIND, *k): o.cluster_uid for k, o in applied.pools.items() if o.ok and o.cluster_uid})
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +222,24 @@ def wanted_creates(plans: Mapping[Target, Plan]) -> list[Wanted]:
     return out
 
 
+def _look_up(client: Callable[[Target], PaletteClient], intent: CreateIntent) -> Found:
+    """A recorded create's cluster read directly by its uid (known from the create's answer or an
+    earlier lookup), else searched by name: its uid, False when absent, True when Palette could not
+    be asked (not confirmed absent: not created this pass)."""
+    palette = client(Target(intent.url, intent.project_uid))
+    try:
+        if intent.uid is not None:
+            return intent.uid if palette.get_cluster(intent.uid) is not None else False
+        found = palette.find_cluster_by_name(intent.cluster)
+    except PaletteError as exc:
+        log.warning("could not look up a recorded create", cluster=intent.cluster, error=str(exc))
+        return True
+    if found is None:
+        return False
+    uid = (found.get("metadata") or {}).get("uid")
+    return uid if isinstance(uid, str) and uid else True
+
+
 def gate_creates(
     plans: Mapping[Target, Plan],
     status: BranchReader,
@@ -221,17 +259,7 @@ def gate_creates(
     if not intents and not wanted:
         return plans, None
 
-    def exists(intent: CreateIntent) -> bool:
-        try:
-            return (
-                client(Target(intent.url, intent.project_uid)).find_cluster_by_name(intent.cluster)
-                is not None
-            )
-        except PaletteError as exc:  # not confirmed absent: not created this pass
-            log.warning("could not look up a recorded create by name", cluster=intent.cluster, error=str(exc))
-            return True
-
-    decided = gate(intents, wanted, listed, at, exists)
+    decided = gate(intents, wanted, listed, at, lambda intent: _look_up(client, intent))
     for (_target, name), why in sorted(decided.held.items()):
         log.warning("create held back: its cluster may exist", cluster=name, reason=why)
     if decided.send and decided.intents != intents:

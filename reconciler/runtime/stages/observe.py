@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -34,6 +35,7 @@ from reconciler.resolve import NamespaceSelector, Routing, Target, route
 from reconciler.runtime.facts import Observation, ObservedTarget
 from reconciler.runtime.options import DEFAULT_KEY_ENV, KeyRef
 from reconciler.runtime.outcome import target_order
+from reconciler.status.creates import indexing, read_creates
 from reconciler.status.recorded import listing_gap, missing_clusters
 from reconciler.status.snapshot import SnapshotError, read_snapshots
 from reconciler.sudden import DEFAULT_THRESHOLD, drift
@@ -65,9 +67,12 @@ class Observer:
         namespaces: NamespaceSelector,
         sudden_threshold: float = DEFAULT_THRESHOLD,
         host_lister: ListerFactory = HostLister,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        """``host_lister`` makes a target's lister (the loop's gives it the pass's clock and sweep pace)."""
+        """``host_lister`` makes a target's lister (the loop's gives it the pass's clock and sweep pace);
+        ``clock``: the pass's clock (how old a recorded create is)."""
         self._factory = client_factory
+        self._clock = clock
         self._host_lister = host_lister
         self._sudden_threshold = sudden_threshold  # 1.0 or more: never held
         self._unconfirmed: dict[Target, str] = {}  # a sudden change seen once, by its fingerprint
@@ -233,12 +238,15 @@ class Observer:
     ) -> None:
         """Absence is confirmed before it is acted on: a cluster the status branch records for a platform
         or pool of this target that the listing does not show is looked up by uid; if it exists, the
-        listing is incomplete and the target is read as unavailable this pass (nothing is created)."""
+        listing is incomplete and the target is read as unavailable this pass (nothing is created). A
+        cluster this reconciler created within Palette's indexing delay is not listed yet by design
+        (``status/creates.py``): it is left out of the check."""
+        creating = indexing(read_creates(recorded), (target.url, target.project_uid), self._clock())
         missing = missing_clusters(
             recorded,
             routing.platforms.get(target, ()),
             routing.pools.get(target, ()),
-            (c.uid for c in observed.clusters),
+            [*(c.uid for c in observed.clusters), *creating],
             docs,
         )
         if not missing:

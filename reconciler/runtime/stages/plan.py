@@ -25,7 +25,7 @@ from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Targ
 from reconciler.runtime.facts import Planned
 from reconciler.scaling.pools import kept_entries, pool_sizes
 from reconciler.scaling.stage import SampleSource, confirm, evaluate
-from reconciler.status.records import Records
+from reconciler.status.records import Records, checked
 
 Sizes = Mapping[PoolKey, Mapping[GpuFamily, int]]
 
@@ -43,7 +43,10 @@ def plan_pass(
     approved_deletions: int | None = None,
 ) -> Planned:
     """The plans of one pass over every observed target (the prune guard counts the whole pass;
-    ``approved_deletions``: the revision's ``Reconciler-Allow-Deletions`` trailer)."""
+    ``approved_deletions``: the revision's ``Reconciler-Allow-Deletions`` trailer). The records are
+    first checked against the observation (:func:`reconciler.status.records.checked`); the plans are
+    made with the checked ones, which :attr:`Planned.records` holds for the report."""
+    records = checked(records, desired, observed)
 
     def plan(sizes: Sizes | None) -> dict[Target, Plan]:
         return plan_targets(
@@ -63,13 +66,13 @@ def plan_pass(
     kept = kept_entries(desired, records.scaling)  # invalid pools: their records stand, undecided
     sizes = _current_sizes(desired, observed, records)
     if not sizes:
-        return Planned({t: p.with_scaling(kept) for t, p in plan(None).items()})
+        return Planned({t: p.with_scaling(kept) for t, p in plan(None).items()}, records=records)
     first = plan(sizes)
     outcomes = evaluate(
         samples, desired, first.values(), now, records.scaling, records.pending_since, skip=records.unreadable
     )
     if not outcomes:
-        return Planned({t: p.with_scaling(kept) for t, p in first.items()})
+        return Planned({t: p.with_scaling(kept) for t, p in first.items()}, records=records)
     plans = first
     if any(o.acts for o in outcomes.values()):  # plan again with the actions' sizes
         acting = {k: dict(o.target) for k, o in outcomes.items() if o.acts}
@@ -78,7 +81,7 @@ def plan_pass(
         if any(o.withdrawn for o in outcomes.values()):  # back to its size: plan once more
             plans = plan({**sizes, **{k: dict(o.target) for k, o in outcomes.items()}})
     entries = {**kept, **{k: o.entry for k, o in outcomes.items()}}
-    return Planned({t: p.with_scaling(entries) for t, p in plans.items()}, outcomes)
+    return Planned({t: p.with_scaling(entries) for t, p in plans.items()}, outcomes, records)
 
 
 def _current_sizes(
