@@ -10,8 +10,6 @@ seed, a branch-and-bound *node* limit and a cap on a program's size, never a wal
 
 from __future__ import annotations
 
-import os
-import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,32 +42,14 @@ class Answer:
     replicas: tuple[tuple[tuple[int, int], ...], ...]
 
 
-_banner_silenced = False
-
-
 def new_solver() -> Any:
-    """A HiGHS solver with its logging off. HiGHS prints a start-up banner on file descriptor 1 from
-    the constructor of the process's first solver, before any option can be set; that would corrupt
-    ``plan --format json``, so the first construction runs with descriptor 1 pointed at /dev/null."""
-    global _banner_silenced
-    import highspy
-
-    if _banner_silenced:
-        solver = highspy.Highs()  # type: ignore[no-untyped-call]
-    else:
-        sys.stdout.flush()
-        saved = os.dup(1)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, 1)
-            solver = highspy.Highs()  # type: ignore[no-untyped-call]
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-            os.close(devnull)
-        _banner_silenced = True
+    """A HiGHS solver that writes nothing: deterministic options, logging off. HiGHS writes its start-up
+    banner at the first call that logs while ``output_flag`` is on, and highspy's ``Highs()`` makes such
+    a call in its constructor (it registers its callbacks); so the option is set just before that
+    call (``enableCallbacks``), by setting an option, as HiGHS documents, not by touching the process's
+    file descriptors (the banner would corrupt ``plan --format json``)."""
+    solver = _quiet_class()()
     for option, value in (
-        ("output_flag", False),
         ("log_to_console", False),
         ("threads", 1),
         ("random_seed", SEED),
@@ -77,6 +57,18 @@ def new_solver() -> Any:
     ):
         solver.setOptionValue(option, value)
     return solver
+
+
+@lru_cache(maxsize=1)
+def _quiet_class() -> Any:
+    import highspy
+
+    class QuietHighs(highspy.Highs):
+        def enableCallbacks(self) -> None:
+            self.setOptionValue("output_flag", False)  # before highspy's first call that logs
+            super().enableCallbacks()  # type: ignore[no-untyped-call]
+
+    return QuietHighs
 
 
 def highspy_optimal() -> Any:
