@@ -3,7 +3,10 @@ many of its free GPUs take each layout (pure; HiGHS through ``highspy``).
 
 A *site* is where one replica's instances must all be: a host when the model requires one host per
 replica, else the whole pool. A site offers its free GPUs (per MIG type: any layout) and the free
-instances of its GPUs already in MIG mode that keep their layout (fixed, per profile). Sites are
+instances of its GPUs already in MIG mode that keep their layout (fixed, per profile), and GPUs
+without MIG (``plain``) that only a replica asking for whole GPUs takes. A replica's *shape*: its
+instances per profile and the whole GPUs it takes on its site (each a GPU fully: no instance on it,
+any of the site's free or plain GPUs). Sites are
 filled one after the other, each by one small program (``solve``). Deterministic: one thread, a fixed
 seed, a branch-and-bound *node* limit and a cap on a program's size, never a wall-clock budget.
 """
@@ -24,14 +27,17 @@ MAX_COLUMNS = 5000  # larger programs are not built: the greedy's answer stands 
 SEED = 0
 
 Vector = tuple[int, ...]  # instances per profile of the program's profile list
+Shape = tuple[Vector, int, int]  # a replica's instances per profile, how many replicas, whole GPUs of each
 
 
 @dataclass(frozen=True, slots=True)
 class Site:
-    """One host (or the pool): its free GPUs per MIG type, and its frozen GPUs' free instances."""
+    """One host (or the pool): its free GPUs per MIG type, its frozen GPUs' free instances, and its
+    GPUs without MIG free whole."""
 
     free: tuple[tuple[MigGpuType, int], ...]
     spare: Vector
+    plain: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +122,14 @@ def _every_layout(
 
 def solve(
     sites: Sequence[Site],
-    shapes: Sequence[tuple[Vector, int]],
+    shapes: Sequence[Shape],
     profiles: tuple[str, ...],
     weights: Vector,
     node_limit: int = NODE_LIMIT,
     beat: tuple[int, int] | None = None,
 ) -> Answer | None:
-    """Layouts per site and replicas (``shapes``: (instances per profile, how many)) per site, covering
-    every replica; None when they do not all fit (or a program is over ``MAX_COLUMNS``), or when the
+    """Layouts per site and replicas (``shapes``: instances per profile, how many, whole GPUs) per site,
+    covering every replica; None when they do not all fit (or a program is over ``MAX_COLUMNS``), or when the
     optimum of the sites pooled, a lower bound, is no better than ``beat`` (GPUs, stranded slices of an
     answer already at hand): then no site is solved.
 
@@ -134,9 +140,10 @@ def solve(
     unused); the guided answer when it matches that optimum, else the better of the two (fewer GPUs,
     then fewer stranded slices; the free one on a tie)."""
     pooled = _pooled(sites, len(profiles))
-    whole = _fill(pooled, shapes, [n for _, n in shapes], profiles, weights, node_limit, None)
+    asked = [n for _, n, _ in shapes]
+    whole = _fill(pooled, shapes, asked, profiles, weights, node_limit, None)
     guided = None
-    if whole is not None and whole[1] == [n for _, n in shapes]:
+    if whole is not None and whole[1] == asked:
         bound = _answer_cost(Answer((whole[0],), ()))
         if whole[2] and beat is not None and bound >= beat:
             return None  # the pooled optimum is a lower bound: the answer at hand is as good
@@ -155,7 +162,7 @@ def _pooled(sites: Sequence[Site], width: int) -> Site:
         for t, n in site.free:
             types[t.key] = (t, types.get(t.key, (t, 0))[1] + n)
     spare = tuple(sum(site.spare[p] for site in sites) for p in range(width))
-    return Site(tuple(types[key] for key in sorted(types)), spare)
+    return Site(tuple(types[key] for key in sorted(types)), spare, sum(site.plain for site in sites))
 
 
 def _answer_cost(answer: Answer) -> tuple[int, int]:
@@ -166,14 +173,14 @@ def _answer_cost(answer: Answer) -> tuple[int, int]:
 
 def _sequential(
     sites: Sequence[Site],
-    shapes: Sequence[tuple[Vector, int]],
+    shapes: Sequence[Shape],
     profiles: tuple[str, ...],
     weights: Vector,
     node_limit: int,
     limits: Mapping[tuple[str, Layout], int] | None,
 ) -> Answer | None:
     """The sites filled in order (see ``solve``); ``limits``: layouts the sites may still take."""
-    left = [n for _, n in shapes]
+    left = [n for _, n, _ in shapes]
     budget = dict(limits) if limits is not None else None
     layouts: list[tuple[tuple[MigGpuType, Layout, int], ...]] = []
     replicas: list[tuple[tuple[int, int], ...]] = []
@@ -199,7 +206,7 @@ def _sequential(
 
 def _fill(
     site: Site,
-    shapes: Sequence[tuple[Vector, int]],
+    shapes: Sequence[Shape],
     left: Sequence[int],
     profiles: tuple[str, ...],
     weights: Vector,
@@ -213,8 +220,9 @@ def _fill(
         return None
     solver = new_solver()
     solver.setOptionValue("mip_max_nodes", node_limit)
-    gpus = sum(n for _, n in site.free)
-    scale = max((t.memory_slices for t, _ in site.free), default=8) * gpus + 1
+    gpus = sum(n for _, n in site.free) + site.plain
+    most_memory = max((t.memory_slices for t, _ in site.free), default=8)
+    scale = most_memory * gpus + 1
     big = (scale + 8) * gpus + 1  # a slice placed is worth more than any layout costs
     x: list[tuple[MigGpuType, int, Any]] = []
     cost: list[Any] = []
@@ -230,9 +238,16 @@ def _fill(
     y = [solver.addIntegral(lb=0, ub=n) for n in left]
     for p in range(len(profiles)):
         supply = sum(tables[t.key][k][0][p] * var for t, k, var in x)
-        asked = sum(vector[p] * var for (vector, _), var in zip(shapes, y, strict=True))
+        asked = sum(vector[p] * var for (vector, _, _), var in zip(shapes, y, strict=True))
         solver.addConstr(supply - asked >= -site.spare[p])
-    value = [big * sum(w * c for w, c in zip(weights, vector, strict=True)) for vector, _ in shapes]
+    if any(whole for _, _, whole in shapes):  # whole GPUs: any GPU no layout takes
+        taken = sum(whole * var for (_, _, whole), var in zip(shapes, y, strict=True) if whole)
+        solver.addConstr(sum(var for _, _, var in x) + taken <= gpus)
+        cost.extend(scale * whole * var for (_, _, whole), var in zip(shapes, y, strict=True) if whole)
+    value = [
+        big * (sum(w * c for w, c in zip(weights, vector, strict=True)) + whole * most_memory)
+        for vector, _, whole in shapes
+    ]
     solver.minimize(sum(cost) - sum(v * var for v, var in zip(value, y, strict=True)))  # runs the solver
     if solver.getInfo().primal_solution_status != 2:  # no feasible solution within the limit
         return None
