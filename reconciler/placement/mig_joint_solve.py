@@ -218,42 +218,75 @@ def _fill(
     tables = {t.key: configurations(t, profiles) for t, _ in site.free}
     if sum(len(tables[t.key]) for t, _ in site.free) + len(shapes) > MAX_COLUMNS or node_limit <= 0:
         return None
-    solver = new_solver()
-    solver.setOptionValue("mip_max_nodes", node_limit)
     gpus = sum(n for _, n in site.free) + site.plain
     most_memory = max((t.memory_slices for t, _ in site.free), default=8)
     scale = most_memory * gpus + 1
     big = (scale + 8) * gpus + 1  # a slice placed is worth more than any layout costs
-    x: list[tuple[MigGpuType, int, Any]] = []
-    cost: list[Any] = []
-    for gpu_type, count in site.free:
-        group = []
-        for k, (_, stranded, layout) in enumerate(tables[gpu_type.key]):
+    width = len(profiles)
+    wholes = any(whole for _, _, whole in shapes)
+    # Columns: per type, one per configuration (GPUs taking it), then one per shape (replicas placed).
+    # Rows: per type, its GPUs; per profile, instances supplied minus asked >= -spare; with whole GPUs,
+    # GPUs laid out plus whole GPUs <= the site's GPUs. Built as arrays (one call), not expressions.
+    program = _Program()
+    x: list[tuple[MigGpuType, int]] = []
+    for row, (gpu_type, count) in enumerate(site.free):
+        for k, (vector, stranded, layout) in enumerate(tables[gpu_type.key]):
             most = count if limits is None else min(count, limits.get((gpu_type.key, layout), 0))
-            var = solver.addIntegral(lb=0, ub=most)
-            x.append((gpu_type, k, var))
-            group.append(var)
-            cost.append((scale + stranded) * var)
-        solver.addConstr(sum(group) <= count)
-    y = [solver.addIntegral(lb=0, ub=n) for n in left]
-    for p in range(len(profiles)):
-        supply = sum(tables[t.key][k][0][p] * var for t, k, var in x)
-        asked = sum(vector[p] * var for (vector, _, _), var in zip(shapes, y, strict=True))
-        solver.addConstr(supply - asked >= -site.spare[p])
-    if any(whole for _, _, whole in shapes):  # whole GPUs: any GPU no layout takes
-        taken = sum(whole * var for (_, _, whole), var in zip(shapes, y, strict=True) if whole)
-        solver.addConstr(sum(var for _, _, var in x) + taken <= gpus)
-        cost.extend(scale * whole * var for (_, _, whole), var in zip(shapes, y, strict=True) if whole)
-    value = [
-        big * (sum(w * c for w, c in zip(weights, vector, strict=True)) + whole * most_memory)
-        for vector, _, whole in shapes
-    ]
-    solver.minimize(sum(cost) - sum(v * var for v, var in zip(value, y, strict=True)))  # runs the solver
+            entries = [(row, 1.0)] + [(len(site.free) + p, float(c)) for p, c in enumerate(vector) if c]
+            if wholes:
+                entries.append((len(site.free) + width, 1.0))
+            program.column(scale + stranded, most, entries)
+            x.append((gpu_type, k))
+    for (vector, _, whole), most in zip(shapes, left, strict=True):
+        value = big * (sum(w * c for w, c in zip(weights, vector, strict=True)) + whole * most_memory)
+        entries = [(len(site.free) + p, -float(c)) for p, c in enumerate(vector) if c]
+        if whole:
+            entries.append((len(site.free) + width, float(whole)))
+        program.column(scale * whole - value, most, entries)
+    inf = float("inf")
+    rows = [(-inf, float(count)) for _, count in site.free]
+    rows += [(-float(site.spare[p]), inf) for p in range(width)]
+    if wholes:
+        rows.append((-inf, float(gpus)))
+    solver = new_solver()
+    solver.setOptionValue("mip_max_nodes", node_limit)
+    solver.passModel(program.lp(rows))
+    solver.run()
     if solver.getInfo().primal_solution_status != 2:  # no feasible solution within the limit
         return None
-    values = solver.getSolution().col_value
-    laid = tuple(
-        (t, tables[t.key][k][2], round(values[var.index])) for t, k, var in x if round(values[var.index]) > 0
-    )
+    values = [round(v) for v in solver.getSolution().col_value]
+    laid = tuple((t, tables[t.key][k][2], n) for (t, k), n in zip(x, values, strict=False) if n > 0)
     optimal = solver.getModelStatus() == highspy_optimal()
-    return laid, [round(values[var.index]) for var in y], optimal
+    return laid, values[len(x) :], optimal
+
+
+class _Program:
+    """A minimisation over integral columns, built column by column (a column-wise sparse matrix)."""
+
+    def __init__(self) -> None:
+        self.cost: list[float] = []
+        self.upper: list[float] = []
+        self.start: list[int] = [0]
+        self.index: list[int] = []
+        self.value: list[float] = []
+
+    def column(self, cost: float, upper: int, entries: Sequence[tuple[int, float]]) -> None:
+        self.cost.append(float(cost))
+        self.upper.append(float(upper))
+        for row, value in entries:
+            self.index.append(row)
+            self.value.append(value)
+        self.start.append(len(self.index))
+
+    def lp(self, rows: Sequence[tuple[float, float]]) -> Any:
+        import highspy
+
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = len(self.cost), len(rows)
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = self.cost, [0.0] * len(self.cost), self.upper
+        lp.row_lower_ = [low for low, _ in rows]
+        lp.row_upper_ = [high for _, high in rows]
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = self.start, self.index, self.value
+        lp.integrality_ = [highspy.HighsVarType.kInteger] * len(self.cost)
+        return lp
