@@ -60,6 +60,7 @@ def new_solver() -> Any:
         ("threads", 1),
         ("random_seed", SEED),
         ("mip_rel_gap", 0.0),
+        ("mip_heuristic_run_feasibility_jump", False),
     ):
         solver.setOptionValue(option, value)
     return solver
