@@ -219,15 +219,37 @@ def _fill(
     tables = {t.key: configurations(t, profiles) for t, _ in site.free}
     if sum(len(tables[t.key]) for t, _ in site.free) + len(shapes) > MAX_COLUMNS or node_limit <= 0:
         return None
+    program, rows, x = _site_program(site, tables, shapes, left, weights, limits)
+    solver = new_solver()
+    solver.setOptionValue("mip_max_nodes", node_limit)
+    solver.passModel(program.lp(rows))
+    solver.run()
+    if solver.getInfo().primal_solution_status != 2:  # no feasible solution within the limit
+        return None
+    values = [round(v) for v in solver.getSolution().col_value]
+    laid = tuple((t, tables[t.key][k][2], n) for (t, k), n in zip(x, values, strict=False) if n > 0)
+    optimal = solver.getModelStatus() == highspy_optimal()
+    return laid, values[len(x) :], optimal
+
+
+def _site_program(
+    site: Site,
+    tables: Mapping[str, tuple[tuple[Vector, int, Layout], ...]],
+    shapes: Sequence[Shape],
+    left: Sequence[int],
+    weights: Vector,
+    limits: Mapping[tuple[str, Layout], int] | None,
+) -> tuple[_Program, list[tuple[float, float]], list[tuple[MigGpuType, int]]]:
+    """One site's program (see ``solve``): the columns, the rows' bounds, and per layout column its
+    (type, configuration). Columns: per type, one per configuration (GPUs taking it), then one per
+    shape (replicas placed). Rows: per type, its GPUs; per profile, instances supplied minus asked >=
+    -spare; with whole GPUs, GPUs laid out plus whole GPUs <= the site's GPUs."""
     gpus = sum(n for _, n in site.free) + site.plain
     most_memory = max((t.memory_slices for t, _ in site.free), default=8)
     scale = most_memory * gpus + 1
     big = (scale + 8) * gpus + 1  # a slice placed is worth more than any layout costs
-    width = len(profiles)
+    width = len(weights)
     wholes = any(whole for _, _, whole in shapes)
-    # Columns: per type, one per configuration (GPUs taking it), then one per shape (replicas placed).
-    # Rows: per type, its GPUs; per profile, instances supplied minus asked >= -spare; with whole GPUs,
-    # GPUs laid out plus whole GPUs <= the site's GPUs. Built as arrays (one call), not expressions.
     program = _Program()
     x: list[tuple[MigGpuType, int]] = []
     for row, (gpu_type, count) in enumerate(site.free):
@@ -249,16 +271,7 @@ def _fill(
     rows += [(-float(site.spare[p]), inf) for p in range(width)]
     if wholes:
         rows.append((-inf, float(gpus)))
-    solver = new_solver()
-    solver.setOptionValue("mip_max_nodes", node_limit)
-    solver.passModel(program.lp(rows))
-    solver.run()
-    if solver.getInfo().primal_solution_status != 2:  # no feasible solution within the limit
-        return None
-    values = [round(v) for v in solver.getSolution().col_value]
-    laid = tuple((t, tables[t.key][k][2], n) for (t, k), n in zip(x, values, strict=False) if n > 0)
-    optimal = solver.getModelStatus() == highspy_optimal()
-    return laid, values[len(x) :], optimal
+    return program, rows, x
 
 
 class _Program:
