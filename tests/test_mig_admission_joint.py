@@ -143,6 +143,26 @@ def test_a_new_workload_of_whole_gpus_and_mig_instances_is_planned_jointly() -> 
     assert guarded(pool, workloads)[0] == joint
 
 
+def test_a_replica_with_whole_gpus_declines_a_host_it_is_not_planned_on() -> None:
+    """The joint plan puts w3 (2 whole GPUs and 3 x 1g) on the second host beside w2; admission offers
+    the first host first (best fit: as many free GPUs, then the name), which the planner declines
+    while the second still holds w3 as planned. 12 GPUs held instead of 13 one at a time."""
+    pool = mixed_pool(2)
+    workloads = [
+        want("w0", 2, p1g_10gb=3),
+        want("w1", 1, p4g_40gb=2),
+        want("w2", 2, p4g_40gb=3),
+        want("w3", 2, p1g_10gb=3),
+    ]
+    alone, _ = guarded(pool, workloads, joint=False)
+    joint, _ = guarded(pool, workloads)
+    assert admitted(joint) == admitted(alone) == {"w0", "w1", "w2", "w3"}
+    assert (gpus_held(alone), gpus_held(joint)) == (13, 12)
+    w2, w3 = joint.workloads[(NS, "w2")], joint.workloads[(NS, "w3")]
+    assert {u.host_uid for u in w3.gpus} == {i.host_uid for i in w3.mig} == {w2.gpus[0].host_uid}
+    assert [u.index for u in w3.gpus] == [2, 3]
+
+
 CHURN_BEFORE = [
     want("w0", 6, 0, p1g_10gb=4, p3g_40gb=4),
     want("w1", 2, 1),
