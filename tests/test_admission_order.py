@@ -37,6 +37,20 @@ def test_equal_count_keeps_exactly_what_name_order_gives() -> None:
     assert actions(tie) == {"a": "admit", "b": "pending"}
 
 
+def test_small_replicas_fill_the_leftovers_where_the_smallest_in_all_do_not_bind() -> None:
+    """Name order admits w0 (8 x 2, both hosts of 8) and w1 (3 x 3): 2. The four smallest in all (w2 5,
+    w3 6, w4 3 x 2, w5 6) need three hosts of 5 or more where there are two: three of them bind. The
+    four narrowest replicas (w1 3 x 3, w4 3 x 2, w2 5, w3 6) fill the hosts of 3 and 4 and leave the two
+    8s to w2 and w3: 4."""
+    ws = [
+        WorkloadRequest(("project-a", name), whole={A100: n}, replicas=r)
+        for name, n, r in (("w0", 8, 2), ("w1", 3, 3), ("w2", 5, 1), ("w3", 6, 1), ("w4", 3, 2), ("w5", 6, 1))
+    ]
+    ws.append(WorkloadRequest(("project-a", "w6"), whole={A100: 6}, replicas=2))
+    result = admit_pool(shared(hosts(3, 4, 8, 3, 8, 3)), ws)
+    assert {k for k, a in actions(result).items() if a == "admit"} == {"w1", "w2", "w3", "w4"}
+
+
 def test_a_higher_priority_is_never_given_up_for_more_lower_priority_admissions() -> None:
     requests = [want("z-urgent", 8, priority=5), want("a", 4), want("b", 4)]
     result = admit_pool(shared(hosts(8)), requests)

@@ -98,9 +98,8 @@ def two_passes(draw: st.DrawFn) -> tuple[PoolState, list[WorkloadRequest], list[
     pool = mixed_pool(draw(st.integers(1, 2)))
     first = [workload(f"old{n}") for n in range(draw(st.integers(0, 5)))]
     kept = [w for w in first if draw(st.booleans())]
-    # New workloads of MIG instances only: the demand a joint plan covers (a new workload asking for
-    # whole GPUs too makes the family go one at a time: nothing to compare).
-    second = kept + [workload(f"new{n}", (0,)) for n in range(draw(st.integers(1, 6)))]
+    # New workloads of MIG instances, some with whole GPUs beside them: the demand a joint plan covers.
+    second = kept + [workload(f"new{n}", (0, 0, 1, 2)) for n in range(draw(st.integers(1, 6)))]
     return pool, first, second
 
 
@@ -121,10 +120,13 @@ def test_joint_planning_keeps_bound_instances_and_the_pass_uses_no_more_gpus_tha
     kept = guarded(pool, second, before)
     greedy = run(pool, second, before, joint=False)
     assert admitted(kept[0]) >= admitted(greedy[0])
-    assert gpus_used(kept[0]) <= gpus_used(greedy[0])
+    assert gpus_held(kept[0]) <= gpus_held(greedy[0])
 
 
-def test_a_new_workload_of_whole_gpus_and_mig_instances_makes_the_family_go_one_at_a_time() -> None:
+def test_a_new_workload_of_whole_gpus_and_mig_instances_is_planned_jointly() -> None:
+    """One at a time: the two 3g share GPU 0, c's three 2g fill GPU 1, d takes GPU 2 whole and its 2g
+    switches GPU 3. Jointly: d's whole GPU is the host's lowest-index one (as admission takes it), and a
+    3g with two 2g on each of two GPUs: 3 GPUs held instead of 4."""
     pool = mixed_pool(1)
     workloads = [
         want("a", p3g_40gb=1),
@@ -132,7 +134,33 @@ def test_a_new_workload_of_whole_gpus_and_mig_instances_makes_the_family_go_one_
         want("c", p2g_20gb=3),
         want("d", 1, p2g_20gb=1),
     ]
-    assert run(pool, workloads) == run(pool, workloads, joint=False)
+    alone, _ = run(pool, workloads, joint=False)
+    joint, _ = run(pool, workloads)
+    assert admitted(joint) == admitted(alone) == {"a", "b", "c", "d"}
+    assert (gpus_held(alone), gpus_held(joint)) == (4, 3)
+    d = joint.workloads[(NS, "d")]
+    assert [u.index for u in d.gpus] == [0] and {i.gpu for i in d.mig} <= {6, 7}
+    assert guarded(pool, workloads)[0] == joint
+
+
+def test_a_replica_with_whole_gpus_declines_a_host_it_is_not_planned_on() -> None:
+    """The joint plan puts w3 (2 whole GPUs and 3 x 1g) on the second host beside w2; admission offers
+    the first host first (best fit: as many free GPUs, then the name), which the planner declines
+    while the second still holds w3 as planned. 12 GPUs held instead of 13 one at a time."""
+    pool = mixed_pool(2)
+    workloads = [
+        want("w0", 2, p1g_10gb=3),
+        want("w1", 1, p4g_40gb=2),
+        want("w2", 2, p4g_40gb=3),
+        want("w3", 2, p1g_10gb=3),
+    ]
+    alone, _ = guarded(pool, workloads, joint=False)
+    joint, _ = guarded(pool, workloads)
+    assert admitted(joint) == admitted(alone) == {"w0", "w1", "w2", "w3"}
+    assert (gpus_held(alone), gpus_held(joint)) == (13, 12)
+    w2, w3 = joint.workloads[(NS, "w2")], joint.workloads[(NS, "w3")]
+    assert {u.host_uid for u in w3.gpus} == {i.host_uid for i in w3.mig} == {w2.gpus[0].host_uid}
+    assert [u.index for u in w3.gpus] == [2, 3]
 
 
 CHURN_BEFORE = [
@@ -177,8 +205,8 @@ def test_a_whole_gpu_workload_is_not_left_out_by_the_joint_plan_of_a_churn_pass(
 
 @st.composite
 def mixed_passes(draw: st.DrawFn) -> tuple[PoolState, list[WorkloadRequest], list[WorkloadRequest]]:
-    """Two passes of whole and MIG workloads of three priorities (the joint plan covers the new MIG-only
-    ones; whole GPUs compete for the GPUs it lays out)."""
+    """Two passes of whole and MIG workloads of three priorities (the joint plan covers the new ones with
+    MIG instances, whole GPUs beside them or not; whole-GPU-only ones compete for the GPUs it lays out)."""
 
     def workload(name: str) -> WorkloadRequest:
         whole = draw(st.sampled_from((0, 0, 0, 1, 2, 6)))

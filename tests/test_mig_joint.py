@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from reconciler.model.mig import entry_by_key
 from reconciler.placement.mig import MigInstance, PoolGpu, is_valid_layout, stranded_slices
-from reconciler.placement.mig_joint import fewest, greedy_pass, is_free, plan_pass, used_gpus
+from reconciler.placement.mig_joint import WHOLE_GPUS, fewest, greedy_pass, is_free, plan_pass, used_gpus
 
 A100 = entry_by_key("NVIDIA-A100-80GB")
 PROFILES = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
@@ -55,12 +55,24 @@ def test_frozen_and_bound_gpus_are_not_free() -> None:
     assert is_free(PoolGpu("h", 4, A100, instances=(MigInstance(0, "7g.80gb"),)))
 
 
+def held(gpus: tuple[PoolGpu, ...]) -> int:
+    """GPUs holding a bound instance or bound whole."""
+    return sum(1 for g in gpus if g.bound is not None or any(i.workload for i in g.instances or ()))
+
+
 @st.composite
-def passes(draw: st.DrawFn) -> tuple[tuple[PoolGpu, ...], list[tuple[str, dict[str, int]]]]:
+def passes(
+    draw: st.DrawFn, mixed: bool = False
+) -> tuple[tuple[PoolGpu, ...], list[tuple[str, dict[str, int]]]]:
+    """GPUs of 1-2 hosts (free, bound whole, holding an instance, frozen, and with ``mixed`` without MIG)
+    and requests of 1-2 profiles; with ``mixed``, some take 1-3 whole GPUs on their host too."""
     gpus = list(whole_pool(8 * draw(st.integers(1, 2))))
+    kinds = ("whole", "whole", "bound", "held", "frozen") + (("plain",) if mixed else ())
     for k in range(len(gpus)):
-        kind = draw(st.sampled_from(("whole", "whole", "bound", "held", "frozen")))
-        if kind == "bound":
+        kind = draw(st.sampled_from(kinds))
+        if kind == "plain":
+            gpus[k] = PoolGpu(gpus[k].host, gpus[k].index, None)
+        elif kind == "bound":
             gpus[k] = PoolGpu(gpus[k].host, gpus[k].index, A100, bound=f"old/w{k}")
         elif kind == "held":
             instances = (MigInstance(0, "3g.40gb", f"old/m{k}"), MigInstance(4, "2g.20gb"))
@@ -71,20 +83,24 @@ def passes(draw: st.DrawFn) -> tuple[tuple[PoolGpu, ...], list[tuple[str, dict[s
     requests = []
     for n in range(draw(st.integers(1, 8))):
         names = draw(st.lists(st.sampled_from(PROFILES), min_size=1, max_size=2, unique=True))
-        requests.append((f"ns/w{n}", {name: draw(st.integers(1, 3)) for name in names}))
+        request = {name: draw(st.integers(1, 3)) for name in names}
+        if mixed and draw(st.booleans()):
+            request[WHOLE_GPUS] = draw(st.integers(1, 3))
+        requests.append((f"ns/w{n}", request))
     return tuple(gpus), requests
 
 
 @settings(max_examples=80, deadline=None)
-@given(passes())
+@given(st.booleans().flatmap(lambda mixed: passes(mixed)))
 def test_joint_plan_keeps_bound_instances_uses_no_more_gpus_and_is_deterministic(
     case: tuple[tuple[PoolGpu, ...], list[tuple[str, dict[str, int]]]],
 ) -> None:
+    """MIG-only requests, or some with whole GPUs beside their instances (mixed demand)."""
     gpus, requests = case
     greedy = greedy_pass(gpus, requests)
     joint = plan_pass(gpus, requests)
     assert plan_pass(gpus, requests) == joint  # same input, same layout
-    assert used_gpus(joint.gpus) <= used_gpus(greedy.gpus)
+    assert held(joint.gpus) <= held(greedy.gpus)
     assert (joint.admitted, joint.pending) == (greedy.admitted, greedy.pending)
     before = bound_instances(gpus)
     after = bound_instances(joint.gpus)
@@ -102,8 +118,17 @@ def test_joint_plan_keeps_bound_instances_uses_no_more_gpus_and_is_deterministic
     for g in joint.gpus:
         got.update((i.workload, i.profile) for i in g.instances or () if (i.workload or "")[:3] == "ns/")
     admitted = [(label, r) for label, r in requests if label in joint.admitted]
-    wanted = Counter({(label, p): n for label, r in admitted for p, n in r.items()})
+    wanted = Counter({(label, p): n for label, r in admitted for p, n in r.items() if p != WHOLE_GPUS})
     assert got == wanted
+    taken = Counter(new.bound for old, new in zip(gpus, joint.gpus, strict=True) if new.bound != old.bound)
+    assert taken == Counter({label: r[WHOLE_GPUS] for label, r in admitted if WHOLE_GPUS in r})
+    for label, _ in admitted:  # a replica's whole GPUs and instances on one host
+        hosts = {
+            g.host
+            for g in joint.gpus
+            if g.bound == label or any(i.workload == label for i in g.instances or ())
+        }
+        assert len(hosts) == 1
 
 
 def test_the_joint_planner_prints_nothing_on_standard_output(capfd: pytest.CaptureFixture[str]) -> None:

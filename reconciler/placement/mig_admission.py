@@ -29,8 +29,10 @@ Rules it adds to admission's:
   ``plan_mig_admission``, on one host when admission names the hosts of a replica; refusals map to
   ``MIGUnsupported``, ``PoolCapacityExceeded`` and ``NoFittingLayout`` with messages counting what a new
   request can use, naming the GPUs held and the growth that would unblock it.
-- The pass's new MIG-only demand is planned jointly at its first placement (``mig_admission_joint``,
-  one host per replica); its replicas then take what that plan gave them, the rest is planned as above.
+- The pass's new MIG demand (with whole GPUs beside the instances or not) is planned jointly at its
+  first placement (``mig_admission_joint``, one host per replica); its replicas then take what that plan
+  gave them (a replica with whole GPUs offered another host than its planned one first declines it),
+  the rest is planned as above.
   The pool's pass (``mig_pool.admit_mig_pool``) runs this planner with ``joint=False`` first and keeps
   the joint pass only when it is no worse (``may_plan_jointly``, ``at_fewest_gpus``, ``joint_followed``).
 - At the end: ``release_idle_gpus`` (not frozen GPUs), ``repad`` of the GPUs laid out in the pass, then
@@ -60,7 +62,7 @@ from reconciler.placement.mig import (
     usable_slices,
 )
 from reconciler.placement.mig import MigRefusal as PlanRefusal
-from reconciler.placement.mig_admission_joint import MAX_GPUS, JointPlan, new_demand, plan_joint
+from reconciler.placement.mig_admission_joint import MAX_GPUS, Defer, JointPlan, new_demand, plan_joint
 from reconciler.placement.mig_joint import fewest
 from reconciler.placement.mig_layouts import (
     GpuLayout,
@@ -314,6 +316,9 @@ class PoolMigPlanner:
         if self._joint is None and label in self._new_labels:
             self._joint = self._plan_joint(free)
         followed = None if self._joint is None else self._joint.follow(label, wanted, self._gpus, free, hosts)
+        if isinstance(followed, Defer):
+            named = self._names.get(followed.host, followed.host)
+            return MigRefusal(Reason.NO_FITTING_LAYOUT, f"{label}: planned on host {named} in this pass")
         if followed is not None:
             changed, instances, switched = followed
             self.joint_followed = True
@@ -430,7 +435,7 @@ class PoolMigPlanner:
 
     def may_plan_jointly(self) -> bool:
         """Whether the pass has new MIG demand a joint plan covers (``mig_admission_joint``): a family of
-        at most ``MAX_GPUS`` GPUs in the pool, where no new workload asks for whole GPUs too."""
+        at most ``MAX_GPUS`` GPUs in the pool."""
         return any(len(self._family_keys.get(d.family, ())) <= MAX_GPUS for d in self._new)
 
     def at_fewest_gpus(self) -> bool:

@@ -3,15 +3,16 @@ many of its free GPUs take each layout (pure; HiGHS through ``highspy``).
 
 A *site* is where one replica's instances must all be: a host when the model requires one host per
 replica, else the whole pool. A site offers its free GPUs (per MIG type: any layout) and the free
-instances of its GPUs already in MIG mode that keep their layout (fixed, per profile). Sites are
+instances of its GPUs already in MIG mode that keep their layout (fixed, per profile), and GPUs
+without MIG (``plain``) that only a replica asking for whole GPUs takes. A replica's *shape*: its
+instances per profile and the whole GPUs it takes on its site (each a GPU fully: no instance on it,
+any of the site's free or plain GPUs). Sites are
 filled one after the other, each by one small program (``solve``). Deterministic: one thread, a fixed
 seed, a branch-and-bound *node* limit and a cap on a program's size, never a wall-clock budget.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,14 +27,17 @@ MAX_COLUMNS = 5000  # larger programs are not built: the greedy's answer stands 
 SEED = 0
 
 Vector = tuple[int, ...]  # instances per profile of the program's profile list
+Shape = tuple[Vector, int, int]  # a replica's instances per profile, how many replicas, whole GPUs of each
 
 
 @dataclass(frozen=True, slots=True)
 class Site:
-    """One host (or the pool): its free GPUs per MIG type, and its frozen GPUs' free instances."""
+    """One host (or the pool): its free GPUs per MIG type, its frozen GPUs' free instances, and its
+    GPUs without MIG free whole."""
 
     free: tuple[tuple[MigGpuType, int], ...]
     spare: Vector
+    plain: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,39 +48,34 @@ class Answer:
     replicas: tuple[tuple[tuple[int, int], ...], ...]
 
 
-_banner_silenced = False
-
-
 def new_solver() -> Any:
-    """A HiGHS solver with its logging off. HiGHS prints a start-up banner on file descriptor 1 from
-    the constructor of the process's first solver, before any option can be set; that would corrupt
-    ``plan --format json``, so the first construction runs with descriptor 1 pointed at /dev/null."""
-    global _banner_silenced
-    import highspy
-
-    if _banner_silenced:
-        solver = highspy.Highs()  # type: ignore[no-untyped-call]
-    else:
-        sys.stdout.flush()
-        saved = os.dup(1)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, 1)
-            solver = highspy.Highs()  # type: ignore[no-untyped-call]
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-            os.close(devnull)
-        _banner_silenced = True
+    """A HiGHS solver that writes nothing: deterministic options, logging off. HiGHS writes its start-up
+    banner at the first call that logs while ``output_flag`` is on, and highspy's ``Highs()`` makes such
+    a call in its constructor (it registers its callbacks); so the option is set just before that
+    call (``enableCallbacks``), by setting an option, as HiGHS documents, not by touching the process's
+    file descriptors (the banner would corrupt ``plan --format json``)."""
+    solver = _quiet_class()()
     for option, value in (
-        ("output_flag", False),
         ("log_to_console", False),
         ("threads", 1),
         ("random_seed", SEED),
         ("mip_rel_gap", 0.0),
+        ("mip_heuristic_run_feasibility_jump", False),
     ):
         solver.setOptionValue(option, value)
     return solver
+
+
+@lru_cache(maxsize=1)
+def _quiet_class() -> Any:
+    import highspy
+
+    class QuietHighs(highspy.Highs):
+        def enableCallbacks(self) -> None:
+            self.setOptionValue("output_flag", False)  # before highspy's first call that logs
+            super().enableCallbacks()  # type: ignore[no-untyped-call]
+
+    return QuietHighs
 
 
 def highspy_optimal() -> Any:
@@ -124,14 +123,14 @@ def _every_layout(
 
 def solve(
     sites: Sequence[Site],
-    shapes: Sequence[tuple[Vector, int]],
+    shapes: Sequence[Shape],
     profiles: tuple[str, ...],
     weights: Vector,
     node_limit: int = NODE_LIMIT,
     beat: tuple[int, int] | None = None,
 ) -> Answer | None:
-    """Layouts per site and replicas (``shapes``: (instances per profile, how many)) per site, covering
-    every replica; None when they do not all fit (or a program is over ``MAX_COLUMNS``), or when the
+    """Layouts per site and replicas (``shapes``: instances per profile, how many, whole GPUs) per site,
+    covering every replica; None when they do not all fit (or a program is over ``MAX_COLUMNS``), or when the
     optimum of the sites pooled, a lower bound, is no better than ``beat`` (GPUs, stranded slices of an
     answer already at hand): then no site is solved.
 
@@ -142,9 +141,10 @@ def solve(
     unused); the guided answer when it matches that optimum, else the better of the two (fewer GPUs,
     then fewer stranded slices; the free one on a tie)."""
     pooled = _pooled(sites, len(profiles))
-    whole = _fill(pooled, shapes, [n for _, n in shapes], profiles, weights, node_limit, None)
+    asked = [n for _, n, _ in shapes]
+    whole = _fill(pooled, shapes, asked, profiles, weights, node_limit, None)
     guided = None
-    if whole is not None and whole[1] == [n for _, n in shapes]:
+    if whole is not None and whole[1] == asked:
         bound = _answer_cost(Answer((whole[0],), ()))
         if whole[2] and beat is not None and bound >= beat:
             return None  # the pooled optimum is a lower bound: the answer at hand is as good
@@ -163,7 +163,7 @@ def _pooled(sites: Sequence[Site], width: int) -> Site:
         for t, n in site.free:
             types[t.key] = (t, types.get(t.key, (t, 0))[1] + n)
     spare = tuple(sum(site.spare[p] for site in sites) for p in range(width))
-    return Site(tuple(types[key] for key in sorted(types)), spare)
+    return Site(tuple(types[key] for key in sorted(types)), spare, sum(site.plain for site in sites))
 
 
 def _answer_cost(answer: Answer) -> tuple[int, int]:
@@ -174,14 +174,14 @@ def _answer_cost(answer: Answer) -> tuple[int, int]:
 
 def _sequential(
     sites: Sequence[Site],
-    shapes: Sequence[tuple[Vector, int]],
+    shapes: Sequence[Shape],
     profiles: tuple[str, ...],
     weights: Vector,
     node_limit: int,
     limits: Mapping[tuple[str, Layout], int] | None,
 ) -> Answer | None:
     """The sites filled in order (see ``solve``); ``limits``: layouts the sites may still take."""
-    left = [n for _, n in shapes]
+    left = [n for _, n, _ in shapes]
     budget = dict(limits) if limits is not None else None
     layouts: list[tuple[tuple[MigGpuType, Layout, int], ...]] = []
     replicas: list[tuple[tuple[int, int], ...]] = []
@@ -207,7 +207,7 @@ def _sequential(
 
 def _fill(
     site: Site,
-    shapes: Sequence[tuple[Vector, int]],
+    shapes: Sequence[Shape],
     left: Sequence[int],
     profiles: tuple[str, ...],
     weights: Vector,
@@ -219,34 +219,88 @@ def _fill(
     tables = {t.key: configurations(t, profiles) for t, _ in site.free}
     if sum(len(tables[t.key]) for t, _ in site.free) + len(shapes) > MAX_COLUMNS or node_limit <= 0:
         return None
+    program, rows, x = _site_program(site, tables, shapes, left, weights, limits)
     solver = new_solver()
     solver.setOptionValue("mip_max_nodes", node_limit)
-    gpus = sum(n for _, n in site.free)
-    scale = max((t.memory_slices for t, _ in site.free), default=8) * gpus + 1
-    big = (scale + 8) * gpus + 1  # a slice placed is worth more than any layout costs
-    x: list[tuple[MigGpuType, int, Any]] = []
-    cost: list[Any] = []
-    for gpu_type, count in site.free:
-        group = []
-        for k, (_, stranded, layout) in enumerate(tables[gpu_type.key]):
-            most = count if limits is None else min(count, limits.get((gpu_type.key, layout), 0))
-            var = solver.addIntegral(lb=0, ub=most)
-            x.append((gpu_type, k, var))
-            group.append(var)
-            cost.append((scale + stranded) * var)
-        solver.addConstr(sum(group) <= count)
-    y = [solver.addIntegral(lb=0, ub=n) for n in left]
-    for p in range(len(profiles)):
-        supply = sum(tables[t.key][k][0][p] * var for t, k, var in x)
-        asked = sum(vector[p] * var for (vector, _), var in zip(shapes, y, strict=True))
-        solver.addConstr(supply - asked >= -site.spare[p])
-    value = [big * sum(w * c for w, c in zip(weights, vector, strict=True)) for vector, _ in shapes]
-    solver.minimize(sum(cost) - sum(v * var for v, var in zip(value, y, strict=True)))  # runs the solver
+    solver.passModel(program.lp(rows))
+    solver.run()
     if solver.getInfo().primal_solution_status != 2:  # no feasible solution within the limit
         return None
-    values = solver.getSolution().col_value
-    laid = tuple(
-        (t, tables[t.key][k][2], round(values[var.index])) for t, k, var in x if round(values[var.index]) > 0
-    )
+    values = [round(v) for v in solver.getSolution().col_value]
+    laid = tuple((t, tables[t.key][k][2], n) for (t, k), n in zip(x, values, strict=False) if n > 0)
     optimal = solver.getModelStatus() == highspy_optimal()
-    return laid, [round(values[var.index]) for var in y], optimal
+    return laid, values[len(x) :], optimal
+
+
+def _site_program(
+    site: Site,
+    tables: Mapping[str, tuple[tuple[Vector, int, Layout], ...]],
+    shapes: Sequence[Shape],
+    left: Sequence[int],
+    weights: Vector,
+    limits: Mapping[tuple[str, Layout], int] | None,
+) -> tuple[_Program, list[tuple[float, float]], list[tuple[MigGpuType, int]]]:
+    """One site's program (see ``solve``): the columns, the rows' bounds, and per layout column its
+    (type, configuration). Columns: per type, one per configuration (GPUs taking it), then one per
+    shape (replicas placed). Rows: per type, its GPUs; per profile, instances supplied minus asked >=
+    -spare; with whole GPUs, GPUs laid out plus whole GPUs <= the site's GPUs."""
+    gpus = sum(n for _, n in site.free) + site.plain
+    most_memory = max((t.memory_slices for t, _ in site.free), default=8)
+    scale = most_memory * gpus + 1
+    big = (scale + 8) * gpus + 1  # a slice placed is worth more than any layout costs
+    width = len(weights)
+    wholes = any(whole for _, _, whole in shapes)
+    program = _Program()
+    x: list[tuple[MigGpuType, int]] = []
+    for row, (gpu_type, count) in enumerate(site.free):
+        for k, (vector, stranded, layout) in enumerate(tables[gpu_type.key]):
+            most = count if limits is None else min(count, limits.get((gpu_type.key, layout), 0))
+            entries = [(row, 1.0)] + [(len(site.free) + p, float(c)) for p, c in enumerate(vector) if c]
+            if wholes:
+                entries.append((len(site.free) + width, 1.0))
+            program.column(scale + stranded, most, entries)
+            x.append((gpu_type, k))
+    for (vector, _, whole), most in zip(shapes, left, strict=True):
+        value = big * (sum(w * c for w, c in zip(weights, vector, strict=True)) + whole * most_memory)
+        entries = [(len(site.free) + p, -float(c)) for p, c in enumerate(vector) if c]
+        if whole:
+            entries.append((len(site.free) + width, float(whole)))
+        program.column(scale * whole - value, most, entries)
+    inf = float("inf")
+    rows = [(-inf, float(count)) for _, count in site.free]
+    rows += [(-float(site.spare[p]), inf) for p in range(width)]
+    if wholes:
+        rows.append((-inf, float(gpus)))
+    return program, rows, x
+
+
+class _Program:
+    """A minimisation over integral columns, built column by column (a column-wise sparse matrix)."""
+
+    def __init__(self) -> None:
+        self.cost: list[float] = []
+        self.upper: list[float] = []
+        self.start: list[int] = [0]
+        self.index: list[int] = []
+        self.value: list[float] = []
+
+    def column(self, cost: float, upper: int, entries: Sequence[tuple[int, float]]) -> None:
+        self.cost.append(float(cost))
+        self.upper.append(float(upper))
+        for row, value in entries:
+            self.index.append(row)
+            self.value.append(value)
+        self.start.append(len(self.index))
+
+    def lp(self, rows: Sequence[tuple[float, float]]) -> Any:
+        import highspy
+
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = len(self.cost), len(rows)
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = self.cost, [0.0] * len(self.cost), self.upper
+        lp.row_lower_ = [low for low, _ in rows]
+        lp.row_upper_ = [high for _, high in rows]
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = self.start, self.index, self.value
+        lp.integrality_ = [highspy.HighsVarType.kInteger] * len(self.cost)
+        return lp

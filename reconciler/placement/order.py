@@ -13,7 +13,9 @@ order first. Deterministic: the search is bounded by a count of binding attempts
 2. Otherwise the ``k`` workloads that need least in all (ties: the same shape together, then name
    order) and fit now, bound largest block first (a replica's need on one host, as best fit decreasing
    packs), for ``k`` from the upper bound down to one more than name order's count; the first ``k``
-   that binds is the best so far.
+   that binds is the best so far. Then, once, the ``best + 1`` whose replicas need least on one host
+   (then least in all): several small replicas fill the leftovers of hosts where a large one needs a
+   host of its own (these attempts come on top of ``budget``: at most one more than the best so far).
 3. Then a depth-first branch and bound over the workloads, largest block first, each admitted (when it
    fits) before it is left out. Workloads of the same shape are alike: once one is left out, so are the
    later ones of its shape; a shape that failed to bind is not tried again below that point (binding
@@ -176,6 +178,8 @@ class _Search(Generic[T]):
     def run(self) -> tuple[T, ...] | None:
         self._smallest()
         if not self._done():
+            self._narrowest()
+        if not self._done():
             self._branch_and_bound()
         return self.found
 
@@ -200,6 +204,32 @@ class _Search(Generic[T]):
                 self.trial.undo(token)
             if self.found is not None or self._done():
                 return
+
+    def _narrowest(self) -> None:
+        """The ``best + 1`` workloads whose replicas need least on one host, bound largest block first."""
+        fitting = [p for p in range(len(self.items)) if self.trial.fits(self.items[p])]
+        fitting.sort(key=lambda p: (_block(self.needs[p]), _amount(self.needs[p]), p))
+        chosen = sorted(fitting[: self.best + 1])
+        if len(chosen) <= self.best:
+            return
+        self.budget += len(chosen)  # on top of the budget: the search after it is not cut short
+        if self._bind_all(chosen):
+            self.best, self.found = len(chosen), tuple(self.items[p] for p in chosen)
+
+    def _bind_all(self, chosen: Sequence[int]) -> bool:
+        """Whether every one of ``chosen`` binds, in order (within the budget); undone either way."""
+        tokens: list[object] = []
+        for p in chosen:
+            if self._done():
+                break
+            self.attempts += 1
+            token = self.trial.attempt(self.items[p])
+            if token is None:
+                break
+            tokens.append(token)
+        for token in reversed(tokens):
+            self.trial.undo(token)
+        return len(tokens) == len(chosen)
 
     def _branch_and_bound(self) -> None:
         path: list[T] = []
