@@ -66,7 +66,10 @@ def _observer(inventory: Path | None, palette: str | None) -> ReadOnlyObserver:
         return SnapshotObserver(inventory, read_snapshot_file(inventory))
     if palette is not None:
         return PaletteObserver(palette, os.environ)
-    return RecordedObserver()
+    from reconciler.runtime.observation_cache import ObservationCache
+    from reconciler.source.documents import cache_root
+
+    return RecordedObserver(cache=ObservationCache(cache_root() / "observations"))
 
 
 def _samples(prometheus: str | None) -> AbstractContextManager[SampleSource]:
