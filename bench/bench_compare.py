@@ -320,13 +320,19 @@ def main() -> None:
             print_table(title, alternate(contenders, args.repeat, mig), labels)
 
 
-def wait_for_pack(cache: Path, patience: float = 60.0) -> None:
-    """Until the cache holds a finished pack and no pack is being written (a version without the cache:
-    gives up after ``patience`` seconds)."""
+def wait_for_pack(cache: Path, patience: float = 60.0, *, observations: bool = False) -> None:
+    """Until the cache holds a finished pack (and, with ``observations``, a recorded observation: a
+    version that keeps them writes one after the pack) and no file is being written (a version without
+    the cache: gives up after ``patience`` seconds)."""
     started = time.perf_counter()
     while time.perf_counter() - started < patience:
         names = [p.name for p in cache.glob("documents/*/*")]
-        if any(n.endswith(".pack") for n in names) and not any(n.endswith(".tmp") for n in names):
+        kept = [p.name for p in cache.glob("observations/*/*")]
+        if (
+            any(n.endswith(".pack") for n in names)
+            and (not observations or any(n.endswith(".pickle") for n in kept))
+            and not any(n.endswith(".tmp") for n in names + kept)
+        ):
             return
         time.sleep(0.05)
 
@@ -351,7 +357,8 @@ def what_if(contenders: list[Contender], labels: list[str], work: Path, workload
         assert c.cache is not None
         shutil.rmtree(c.cache, ignore_errors=True)
         cold_cpu, cold_wall, _ = run_process(cmd, c.env(), ok=(0, 1))
-        wait_for_pack(c.cache)  # a version that writes it after its output does so in a child
+        # a version that writes the cache after its output does so in a child
+        wait_for_pack(c.cache, observations=(c.root / "reconciler/runtime/observation_cache.py").exists())
         warm_cpu, warm_wall, _ = run_process(cmd, c.env(), ok=(0, 1))  # the cold run filled the cache
         return [(f"{row}, warm cache", warm_cpu, warm_wall), (f"{row}, cold cache", cold_cpu, cold_wall)]
 
