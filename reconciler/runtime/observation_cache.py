@@ -14,13 +14,18 @@ child. Past :data:`MAX_KEPT` files, the oldest go. A snapshot that does not pars
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import pickle
 import stat
 from collections.abc import Callable
+from dataclasses import fields
 from functools import partial
+from operator import attrgetter
 from pathlib import Path
+from typing import Any
 
+from reconciler.inventory import Machine
 from reconciler.plan import Observed
 from reconciler.process_exit import after_output, collector_paused
 from reconciler.source.cache import blob_id
@@ -72,13 +77,32 @@ def _load(path: Path) -> Observed | None:
     return found if isinstance(found, Observed) else None
 
 
+_machine_fields = attrgetter(*(f.name for f in fields(Machine)))
+
+
+class _Pickler(pickle.Pickler):
+    """A machine as a call of its class with its fields (the default, a slots dataclass's state, costs a
+    Python call per machine when loaded)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is Machine:
+            return Machine, _machine_fields(obj)
+        return NotImplemented
+
+
+def _dumps(observed: Observed) -> bytes:
+    out = io.BytesIO()
+    _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(observed)
+    return out.getvalue()
+
+
 def _write(path: Path, observed: Observed) -> None:
     directory = path.parent
     with contextlib.suppress(Exception):  # a cache: the next plan reads the snapshot again
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not _private_directory(directory):
             return
-        write_whole(path, pickle.dumps(observed, protocol=pickle.HIGHEST_PROTOCOL))
+        write_whole(path, _dumps(observed))
         kept = sorted(directory.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
         for old in kept[MAX_KEPT:]:
             if old != path:
