@@ -121,9 +121,12 @@ class DocumentCache:
         found: dict[Key, CheckedFile] = dict(known or {})
         looked = set(wanted) - found.keys()
         found.update(self._read(packs, looked))
-        self.hits = sum(1 for key in looked if key in found)
+        self.hits = len(looked & found.keys())
+        if self.hits == len(looked):  # every file found (a warm cache): nothing to read or check
+            self.misses = 0
+            return [found[key] for key in wanted]
         missing = [key for key in dict.fromkeys(wanted) if key not in found]
-        data = read(missing) if missing else {}
+        data = read(missing)
         new: dict[Key, CheckedFile] = {}
         out: list[CheckedFile] = []
         for key in wanted:
@@ -173,13 +176,15 @@ class DocumentCache:
                 if pack.name in self._examined:
                     continue
                 self._examined.add(pack.name)
-            entries, problem = _load_pack(pack, wanted - found.keys())
+            rest = wanted - found.keys() if found else wanted
+            entries, problem = _load_pack(pack, rest)
             if problem is not None:
                 self._tell("read", f"{pack} not read, ignored ({problem})")
-            for key in wanted - found.keys():
-                checked = entries.get(key)
-                if isinstance(checked, CheckedFile) and checked.path == key[1]:
-                    found[key] = checked
+            found.update(
+                (key, checked)
+                for key in rest & entries.keys()
+                if isinstance(checked := entries[key], CheckedFile) and checked.path == key[1]
+            )
         return found
 
     def _write(self, entries: dict[Key, CheckedFile], replaces: list[Path]) -> None:
