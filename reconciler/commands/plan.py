@@ -104,7 +104,7 @@ def whole_inventory(observed: Mapping[Target, Observation]) -> Inventory:
 
 def json_text(document: object, *, terminal: bool) -> str:
     """The plan as ``--format json`` prints it: indented for a person at a terminal, on one line when
-    standard output is a pipe or a file (as jq and many command lines do). The same JSON value either
+    standard output is a pipe or a file (as ``gh api`` and HTTPie do). The same JSON value either
     way; the compact text is written by the C encoder, where ``indent`` takes the pure-Python one, several
     times slower on a large plan (bench/README.md)."""
     if terminal:
