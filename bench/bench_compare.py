@@ -16,7 +16,8 @@ Measures (the inputs come from the generators in ``bench/``, the same for every 
 - ``plan --inventory`` of 1,000 platforms on 10,000 hosts, whole process (``--plan-size`` adds others,
   e.g. 10000x100000);
 - ``plan --from-status --what-if FILE`` on ``bench_what_if.py``'s git repository of 10,000 AIWorkloads
-  (``--only what-if``; ``--what-if-workloads``): with the cache of checked documents warm (the run before
+  (``--only what-if``; ``--what-if-workloads``; ``--what-if-terminal`` adds a warm run with standard output
+  on a pseudo-terminal, as at a prompt): with the cache of checked documents warm (the run before
   filled it) and cold (emptied before each run); a version without that cache does the same work both ways;
   a version that writes the cache in a child after its output is waited for before the warm run (the
   child's CPU time, pickling the checked files, is not counted in the command's);
@@ -165,6 +166,35 @@ def run_process(cmd: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,))
     return cpu, wall, result.stdout
 
 
+def run_on_terminal(cmd: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """CPU and wall seconds of one child process whose standard output is a terminal (a pseudo-terminal
+    in raw mode, read to its end), as when a person runs the command at a prompt."""
+    import pty
+    import tty
+
+    leader, follower = pty.openpty()
+    tty.setraw(follower)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    with subprocess.Popen(
+        cmd, stdout=follower, stderr=subprocess.DEVNULL, env=env, cwd=tempfile.gettempdir()
+    ) as child:
+        os.close(follower)
+        while True:
+            try:
+                if not os.read(leader, 1 << 16):
+                    break
+            except OSError:  # EIO: the child closed the terminal
+                break
+        os.close(leader)
+        code = child.wait()
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if code not in ok:
+        raise RuntimeError(f"{' '.join(cmd[:4])} exited {code} on a terminal")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
+
+
 def in_process(contender: Contender, what: str, arg: str) -> tuple[list[float], list[float]]:
     """CPU and wall seconds measured inside the contender's own process (imports not counted)."""
     cmd = [sys.executable, "-c", CHILD, what, arg, str(BENCH)]
@@ -237,6 +267,11 @@ def main() -> None:
     )
     parser.add_argument("--mig", default="16x150", help="HOSTSxWORKLOADS of the MIG pool (8 GPUs a host)")
     parser.add_argument("--what-if-workloads", type=int, default=10_000)
+    parser.add_argument(
+        "--what-if-terminal",
+        action="store_true",
+        help="also the warm what-if with standard output on a terminal (a pseudo-terminal)",
+    )
     args = parser.parse_args()
     only = set(args.only.split(","))
     bases = args.base or default_bases()
@@ -252,7 +287,7 @@ def main() -> None:
         for c in contenders:  # the document cache of each version in the run's directory, not ~/.cache
             c.cache = work / f"cache-{c.label.replace(' ', '-')}"
         if "what-if" in only:
-            what_if(contenders, labels, work, args.what_if_workloads, args.repeat)
+            what_if(contenders, labels, work, args.what_if_workloads, args.repeat, args.what_if_terminal)
         if "validate" in only:
             tree = work / "validate-tree"
             write_tree(tree, args.files)
@@ -320,18 +355,26 @@ def main() -> None:
             print_table(title, alternate(contenders, args.repeat, mig), labels)
 
 
-def wait_for_pack(cache: Path, patience: float = 60.0) -> None:
-    """Until the cache holds a finished pack and no pack is being written (a version without the cache:
-    gives up after ``patience`` seconds)."""
+def wait_for_pack(cache: Path, patience: float = 60.0, *, observations: bool = False) -> None:
+    """Until the cache holds a finished pack (and, with ``observations``, a recorded observation: a
+    version that keeps them writes one after the pack) and no file is being written (a version without
+    the cache: gives up after ``patience`` seconds)."""
     started = time.perf_counter()
     while time.perf_counter() - started < patience:
         names = [p.name for p in cache.glob("documents/*/*")]
-        if any(n.endswith(".pack") for n in names) and not any(n.endswith(".tmp") for n in names):
+        kept = [p.name for p in cache.glob("observations/*/*")]
+        if (
+            any(n.endswith(".pack") for n in names)
+            and (not observations or any(n.endswith(".pickle") for n in kept))
+            and not any(n.endswith(".tmp") for n in names + kept)
+        ):
             return
         time.sleep(0.05)
 
 
-def what_if(contenders: list[Contender], labels: list[str], work: Path, workloads: int, rounds: int) -> None:
+def what_if(
+    contenders: list[Contender], labels: list[str], work: Path, workloads: int, rounds: int, terminal: bool
+) -> None:
     import shutil
 
     repo = work / "what-if" / "config"
@@ -351,9 +394,13 @@ def what_if(contenders: list[Contender], labels: list[str], work: Path, workload
         assert c.cache is not None
         shutil.rmtree(c.cache, ignore_errors=True)
         cold_cpu, cold_wall, _ = run_process(cmd, c.env(), ok=(0, 1))
-        wait_for_pack(c.cache)  # a version that writes it after its output does so in a child
+        # a version that writes the cache after its output does so in a child
+        wait_for_pack(c.cache, observations=(c.root / "reconciler/runtime/observation_cache.py").exists())
         warm_cpu, warm_wall, _ = run_process(cmd, c.env(), ok=(0, 1))  # the cold run filled the cache
-        return [(f"{row}, warm cache", warm_cpu, warm_wall), (f"{row}, cold cache", cold_cpu, cold_wall)]
+        rows = [(f"{row}, warm cache", warm_cpu, warm_wall), (f"{row}, cold cache", cold_cpu, cold_wall)]
+        if terminal:
+            rows.append((f"{row}, warm, terminal", *run_on_terminal(cmd, c.env(), ok=(0, 1))))
+        return rows
 
     print_table(
         "plan --from-status --what-if (whole process)", alternate(contenders, rounds, measure), labels

@@ -114,3 +114,16 @@ def test_an_unreachable_remote_names_no_fetch(tmp_path: Path) -> None:
         StatusBranch(str(repo.work), BRANCH)
     with StatusBranch(str(repo.work), BRANCH, fetch=False) as branch:
         assert branch.tip is None and not branch.fetched
+
+
+def test_a_reader_keeps_the_commit_it_opened_at_while_the_branch_moves(tmp_path: Path) -> None:
+    repo = RemoteRepo(tmp_path)
+    repo.commit({"README.md": "config"})
+    first = _push_status(repo, "revision: a\n")
+    with StatusBranch(str(repo.bare), BRANCH) as reader:
+        second = _push_status(repo, "revision: b\n")  # a writer moves the branch meanwhile
+        assert reader.tip == first != second
+        assert reader.files() == {"reconciler.yaml": b"revision: a\n"}
+        assert reader.read("reconciler.yaml") == b"revision: a\n"
+        assert [c.sha for c in reader.history("reconciler.yaml")] == [first]
+        assert reader.basis(None, "status").status_commit == first

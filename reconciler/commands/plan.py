@@ -66,7 +66,10 @@ def _observer(inventory: Path | None, palette: str | None) -> ReadOnlyObserver:
         return SnapshotObserver(inventory, read_snapshot_file(inventory))
     if palette is not None:
         return PaletteObserver(palette, os.environ)
-    return RecordedObserver()
+    from reconciler.runtime.observation_cache import ObservationCache
+    from reconciler.source.documents import cache_root
+
+    return RecordedObserver(cache=ObservationCache(cache_root() / "observations"))
 
 
 def _samples(prometheus: str | None) -> AbstractContextManager[SampleSource]:
@@ -97,6 +100,16 @@ def whole_inventory(observed: Mapping[Target, Observation]) -> Inventory:
         tuple(sorted(machines.values(), key=lambda m: (m.name, m.uid))),
         tuple(sorted(excluded.values(), key=lambda h: (h.name, h.uid))),
     )
+
+
+def json_text(document: object, *, terminal: bool) -> str:
+    """The plan as ``--format json`` prints it: indented for a person at a terminal, on one line when
+    standard output is a pipe or a file (as ``gh api`` and HTTPie do). The same JSON value either
+    way; the compact text is written by the C encoder, where ``indent`` takes the pure-Python one, several
+    times slower on a large plan (bench/README.md)."""
+    if terminal:
+        return json.dumps(document, indent=2) + "\n"
+    return json.dumps(document, separators=(",", ":")) + "\n"
 
 
 def host_names(inventory: Inventory) -> dict[str, str]:
@@ -258,7 +271,7 @@ def run(
     if changes_only:
         document = report.changes_only(document)
     if fmt == "json":
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        sys.stdout.write(json_text(document, terminal=sys.stdout.isatty()))
     else:
         machines = whole_inventory(made.preview.observed)
         free = [(c.kind, c.hosts, c.gpus) for c in free_capacity(plan, machines)]

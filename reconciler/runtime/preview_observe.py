@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reconciler.edgehost import read_hosts
 from reconciler.inventory import discover
@@ -32,6 +33,9 @@ from reconciler.status.basis import ObservationKind
 from reconciler.status.records import Records
 from reconciler.status.render import RECONCILER_FILE, parse_recorded
 from reconciler.status.snapshot import SnapshotError, read_snapshot, recorded_palette, target_file
+
+if TYPE_CHECKING:  # the cache reads git's cache directory: imported by the plan command that uses it
+    from reconciler.runtime.observation_cache import ObservationCache
 
 
 class ObserveError(Exception):
@@ -106,10 +110,12 @@ def observe_snapshot(snapshot: ReadSnapshot, routing: Routing, url: str) -> dict
 class RecordedObserver:
     """Each target as the status branch recorded it: ``plan --from-status``. ``palette``: the endpoint
     to route to (default: the one ``reconciler.yaml`` records); ``live``: a pass's own observation, whose
-    snapshots need not be parsed again when they are byte for byte what was recorded."""
+    snapshots need not be parsed again when they are byte for byte what was recorded; ``cache``: the
+    observations of snapshots read before (:mod:`.observation_cache`)."""
 
     palette: str | None = None
     live: Mapping[Target, ObservedTarget] | None = None
+    cache: ObservationCache | None = None
     namespaces: NamespaceSelector = EVERY_NAMESPACE
     use_recorded_palette: bool = True
     kind: ObservationKind = "status"
@@ -147,7 +153,7 @@ class RecordedObserver:
                 f"no observed inventory for {targets_text(unseen)}: its clusters are not planned"
             )
         targets = (routing.targets | _recorded_targets(records)) - set(unseen)
-        observed = recorded_observation(records, targets, self.namespaces, self.live)
+        observed = recorded_observation(records, targets, self.namespaces, self.live, self.cache)
         if observed is None:
             raise ObserveError("a recorded inventory snapshot does not parse")
         return dict(observed)
@@ -169,13 +175,15 @@ def recorded_observation(
     targets: Iterable[Target],
     namespaces: NamespaceSelector = EVERY_NAMESPACE,
     live: Mapping[Target, ObservedTarget] | None = None,
+    cache: ObservationCache | None = None,
 ) -> dict[Target, Observed] | None:
     """Each target as the status branch recorded it; None when some target has no readable snapshot.
 
     ``live``: a pass's own observation. A recorded snapshot that is byte for byte what the live one
     renders is that observation (the snapshot keeps exactly what discovery and planning read), so it is
     not read again; otherwise only the hosts whose text changed since the last render are parsed. At
-    100,000 hosts that is the difference between a 60 MB parse and none."""
+    100,000 hosts that is the difference between a 60 MB parse and none. ``cache``: what reading a
+    snapshot gave before, by its blob id (the same observation)."""
     files = records.files
     if RECONCILER_FILE not in files:
         return None
@@ -186,19 +194,29 @@ def recorded_observation(
         if (target.url, target.project_uid) not in listed or data is None:
             return None
         seen = (live or {}).get(target)
+        read: Observed | None
         if seen is not None and seen.snapshot() == data:
             inventory = seen.inventory
-            clusters = managed_clusters(seen.raw_clusters, seen.raw_hosts, inventory.by_uid())
+            read = Observed(
+                inventory, managed_clusters(seen.raw_clusters, seen.raw_hosts, inventory.by_uid())
+            )
         else:
-            try:
-                head, items = read_snapshot(data)
-            except SnapshotError:
-                return None
-            hosts = read_hosts(items)  # once, for discovery and the clusters alike
-            inventory = with_catalogue(discover(hosts), head)
-            clusters = managed_clusters(head.clusters, hosts, inventory.by_uid())
-        out[target] = Observed(inventory, [c for c in clusters if namespaces.owns(c.namespace)])
+            read = cache.observed(data, _read_recorded) if cache is not None else _read_recorded(data)
+        if read is None:
+            return None
+        out[target] = Observed(read.inventory, [c for c in read.clusters if namespaces.owns(c.namespace)])
     return out
+
+
+def _read_recorded(data: bytes) -> Observed | None:
+    """A recorded snapshot's observation; None when it does not parse."""
+    try:
+        head, items = read_snapshot(data)
+    except SnapshotError:
+        return None
+    hosts = read_hosts(items)  # once, for discovery and the clusters alike
+    inventory = with_catalogue(discover(hosts), head)
+    return Observed(inventory, managed_clusters(head.clusters, hosts, inventory.by_uid()))
 
 
 @dataclass

@@ -37,7 +37,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache, partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from reconciler.manifests.loader import CheckedFile, check_bytes
 from reconciler.model.pickling import dumps_sharing
@@ -73,13 +73,16 @@ def code_fingerprint() -> str:
     return hasher.hexdigest()[:24]
 
 
-def default_root() -> Path:
-    """``$RECONCILER_CACHE_DIR/documents`` (``run --cache-dir``'s variable), else
-    ``$XDG_CACHE_HOME/paletteai-reconciler/documents`` (``~/.cache`` without it)."""
+def cache_root() -> Path:
+    """``$RECONCILER_CACHE_DIR`` (``run --cache-dir``'s variable), else
+    ``$XDG_CACHE_HOME/paletteai-reconciler`` (``~/.cache`` without it)."""
     configured = os.environ.get("RECONCILER_CACHE_DIR")
-    if configured:
-        return Path(configured) / "documents"
-    return user_cache_root() / "documents"
+    return Path(configured) if configured else user_cache_root()
+
+
+def default_root() -> Path:
+    """``documents`` under :func:`cache_root`."""
+    return cache_root() / "documents"
 
 
 class DocumentCache:
@@ -118,9 +121,12 @@ class DocumentCache:
         found: dict[Key, CheckedFile] = dict(known or {})
         looked = set(wanted) - found.keys()
         found.update(self._read(packs, looked))
-        self.hits = sum(1 for key in looked if key in found)
+        self.hits = len(looked & found.keys())
+        if self.hits == len(looked):  # every file found (a warm cache): nothing to read or check
+            self.misses = 0
+            return [found[key] for key in wanted]
         missing = [key for key in dict.fromkeys(wanted) if key not in found]
-        data = read(missing) if missing else {}
+        data = read(missing)
         new: dict[Key, CheckedFile] = {}
         out: list[CheckedFile] = []
         for key in wanted:
@@ -150,7 +156,7 @@ class DocumentCache:
             info = os.stat(directory, follow_symlinks=False)
         except OSError:
             return []
-        if not _private(info) or not stat.S_ISDIR(info.st_mode):
+        if not private_to_user(info) or not stat.S_ISDIR(info.st_mode):
             self._tell("private", f"{directory} is not a directory private to this user: not read")
             return []
         dated: list[tuple[int, Path]] = []
@@ -170,13 +176,15 @@ class DocumentCache:
                 if pack.name in self._examined:
                     continue
                 self._examined.add(pack.name)
-            entries, problem = _load_pack(pack, wanted - found.keys())
+            rest = wanted - found.keys() if found else wanted
+            entries, problem = _load_pack(pack, rest)
             if problem is not None:
                 self._tell("read", f"{pack} not read, ignored ({problem})")
-            for key in wanted - found.keys():
-                checked = entries.get(key)
-                if isinstance(checked, CheckedFile) and checked.path == key[1]:
-                    found[key] = checked
+            found.update(
+                (key, checked)
+                for key in rest & entries.keys()
+                if isinstance(checked := entries[key], CheckedFile) and checked.path == key[1]
+            )
         return found
 
     def _write(self, entries: dict[Key, CheckedFile], replaces: list[Path]) -> None:
@@ -184,7 +192,7 @@ class DocumentCache:
         assert directory is not None
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not _private(os.stat(directory, follow_symlinks=False)):
+            if not private_to_user(os.stat(directory, follow_symlinks=False)):
                 return
             head = pickle.dumps((FORMAT, frozenset(entries)), protocol=pickle.HIGHEST_PROTOCOL)
             # A resource stays one object each (the plan tells them apart by identity); what they share
@@ -192,15 +200,7 @@ class DocumentCache:
             data = head + dumps_sharing(entries, tuple(model for _kind, model in KINDS.values()))
             name = directory / f"{hashlib.sha256(data).hexdigest()[:32]}.pack"
             self._examined.add(name.name)  # what it holds, the caller has
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".pack-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(data)
-                os.replace(tmp, name)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            write_whole(name, data)
             for old in replaces:
                 if old != name:
                     with contextlib.suppress(OSError):
@@ -215,8 +215,43 @@ class DocumentCache:
             self._on_error(message)
 
 
-def _private(info: os.stat_result) -> bool:
+def private_to_user(info: os.stat_result) -> bool:
+    """Owned by this user and writable by no one else (a pickle is code: nothing else is read)."""
     return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """``data`` as the file ``path``, written to a temporary file beside it and renamed: a reader never
+    sees half of it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.suffix[1:]}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def open_private(path: Path) -> BinaryIO | None:
+    """``path`` opened for reading, not following a symbolic link; None when it is missing (removed by
+    another process meanwhile). ``OSError`` when it cannot be opened, ``PermissionError`` when it is not
+    private to this user."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    file = os.fdopen(fd, "rb")
+    try:
+        private = private_to_user(os.fstat(file.fileno()))
+    except OSError:
+        file.close()
+        raise
+    if not private:
+        file.close()
+        raise PermissionError("not private to this user")
+    return file
 
 
 def _load_pack(path: Path, wanted: set[Key]) -> tuple[dict[Key, object], str | None]:
@@ -224,15 +259,13 @@ def _load_pack(path: Path, wanted: set[Key]) -> tuple[dict[Key, object], str | N
     a pack of other files is skipped unread); empty when it cannot be read as a pack of this format
     (ignored, not an error), with why when it is not one (truncated, corrupt, not private)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return {}, None  # replaced by another load meanwhile
-    except OSError as exc:
+        opened = open_private(path)
+    except OSError as exc:  # not private (PermissionError) or not readable
         return {}, str(exc)
+    if opened is None:
+        return {}, None  # replaced by another load meanwhile
     try:
-        with os.fdopen(fd, "rb") as file:
-            if not _private(os.fstat(file.fileno())):
-                return {}, "not private to this user"
+        with opened as file:
             head = pickle.load(file)
             if not isinstance(head, tuple) or len(head) != 2:
                 return {}, "not a pack"

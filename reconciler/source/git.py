@@ -78,16 +78,17 @@ def is_yaml_path(path: str) -> bool:
 
 
 def _tree_records(raw: bytes, sha: str) -> Iterator[tuple[str, str, str, str]]:
-    """(mode, object id, size, path) of each record of ``git ls-tree -r -l -z``."""
-    for record in raw.split(b"\0"):
+    """(mode, object id, size, path) of each record of ``git ls-tree -r -l -z``. The output is decoded
+    once: its separators are ASCII, so each path decodes as it would alone (and git writes the other
+    fields in ASCII; any other byte is replaced, as a path's are)."""
+    for record in raw.decode("utf-8", "replace").split("\0"):
         if not record:
             continue
-        meta, _, raw_path = record.partition(b"\t")
+        meta, _, path = record.partition("\t")
         parts = meta.split()
         if len(parts) != 4:
-            raise SourceError(f"unexpected git ls-tree output for {sha}: {record[:200]!r}")
-        mode, _kind, obj, size = (p.decode("ascii", "replace") for p in parts)
-        yield mode, obj, size, raw_path.decode("utf-8", "replace")
+            raise SourceError(f"unexpected git ls-tree output for {sha}: {record[:200].encode()!r}")
+        yield parts[0], parts[2], parts[3], path
 
 
 def _ignore_text(repo: git.Repo, root: dict[str, tuple[str, str, str]], skipped: list[SkippedEntry]) -> str:

@@ -40,7 +40,9 @@ class StatusCommit:
 
 
 class StatusBranch:
-    """The status branch ``branch`` of the config repository ``repo`` (a path or URL), read-only."""
+    """The status branch ``branch`` of the config repository ``repo`` (a path or URL), read-only: at the
+    commit it named when opened (:attr:`tip`), so its files, time and history are that commit's even
+    when a writer moves the branch meanwhile."""
 
     def __init__(self, repo: str, branch: str = "reconciler/status", *, fetch: bool = True) -> None:
         self.branch = branch
@@ -69,7 +71,9 @@ class StatusBranch:
         self._repo.git.update_environment(**_gitutil.git_env())
         if self._tmp is None:
             self._fetch(fetch)
-        self.ref = self._find_ref()
+        found = self._find_ref()
+        self.ref = found[0] if found is not None else None
+        self._tip = found[1] if found is not None else None
 
     def _fetch(self, fetch: bool) -> None:
         """Fetch the status branch from ``origin`` when the repository has that remote (a clone)."""
@@ -105,17 +109,18 @@ class StatusBranch:
             ) from None
         self._remote_only = True
 
-    def _find_ref(self, branch: str | None = None) -> str | None:
+    def _find_ref(self, branch: str | None = None) -> tuple[str, str] | None:
+        """The ref ``branch`` (default: the status branch) is read at, and the commit it names."""
         name = branch or self.branch
         refs: tuple[str, ...] = (f"refs/heads/{name}", f"refs/remotes/origin/{name}")
         if self._remote_only and name == self.branch:
             refs = (f"refs/remotes/origin/{name}",)
         for ref in refs:
             try:
-                _gitutil.run(self._repo.git, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-                return ref
+                out = _gitutil.run(self._repo.git, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
             except GitError:
                 continue
+            return ref, str(out).strip()
         return None
 
     @property
@@ -127,23 +132,20 @@ class StatusBranch:
     def branch_head(self, branch: str) -> str | None:
         """The commit at the tip of another branch of the repository (the config branch, say), looked up
         as the status branch is; None when there is no such branch."""
-        ref = self._find_ref(branch)
-        if ref is None:
-            return None
-        return str(_gitutil.run(self._repo.git, "rev-parse", f"{ref}^{{commit}}")).strip()
+        found = self._find_ref(branch)
+        return found[1] if found is not None else None
 
     @property
     def tip(self) -> str | None:
-        if self.ref is None:
-            return None
-        return str(_gitutil.run(self._repo.git, "rev-parse", f"{self.ref}^{{commit}}")).strip()
+        """The commit the status branch named when this reader was opened (None without a branch)."""
+        return self._tip
 
     @property
     def tip_time(self) -> str | None:
         """The tip's committer time, ISO 8601 UTC (``2026-12-02T08:10:00Z``); None without a branch."""
-        if self.ref is None:
+        if self._tip is None:
             return None
-        out = str(_gitutil.run(self._repo.git, "log", "-1", "--format=%ct", self.ref, "--")).strip()
+        out = str(_gitutil.run(self._repo.git, "log", "-1", "--format=%ct", self._tip, "--")).strip()
         return utc_iso(int(out)) if out.isdigit() else None
 
     def basis(self, revision: str | None, observation: ObservationKind) -> Basis:
@@ -152,7 +154,7 @@ class StatusBranch:
 
     def files(self, commit: str | None = None) -> dict[str, bytes]:
         """Every file of the branch's tip (or of ``commit``) by path."""
-        rev = commit or self.ref
+        rev = commit or self._tip
         if rev is None:
             return {}
         listing = str(_gitutil.run(self._repo.git, "ls-tree", "-r", "-z", "--full-tree", rev))
@@ -167,7 +169,7 @@ class StatusBranch:
         return found
 
     def read(self, path: str, commit: str | None = None) -> bytes | None:
-        rev = commit or self.ref
+        rev = commit or self._tip
         if rev is None:
             return None
         try:
@@ -184,10 +186,10 @@ class StatusBranch:
 
     def history(self, path: str) -> list[StatusCommit]:
         """The commits that changed ``path``, newest first, with their trailers."""
-        if self.ref is None:
+        if self._tip is None:
             return []
         fmt = _FIELD.join(["%H", "%cI", "%s", "%(trailers:only,unfold)"]) + _RECORD
-        out = str(_gitutil.run(self._repo.git, "log", f"--format={fmt}", self.ref, "--", path))
+        out = str(_gitutil.run(self._repo.git, "log", f"--format={fmt}", self._tip, "--", path))
         commits = []
         for record in out.split(_RECORD):
             record = record.strip("\n")
