@@ -34,7 +34,7 @@ from bench_allocate import make_desired, make_machines
 from reconciler.inventory import HostState, Inventory
 from reconciler.model.desired import DesiredState, Loaded, SourceRef
 from reconciler.model.observed import ManagedCluster, cluster_name, managed_labels
-from reconciler.model.pools import pool_cluster_labels
+from reconciler.model.pools import pool_cluster_labels, workload_request
 from reconciler.model.resources import AIWorkload, ComputePool, Resource
 from reconciler.placement.admission_types import PreviousAdmission, WorkloadAction
 from reconciler.placement.units import GpuRef
@@ -81,7 +81,10 @@ def add_pools(state: DesiredState, pools: int, workloads: int, namespaces: int, 
         )
     for i, r in enumerate(resources):
         key = (r.kind, r.metadata.namespace, r.metadata.name)
-        state.resources[key] = Loaded(r, SourceRef(f"{r.metadata.namespace}/{r.metadata.name}.yaml", i, 1))
+        source = SourceRef(f"{r.metadata.namespace}/{r.metadata.name}.yaml", i, 1)
+        # A loaded workload carries the request its document's check read, as the loader's do.
+        request = workload_request(r) if isinstance(r, AIWorkload) else None
+        state.resources[key] = Loaded(r, source, request)
 
 
 def running(entry: PlatformPlan, labels: dict[str, str]) -> ManagedCluster:

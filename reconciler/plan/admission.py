@@ -361,8 +361,10 @@ def _strays(
             out.append(entry(wkey, bad.kind, None, WorkloadAction.INVALID, bad.reason, bad.message))
     for tenant in _tenants(desired):
         wkey = (tenant.metadata.namespace, tenant.metadata.name)
+        if wkey in planned:
+            continue
         pool = pool_ref_of(tenant)
-        if wkey in planned or pool is None:
+        if pool is None:
             continue
         why = unplanned_pools.get((wkey[0], pool), "it is not planned in this pass")
         msg = f"pool {pool} cannot be planned: {why}"
