@@ -82,6 +82,11 @@ class DesiredState:
     # namespace -> its Project (the first by name), rebuilt with ``_by_kind``.
     _projects: dict[str, Project] = field(default_factory=dict, init=False, repr=False, compare=False)
     _indexed_size: int = field(default=-1, init=False, repr=False, compare=False)
+    # class -> its valid resources in order (what :meth:`of_kind` yields), made on first use, rebuilt with
+    # ``_by_kind``: a pass asks for the same kinds many times over.
+    _of_kind: dict[type, tuple[Resource, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def has_errors(self) -> bool:
@@ -104,15 +109,18 @@ class DesiredState:
     def of_kind(self, cls: type[R]) -> Iterator[R]:
         """Valid resources of one kind, in (namespace, name) order."""
         self._index()
-        for identity in self._by_kind.get(cls.__name__, []):
-            resource = self.resources[identity].resource
-            if isinstance(resource, cls):
-                yield resource
+        found = self._of_kind.get(cls)
+        if found is None:
+            resources = (
+                self.resources[identity].resource for identity in self._by_kind.get(cls.__name__, [])
+            )
+            found = self._of_kind[cls] = tuple(r for r in resources if isinstance(r, cls))
+        return iter(found)  # type: ignore[arg-type]  # each one is a ``cls``
 
     def _index(self) -> None:
         if self._indexed_size == len(self.resources):
             return
-        self._by_kind = {}
+        self._by_kind, self._of_kind = {}, {}
         for identity in sorted(self.resources):
             self._by_kind.setdefault(identity[0], []).append(identity)
         self._projects = {}

@@ -240,7 +240,7 @@ def _admit(
     Workloads placed through an Environment are routed first (:mod:`reconciler.plan.environments`)."""
     held_back = guarded.held_back if guarded is not None else frozenset()
     desired = found.desired
-    tenants = {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)}
+    tenants = found.tenants
     by_pool = tenants_by_pool(tenants.values(), desired.request_of)
     inputs = {
         key: _pool_input(found, key, entry, by_pool.get(key, []), previous, invalid, layouts, held_back)

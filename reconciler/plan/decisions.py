@@ -179,6 +179,8 @@ class _Entries:
     quotas: tuple[QuotaUse, ...] = ()  # each namespace's GPU quota as these entries leave it
     # The own profile uids each bundle-built pool's status recorded (what its cluster has).
     pool_profiles: Mapping[PoolKey, tuple[str, ...]] = field(default_factory=dict)
+    # The tenants of ``desired`` (:func:`_tenants`) by key, in order.
+    tenants: Mapping[WorkloadKey, AIWorkload | MLPlatform] = field(default_factory=dict)
 
     def all(self) -> list[PlatformPlan]:
         return [*self.platforms.values(), *self.pools.values()]
@@ -344,6 +346,7 @@ def _entries(
         machines,
         within.uses,
         dict(pool_profiles or {}),
+        {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)},
     )
 
 
