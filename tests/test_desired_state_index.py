@@ -17,3 +17,10 @@ def test_of_kind_lists_what_was_added_after_an_earlier_question() -> None:
     assert [p.metadata.name for p in state.platforms()] == ["a", "b"]
     del state.resources[("MLPlatform", added.metadata.namespace, "b")]
     assert [p.metadata.name for p in state.of_kind(MLPlatform)] == ["a"]
+
+
+def test_by_key_is_of_kind_by_namespace_and_name() -> None:
+    state = desired(platform("b", {"NVIDIA-H100": 1}), platform("a", {"NVIDIA-H100": 2}))
+    by_key = state.by_key(MLPlatform)
+    assert list(by_key.values()) == list(state.of_kind(MLPlatform))
+    assert list(by_key) == [(p.metadata.namespace, p.metadata.name) for p in state.of_kind(MLPlatform)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -82,9 +82,9 @@ class DesiredState:
     # namespace -> its Project (the first by name), rebuilt with ``_by_kind``.
     _projects: dict[str, Project] = field(default_factory=dict, init=False, repr=False, compare=False)
     _indexed_size: int = field(default=-1, init=False, repr=False, compare=False)
-    # class -> its valid resources in order (what :meth:`of_kind` yields), made on first use, rebuilt with
-    # ``_by_kind``: a pass asks for the same kinds many times over.
-    _of_kind: dict[type, tuple[Resource, ...]] = field(
+    # class -> its valid resources by (namespace, name), in order (:meth:`by_key`), made on first use,
+    # rebuilt with ``_by_kind``: a pass asks for the same kinds many times over.
+    _by_key: dict[type, dict[tuple[str, str], Resource]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -108,19 +108,25 @@ class DesiredState:
 
     def of_kind(self, cls: type[R]) -> Iterator[R]:
         """Valid resources of one kind, in (namespace, name) order."""
+        return iter(self.by_key(cls).values())
+
+    def by_key(self, cls: type[R]) -> Mapping[tuple[str, str], R]:
+        """Valid resources of one kind by (namespace, name), in that order (the state's own: not to be
+        changed)."""
         self._index()
-        found = self._of_kind.get(cls)
+        found = self._by_key.get(cls)
         if found is None:
-            resources = (
-                self.resources[identity].resource for identity in self._by_kind.get(cls.__name__, [])
-            )
-            found = self._of_kind[cls] = tuple(r for r in resources if isinstance(r, cls))
-        return iter(found)  # type: ignore[arg-type]  # each one is a ``cls``
+            found = self._by_key[cls] = {}
+            for identity in self._by_kind.get(cls.__name__, []):
+                resource = self.resources[identity].resource
+                if isinstance(resource, cls):
+                    found[identity[1], identity[2]] = resource
+        return found  # type: ignore[return-value]  # each one is a ``cls``
 
     def _index(self) -> None:
         if self._indexed_size == len(self.resources):
             return
-        self._by_kind, self._of_kind = {}, {}
+        self._by_kind, self._by_key = {}, {}
         for identity in sorted(self.resources):
             self._by_kind.setdefault(identity[0], []).append(identity)
         self._projects = {}
