@@ -359,8 +359,7 @@ def _strays(
     for wkey, bad in invalid.items():
         if wkey not in planned:
             out.append(entry(wkey, bad.kind, None, WorkloadAction.INVALID, bad.reason, bad.message))
-    for tenant in _tenants(desired):
-        wkey = (tenant.metadata.namespace, tenant.metadata.name)
+    for wkey, tenant in _tenants(desired):
         if wkey in planned:
             continue
         pool = pool_ref_of(tenant)

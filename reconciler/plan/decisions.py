@@ -3,7 +3,7 @@ prune guard (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -346,7 +346,7 @@ def _entries(
         machines,
         within.uses,
         dict(pool_profiles or {}),
-        _tenants_by_key(desired),
+        dict(_tenants(desired)),
     )
 
 
@@ -358,15 +358,7 @@ def _quota_held(entry: PlatformPlan, message: str | None) -> PlatformPlan:
     return replace(entry, reason=Reason.QUOTA_EXCEEDED, message=f"{message}; scale held{kept}")
 
 
-def _tenants(desired: DesiredState) -> list[AIWorkload | MLPlatform]:
-    """Valid AIWorkloads and shared-mode MLPlatforms."""
-    return [*desired.of_kind(AIWorkload), *(p for _, p in _tenant_platforms(desired))]
-
-
-def _tenants_by_key(desired: DesiredState) -> dict[WorkloadKey, AIWorkload | MLPlatform]:
-    """:func:`_tenants` by key, in that order."""
-    return {**desired.by_key(AIWorkload), **dict(_tenant_platforms(desired))}
-
-
-def _tenant_platforms(desired: DesiredState) -> Iterator[tuple[WorkloadKey, MLPlatform]]:
-    return ((k, p) for k, p in desired.by_key(MLPlatform).items() if is_tenant(p))
+def _tenants(desired: DesiredState) -> list[tuple[WorkloadKey, AIWorkload | MLPlatform]]:
+    """Valid AIWorkloads and shared-mode MLPlatforms, each with its key."""
+    platforms = ((k, p) for k, p in desired.by_key(MLPlatform).items() if is_tenant(p))
+    return [*desired.by_key(AIWorkload).items(), *platforms]
