@@ -221,10 +221,9 @@ def place(
         resource, cluster = subjects[ident]
         assert cluster is not None
         decisions[ident] = allocate_existing(resource, needs[ident], cluster, free, known)
-    fresh = sorted(
-        (i for i in needs if subjects[i][1] is None), key=lambda i: (-_priority(subjects[i][0]), i)
-    )
-    for _, group in itertools.groupby(fresh, key=lambda i: _priority(subjects[i][0])):
+    priority = {i: _priority(subjects[i][0]) for i in needs if subjects[i][1] is None}
+    fresh = sorted(priority, key=lambda i: (-priority[i], i))
+    for _, group in itertools.groupby(fresh, key=priority.__getitem__):
         decisions.update(_place_new(list(group), needs, free))
     return Placement(
         platforms={(ns, n): d for (ns, n, kind), d in sorted(decisions.items()) if kind == "MLPlatform"},
