@@ -98,10 +98,8 @@ def _decided(
             remove_control_plane=cluster.control_plane,
             **common,
         )
-    add_w = tuple(sorted(set(alloc.workers) - set(cluster.workers)))
-    rem_w = tuple(sorted(set(cluster.workers) - set(alloc.workers)))
-    add_cp = tuple(sorted(set(alloc.control_plane) - set(cluster.control_plane)))
-    rem_cp = tuple(sorted(set(cluster.control_plane) - set(alloc.control_plane)))
+    add_w, rem_w = _moved(alloc.workers, cluster.workers)
+    add_cp, rem_cp = _moved(alloc.control_plane, cluster.control_plane)
     if cluster.known_state is DELETING_STATE:
         msg = f"cluster {cluster.name} is being deleted; it is placed again once it is gone"
         return PlatformPlan(*key, Action.UNCHANGED, Reason.DELETING, msg, **common)
@@ -129,6 +127,13 @@ def _decided(
         remove_control_plane=rem_cp,
         **common,
     )
+
+
+def _moved(after: tuple[str, ...], before: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The hosts added and removed, each sorted (none when the hosts stay: most clusters, most passes)."""
+    if after == before:
+        return (), ()
+    return tuple(sorted(set(after) - set(before))), tuple(sorted(set(before) - set(after)))
 
 
 @dataclass(frozen=True, slots=True)
