@@ -87,7 +87,7 @@ class Machine:
 
     def in_groups(self, groups: Mapping[str, str]) -> bool:
         """True when the machine carries every ``palette.ai.rg/<group>: <value>`` of ``groups``."""
-        return all(self.resource_groups.get(k) == v for k, v in groups.items())
+        return not groups or all(self.resource_groups.get(k) == v for k, v in groups.items())
 
 
 @dataclass(frozen=True, slots=True)

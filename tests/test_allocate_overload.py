@@ -3,11 +3,16 @@ bounded, deterministic search places more when it can and never changes anything
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from typing import Any
 
-from reconciler.allocate import Allocation, place
+import pytest
+
+from reconciler.allocate import Allocation, Rejection, place
 from reconciler.model.resources import MLPlatform
-from reconciler.placement.platform_order import Budget, Usage, better_order
+from reconciler.placement import platform_order
+from reconciler.placement.platform_order import Better, Budget, Usage, better_order
 from tests._allocate_support import cps, desired, inventory, machine, platform
 
 H100 = "NVIDIA-H100"
@@ -149,3 +154,51 @@ def test_the_search_is_deterministic() -> None:
     assert sum(1 for i in first if sack.place(i) is not None) > len(
         first_come(Knapsack(30, sizes), sorted(sizes))
     )
+
+
+def test_the_placer_is_left_holding_the_best_order_when_it_was_the_last_pass() -> None:
+    """A budget that pays for one pass after the first checks: that pass is the best, the placer holds it
+    (no pass placed again), though not every hopeful platform fits in it."""
+    sizes = {f"p{i:02d}": n for i, n in enumerate([9, 7, 7, 5, 5, 4, 4, 3, 3, 2] * 3)}
+    sack = Knapsack(30, sizes)
+    idents = sorted(sizes)
+    usage = {i: {"gpus": float(n)} for i, n in sizes.items()}
+    found = better_order(idents, first_come(sack, idents), usage, {"gpus": 30.0}, sack, Budget(attempts=60))
+    assert found is not None and found.in_place and sack.attempts == 55
+    held = sack.used
+    sack.restore(0)
+    fit = [i for i in found.order if sack.place(i) is not None]
+    assert held == sack.used and len(fit) < len(found.order)
+
+
+def test_a_placement_the_search_leaves_held_is_the_one_its_order_gives_placed_again() -> None:
+    """When the engine keeps the search's last pass as it is, every decision of it (the platforms of the
+    order refused at their turn too, with the free capacity of that moment in their message) is the one
+    placing the order again from the start gives."""
+    rnd = random.Random(3)
+    platforms = [prioritised(f"p{i:02d}", rnd.choice([4, 6, 8, 12, 16])) for i in range(24)]
+    machines = [*cps(40), *(machine(f"g{i:02d}", rnd.choice([4, 8])) for i in range(20))]
+    search = platform_order.better_order
+    held: list[int] = []
+
+    def small_budget(redo: bool) -> Callable[..., Better[Any] | None]:
+        def searched(*args: Any, budget: Budget = Budget()) -> Better[Any] | None:
+            placer = args[-1]
+            start = placer.mark()
+            found = search(*args, budget=Budget(attempts=60))
+            if found is not None and found.in_place:
+                held.append(sum(isinstance(d, Rejection) for d in placer.placed.values()))
+                if redo:
+                    placer.restore(start)
+                    return Better(found.order, in_place=False)
+            return found
+
+        return searched
+
+    decisions = []
+    for redo in (False, True):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(platform_order, "better_order", small_budget(redo))
+            decisions.append(place(desired(*platforms), inventory(machines), []).platforms)
+    assert held[0] > 0  # the pass kept as it was refused some of its order
+    assert decisions[0] == decisions[1]

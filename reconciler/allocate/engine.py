@@ -72,8 +72,10 @@ def _place_new(
     if better is None:
         free.restore(done)
         return greedy
-    if better.in_place:
-        out: dict[Ident, Decision] = {i: to_allocation(a, o) for i, (a, o) in placer.placed.items()}
+    if better.in_place:  # the placer's last pass: each of the order placed or refused in turn
+        out: dict[Ident, Decision] = {
+            i: r if isinstance(r, Rejection) else to_allocation(*r) for i, r in placer.placed.items()
+        }
     else:
         out = _place_in_order(better.order, needs, free)
     out |= _place_in_order([i for i in idents if i not in out], needs, free)
@@ -97,15 +99,17 @@ def _place_in_order(
 
 class _Placer:
     """The engine's placement of one new platform, as the order search drives it. ``placed``: what was
-    placed since the last restore (the search's last pass, when it says the placer holds it)."""
+    placed, or refused, since the last restore, in turn (the search's last pass, when it says the placer
+    holds it)."""
 
     def __init__(self, needs: Mapping[Ident, Requirements], free: FreeHosts) -> None:
         self.needs, self.free = needs, free
-        self.placed: dict[Ident, tuple[str, Outcome]] = {}
+        self.placed: dict[Ident, tuple[str, Outcome] | Rejection] = {}
 
     def place(self, ident: Ident) -> dict[str, float] | None:
         result = best_fresh(self.needs[ident], self.free)
         if isinstance(result, Rejection):
+            self.placed[ident] = result
             return None
         outcome = result[1]
         self.free.commit(outcome.trial)
@@ -217,10 +221,9 @@ def place(
         resource, cluster = subjects[ident]
         assert cluster is not None
         decisions[ident] = allocate_existing(resource, needs[ident], cluster, free, known)
-    fresh = sorted(
-        (i for i in needs if subjects[i][1] is None), key=lambda i: (-_priority(subjects[i][0]), i)
-    )
-    for _, group in itertools.groupby(fresh, key=lambda i: _priority(subjects[i][0])):
+    priority = {i: _priority(subjects[i][0]) for i in needs if subjects[i][1] is None}
+    fresh = sorted(priority, key=lambda i: (-priority[i], i))
+    for _, group in itertools.groupby(fresh, key=priority.__getitem__):
         decisions.update(_place_new(list(group), needs, free))
     return Placement(
         platforms={(ns, n): d for (ns, n, kind), d in sorted(decisions.items()) if kind == "MLPlatform"},

@@ -26,6 +26,8 @@ class FreeHost(NamedTuple):
     pool: int
 
 
+_free_host = tuple.__new__  # a FreeHost from its fields without NamedTuple's Python-level __new__
+
 # --- free host pools -----------------------------------------------------------------------------
 
 
@@ -139,15 +141,15 @@ class Stream:
         else:
             seg = self.segment_of_count(count)
             segments = () if seg is None else (seg,)
-        pool_at, pos_at, index = self.pool_at, self.pos_at, self.index
+        pool_at, pos_at, index, taken = self.pool_at, self.pos_at, self.index, used.get
         for seg in segments:
             k, end = self._advance(seg), self.ends[seg]
             while k < end:
                 p, i = index[pool_at[k]], pos_at[k]
                 k += 1
-                if i >= p.head + used.get(p.idx, 0):
+                if i >= p.head + taken(p.idx, 0):
                     m = p.hosts[i]
-                    out.append(FreeHost(p.count, p.rank, m.name, m.uid, p.idx))
+                    out.append(_free_host(FreeHost, (p.count, p.rank, m.name, m.uid, p.idx)))
                     if len(out) == n:
                         return out
         return out

@@ -109,7 +109,7 @@ class Existing:
     workers: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made for every placement attempt, and never changed
 class _Scope:
     """One placement attempt: the platform's needs on one architecture, and the trial it takes with."""
 

@@ -82,9 +82,9 @@ def carry_held(
     unreadable = [d for d in state.diagnostics if _unreadable(d)]
     workloads = set(admitted)
     carried: dict[Identity, list[Diagnostic]] = {}
-    for identity in sorted({*clusters, *workloads}):
-        if identity in state.resources or identity in state.invalid:
-            continue
+    held = {*clusters, *workloads}
+    absent = [i for i in held if i not in state.resources and i not in state.invalid]
+    for identity in sorted(absent):  # (what is present is most of it: not sorted)
         kind, ns, name = identity
         found = moved.get((kind, name))
         if found is not None:

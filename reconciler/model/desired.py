@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -82,6 +82,11 @@ class DesiredState:
     # namespace -> its Project (the first by name), rebuilt with ``_by_kind``.
     _projects: dict[str, Project] = field(default_factory=dict, init=False, repr=False, compare=False)
     _indexed_size: int = field(default=-1, init=False, repr=False, compare=False)
+    # class -> its valid resources by (namespace, name), in order (:meth:`by_key`), made on first use,
+    # rebuilt with ``_by_kind``: a pass asks for the same kinds many times over.
+    _by_key: dict[type, dict[tuple[str, str], Resource]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def has_errors(self) -> bool:
@@ -103,16 +108,25 @@ class DesiredState:
 
     def of_kind(self, cls: type[R]) -> Iterator[R]:
         """Valid resources of one kind, in (namespace, name) order."""
+        return iter(self.by_key(cls).values())
+
+    def by_key(self, cls: type[R]) -> Mapping[tuple[str, str], R]:
+        """Valid resources of one kind by (namespace, name), in that order (the state's own: not to be
+        changed)."""
         self._index()
-        for identity in self._by_kind.get(cls.__name__, []):
-            resource = self.resources[identity].resource
-            if isinstance(resource, cls):
-                yield resource
+        found = self._by_key.get(cls)
+        if found is None:
+            found = self._by_key[cls] = {}
+            for identity in self._by_kind.get(cls.__name__, []):
+                resource = self.resources[identity].resource
+                if isinstance(resource, cls):
+                    found[identity[1], identity[2]] = resource
+        return found  # type: ignore[return-value]  # each one is a ``cls``
 
     def _index(self) -> None:
         if self._indexed_size == len(self.resources):
             return
-        self._by_kind = {}
+        self._by_kind, self._by_key = {}, {}
         for identity in sorted(self.resources):
             self._by_kind.setdefault(identity[0], []).append(identity)
         self._projects = {}

@@ -39,8 +39,10 @@ class ClusterState(StrEnum):
     def parse(cls, text: object) -> ClusterState:
         if isinstance(text, cls):
             return text
-        folded = str(text or "").strip().lower()
-        return next((s for s in cls if s.value.lower() == folded), cls.UNKNOWN)
+        return _FOLDED.get(str(text or "").strip().lower(), cls.UNKNOWN)
+
+
+_FOLDED = {s.value.lower(): s for s in ClusterState}  # each state by its folded value
 
 
 @dataclass(frozen=True, slots=True)

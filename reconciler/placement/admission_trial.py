@@ -65,7 +65,7 @@ class Trial:
         self.bound: list[_Bound] = []  # the bindings made, in order (undone last first)
         planner = run.planner
         self.unit = 1 if planner is None else None
-        self.mig_room = planner if isinstance(planner, MigRoom) else None
+        self.mig_room = planner if planner is not None and isinstance(planner, MigRoom) else None
         self._rooms: tuple[dict[Hashable, int], dict[GpuFamily, list[int]]] | None = None
         self._need: dict[Hashable, Need] = {}  # per request shape, until the next change
 

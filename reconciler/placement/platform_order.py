@@ -60,7 +60,9 @@ class Better(Generic[K]):
     """An order that places more: place it, then the rest of the group in name order."""
 
     order: list[K]
-    in_place: bool  # the placer already holds this order's placement (its last pass): no need to redo it
+    # The placer already holds this order's placement (its last pass, every one of the order tried in
+    # turn, those that fit placed): no need to redo it.
+    in_place: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,28 +130,35 @@ def better_order(
     count.left = min(count.left, len(hopeful) * len(left_out))
     rank = {ident: n for n, ident in enumerate(idents)}
     best: _Pass[K] | None = None
+    last: _Pass[K] | None = None  # the pass the placer holds
     floor = (len(first_come), 0.0)
-    for run in _orders(hopeful, left_out, usage, supply, rank, count, start, budget):
-        if run.value > (best.value if best else floor):
-            best = run
+    for last in _orders(hopeful, left_out, usage, supply, rank, count, start, budget):
+        if last.value > (best.value if best else floor):
+            best = last
         if best is not None and len(best.fit) == len(hopeful):
-            return Better(best.idents, in_place=best is run)  # the placer holds the last pass run
-    placer.restore(start)
+            return Better(best.idents, in_place=best is last)
     if best is None:
+        placer.restore(start)
         return None
-    return Better(_shake(best, count, supply, start), in_place=False)
+    return _shake(best, last, count, supply, start)
 
 
-def _shake(best: _Pass[K], count: _Counter[K], supply: Usage, start: object) -> list[K]:
+def _shake(
+    best: _Pass[K], last: _Pass[K] | None, count: _Counter[K], supply: Usage, start: object
+) -> Better[K]:
     """Re-run the best order with its costs jittered (a fixed-seed generator: deterministic) while the
-    budget lasts, keeping any pass that is better (:attr:`_Pass.value`)."""
+    budget lasts, keeping any pass that is better (:attr:`_Pass.value`). ``last``: the pass the placer
+    holds; when the best is the last pass run, the placer is left holding it (no need to redo it)."""
     rnd = random.Random(len(best.idents))
     while True:
         cost = {i: c * (0.7 + 0.6 * rnd.random()) for i, c in best.cost.items()}
         run = _run(sorted(best.idents, key=lambda i: cost[i]), best.cost, count, start, supply)
         if run is None:
+            if last is best:
+                return Better(best.idents, in_place=True)
             count.placer.restore(start)
-            return best.idents
+            return Better(best.idents, in_place=False)
+        last = run
         if run.value > best.value:
             best = run
 

@@ -240,7 +240,7 @@ def _admit(
     Workloads placed through an Environment are routed first (:mod:`reconciler.plan.environments`)."""
     held_back = guarded.held_back if guarded is not None else frozenset()
     desired = found.desired
-    tenants = {(t.metadata.namespace, t.metadata.name): t for t in _tenants(desired)}
+    tenants = found.tenants
     by_pool = tenants_by_pool(tenants.values(), desired.request_of)
     inputs = {
         key: _pool_input(found, key, entry, by_pool.get(key, []), previous, invalid, layouts, held_back)
@@ -359,10 +359,11 @@ def _strays(
     for wkey, bad in invalid.items():
         if wkey not in planned:
             out.append(entry(wkey, bad.kind, None, WorkloadAction.INVALID, bad.reason, bad.message))
-    for tenant in _tenants(desired):
-        wkey = (tenant.metadata.namespace, tenant.metadata.name)
+    for wkey, tenant in _tenants(desired):
+        if wkey in planned:
+            continue
         pool = pool_ref_of(tenant)
-        if wkey in planned or pool is None:
+        if pool is None:
             continue
         why = unplanned_pools.get((wkey[0], pool), "it is not planned in this pass")
         msg = f"pool {pool} cannot be planned: {why}"

@@ -98,10 +98,8 @@ def _decided(
             remove_control_plane=cluster.control_plane,
             **common,
         )
-    add_w = tuple(sorted(set(alloc.workers) - set(cluster.workers)))
-    rem_w = tuple(sorted(set(cluster.workers) - set(alloc.workers)))
-    add_cp = tuple(sorted(set(alloc.control_plane) - set(cluster.control_plane)))
-    rem_cp = tuple(sorted(set(cluster.control_plane) - set(alloc.control_plane)))
+    add_w, rem_w = _moved(alloc.workers, cluster.workers)
+    add_cp, rem_cp = _moved(alloc.control_plane, cluster.control_plane)
     if cluster.known_state is DELETING_STATE:
         msg = f"cluster {cluster.name} is being deleted; it is placed again once it is gone"
         return PlatformPlan(*key, Action.UNCHANGED, Reason.DELETING, msg, **common)
@@ -129,6 +127,13 @@ def _decided(
         remove_control_plane=rem_cp,
         **common,
     )
+
+
+def _moved(after: tuple[str, ...], before: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The hosts added and removed, each sorted (none when the hosts stay: most clusters, most passes)."""
+    if after == before:
+        return (), ()
+    return tuple(sorted(set(after) - set(before))), tuple(sorted(set(before) - set(after)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +184,8 @@ class _Entries:
     quotas: tuple[QuotaUse, ...] = ()  # each namespace's GPU quota as these entries leave it
     # The own profile uids each bundle-built pool's status recorded (what its cluster has).
     pool_profiles: Mapping[PoolKey, tuple[str, ...]] = field(default_factory=dict)
+    # The tenants of ``desired`` (:func:`_tenants`) by key, in order.
+    tenants: Mapping[WorkloadKey, AIWorkload | MLPlatform] = field(default_factory=dict)
 
     def all(self) -> list[PlatformPlan]:
         return [*self.platforms.values(), *self.pools.values()]
@@ -344,6 +351,7 @@ def _entries(
         machines,
         within.uses,
         dict(pool_profiles or {}),
+        dict(_tenants(desired)),
     )
 
 
@@ -355,6 +363,7 @@ def _quota_held(entry: PlatformPlan, message: str | None) -> PlatformPlan:
     return replace(entry, reason=Reason.QUOTA_EXCEEDED, message=f"{message}; scale held{kept}")
 
 
-def _tenants(desired: DesiredState) -> list[AIWorkload | MLPlatform]:
-    """Valid AIWorkloads and shared-mode MLPlatforms."""
-    return [*desired.of_kind(AIWorkload), *(p for p in desired.platforms() if is_tenant(p))]
+def _tenants(desired: DesiredState) -> list[tuple[WorkloadKey, AIWorkload | MLPlatform]]:
+    """Valid AIWorkloads and shared-mode MLPlatforms, each with its key."""
+    platforms = ((k, p) for k, p in desired.by_key(MLPlatform).items() if is_tenant(p))
+    return [*desired.by_key(AIWorkload).items(), *platforms]

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from reconciler.bundles import bundle_rejections, reject_bad_bundles
 from reconciler.deletions import DeletionGuard
-from reconciler.inventory import Inventory
+from reconciler.inventory import Inventory, Machine
 from reconciler.model.desired import DesiredState, Identity, PlatformKey
 from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic
 from reconciler.model.gpu import GpuFamily, canonical_family
@@ -65,11 +65,10 @@ def make_plan(
     pool_entries = {k: _blocked(e, blocked) for k, e in found.pools.items()}
     pools, workloads = _admit(found, pool_entries, previous or {}, invalid, previous_layouts or {}, guarded)
     workloads += _strays(desired, {w.key for w in workloads}, invalid, {}, previous or {}, found.machines)
-    families = {m.gpu_family for m in inventory.machines if m.gpu_family}
     plan = Plan(
         revision=desired.revision,
         platforms=[_blocked(found.platforms[k], blocked) for k in sorted(found.platforms)],
-        diagnostics=plan_diagnostics(desired, families),
+        diagnostics=plan_diagnostics(desired, inventory.machines),
         machines=found.machines,
         pools=pools,
         workloads=sorted(workloads, key=lambda w: w.sort_key),
@@ -131,8 +130,8 @@ def plan_targets(
     guard = DeletionGuard(max_deletions, approved_deletions, desired.revision)
     guarded = _prune_guard(every, leaving, desired.complete, guard)
     blocked = guarded.blocked
-    families = {m.gpu_family for seen in observed.values() for m in seen.inventory.machines if m.gpu_family}
-    diagnostics = plan_diagnostics(desired, families)
+    hosts = (m for seen in observed.values() for m in seen.inventory.machines)
+    diagnostics = plan_diagnostics(desired, hosts)
     plans: dict[Target, Plan] = {}
     planned: set[WorkloadKey] = set()
     for target in order:
@@ -194,17 +193,22 @@ def _as_rejected(plan: Plan, rejected: Mapping[Identity, str]) -> Plan:
     return replace(plan, pools=pools, workloads=workloads)
 
 
-def plan_diagnostics(desired: DesiredState, host_families: set[GpuFamily]) -> list[Diagnostic]:
-    """The revision's diagnostics, less the unknown-family warnings about a family some host has:
-    validation cannot see hosts, the plan can (a family no host and no known model has is a typo)."""
+def plan_diagnostics(desired: DesiredState, machines: Iterable[Machine]) -> list[Diagnostic]:
+    """The revision's diagnostics, less the unknown-family warnings about a family some host of
+    ``machines`` has: validation cannot see hosts, the plan can (a family no host and no known model has
+    is a typo). The hosts are read only when there is such a warning."""
+    host_families: set[GpuFamily] | None = None
 
     def moot(d: Diagnostic) -> bool:
+        nonlocal host_families
         if d.reason != UNKNOWN_GPU_FAMILY or d.namespace is None or d.name is None or d.field is None:
             return False
         platform = desired.get(MLPlatform, d.namespace, d.name)
         index = d.field.removeprefix("spec.gpus[").split("]", 1)[0]
         if platform is None or not index.isdigit() or int(index) >= len(platform.spec.gpus):
             return False
+        if host_families is None:
+            host_families = {m.gpu_family for m in machines if m.gpu_family}
         try:
             return canonical_family(platform.spec.gpus[int(index)].family) in host_families
         except ValueError:

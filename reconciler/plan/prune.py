@@ -10,7 +10,7 @@ from reconciler.deletions import DeletionGuard
 from reconciler.model.conditions import Reason
 from reconciler.model.pools import PROVISIONED_LABEL, WorkloadKey
 from reconciler.placement.admission_types import PreviousAdmissions
-from reconciler.plan.decisions import _Entries, _tenants
+from reconciler.plan.decisions import _Entries
 from reconciler.plan.entries import Action, PlatformPlan, _Invalid
 
 
@@ -19,12 +19,12 @@ def _leaving(
 ) -> set[WorkloadKey]:
     """Admitted workloads (holding GPUs or MIG instances in a pool of ``found``) that this pass would
     remove: gone from the repository, not invalid (an invalid one keeps what it holds), not moved."""
-    present = {(t.metadata.namespace, t.metadata.name) for t in _tenants(found.desired)} | set(invalid)
+    present = found.tenants
     return {
         a.key
         for key in found.pools
         for a in previous.get(key, ())
-        if (a.gpus or a.mig) and a.key not in present
+        if (a.gpus or a.mig) and a.key not in present and a.key not in invalid
     }
 
 
