@@ -71,6 +71,9 @@ def test_a_hand_edited_pool_size_is_repaired_to_what_palette_holds_and_nothing_m
             assert planned.returncode == 0, planned.stderr
             (entry,) = [p for p in json.loads(planned.stdout)["pools"] if p["name"] == "shared-a100"]
             assert entry["action"] == "unchanged", entry  # the pull request's plan sees the same repair
+            assert "warning: recorded state repaired: the scaling record of pool project-b/shared-a100" in (
+                planned.stderr
+            )  # and says so, as the pass logs it
 
             result = ctl.reconcile_once()
             assert result.outcome is PassOutcome.SUCCESS, result.error

@@ -208,6 +208,9 @@ def _make(
                 raise PlanError(str(exc)) from None
         for warning in observer.warnings:
             print(f"warning: {warning}", file=sys.stderr)
+        checked = made.planned.records  # what the observation contradicted, repaired as run repairs it
+        for repair in checked.problems[len(read.records.problems) :] if checked is not None else ():
+            print(f"warning: {repair}", file=sys.stderr)
     return _Made(made, basis, desired.complete)
 
 

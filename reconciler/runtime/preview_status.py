@@ -65,7 +65,7 @@ def read_status(status: StatusBranch | None) -> StatusRead:
     if status is None or status.ref is None:
         return StatusRead(fetched=status.fetched if status is not None else True)
     records = read_records(status.record())
-    problems = tuple(f"{p.meaning}: {p.error}" for p in records.problems)
+    problems = tuple(str(p) for p in records.problems)
     return StatusRead(records, status.tip, status.tip_time, status.fetched, problems=problems)
 
 

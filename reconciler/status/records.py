@@ -48,6 +48,11 @@ class Problem:
     meaning: str
     error: str
 
+    def __str__(self) -> str:
+        """How ``plan`` warns of it: the meaning, then the error (a repair's note already starts with
+        its meaning, :data:`REPAIRED`, and is said once)."""
+        return self.error if self.error.startswith(f"{self.meaning}: ") else f"{self.meaning}: {self.error}"
+
 
 @dataclass(frozen=True, slots=True)
 class Records:
