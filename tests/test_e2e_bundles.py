@@ -33,14 +33,18 @@ def doc(kind: str, name: str, spec: dict[str, Any], api: str = "spectrocloud.com
     )
 
 
-def bundled_pool(bundle: str) -> str:
+def bundled_pool(bundle: str, allow_replace: bool = False) -> str:
     pool = yaml.safe_load((SAMPLE / POOL_FILE).read_text())
     pool["spec"].pop("workloadProfileRef", None)
     pool["spec"]["profileBundleRef"] = {"name": bundle}
+    if allow_replace:
+        pool["metadata"]["annotations"] = {"palette.ai/allow-replace": "true"}
     return yaml.safe_dump(pool)
 
 
-def files(pool_uids: list[str], with_workload: bool) -> dict[str, str | bytes | None]:
+def files(
+    pool_uids: list[str], with_workload: bool, allow_replace: bool = False
+) -> dict[str, str | bytes | None]:
     out: dict[str, str | bytes | None] = {
         "project-b/bundles/a100-stack.yaml": doc(
             "ProfileBundle",
@@ -52,7 +56,7 @@ def files(pool_uids: list[str], with_workload: bool) -> dict[str, str | bytes | 
             "serving",
             {"type": "Application", "workloadProfiles": [{"name": "triton-inference-profile"}]},
         ),
-        POOL_FILE: bundled_pool("a100-stack"),
+        POOL_FILE: bundled_pool("a100-stack", allow_replace),
     }
     workload = doc(
         "AIWorkload",
@@ -195,6 +199,42 @@ def test_add_ons_of_a_running_pools_bundle_are_attached_and_detached_in_place_an
     assert attached(emulator) == {INFRA} and pool_cluster(emulator).uid == uid
     status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]
     assert status["conditions"][0]["reason"] == "ReplaceBlocked" and status["profiles"] == [INFRA]
+
+
+def test_with_allow_replace_an_infra_change_replaces_the_running_pools_cluster(
+    emulator: EmulatorServer,
+    tmp_path: Path,
+) -> None:
+    remote = repo_with(tmp_path, files([INFRA], with_workload=False))
+    ctl = controller(remote, emulator, tmp_path)
+    pool_file = "project-b/computepools/shared-a100.yaml"
+
+    def phase() -> str | None:
+        status = status_files(remote).get(pool_file)
+        return status["status"]["phase"] if status else None
+
+    until(ctl, lambda: phase() == "Running")
+    old = pool_cluster(emulator).uid
+
+    # The infrastructure profile changes and the pool allows a replace: the plan says replace, and the
+    # pass deletes the cluster; once it is gone the pool's cluster is created from the new bundle.
+    other = "6651a2b3c4d5e6f708192a3b"
+    remote.commit(files([other, DCGM], with_workload=False, allow_replace=True), "other infra, replace")
+    (entry,) = [p for p in plan_from_status(remote)["pools"] if p["name"] == "shared-a100"]
+    assert (entry["action"], entry["reason"]) == ("replace", "Provisioning")
+    assert f"infrastructure profile changes from {INFRA} to {other}" in entry["message"]
+    ctl.reconcile_once()
+    assert emulator.state.clusters[old].deleting_since is not None
+
+    def replaced() -> bool:
+        emulator.state.sweep()
+        return old not in emulator.state.clusters and phase() == "Running"
+
+    until(ctl, replaced)
+    cluster = pool_cluster(emulator)
+    assert cluster.uid != old
+    assert [str(p["uid"]) for p in cluster.profiles] == [other, DCGM]
+    assert status_files(remote)[pool_file]["status"]["profiles"] == [other, DCGM]
 
 
 def own_pool_files(with_workload: bool) -> dict[str, str | bytes | None]:
