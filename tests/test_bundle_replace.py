@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reconciler.inventory import HostState, Inventory
+from reconciler.model.catalogue import ProfileCatalogue
 from reconciler.model.conditions import Reason
 from reconciler.plan import Action, PoolPlan, make_plan
 from tests._allocate_support import cps, inventory, machine, pool_cluster
@@ -34,7 +35,7 @@ def _inventory() -> Inventory:
     """The running pool's hosts (in use) and one more free 8-GPU host to scale onto."""
     used = [*cps(1, state=HostState.IN_USE), machine("g8", 8, state=HostState.IN_USE)]
     inv = inventory([*used, machine("g8b", 8)])
-    return replace(inv, catalogue=tuple(sorted(CATALOGUE.items())))
+    return replace(inv, catalogue=ProfileCatalogue.of(CATALOGUE))
 
 
 def planned(recorded: tuple[str, ...], *, gpus: int = 8, allow: bool = False) -> PoolPlan:

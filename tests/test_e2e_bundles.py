@@ -15,10 +15,17 @@ from typing import Any
 import yaml
 
 from reconciler.emulator import EmulatorServer
+from reconciler.emulator.faults import FaultRule
+from reconciler.palette.client import PaletteClient
+from reconciler.palette.endpoints import CLUSTER_CREATE
+from reconciler.resolve import Target
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import SAMPLE, controller
 from tests._git_support import RemoteRepo
 from tests._loop_support import status_files
+from tests._palette_support import fast_retry
 from tests.test_e2e_pools import pool_cluster, repo_with
 
 INFRA = "6651a2b3c4d5e6f708192a3c"  # edge-ubuntu-k8s-gpu-infra
@@ -112,7 +119,7 @@ def test_a_bundle_built_pool_and_a_workload_bundle_attached_and_detached(
     until(ctl, lambda: attached(emulator) == {INFRA, DCGM})
 
 
-def test_a_uid_unknown_to_palette_is_refused_by_palette_and_rejected_by_a_plan_with_the_catalogue(
+def test_a_uid_unknown_to_palette_is_rejected_by_the_pass_and_its_plan_not_when_the_read_fails(
     emulator: EmulatorServer,
     tmp_path: Path,
 ) -> None:
@@ -120,26 +127,33 @@ def test_a_uid_unknown_to_palette_is_refused_by_palette_and_rejected_by_a_plan_w
     remote = repo_with(tmp_path, files([INFRA, unknown], with_workload=False))
     ctl = controller(remote, emulator, tmp_path)
     ctl.reconcile_once()
+    # The pass asks Palette about the bundle's uids (GET /v1/clusterprofiles/{uid}); the 404 rejects the
+    # pool itself, InvalidSpec, naming the bundle and the uid, and no create is sent.
     emulator.state.sweep()
     assert not [c for c in emulator.state.clusters.values() if c.name == "project-b-shared-a100"]
+    assert emulator.stats.count("POST", CLUSTER_CREATE, 400) == 0  # the pool's create was never sent
+    assert emulator.stats.count("GET", "/v1/clusterprofiles/{uid}", 404) == 1
     status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]
-    assert unknown in json.dumps(status)  # Palette's 400 names the uid
-
-    # With Palette's catalogue in the observation (the inventory snapshot), the plan rejects the pool
-    # itself, InvalidSpec, naming the bundle and the uid, and sends nothing.
-    checkout = tmp_path / "checkout"
-    subprocess.run(["git", "clone", "-q", str(remote.bare), str(checkout)], check=True, timeout=60)
-    out = subprocess.run(
-        [sys.executable, "-m", "reconciler.cli", "plan", "--repo", str(checkout), "--inventory",
-         str(SAMPLE / "inventory.json"), "--format", "json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert out.returncode == 1, out.stderr
-    pool = next(p for p in json.loads(out.stdout)["pools"] if p["name"] == "shared-a100")
+    rejection = f"profile bundle a100-stack: cluster profile {unknown} unknown to Palette"
+    assert status["conditions"][0]["reason"] == "InvalidSpec"
+    assert status["conditions"][0]["message"].startswith(rejection)
+    # The plan of the status branch shows the same: Palette's answers are recorded with the inventory.
+    (pool,) = [p for p in plan_from_status(remote)["pools"] if p["name"] == "shared-a100"]
     assert (pool["action"], pool["reason"]) == ("rejected", "InvalidSpec")
-    assert pool["message"].startswith(
-        f"profile bundle a100-stack: cluster profile {unknown} unknown to Palette"
-    )
+    assert pool["message"].startswith(rejection)
+
+    # A failed read is never "unknown to Palette": the bundle is not checked, and Palette's own answer
+    # to the create (400, naming the uid) is what the pool reports.
+    emulator.faults.add([FaultRule(path=r"^/v1/clusterprofiles/", error_rate=1.0, error_status=503)])
+
+    def client(target: Target, key: str) -> PaletteClient:
+        return PaletteClient(target.url, key, target.project_uid, retry=fast_retry(max_attempts=2))
+
+    options = ControllerOptions(repo=str(remote.bare), palette_url=emulator.url, cache_dir=tmp_path / "c2")
+    wiring.build(options, client_factory=client).reconcile_once()
+    status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]
+    assert status["conditions"][0]["reason"] != "InvalidSpec"
+    assert unknown in json.dumps(status)  # Palette's 400 names the uid
 
 
 def plan_from_status(remote: RemoteRepo, *flags: str) -> dict[str, Any]:

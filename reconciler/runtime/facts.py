@@ -53,7 +53,10 @@ class ObservedTarget:
 
     def snapshot(self) -> bytes:
         if self._snapshot is None:
-            self._snapshot = render_snapshot(list(self.raw_hosts), list(self.raw_clusters))
+            catalogue = self.inventory.catalogue
+            profiles = [{"uid": u, "type": t} for u, t in catalogue.types] if catalogue is not None else []
+            asked = catalogue.asked if catalogue is not None else None
+            self._snapshot = render_snapshot(list(self.raw_hosts), list(self.raw_clusters), profiles, asked)
         return self._snapshot
 
 
