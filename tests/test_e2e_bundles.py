@@ -295,7 +295,7 @@ def test_a_fullstack_workload_without_a_pool_gets_its_own_removed_with_it_as_one
     assert cluster.labels["palette.ai/provisioned-for"] == "AIWorkload"
     assert [str(p["uid"]) for p in cluster.profiles][:2] == [INFRA, DCGM]  # built from the bundle
     pool_status = status_files(remote)["project-b/computepools/chat.yaml"]["status"]
-    assert pool_status["phase"] == "Running"
+    assert pool_status["phase"] == "Running" and pool_status["provisionedFor"] == "chat"
     assert status_files(remote)["project-b/aiworkloads/chat.yaml"]["status"]["pool"] == "chat"
 
     # The workload leaves: its pool's cluster goes with it, one deletion within --max-deletions 1.
