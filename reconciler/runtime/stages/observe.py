@@ -107,6 +107,7 @@ class Observer:
         observed: dict[Target, ObservedTarget] = {}
         failed: dict[Target, str] = {}
         stalled: dict[Target, str] = {}
+        uids = bundle_uids(desired)  # the catalogue's answers the bundle checks need (docs/bundles.md)
         for target in sorted(routing.targets | self.known_targets, key=target_order):
             stall = self._stalls.get(target)
             if stall is not None:
@@ -119,7 +120,7 @@ class Observer:
                 self._key_refs.pop(target, None)
                 self.route(desired)  # picks the key reference the Settings name now
             try:
-                observed[target] = self.read(target, routing, recorded, docs, bundle_uids(desired))
+                observed[target] = self.read(target, routing, recorded, docs, uids)
             except (UnauthorizedError, MissingAPIKey) as exc:
                 stalled[target] = self.stall(target, desired, str(exc))
             except DoubtfulAnswer as exc:
@@ -153,22 +154,21 @@ class Observer:
         return self._with_catalogue(target, seen, profile_uids)
 
     def _with_catalogue(self, target: Target, seen: ObservedTarget, uids: Sequence[str]) -> ObservedTarget:
-        """``seen`` with Palette's answers for ``uids`` (types read once are not asked again)."""
-        if not uids:
-            return seen
-        found = self._profile_types.setdefault(target, {})
-        read = read_catalogue(self.client(target), uids, found)
-        if read.unread:
-            log.warning(
-                "cluster profiles not read: their bundles are not checked this pass",
-                url=target.url,
-                profiles={uid: why for uid, why in sorted(read.unread.items())},
-            )
-        if seen.inventory.catalogue == read.catalogue:
+        """``seen`` with Palette's answers for ``uids`` (types read once are not asked again); no
+        catalogue when no bundle names a uid."""
+        catalogue = None
+        if uids:
+            read = read_catalogue(self.client(target), uids, self._profile_types.setdefault(target, {}))
+            catalogue = read.catalogue
+            if read.unread:
+                log.warning(
+                    "cluster profiles not read: their bundles are not checked this pass",
+                    url=target.url,
+                    profiles={uid: why for uid, why in sorted(read.unread.items())},
+                )
+        if seen.inventory.catalogue == catalogue:
             return seen  # the observation reused: the same catalogue, the same snapshot
-        with_profiles = replace(
-            seen, inventory=replace(seen.inventory, catalogue=read.catalogue), _snapshot=None
-        )
+        with_profiles = replace(seen, inventory=replace(seen.inventory, catalogue=catalogue), _snapshot=None)
         self._observed[target] = with_profiles
         return with_profiles
 
