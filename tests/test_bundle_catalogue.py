@@ -5,15 +5,18 @@ fake Palette for the reader."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from reconciler.bundles import bundle_rejections, bundle_uids, catalogue_of
+from reconciler.inventory import Inventory
 from reconciler.model.catalogue import ProfileCatalogue
 from reconciler.palette.catalogue import read_catalogue
 from reconciler.palette.errors import ServerError, UnauthorizedError
 from reconciler.palette.observe import parse_snapshot, profile_type
+from reconciler.runtime.facts import ObservedTarget
 from reconciler.status.snapshot import render_snapshot
 from tests.test_bundles import DCGM, GPU_INFRA, INFRA, bundle, load, pool
 
@@ -113,3 +116,12 @@ def test_a_recorded_live_catalogue_reads_back_as_the_same_catalogue() -> None:
     assert catalogue_of(back.cluster_profiles, back.profiles_asked) == nothing_found
     with pytest.raises(ValueError, match="clusterProfilesAsked must be a list of profile uids"):
         parse_snapshot('{"edgeHosts": [], "clusterProfilesAsked": [1]}', json_first=True)
+
+
+def test_a_shard_plans_with_the_catalogue_but_leaves_it_out_of_the_shared_snapshot() -> None:
+    live = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])
+    seen = ObservedTarget(replace(Inventory(), catalogue=live), [], "fingerprint")
+    assert json.loads(seen.snapshot())["clusterProfilesAsked"] == sorted([DCGM, GPU_INFRA])
+    shard = replace(seen, records_catalogue=False, _snapshot=None)
+    assert shard.inventory.catalogue == live
+    assert "clusterProfilesAsked" not in json.loads(shard.snapshot())

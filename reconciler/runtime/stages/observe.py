@@ -168,7 +168,12 @@ class Observer:
                 )
         if seen.inventory.catalogue == catalogue:
             return seen  # the observation reused: the same catalogue, the same snapshot
-        with_profiles = replace(seen, inventory=replace(seen.inventory, catalogue=catalogue), _snapshot=None)
+        with_profiles = replace(
+            seen,
+            inventory=replace(seen.inventory, catalogue=catalogue),
+            records_catalogue=self._namespaces.everything,
+            _snapshot=None,
+        )
         self._observed[target] = with_profiles
         return with_profiles
 
