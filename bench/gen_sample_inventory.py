@@ -9,7 +9,9 @@ profile catalogue: the infrastructure profiles the sample Settings name and the 
 sample WorkloadProfiles. The sample ComputePools each reserve their hosts with the resource group
 ``palette.ai.rg/pool: <pool>`` (shared-a100: cp-12 and gpu-a100-03; finetune-l40s: cp-13 and
 gpu-l40s-02), so the five platforms are placed where they were before pools were planned: pools and
-platforms are placed in one (namespace, name) order. cp-13 comes last, so no other host's address moves.
+platforms are placed in one (namespace, name) order. cp-13 comes last, so no other host's address moves;
+then cp-14 and gpu-l40s-03, tagged for the pool the workload whisper provisions (it is placed last by name,
+and takes the tagged hosts once the untagged ones are gone).
 Usage: ``python bench/gen_sample_inventory.py [OUT]``.
 """
 
@@ -59,6 +61,7 @@ CLUSTER_PROFILES = [
     ("66f1a2b3c4d5e6f7a8b9c0d1", "kubeflow-training", "add-on"),
     ("66f1a2b3c4d5e6f7a8b9c0d2", "kubeflow-training-operator", "add-on"),
     ("66f1a2b3c4d5e6f7a8b9c0e1", "triton-inference-server", "add-on"),
+    ("66f1a2b3c4d5e6f7a8b9c0f1", "dcgm-exporter", "add-on"),  # of the Profile Bundles
 ]
 
 
@@ -148,6 +151,9 @@ def edge_hosts() -> list[dict[str, Any]]:
     add("gpu-t4-01", cores=8, tags={"gpus": "1", "gpu-family": "nvidia-t4", "gpu-memory": "16 GX"})
     # The control plane of the dedicated pool finetune-l40s (added last: the addresses above stay).
     add("cp-13", tags={RG_POOL: "finetune-l40s"})
+    # The hosts of the pool the workload whisper provisions for itself (after cp-13, for the same reason).
+    add("cp-14", tags={RG_POOL: "whisper"})
+    add("gpu-l40s-03", cores=32, gpu=L40S, gpu_count=2, tags={RG_POOL: "whisper"})
     return hosts
 
 

@@ -1,8 +1,10 @@
 """Profile Bundles against Palette's catalogue of cluster profiles (pure; docs/bundles.md).
 
-Validation cannot know a cluster profile's type: Palette does. When the observation carries the
-catalogue (``{uid: infra|add-on|full}``, an inventory snapshot's ``clusterProfiles``), the plan checks
-every bundle in use against it before anything is placed:
+Validation cannot know a cluster profile's type: Palette does. The observation carries the catalogue
+(:class:`~reconciler.model.catalogue.ProfileCatalogue`): an inventory snapshot's ``clusterProfiles``, or
+Palette's own answers for the uids the bundles name (``GET /v1/clusterprofiles/{uid}``, read by the
+observe stage). The plan checks every bundle in use against it before anything is placed, one rule for
+either source:
 
 - every uid is known to Palette;
 - an Infrastructure or Fullstack bundle holds exactly one ``infra`` or ``full`` profile, an Application
@@ -13,8 +15,9 @@ A pool or workload whose bundle breaks one of these is rejected with reason ``In
 naming the bundle and the uid; nothing is sent to Palette for it. It is carried the way an invalid
 resource is (:func:`reject_bad_bundles` moves it to ``invalid``), so that what already runs keeps running:
 a pool keeps its cluster, a workload its GPUs and attached profiles (invalid is not absent).
-Without a catalogue nothing is checked here; Palette's own answer to a create or attach (400 for an
-unknown uid) is then what the resource reports.
+A bundle with a uid the observation does not know either way (no catalogue, or a Palette read that
+failed) is not checked: a failed read is never "unknown to Palette". Palette's own answer to a create or
+attach (400 for an unknown uid) is then what the resource reports.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from reconciler.model.bundle import APPLICATION, ProfileBundle
+from reconciler.model.catalogue import ProfileCatalogue
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, Identity, SourceRef
 from reconciler.model.diagnostics import Diagnostic
@@ -30,14 +34,24 @@ from reconciler.model.resources import AIWorkload, ComputePool
 from reconciler.profiles import platform_cluster_profiles, profile_bundle
 
 BUILDING_TYPES = frozenset({"infra", "full"})  # the types Palette builds an edge-native cluster from
-Catalogue = Mapping[str, str]  # cluster profile uid -> infra | add-on | full
+Catalogue = Mapping[str, str]  # cluster profile uid -> infra | add-on | full, of the uids known
 
 
-def catalogue_of(profiles: Iterable[Mapping[str, object]] | None) -> dict[str, str] | None:
-    """A snapshot's ``clusterProfiles`` as a catalogue (None when it has none)."""
-    if profiles is None:
+def catalogue_of(
+    profiles: Iterable[Mapping[str, object]] | None, asked: Iterable[str] | None = None
+) -> ProfileCatalogue | None:
+    """A snapshot's ``clusterProfiles`` as a catalogue (None when it has none): the whole catalogue, or,
+    with ``asked`` (``clusterProfilesAsked``: a recorded live read), what Palette answered for those."""
+    if profiles is None and asked is None:
         return None
-    return {str(p["uid"]): str(p.get("type") or "infra") for p in profiles if p.get("uid")}
+    types = {str(p["uid"]): str(p.get("type") or "infra") for p in profiles or () if p.get("uid")}
+    return ProfileCatalogue.of(types, asked)
+
+
+def bundle_uids(desired: DesiredState) -> tuple[str, ...]:
+    """Every cluster profile uid a bundle of ``desired`` names, sorted: what the observe stage asks
+    Palette about (every bundle, whichever namespace, so that every shard asks the same)."""
+    return tuple(sorted({r.uid for b in desired.of_kind(ProfileBundle) for r in b.spec.cluster_profiles}))
 
 
 def infrastructure_uid(bundle: ProfileBundle, catalogue: Catalogue) -> str | None:
@@ -96,23 +110,28 @@ def infrastructure_mismatch(
     own = [r.uid for r in platform_cluster_profiles(desired, pool)]
     if uid in own:
         return None
-    theirs = next((u for u in own if catalogue.get(u) in BUILDING_TYPES), None)
+    # The pool's first profile is its infrastructure one when the catalogue does not say (docs/bundles.md).
+    theirs = next((u for u in own if catalogue.get(u) in BUILDING_TYPES), own[0] if own else None)
     return (
         f"profile bundle {bundle.metadata.name}: infrastructure profile {uid} does not match the one of pool "
         f"{pool.metadata.name} ({theirs or 'none'})"
     )
 
 
-def bundle_rejections(desired: DesiredState, catalogue: Catalogue | None) -> dict[Identity, str]:
-    """Every pool and AIWorkload of ``desired`` that a bundle check rejects, with the message."""
-    if catalogue is None:
+def bundle_rejections(desired: DesiredState, observed: ProfileCatalogue | None) -> dict[Identity, str]:
+    """Every pool and AIWorkload of ``desired`` that a bundle check rejects, with the message. A bundle
+    naming a uid ``observed`` does not know either way is not checked (nor are its users)."""
+    if observed is None:
         return {}
+    catalogue = observed.by_uid
     verdicts: dict[tuple[str, str], str | None] = {}
     out: dict[Identity, str] = {}
     users: list[ComputePool | AIWorkload] = [*desired.of_kind(ComputePool), *desired.of_kind(AIWorkload)]
     for user in users:
         bundle = profile_bundle(desired, user)
         if bundle is None:
+            continue
+        if not all(observed.knows(r.uid) for r in bundle.spec.cluster_profiles):
             continue
         key = (bundle.metadata.namespace, bundle.metadata.name)
         if key not in verdicts:

@@ -45,6 +45,7 @@ from reconciler.host_tags import (
     parse_tags,
     shown,
 )
+from reconciler.model.catalogue import ProfileCatalogue
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.quantity import parse_memory_bytes
 
@@ -104,9 +105,9 @@ class ExcludedHost:
 class Inventory:
     machines: tuple[Machine, ...] = ()
     excluded: tuple[ExcludedHost, ...] = ()
-    # Palette's cluster profile catalogue as observed ((uid, infra|add-on|full), sorted), when the
-    # observation has one (an inventory snapshot's clusterProfiles); None when it has none.
-    catalogue: tuple[tuple[str, str], ...] | None = None
+    # Palette's cluster profile catalogue as observed (an inventory snapshot's clusterProfiles, or
+    # Palette's answers for the bundles' uids); None when the observation has none.
+    catalogue: ProfileCatalogue | None = None
 
     def by_uid(self) -> dict[str, Machine]:
         return {m.uid: m for m in self.machines}

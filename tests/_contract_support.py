@@ -58,13 +58,14 @@ SAMPLE_PLATFORMS = [
     ("project-b", "inference"),
     ("project-b", "training"),
 ]
-SAMPLE_POOLS = [("project-b", "finetune-l40s"), ("project-b", "shared-a100")]
+SAMPLE_POOLS = [("project-b", "finetune-l40s"), ("project-b", "shared-a100"), ("project-b", "whisper")]
 SAMPLE_WORKLOADS = [
     ("project-b", "batch-train"),
     ("project-b", "finetune"),
     ("project-b", "llm-serving"),
     ("project-b", "notebook"),
     ("project-b", "sweep"),
+    ("project-b", "whisper"),
 ]
 SAMPLE_COMPUTES = [("project-a", "edge-compute"), ("project-b", "edge-compute")]
 

@@ -11,6 +11,7 @@ from reconciler.inventory import HostState, Inventory
 from reconciler.manifests import load_files
 from reconciler.model.base import LocalRef
 from reconciler.model.bundle import ProfileBundle
+from reconciler.model.catalogue import ProfileCatalogue
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.diagnostics import Diagnostic, Severity
@@ -219,14 +220,15 @@ def test_catalogue_rules_name_the_bundle_and_the_uid() -> None:
     app = bundle_problem(_bundle("Application", [VLLM, INFRA]), CATALOGUE)
     assert app is not None and "cluster profile infra-1 is of type infra; an Application bundle" in app
     assert catalogue_of(None) is None
-    assert catalogue_of([{"uid": "a"}, {"uid": "b", "type": "add-on"}]) == {"a": "infra", "b": "add-on"}
+    whole = catalogue_of([{"uid": "a"}, {"uid": "b", "type": "add-on"}])
+    assert whole == ProfileCatalogue((("a", "infra"), ("b", "add-on")))
 
 
 def _inventory(catalogue: dict[str, str] | None = CATALOGUE, used: bool = False, more: int = 0) -> Inventory:
     state = HostState.IN_USE if used else HostState.AVAILABLE
     extra = [machine(f"cpu-{i}", 0, None, tagged=True) for i in range(more)]
     inv = inventory([*cps(1, state=state), machine("g8", 8, state=state), *extra])
-    return replace(inv, catalogue=tuple(sorted(catalogue.items())) if catalogue is not None else None)
+    return replace(inv, catalogue=ProfileCatalogue.of(catalogue) if catalogue is not None else None)
 
 
 def test_a_pool_is_built_from_its_bundle_and_its_workload_attaches_only_the_add_ons() -> None:

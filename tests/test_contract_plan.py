@@ -74,7 +74,10 @@ def check_plan_shape(plan: dict[str, Any]) -> None:
     pools = plan["pools"]
     assert [(p["namespace"], p["name"]) for p in pools] == sorted((p["namespace"], p["name"]) for p in pools)
     for p in pools:
-        assert set(p) == POOL_KEYS, p
+        # ``profiles`` on an in-place update of a bundle-built pool; ``provisionedFor`` on a pool a workload
+        # provisioned for itself (named after it).
+        assert POOL_KEYS <= set(p) <= POOL_KEYS | {"profiles", "provisionedFor"}, p
+        assert p.get("provisionedFor", p["name"]) == p["name"]
         assert p["mode"] in ("shared", "dedicated", None) and p["action"] in ACTIONS
         assert p["controlPlane"] == sorted(p["controlPlane"]) and p["workers"] == sorted(p["workers"])
         for family, c in p["capacity"].items():
@@ -149,7 +152,9 @@ def test_offline_plan_of_the_sample_places_its_pools_and_admits_their_workloads(
     assert {n: (p["action"], p["mode"]) for n, p in pools.items()} == {
         "finetune-l40s": ("create", "dedicated"),
         "shared-a100": ("create", "shared"),
+        "whisper": ("create", "dedicated"),  # provisioned for the workload whisper
     }
+    assert pools["whisper"]["provisionedFor"] == "whisper"
     assert pools["shared-a100"]["capacity"] == {"NVIDIA-A100": {"total": 8, "admitted": 7, "free": 1}}
     actions = {w["name"]: (w["pool"], w["action"]) for w in sample_plan["workloads"]}
     assert actions == {
@@ -158,6 +163,7 @@ def test_offline_plan_of_the_sample_places_its_pools_and_admits_their_workloads(
         "llm-serving": ("shared-a100", "admit"),
         "notebook": ("shared-a100", "admit"),
         "sweep": ("shared-a100", "pending"),
+        "whisper": ("whisper", "admit"),
     }
 
 

@@ -15,10 +15,17 @@ from typing import Any
 import yaml
 
 from reconciler.emulator import EmulatorServer
+from reconciler.emulator.faults import FaultRule
+from reconciler.palette.client import PaletteClient
+from reconciler.palette.endpoints import CLUSTER_CREATE
+from reconciler.resolve import Target
+from reconciler.runtime import wiring
+from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.pipeline import Pipeline
 from tests._e2e_support import SAMPLE, controller
 from tests._git_support import RemoteRepo
 from tests._loop_support import status_files
+from tests._palette_support import fast_retry
 from tests.test_e2e_pools import pool_cluster, repo_with
 
 INFRA = "6651a2b3c4d5e6f708192a3c"  # edge-ubuntu-k8s-gpu-infra
@@ -33,14 +40,18 @@ def doc(kind: str, name: str, spec: dict[str, Any], api: str = "spectrocloud.com
     )
 
 
-def bundled_pool(bundle: str) -> str:
+def bundled_pool(bundle: str, allow_replace: bool = False) -> str:
     pool = yaml.safe_load((SAMPLE / POOL_FILE).read_text())
     pool["spec"].pop("workloadProfileRef", None)
     pool["spec"]["profileBundleRef"] = {"name": bundle}
+    if allow_replace:
+        pool["metadata"]["annotations"] = {"palette.ai/allow-replace": "true"}
     return yaml.safe_dump(pool)
 
 
-def files(pool_uids: list[str], with_workload: bool) -> dict[str, str | bytes | None]:
+def files(
+    pool_uids: list[str], with_workload: bool, allow_replace: bool = False
+) -> dict[str, str | bytes | None]:
     out: dict[str, str | bytes | None] = {
         "project-b/bundles/a100-stack.yaml": doc(
             "ProfileBundle",
@@ -52,7 +63,7 @@ def files(pool_uids: list[str], with_workload: bool) -> dict[str, str | bytes | 
             "serving",
             {"type": "Application", "workloadProfiles": [{"name": "triton-inference-profile"}]},
         ),
-        POOL_FILE: bundled_pool("a100-stack"),
+        POOL_FILE: bundled_pool("a100-stack", allow_replace),
     }
     workload = doc(
         "AIWorkload",
@@ -108,7 +119,7 @@ def test_a_bundle_built_pool_and_a_workload_bundle_attached_and_detached(
     until(ctl, lambda: attached(emulator) == {INFRA, DCGM})
 
 
-def test_a_uid_unknown_to_palette_is_refused_by_palette_and_rejected_by_a_plan_with_the_catalogue(
+def test_a_uid_unknown_to_palette_is_rejected_by_the_pass_and_its_plan_not_when_the_read_fails(
     emulator: EmulatorServer,
     tmp_path: Path,
 ) -> None:
@@ -116,26 +127,36 @@ def test_a_uid_unknown_to_palette_is_refused_by_palette_and_rejected_by_a_plan_w
     remote = repo_with(tmp_path, files([INFRA, unknown], with_workload=False))
     ctl = controller(remote, emulator, tmp_path)
     ctl.reconcile_once()
+    # The pass asks Palette about the bundle's uids (GET /v1/clusterprofiles/{uid}); the 404 rejects the
+    # pool itself, InvalidSpec, naming the bundle and the uid, and no create is sent.
     emulator.state.sweep()
     assert not [c for c in emulator.state.clusters.values() if c.name == "project-b-shared-a100"]
+    assert emulator.stats.count("POST", CLUSTER_CREATE, 400) == 0  # the pool's create was never sent
+    assert emulator.stats.count("GET", "/v1/clusterprofiles/{uid}", 404) == 1
+    ctl.reconcile_once()  # a type once read is not asked again; the 404 is
+    assert emulator.stats.count("GET", "/v1/clusterprofiles/{uid}", 200) == 2  # INFRA and DCGM, once each
+    assert emulator.stats.count("GET", "/v1/clusterprofiles/{uid}", 404) == 2
     status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]
-    assert unknown in json.dumps(status)  # Palette's 400 names the uid
-
-    # With Palette's catalogue in the observation (the inventory snapshot), the plan rejects the pool
-    # itself, InvalidSpec, naming the bundle and the uid, and sends nothing.
-    checkout = tmp_path / "checkout"
-    subprocess.run(["git", "clone", "-q", str(remote.bare), str(checkout)], check=True, timeout=60)
-    out = subprocess.run(
-        [sys.executable, "-m", "reconciler.cli", "plan", "--repo", str(checkout), "--inventory",
-         str(SAMPLE / "inventory.json"), "--format", "json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert out.returncode == 1, out.stderr
-    pool = next(p for p in json.loads(out.stdout)["pools"] if p["name"] == "shared-a100")
+    rejection = f"profile bundle a100-stack: cluster profile {unknown} unknown to Palette"
+    assert status["conditions"][0]["reason"] == "InvalidSpec"
+    assert status["conditions"][0]["message"].startswith(rejection)
+    # The plan of the status branch shows the same: Palette's answers are recorded with the inventory.
+    (pool,) = [p for p in plan_from_status(remote)["pools"] if p["name"] == "shared-a100"]
     assert (pool["action"], pool["reason"]) == ("rejected", "InvalidSpec")
-    assert pool["message"].startswith(
-        f"profile bundle a100-stack: cluster profile {unknown} unknown to Palette"
-    )
+    assert pool["message"].startswith(rejection)
+
+    # A failed read is never "unknown to Palette": the bundle is not checked, and Palette's own answer
+    # to the create (400, naming the uid) is what the pool reports.
+    emulator.faults.add([FaultRule(path=r"^/v1/clusterprofiles/", error_rate=1.0, error_status=503)])
+
+    def client(target: Target, key: str) -> PaletteClient:
+        return PaletteClient(target.url, key, target.project_uid, retry=fast_retry(max_attempts=2))
+
+    options = ControllerOptions(repo=str(remote.bare), palette_url=emulator.url, cache_dir=tmp_path / "c2")
+    wiring.build(options, client_factory=client).reconcile_once()
+    status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]
+    assert status["conditions"][0]["reason"] != "InvalidSpec"
+    assert unknown in json.dumps(status)  # Palette's 400 names the uid
 
 
 def plan_from_status(remote: RemoteRepo, *flags: str) -> dict[str, Any]:
@@ -197,6 +218,42 @@ def test_add_ons_of_a_running_pools_bundle_are_attached_and_detached_in_place_an
     assert status["conditions"][0]["reason"] == "ReplaceBlocked" and status["profiles"] == [INFRA]
 
 
+def test_with_allow_replace_an_infra_change_replaces_the_running_pools_cluster(
+    emulator: EmulatorServer,
+    tmp_path: Path,
+) -> None:
+    remote = repo_with(tmp_path, files([INFRA], with_workload=False))
+    ctl = controller(remote, emulator, tmp_path)
+    pool_file = "project-b/computepools/shared-a100.yaml"
+
+    def phase() -> str | None:
+        status = status_files(remote).get(pool_file)
+        return status["status"]["phase"] if status else None
+
+    until(ctl, lambda: phase() == "Running")
+    old = pool_cluster(emulator).uid
+
+    # The infrastructure profile changes and the pool allows a replace: the plan says replace, and the
+    # pass deletes the cluster; once it is gone the pool's cluster is created from the new bundle.
+    other = "6651a2b3c4d5e6f708192a3b"
+    remote.commit(files([other, DCGM], with_workload=False, allow_replace=True), "other infra, replace")
+    (entry,) = [p for p in plan_from_status(remote)["pools"] if p["name"] == "shared-a100"]
+    assert (entry["action"], entry["reason"]) == ("replace", "Provisioning")
+    assert f"infrastructure profile changes from {INFRA} to {other}" in entry["message"]
+    ctl.reconcile_once()
+    assert emulator.state.clusters[old].deleting_since is not None
+
+    def replaced() -> bool:
+        emulator.state.sweep()
+        return old not in emulator.state.clusters and phase() == "Running"
+
+    until(ctl, replaced)
+    cluster = pool_cluster(emulator)
+    assert cluster.uid != old
+    assert [str(p["uid"]) for p in cluster.profiles] == [other, DCGM]
+    assert status_files(remote)[pool_file]["status"]["profiles"] == [other, DCGM]
+
+
 def own_pool_files(with_workload: bool) -> dict[str, str | bytes | None]:
     out: dict[str, str | bytes | None] = {
         "project-b/bundles/chat-stack.yaml": doc(
@@ -241,7 +298,7 @@ def test_a_fullstack_workload_without_a_pool_gets_its_own_removed_with_it_as_one
     assert cluster.labels["palette.ai/provisioned-for"] == "AIWorkload"
     assert [str(p["uid"]) for p in cluster.profiles][:2] == [INFRA, DCGM]  # built from the bundle
     pool_status = status_files(remote)["project-b/computepools/chat.yaml"]["status"]
-    assert pool_status["phase"] == "Running"
+    assert pool_status["phase"] == "Running" and pool_status["provisionedFor"] == "chat"
     assert status_files(remote)["project-b/aiworkloads/chat.yaml"]["status"]["pool"] == "chat"
 
     # The workload leaves: its pool's cluster goes with it, one deletion within --max-deletions 1.

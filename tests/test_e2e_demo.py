@@ -25,9 +25,9 @@ def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
     assert "all 5 platforms Running" in proc.stdout
     for name in ("clearml-prod", "cpu-sandbox", "notebooks", "inference", "training"):
         assert re.search(rf"{name}\s.*Running", proc.stdout), name
-    # The sample pools: both Running; shared-a100 admits three, sweep waits with its shortfall.
-    assert "all 2 pools Running, 4 workloads Running, 1 pending" in proc.stdout
-    for name, mode in (("finetune-l40s", "dedicated"), ("shared-a100", "shared")):
+    # The sample pools: all Running; shared-a100 admits three, sweep waits with its shortfall.
+    assert "all 3 pools Running, 5 workloads Running, 1 pending" in proc.stdout
+    for name, mode in (("finetune-l40s", "dedicated"), ("shared-a100", "shared"), ("whisper", "dedicated")):
         assert re.search(rf"project-b/{name}\s.*ComputePool \({mode}\)\s.*Running", proc.stdout), name
     assert re.search(r"project-b/sweep\s.*Pending\s.*PoolCapacityExceeded: needs 4 NVIDIA-A100", proc.stdout)
     # finetune-l40s is a bundle-built pool: its cluster has the bundle l40s-stack's profiles.
@@ -35,6 +35,13 @@ def test_demo_runs_every_sample_platform_to_running_and_exits_zero() -> None:
         "pool project-b/finetune-l40s is built from its profile bundle: cluster profiles "
         "6651a2b3c4d5e6f708192a3c, 66f1a2b3c4d5e6f7a8b9c0f1" in proc.stdout
     )
+    # whisper provisions a pool of its own, built from its Fullstack bundle (and its WorkloadProfile's).
+    assert (
+        "pool project-b/whisper is provisioned for AIWorkload project-b/whisper and built from its profile "
+        "bundle: cluster profiles 6651a2b3c4d5e6f708192a3c, 66f1a2b3c4d5e6f7a8b9c0f1, "
+        "66f1a2b3c4d5e6f7a8b9c0e1" in proc.stdout
+    )
+    assert re.search(r"project-b/whisper\s.*AIWorkload\s.*Running\s.*project-b-whisper", proc.stdout)
     # notebook is placed through the Environment team-gpus: finetune-l40s is dedicated, shared-a100 takes it.
     assert (
         "environment project-b/team-gpus (candidates finetune-l40s, shared-a100): notebook -> shared-a100"

@@ -120,6 +120,7 @@ def test_dry_run_logs_what_it_would_do_and_writes_nothing(
         "training",
         "finetune-l40s",  # the sample's pools
         "shared-a100",
+        "whisper",  # the pool the workload whisper provisions for itself
     }
 
 

@@ -27,6 +27,7 @@ PLATFORMS = [
     "project-b-inference",
     "project-b-shared-a100",
     "project-b-training",
+    "project-b-whisper",  # the pool the workload whisper provisions
 ]
 
 

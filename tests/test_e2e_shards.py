@@ -167,11 +167,11 @@ def test_two_shards_share_one_palette_and_one_status_branch_and_never_prune_each
     )
     assert done.returncode == 0, done.stderr
     assert _events(done.stderr.encode() + done.stdout.encode(), "cluster deleted") == {"project-b"}
-    # Its platforms' clusters are gone; its compute pools are still in git and keep theirs.
-    assert set(_clusters(emulator, "project-b").values()) == {
-        "project-b-shared-a100",
-        "project-b-finetune-l40s",
-    }
+    # Its platforms' clusters are gone; its compute pools are still in git and keep theirs (whisper's is
+    # the pool its workload provisions, there when b's passes reached it before it stopped).
+    kept = set(_clusters(emulator, "project-b").values())
+    assert {"project-b-shared-a100", "project-b-finetune-l40s"} <= kept
+    assert kept <= {"project-b-shared-a100", "project-b-finetune-l40s", "project-b-whisper"}
     assert _clusters(emulator, "project-a") == clusters_a
     assert {"shards/a.yaml", "shards/b.yaml"} <= set(_status_tree(remote))
 

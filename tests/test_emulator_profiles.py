@@ -90,6 +90,26 @@ def test_without_a_catalogue_any_uid_is_infrastructure_but_an_empty_list_is_refu
         assert "cluster profile" in body["message"]
 
 
+def test_the_catalogue_answers_each_profile_with_palettes_type_and_the_client_reads_it() -> None:
+    with running(profiles=CATALOGUE) as server:
+        client = PaletteClient(server.url, KEY)
+        try:
+            full = client.get_cluster_profile(FULL_UID)
+            assert full is not None and full["spec"]["published"]["type"] == "cluster"  # Palette's "full"
+            addon = client.get_cluster_profile(ADDON_UID)
+            assert addon is not None and addon["spec"]["published"]["type"] == "add-on"
+            assert client.get_cluster_profile("66a1b2c3d4e5f6a7b8c9ffff") is None  # 404
+        finally:
+            client.close()
+    with running() as server:  # no catalogue: it cannot say what a profile is
+        client = PaletteClient(server.url, KEY)
+        try:
+            answer = client.get_cluster_profile("anything")
+            assert answer is not None and "type" not in answer["spec"]["published"]
+        finally:
+            client.close()
+
+
 def test_host_name_and_nic_are_kept_and_static_ip_needs_every_address() -> None:
     nic = {"nicName": "ens160", "ip": "10.0.0.9", "subnet": "255.255.255.0", "gateway": "10.0.0.1"}
     hosts = [{"hostUid": "edge-cp-1", "hostName": "cp-one", "nic": nic}, {"hostUid": "edge-cp-2"}]

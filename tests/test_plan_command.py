@@ -115,8 +115,9 @@ def test_plan_exit_1_when_a_platform_is_rejected(tmp_path: Path, capsys: pytest.
     assert cmd.run(str(repo), None, INVENTORY, None, 1, "json") == 1
     entry = next(p for p in _json(capsys)["platforms"] if p["name"] == "inference")
     assert entry["action"] == "rejected" and entry["reason"] == "InsufficientCompute"
-    # gpu-l40s-02 (4 of the 6) went to the pool finetune-l40s, placed before inference by name.
-    assert entry["message"] == "needs 64 NVIDIA-L40S GPUs, 2 available"
+    # gpu-l40s-02 (4 of the 8) went to the pool finetune-l40s, placed before inference by name; whisper's
+    # pool, placed after it, has not taken gpu-l40s-03 yet.
+    assert entry["message"] == "needs 64 NVIDIA-L40S GPUs, 4 available"
 
 
 def test_plan_exit_1_when_a_platform_is_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,18 +8,20 @@ import json
 from reconciler.inventory import discover
 from reconciler.model.environment import Environment
 from reconciler.model.pools import canonical_limits, pool_ref_of, workload_request
-from reconciler.model.resources import AIWorkload, ComputePool, ComputeProfile
+from reconciler.model.resources import AIWorkload, ComputePool
 from reconciler.placement.admission import admit_pool
 from reconciler.placement.admission_types import PoolState
 from reconciler.placement.environment import EnvRequest, candidates, route
 from reconciler.placement.units import gpu_units
+from reconciler.resolve import compute_profile
 from reconciler.source.directory import load_directory
 from tests._manifests_support import SAMPLE_REPO
 
-POOL_HOSTS = {"shared-a100": ["gpu-a100-03"], "finetune-l40s": ["gpu-l40s-02"]}
+POOL_HOSTS = {"shared-a100": ["gpu-a100-03"], "finetune-l40s": ["gpu-l40s-02"], "whisper": ["gpu-l40s-03"]}
 EXPECTED = {
     "shared-a100": {"batch-train": "admit", "llm-serving": "admit", "notebook": "admit", "sweep": "pending"},
     "finetune-l40s": {"finetune": "admit"},
+    "whisper": {"whisper": "admit"},  # the pool whisper provisions for itself (its Project's ComputeProfile)
 }
 
 
@@ -33,14 +35,13 @@ def test_sample_pools_admit_their_workloads_as_their_comments_say() -> None:
     states: dict[tuple[str, str], PoolState] = {}
     for pool in state.of_kind(ComputePool):
         name = pool.metadata.name
-        profile_ref = pool.spec.compute_profile_ref
-        assert profile_ref is not None
-        profile = state.get(ComputeProfile, pool.metadata.namespace, profile_ref.name)
+        profile = compute_profile(state, pool)
         assert profile is not None
         units = gpu_units(machines[h] for h in POOL_HOSTS[name])
         assert len(units) == sum(g.count for g in pool.spec.gpus)
         key = (pool.metadata.namespace, name)
         states[key] = PoolState(key, pool.spec.mode, units, canonical_limits(profile.spec.gpu_limits))
+    assert {k[1] for k in states} == set(EXPECTED)
     fixed = {k: [workload_request(w) for w in workloads if pool_ref_of(w) == k[1]] for k in states}
     routed = []
     for w in workloads:

@@ -74,9 +74,9 @@ def test_a_merge_touches_only_the_files_of_what_it_changed(
     try:
         created = ctl.reconcile_once()
         assert created.commit is not None
-        # 5 platforms, 2 pools, 5 workloads; the phase-less files are counted by kind
+        # 5 platforms, 3 pools, 6 workloads; the phase-less files are counted by kind
         assert message(remote).splitlines()[0] == (
-            "12 created, 2 Compute updated, 1 Environment updated, 1 Project updated"
+            "14 created, 2 Compute updated, 1 Environment updated, 1 Project updated"
         )
         settle(ctl)
         before = {path: history(remote, path) for path in A_FILES}

@@ -99,7 +99,8 @@ def pool_summary(console: Console, ok: bool, found: list[ResourceRow], modes: Ma
 
 
 def bundle_lines(files: Mapping[str, bytes]) -> list[str]:
-    """Which pools are built from a Profile Bundle, and from which cluster profiles (docs/bundles.md)."""
+    """Which pools are built from a Profile Bundle (and which a workload provisioned for itself), and from
+    which cluster profiles (docs/bundles.md)."""
     out: list[str] = []
     for path, data in sorted(files.items()):
         parts = path.split("/")
@@ -110,8 +111,10 @@ def bundle_lines(files: Mapping[str, bytes]) -> list[str]:
         profiles = status.get("profiles") if isinstance(status, dict) else None
         if isinstance(profiles, list) and profiles:
             name = f"{parts[0]}/{parts[2].removesuffix('.yaml')}"
+            owner = status.get("provisionedFor") if isinstance(status, dict) else None
+            what = f"provisioned for AIWorkload {parts[0]}/{owner} and " if owner else ""
             out.append(
-                f"pool {name} is built from its profile bundle: cluster profiles {', '.join(profiles)}"
+                f"pool {name} is {what}built from its profile bundle: cluster profiles {', '.join(profiles)}"
             )
     return out
 

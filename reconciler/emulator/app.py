@@ -264,7 +264,8 @@ class EmulatorApp:
         ]
 
     def _profile_and_machine_routes(self) -> list[Route]:
-        """Cluster profiles of a cluster, machines of an edge-native pool, and the cluster overview."""
+        """Cluster profiles of a cluster and of the catalogue, machines of an edge-native pool, and the
+        cluster overview."""
         state = self.state
 
         @_handles_errors
@@ -309,6 +310,10 @@ class EmulatorApp:
         async def overview(request: Request) -> Response:
             return JSONResponse(state.cluster_overview(request.path_params["uid"], _project(request)))
 
+        @_handles_errors
+        async def get_cluster_profile(request: Request) -> Response:
+            return JSONResponse(state.cluster_profile(request.path_params["uid"]))
+
         profiles = "/v1/spectroclusters/{uid}/profiles"
         machines = "/v1/cloudconfigs/edge-native/{configUid}/machinePools/{machinePoolName}/machines"
         return [
@@ -319,6 +324,7 @@ class EmulatorApp:
             Route(machines + "/{machineUid}", get_machine, methods=["GET"]),
             Route(machines + "/{machineUid}", delete_machine, methods=["DELETE"]),
             Route("/v1/dashboard/spectroclusters/{uid}/overview", overview, methods=["GET"]),
+            Route("/v1/clusterprofiles/{uid}", get_cluster_profile, methods=["GET"]),
         ]
 
     # --- admin -------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.emulator.errors import ApiError
 from reconciler.emulator.hosts import get as _get
 from reconciler.emulator.records import (
     _POOL_FIELDS,
@@ -35,6 +36,25 @@ class DocumentedState(StateBase):
                 "version": 1,
             },
         }
+
+    def cluster_profile(self, uid: str) -> dict[str, Any]:
+        """``GET /v1/clusterprofiles/{uid}`` (``v1ClusterProfile``): the catalogue's profile, its type in
+        ``spec.published.type`` as Palette names it; 404 for a uid the catalogue does not have. Without a
+        catalogue the emulator cannot say what a profile is (it accepts any uid as an infrastructure
+        profile): the answer has no type."""
+        with self.lock:
+            if self.catalogue is None:
+                return {"metadata": {"uid": uid, "name": uid}, "spec": {"published": {"name": uid}}}
+            entry = self.catalogue.get(uid)
+            if entry is None:
+                raise ApiError(404, "ResourceNotFound", f"cluster profile {uid} not found")
+            published = {
+                "name": entry["name"],
+                "cloudType": "edge-native",
+                "type": PALETTE_PROFILE_TYPES.get(entry["type"], "infra"),
+                "profileVersion": "1.0.0",
+            }
+            return {"metadata": {"uid": uid, "name": entry["name"]}, "spec": {"published": published}}
 
     def _machine_document(self, cluster: Cluster, pool: Pool, host_uid: str) -> dict[str, Any]:
         """``v1EdgeNativeMachine``: named as the host (the provider matches machines to hosts by name)."""

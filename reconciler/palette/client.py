@@ -40,6 +40,7 @@ from reconciler.palette.endpoints import (
     MACHINE_POOLS,
     POOL_MACHINE,
     POOL_MACHINES,
+    PROFILE,
     cluster_search_body,
     edge_host_search_body,
     http_date,
@@ -284,6 +285,16 @@ class PaletteClient:
         if not uids:
             raise ValueError("detach_profiles needs at least one profile uid")
         self._call("DELETE", CLUSTER_PROFILES, {"uid": uid}, json={"profileUids": uids}, mutating=True)
+
+    def get_cluster_profile(self, uid: str) -> dict[str, Any] | None:
+        """One profile of the catalogue (``v1ClusterProfile``: its type in ``spec.published.type``), or
+        None when Palette does not have it (404). Any other failure is raised, never read as absent."""
+        try:
+            body = self._json(self._call("GET", PROFILE, {"uid": uid}))
+        except NotFoundError:
+            return None
+        self._check(wire.ClusterProfile, body, "GET", PROFILE)
+        return body
 
     # --- plumbing ----------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ MACHINE_POOL = "/v1/cloudconfigs/edge-native/{configUid}/machinePools/{machinePo
 POOL_MACHINES = MACHINE_POOL + "/machines"
 POOL_MACHINE = POOL_MACHINES + "/{machineUid}"
 CLUSTER_PROFILES = "/v1/spectroclusters/{uid}/profiles"
+PROFILE = "/v1/clusterprofiles/{uid}"  # one profile of the catalogue (v1ClusterProfilesGet)
 
 
 def string_filter(prop: str, values: list[str], *, operator: str = "eq") -> dict[str, Any]:

@@ -21,6 +21,7 @@ import yaml
 from reconciler.edgehost import HostFacts, read_host, read_hosts
 from reconciler.inventory import Machine, Role, role_of
 from reconciler.membership import config_roles, doubtful_membership, held_reason
+from reconciler.model.catalogue import PROFILE_TYPES
 from reconciler.model.observed import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -31,7 +32,8 @@ from reconciler.model.observed import (
 )
 from reconciler.resolve import Target, in_scope
 
-PROFILE_TYPES = ("infra", "add-on", "full")  # cluster profile types of a snapshot's catalogue
+# Palette's profile types (``v1ProfileType``) as a catalogue names them: a full profile is "cluster".
+_CATALOGUE_TYPES = {"infra": "infra", "add-on": "add-on", "cluster": "full"}
 
 try:  # the C loader is much faster on 10,000-host snapshots
     from yaml import CSafeLoader as _SafeLoader
@@ -43,11 +45,14 @@ except ImportError:  # pragma: no cover - libyaml missing
 class Snapshot:
     """An inventory snapshot (docs/palette.md): edge hosts as the search returns them, clusters as
     ``GET /v1/spectroclusters/{uid}`` returns them, and the cluster profile catalogue the emulator knows
-    (``{uid, name, type: infra|add-on|full}``; None when the snapshot has none)."""
+    (``{uid, name, type: infra|add-on|full}``; None when the snapshot has none). ``profiles_asked``
+    (``clusterProfilesAsked``, a recorded live read): the uids Palette was asked about, which makes
+    ``cluster_profiles`` Palette's answers for those only (docs/status-branch.md)."""
 
     edge_hosts: list[dict[str, Any]] = field(default_factory=list)
     clusters: list[dict[str, Any]] = field(default_factory=list)
     cluster_profiles: list[dict[str, Any]] | None = None
+    profiles_asked: list[str] | None = None
 
     @cached_property
     def host_facts(self) -> list[HostFacts]:
@@ -65,11 +70,21 @@ class ReadSnapshot:
     hosts: list[HostFacts] = field(default_factory=list)
     clusters: list[dict[str, Any]] = field(default_factory=list)
     cluster_profiles: list[dict[str, Any]] | None = None
+    profiles_asked: list[str] | None = None
 
 
 def read_snapshot_of(snapshot: Snapshot) -> ReadSnapshot:
     """A snapshot's hosts read (:attr:`Snapshot.host_facts`)."""
-    return ReadSnapshot(list(snapshot.host_facts), snapshot.clusters, snapshot.cluster_profiles)
+    return ReadSnapshot(
+        list(snapshot.host_facts), snapshot.clusters, snapshot.cluster_profiles, snapshot.profiles_asked
+    )
+
+
+def profile_type(answer: Mapping[str, Any]) -> str | None:
+    """A catalogue type (``infra | add-on | full``) from ``GET /v1/clusterprofiles/{uid}``'s
+    ``spec.published.type``; None when the answer names no type the bundle rules know."""
+    kind = _get(answer, "spec", "published", "type")
+    return _CATALOGUE_TYPES.get(kind) if isinstance(kind, str) else None
 
 
 def _get(obj: Any, *keys: str) -> Any:
@@ -213,6 +228,7 @@ def scoped(snapshot: Snapshot, target: Target) -> Snapshot:
         edge_hosts=[h for h, k in zip(snapshot.edge_hosts, keep, strict=True) if k],
         clusters=clusters,
         cluster_profiles=snapshot.cluster_profiles,  # the catalogue is the tenant's, not one project's
+        profiles_asked=snapshot.profiles_asked,
     )
     # Seeds the part's cached ``host_facts`` (a cached_property keeps its value in the instance dict).
     part.__dict__["host_facts"] = [f for f, k in zip(facts, keep, strict=True) if f is not None and k]
@@ -225,7 +241,7 @@ def scoped_read(snapshot: ReadSnapshot, target: Target) -> ReadSnapshot:
         return snapshot
     clusters, keep = _in_scope(snapshot.clusters, snapshot.hosts, target)
     hosts = [f for f, k in zip(snapshot.hosts, keep, strict=True) if k]
-    return ReadSnapshot(hosts, clusters, snapshot.cluster_profiles)
+    return ReadSnapshot(hosts, clusters, snapshot.cluster_profiles, snapshot.profiles_asked)
 
 
 def parse_snapshot(text: str, *, json_first: bool = False) -> Snapshot:
@@ -247,7 +263,7 @@ def parse_snapshot(text: str, *, json_first: bool = False) -> Snapshot:
         if not _has_uid(host):
             index = next(i for i, h in enumerate(hosts) if h is host)
             raise ValueError(f"snapshot edgeHosts[{index}] has no metadata.uid")
-    return Snapshot(edge_hosts=hosts, clusters=clusters, cluster_profiles=_profiles(data))
+    return Snapshot(hosts, clusters, _profiles(data), _asked(data))
 
 
 def _has_uid(host: dict[str, Any]) -> bool:
@@ -276,6 +292,15 @@ def _profiles(data: Mapping[str, Any]) -> list[dict[str, Any]] | None:
                     + ", ".join(PROFILE_TYPES)
                 )
     return profiles
+
+
+def _asked(data: Mapping[str, Any]) -> list[str] | None:
+    asked = data.get("clusterProfilesAsked")
+    if asked is None:
+        return None
+    if not isinstance(asked, list) or not all(isinstance(u, str) and u for u in asked):
+        raise ValueError("snapshot clusterProfilesAsked must be a list of profile uids")
+    return asked
 
 
 def read_snapshot_text(text: str, *, json_first: bool = False) -> ReadSnapshot:
@@ -329,7 +354,7 @@ def _streamed(text: str) -> ReadSnapshot | None:
             return None
     except (StopIteration, ValueError, _Odd):
         return None
-    return ReadSnapshot(hosts, _clusters(data), _profiles(data))
+    return ReadSnapshot(hosts, _clusters(data), _profiles(data), _asked(data))
 
 
 class _Odd(Exception):
@@ -374,6 +399,8 @@ def dump_snapshot(snapshot: Snapshot, path: Path) -> None:
     data: dict[str, Any] = {"edgeHosts": snapshot.edge_hosts, "clusters": snapshot.clusters}
     if snapshot.cluster_profiles is not None:
         data["clusterProfiles"] = snapshot.cluster_profiles
+    if snapshot.profiles_asked is not None:
+        data["clusterProfilesAsked"] = snapshot.profiles_asked
     target = Path(path)
     if target.suffix.lower() == ".json":
         target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -151,6 +151,14 @@ class ClusterProfileList(Wire):
     profiles: list[dict[str, Any]]
 
 
+class ClusterProfile(Wire):
+    """``v1ClusterProfile`` (``GET /v1/clusterprofiles/{uid}``): its type is ``spec.published.type``
+    (``infra``, ``add-on``, ``cluster`` for a full profile, ``system``)."""
+
+    metadata: ObjectMeta | None = None
+    spec: dict[str, Any] | None = None
+
+
 class V1Error(Wire):
     """Palette's error body. ``code`` is usually a string, but a router-level error was seen with a number."""
 

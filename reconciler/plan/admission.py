@@ -306,14 +306,18 @@ def _own_profiles(
     desired: DesiredState, pool: ComputePool | None, entry: PlatformPlan, recorded: tuple[str, ...] | None
 ) -> tuple[str, ...] | None:
     """A bundle-built pool's own profile uids once the pass is carried out (recorded in its status): its
-    bundle's when its cluster is created or updated, or kept as it is; what was recorded while it is held
-    (an infrastructure change, an invalid bundle). None for a pool not built from a bundle."""
+    bundle's when its cluster is created or updated (or, with nothing recorded, for a cluster that runs);
+    otherwise what was recorded, which is what its cluster has: while it is held (an infrastructure
+    change, an invalid bundle), replaced (the old cluster, until it is gone) or scaled (its add-ons are
+    changed by the next pass). None for a pool not built from a bundle."""
     if pool is None or pool.spec.profile_bundle_ref is None:
         return recorded
-    if entry.action in (Action.CREATE, Action.UPDATE) or (
-        entry.action in (Action.UNCHANGED, Action.SCALE) and entry.existing is not None
-    ):
-        return tuple(r.uid for r in platform_cluster_profiles(desired, pool))
+    bundle = tuple(r.uid for r in platform_cluster_profiles(desired, pool))
+    if entry.action in (Action.CREATE, Action.UPDATE):
+        return bundle
+    if entry.action in (Action.UNCHANGED, Action.SCALE) and entry.existing is not None:
+        same = recorded is not None and set(recorded) == set(bundle)
+        return bundle if recorded is None or same else recorded
     return recorded
 
 

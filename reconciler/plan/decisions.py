@@ -7,7 +7,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reconciler.allocate import DELETING_STATE, Allocation, Decision, Rejection, place, split_clusters
+from reconciler.allocate import (
+    ALLOW_REPLACE_ANNOTATION,
+    DELETING_STATE,
+    Allocation,
+    Decision,
+    Rejection,
+    allow_replace,
+    place,
+    split_clusters,
+)
 from reconciler.inventory import Inventory, Machine, Role
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState, PlatformKey
@@ -200,18 +209,25 @@ def infrastructure_change(before: Sequence[str], after: Sequence[str]) -> tuple[
 
 
 def _bundle_update(
-    entry: PlatformPlan, pool: ComputePool, desired: DesiredState, recorded: Sequence[str] | None
+    entry: PlatformPlan,
+    pool: ComputePool,
+    desired: DesiredState,
+    recorded: Sequence[str] | None,
+    machines: Mapping[str, Machine],
 ) -> PlatformPlan:
     """A running bundle-built pool whose bundle changed: its add-ons attached and detached in place
-    (``update``, no host moved), or held (``ReplaceBlocked``) when its infrastructure profile changes."""
+    (``update``, no host moved). A change of its infrastructure profile needs a new cluster: held
+    (``ReplaceBlocked``, the cluster as it is), or with ``palette.ai/allow-replace: "true"`` a ``replace``
+    (the cluster deleted, then created from the bundle once it is gone). A pool being scaled meanwhile
+    has its add-ons changed by the next pass (its status keeps what its cluster has)."""
     cluster = entry.existing
     if (
         pool.spec.profile_bundle_ref is None
         or recorded is None
         or cluster is None
         or cluster.known_state is not ClusterState.RUNNING
-        or entry.action is not Action.UNCHANGED
-        or entry.reason is not Reason.PROVISIONED
+        or entry.action not in (Action.UNCHANGED, Action.SCALE)
+        or entry.reason not in (Reason.PROVISIONED, Reason.SCALING)
     ):
         return entry
     wanted = platform_cluster_profiles(desired, pool)
@@ -220,15 +236,11 @@ def _bundle_update(
         return entry
     changed = infrastructure_change(recorded, uids)
     if changed is not None:
-        message = (
-            f"infrastructure profile of running pool changes from {changed[0]} to {changed[1]}: needs a new "
-            "cluster (palette.ai/allow-replace)"
-        )
-        return replace(entry, action=Action.REJECTED, reason=Reason.REPLACE_BLOCKED, message=message)
+        return _infrastructure_replaced(entry, pool, cluster, changed, machines)
     attach = tuple(r for r in wanted if r.uid not in recorded)
     detach = tuple(u for u in recorded if u not in uids)
-    if not attach and not detach:
-        return entry  # the same profiles in another order: Palette's cluster is the same
+    if (not attach and not detach) or entry.action is Action.SCALE:
+        return entry  # the same profiles in another order (Palette's cluster is the same), or a scale first
     parts = [f"attach {', '.join(r.uid for r in attach)}"] if attach else []
     parts += [f"detach {', '.join(detach)}"] if detach else []
     message = f"update the profiles of {cluster.name} in place: {'; '.join(parts)}; no host moved"
@@ -239,6 +251,36 @@ def _bundle_update(
         message=message,
         attach_profiles=attach,
         detach_profiles=detach,
+    )
+
+
+def _infrastructure_replaced(
+    entry: PlatformPlan,
+    pool: ComputePool,
+    cluster: ManagedCluster,
+    changed: tuple[str, str],
+    machines: Mapping[str, Machine],
+) -> PlatformPlan:
+    """A running pool whose infrastructure profile changes: ``replace`` when the pool carries
+    ``palette.ai/allow-replace: "true"`` (the same hosts, taken again by the new cluster once the old
+    one is gone), else held with ``ReplaceBlocked`` and its cluster kept as it is."""
+    key = (entry.namespace, entry.name)
+    if not allow_replace(pool):
+        message = (
+            f"infrastructure profile of running pool changes from {changed[0]} to {changed[1]}: needs a new "
+            f"cluster ({ALLOW_REPLACE_ANNOTATION})"
+        )
+        return _kept(key, Action.REJECTED, Reason.REPLACE_BLOCKED, message, cluster, machines)
+    message = (
+        f"replace cluster {cluster.name}: its infrastructure profile changes from {changed[0]} to "
+        f"{changed[1]} ({ALLOW_REPLACE_ANNOTATION}); deleted now, created from the bundle once it is gone"
+    )
+    return replace(
+        _kept(key, Action.REPLACE, Reason.PROVISIONING, message, cluster, machines),
+        add_workers=cluster.workers,
+        add_control_plane=cluster.control_plane,
+        remove_workers=cluster.workers,
+        remove_control_plane=cluster.control_plane,
     )
 
 
@@ -328,7 +370,7 @@ def _entries(
             pools[key] = _kept(key, Action.SUSPENDED, Reason.SUSPENDED, msg, cluster, machines)
         else:
             entry = _decided(key, decisions.pools[key], cluster, machines)
-            entry = _bundle_update(entry, pool, desired, (pool_profiles or {}).get(key))
+            entry = _bundle_update(entry, pool, desired, (pool_profiles or {}).get(key), machines)
             pools[key] = _quota_held(entry, within.held.get((POOL_KIND, *key)))
 
     for (kind, ns, name), problems in sorted(desired.invalid.items()):

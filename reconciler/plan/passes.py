@@ -9,6 +9,7 @@ from dataclasses import replace
 from reconciler.bundles import bundle_rejections, reject_bad_bundles
 from reconciler.deletions import DeletionGuard
 from reconciler.inventory import Inventory, Machine
+from reconciler.model.catalogue import ProfileCatalogue
 from reconciler.model.desired import DesiredState, Identity, PlatformKey
 from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic
 from reconciler.model.gpu import GpuFamily, canonical_family
@@ -161,13 +162,13 @@ def plan_targets(
     return {t: _as_rejected(p, rejected) for t, p in plans.items()}
 
 
-def _catalogue(inventories: Iterable[Inventory]) -> dict[str, str] | None:
+def _catalogue(inventories: Iterable[Inventory]) -> ProfileCatalogue | None:
     """Palette's cluster profile catalogue as the observation shows it (every target's, together), or
     None when no target's observation has one (then bundles are not checked against it)."""
-    found: dict[str, str] | None = None
+    found: ProfileCatalogue | None = None
     for inventory in inventories:
         if inventory.catalogue is not None:
-            found = {**(found or {}), **dict(inventory.catalogue)}
+            found = inventory.catalogue if found is None else found.merged(inventory.catalogue)
     return found
 
 

@@ -51,11 +51,17 @@ class ObservedTarget:
     fingerprint: str
     raw_hosts: Sequence[Any] = field(default_factory=list)  # host JSON as listed
     raw_clusters: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    # Whether the snapshot records the catalogue's answers: not by a shard, whose bundles are its own
+    # namespaces' while the target's snapshot is shared (docs/bundles.md).
+    records_catalogue: bool = True
     _snapshot: bytes | None = None
 
     def snapshot(self) -> bytes:
         if self._snapshot is None:
-            self._snapshot = render_snapshot(list(self.raw_hosts), list(self.raw_clusters))
+            catalogue = self.inventory.catalogue if self.records_catalogue else None
+            profiles = [{"uid": u, "type": t} for u, t in catalogue.types] if catalogue is not None else []
+            asked = catalogue.asked if catalogue is not None else None
+            self._snapshot = render_snapshot(list(self.raw_hosts), list(self.raw_clusters), profiles, asked)
         return self._snapshot
 
 

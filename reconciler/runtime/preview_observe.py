@@ -233,6 +233,7 @@ class PaletteObserver:
         return route(desired, self.url)
 
     def observe(self, desired: DesiredState, routing: Routing, records: Records) -> dict[Target, Observation]:
+        from reconciler.bundles import bundle_uids
         from reconciler.palette.client import PaletteClient
         from reconciler.palette.credentials import MissingAPIKey
         from reconciler.palette.errors import PaletteError
@@ -254,7 +255,8 @@ class PaletteObserver:
         try:
             for target in _order(targets or {Target(self.url, None)}):
                 try:
-                    observed[target] = observer.read(target, routing, records.files, records.docs)
+                    uids = bundle_uids(desired)
+                    observed[target] = observer.read(target, routing, records.files, records.docs, uids)
                 except MissingAPIKey as exc:
                     raise ObserveError(f"--palette needs the API key: {exc}") from None
                 except (PaletteError, ValueError) as exc:

@@ -247,6 +247,8 @@ def pool_document(
         own = before["profiles"]  # the update failed: the cluster has what it had
     if own is not None:
         status["profiles"] = list(own)
+    if pool.provisioned_for is not None:
+        status["provisionedFor"] = pool.provisioned_for  # the AIWorkload it was provisioned for
     return phase, doc
 
 

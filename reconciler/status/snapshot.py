@@ -10,7 +10,8 @@ version) never changes the bytes and never makes a status commit:
   (:func:`~reconciler.host_items.host_item` writes them);
 - clusters: the managed clusters only (:func:`reconciler.palette.observe.managed_clusters` decides which),
   each with exactly what that function reads: uid, name, labels, state, cloud config uid and project;
-- the cluster profile catalogue, when given: ``{uid, name, type}``.
+- the cluster profile catalogue, when given: ``{uid, name, type}``; for one read from Palette, the uids
+  it was asked about too (``clusterProfilesAsked``).
 
 Entries are sorted by uid and written as JSON with sorted keys, one value per line, so a diff of two
 snapshots shows which hosts changed. ``plan --from-status`` reads them back with :func:`read_snapshots`,
@@ -94,13 +95,16 @@ def render_snapshot(
     edge_hosts: Iterable[Mapping[str, Any] | HostFacts],
     clusters: Iterable[Mapping[str, Any]],
     cluster_profiles: Iterable[Mapping[str, Any]] = (),
+    asked: Iterable[str] | None = None,
 ) -> bytes:
     """The bytes of one target's ``inventory/*.json``: hosts as the search returns them, clusters in
     either shape Palette returns them (search summaries or ``GET``). The same facts give the same bytes.
 
     A host without a uid is left out (no snapshot can hold it); a uid seen twice (a page boundary that
     moved during the search) is kept once, as first seen. Without a catalogue, ``clusterProfiles`` is
-    left out (the emulator then accepts any profile uid, as for any snapshot without one).
+    left out (the emulator then accepts any profile uid, as for any snapshot without one). ``asked``
+    (a live read of the catalogue): the uids Palette answered for, written as ``clusterProfilesAsked``;
+    ``cluster_profiles`` are then the ones it has (the others asked it answered 404 for).
     """
     facts_by_uid: dict[str, HostFacts] = {}
     for raw in edge_hosts:
@@ -112,6 +116,8 @@ def render_snapshot(
     profiles = sorted((_profile_item(p) for p in cluster_profiles), key=lambda p: p["uid"])
     if profiles:
         sections.append((b"clusterProfiles", [_item_text(p) for p in profiles]))
+    if asked is not None:
+        sections.append((b"clusterProfilesAsked", [_item_text(u) for u in sorted(set(asked))]))
     sections.append((b"clusters", [_item_text(managed[uid]) for uid in sorted(managed)]))
     sections.append((b"edgeHosts", _host_texts([facts_by_uid[uid] for uid in sorted(facts_by_uid)])))
     # One join into the final bytes: no intermediate copy of a 60 MB document.
@@ -129,7 +135,7 @@ def render_snapshot(
     return b"".join(pieces)
 
 
-def _item_text(item: Mapping[str, Any]) -> bytes:
+def _item_text(item: Mapping[str, Any] | str) -> bytes:
     """One entry of a snapshot's list, exactly as ``json.dumps(doc, indent=1, sort_keys=True)`` writes
     it there (two levels deep), in UTF-8: the document is assembled from these, so only changed hosts
     are encoded again."""

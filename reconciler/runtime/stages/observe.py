@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from reconciler.bundles import bundle_uids
 from reconciler.edgehost import HostFacts, read_host
 from reconciler.host_answers import carry_readable, doubtful_answers
 from reconciler.inventory import DiscoveryMemo, discover
@@ -23,6 +24,7 @@ from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from reconciler.model.outcomes import Outcome
 from reconciler.model.resources import Settings
+from reconciler.palette.catalogue import read_catalogue
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.cloud_configs import read_cloud_configs
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env, read_key_file
@@ -86,6 +88,7 @@ class Observer:
         self._observed: dict[Target, ObservedTarget] = {}
         self._host_listers: dict[Target, HostLister] = {}
         self._discovered: dict[Target, DiscoveryMemo] = {}  # each host's discovery, by its kept facts
+        self._profile_types: dict[Target, dict[str, str]] = {}  # catalogue types read (they never change)
         self.dashboard_requests: dict[Target, int] = {}  # /v1/dashboard requests of the last observe
         self.known_targets: set[Target] = set()  # recorded or observed: still observed
 
@@ -109,6 +112,7 @@ class Observer:
         observed: dict[Target, ObservedTarget] = {}
         failed: dict[Target, str] = {}
         stalled: dict[Target, str] = {}
+        uids = bundle_uids(desired)  # the catalogue's answers the bundle checks need (docs/bundles.md)
         for target in sorted(routing.targets | self.known_targets, key=target_order):
             stall = self._stalls.get(target)
             if stall is not None:
@@ -121,7 +125,7 @@ class Observer:
                 self._key_refs.pop(target, None)
                 self.route(desired)  # picks the key reference the Settings name now
             try:
-                observed[target] = self.read(target, routing, recorded, docs)
+                observed[target] = self.read(target, routing, recorded, docs, uids)
             except (UnauthorizedError, MissingAPIKey) as exc:
                 stalled[target] = self.stall(target, desired, str(exc))
             except DoubtfulAnswer as exc:
@@ -144,12 +148,39 @@ class Observer:
         routing: Routing,
         recorded: Mapping[str, bytes],
         docs: Mapping[str, Mapping[str, Any]] | None = None,
+        profile_uids: Sequence[str] = (),
     ) -> ObservedTarget:
-        """One target read and its listing confirmed; what the read raises is raised (nothing stalls,
-        nothing is logged): what ``plan --palette`` observes through."""
+        """One target read and its listing confirmed, with the catalogue's answers for ``profile_uids``
+        (the bundles' uids); what the read raises is raised (nothing stalls): what ``plan --palette``
+        observes through. A catalogue read that fails is no failure of the target (its bundles are not
+        checked this pass)."""
         seen = self._observe(target, recorded)
         self._confirm_listing(target, seen, routing, recorded, docs)
-        return seen
+        return self._with_catalogue(target, seen, profile_uids)
+
+    def _with_catalogue(self, target: Target, seen: ObservedTarget, uids: Sequence[str]) -> ObservedTarget:
+        """``seen`` with Palette's answers for ``uids`` (types read once are not asked again); no
+        catalogue when no bundle names a uid."""
+        catalogue = None
+        if uids:
+            read = read_catalogue(self.client(target), uids, self._profile_types.setdefault(target, {}))
+            catalogue = read.catalogue
+            if read.unread:
+                log.warning(
+                    "cluster profiles not read: their bundles are not checked this pass",
+                    url=target.url,
+                    profiles={uid: why for uid, why in sorted(read.unread.items())},
+                )
+        if seen.inventory.catalogue == catalogue:
+            return seen  # the observation reused: the same catalogue, the same snapshot
+        with_profiles = replace(
+            seen,
+            inventory=replace(seen.inventory, catalogue=catalogue),
+            records_catalogue=self._namespaces.everything,
+            _snapshot=None,
+        )
+        self._observed[target] = with_profiles
+        return with_profiles
 
     def stall(self, target: Target, desired: DesiredState, error: str) -> str:
         """Stall ``target`` until its key or the Settings change; the message its resources report."""

@@ -103,9 +103,10 @@ def _current_sizes(
 
 
 def with_catalogue(inventory: Inventory, snapshot: Snapshot | ReadSnapshot) -> Inventory:
-    """The inventory with the snapshot's cluster profile catalogue (docs/bundles.md), when it has one."""
-    found = catalogue_of(snapshot.cluster_profiles)
-    return inventory if found is None else replace(inventory, catalogue=tuple(sorted(found.items())))
+    """The inventory with the snapshot's cluster profile catalogue (docs/bundles.md), when it has one (a
+    recorded snapshot's is what Palette answered for the uids it was asked about)."""
+    found = catalogue_of(snapshot.cluster_profiles, snapshot.profiles_asked)
+    return inventory if found is None else replace(inventory, catalogue=found)
 
 
 def snapshot_observation(snapshot: ReadSnapshot) -> Observed:

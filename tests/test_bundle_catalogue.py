@@ -1,0 +1,127 @@
+"""The catalogue check fed by either source (docs/bundles.md): a snapshot's whole catalogue, or Palette's
+answers for the bundles' uids. One rule; a read that failed is never "unknown to Palette". Pure, with a
+fake Palette for the reader."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from reconciler.bundles import bundle_rejections, bundle_uids, catalogue_of
+from reconciler.inventory import Inventory
+from reconciler.model.catalogue import ProfileCatalogue
+from reconciler.palette.catalogue import read_catalogue
+from reconciler.palette.errors import ServerError, UnauthorizedError
+from reconciler.palette.observe import parse_snapshot, profile_type
+from reconciler.runtime.facts import ObservedTarget
+from reconciler.status.snapshot import render_snapshot
+from tests.test_bundles import DCGM, GPU_INFRA, INFRA, bundle, load, pool
+
+USERS = (bundle("stack", "Infrastructure", [GPU_INFRA, DCGM]), pool("p", "stack"))
+POOL = ("ComputePool", "project-a", "p")
+
+
+def answer(kind: str | None) -> dict[str, Any]:
+    published = {"name": "x"} if kind is None else {"name": "x", "type": kind}
+    return {"metadata": {"uid": "x"}, "spec": {"published": published}}
+
+
+class FakePalette:
+    """``GET /v1/clusterprofiles/{uid}``: an answer, None (404) or an error, per uid; counts the asks."""
+
+    def __init__(self, answers: dict[str, dict[str, Any] | Exception | None]) -> None:
+        self.answers = answers
+        self.asked: list[str] = []
+
+    def get_cluster_profile(self, uid: str) -> dict[str, Any] | None:
+        self.asked.append(uid)
+        found = self.answers[uid]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+
+def test_a_live_catalogue_rejects_only_what_palette_answered_for() -> None:
+    state = load(*USERS)
+    assert bundle_uids(state) == tuple(sorted([GPU_INFRA, DCGM]))
+    found = ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "add-on"}, [GPU_INFRA, DCGM])
+    assert bundle_rejections(state, found) == {}
+    missing = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])  # DCGM: Palette's 404
+    assert missing.missing == (DCGM,)
+    assert bundle_rejections(state, missing) == {
+        POOL: f"profile bundle stack: cluster profile {DCGM} unknown to Palette"
+    }
+    unread = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA])  # DCGM's read failed
+    assert bundle_rejections(state, unread) == {}
+    # The same rule as a snapshot's whole catalogue: a second infrastructure profile.
+    two = ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "infra"}, [GPU_INFRA, DCGM])
+    assert "is a second infra or full profile" in bundle_rejections(state, two)[POOL]
+    assert (
+        bundle_rejections(state, ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "infra"}))[POOL]
+        == (bundle_rejections(state, two)[POOL])
+    )
+
+
+def test_merging_targets_keeps_what_either_knows() -> None:
+    one = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])
+    other = ProfileCatalogue.of({DCGM: "add-on"}, [DCGM])
+    both = one.merged(other)
+    assert both.by_uid == {GPU_INFRA: "infra", DCGM: "add-on"} and both.missing == ()
+    assert not both.knows(INFRA)
+    assert one.merged(ProfileCatalogue.of({INFRA: "infra"})).knows("anything")  # a whole one: whole
+
+
+def test_the_reader_asks_each_uid_once_and_never_reads_a_failure_as_missing() -> None:
+    palette = FakePalette(
+        {
+            GPU_INFRA: answer("infra"),
+            DCGM: answer("add-on"),
+            "full-1": answer("cluster"),
+            "gone": None,
+            "down": ServerError("503 Service Unavailable", method="GET", path="/v1/clusterprofiles/{uid}"),
+            "denied": UnauthorizedError("403 Forbidden", method="GET", path="/v1/clusterprofiles/{uid}"),
+            "typeless": answer(None),
+        }
+    )
+    found: dict[str, str] = {}
+    read = read_catalogue(palette, list(palette.answers), found)
+    assert read.catalogue.by_uid == {GPU_INFRA: "infra", DCGM: "add-on", "full-1": "full"}
+    assert read.catalogue.missing == ("gone",)
+    assert sorted(read.unread) == ["denied", "down", "typeless"]
+    assert not any(read.catalogue.knows(u) for u in read.unread)
+    palette.asked.clear()
+    again = read_catalogue(palette, list(palette.answers), found)
+    assert again.catalogue == read.catalogue
+    assert sorted(palette.asked) == ["denied", "down", "gone", "typeless"]  # found types are not asked again
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"), [("infra", "infra"), ("add-on", "add-on"), ("cluster", "full"), ("system", None)]
+)
+def test_palettes_profile_types_as_the_catalogue_names_them(kind: str, expected: str | None) -> None:
+    assert profile_type(answer(kind)) == expected
+
+
+def test_a_recorded_live_catalogue_reads_back_as_the_same_catalogue() -> None:
+    live = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])
+    data = render_snapshot([], [], [{"uid": u, "type": t} for u, t in live.types], live.asked)
+    assert json.loads(data)["clusterProfilesAsked"] == sorted([DCGM, GPU_INFRA])
+    back = parse_snapshot(data.decode(), json_first=True)
+    assert catalogue_of(back.cluster_profiles, back.profiles_asked) == live
+    nothing_found = ProfileCatalogue.of({}, [DCGM])
+    back = parse_snapshot(render_snapshot([], [], [], nothing_found.asked).decode(), json_first=True)
+    assert catalogue_of(back.cluster_profiles, back.profiles_asked) == nothing_found
+    with pytest.raises(ValueError, match="clusterProfilesAsked must be a list of profile uids"):
+        parse_snapshot('{"edgeHosts": [], "clusterProfilesAsked": [1]}', json_first=True)
+
+
+def test_a_shard_plans_with_the_catalogue_but_leaves_it_out_of_the_shared_snapshot() -> None:
+    live = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])
+    seen = ObservedTarget(replace(Inventory(), catalogue=live), [], "fingerprint")
+    assert json.loads(seen.snapshot())["clusterProfilesAsked"] == sorted([DCGM, GPU_INFRA])
+    shard = replace(seen, records_catalogue=False, _snapshot=None)
+    assert shard.inventory.catalogue == live
+    assert "clusterProfilesAsked" not in json.loads(shard.snapshot())
