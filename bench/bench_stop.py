@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _support import fleet, git
 
 from reconciler.emulator import EmulatorServer, FaultRule
-from reconciler.palette.observe import load_snapshot
+from reconciler.snapshots import load_snapshot
 
 CREATE = "/v1/spectroclusters/edge-native"
 

@@ -35,9 +35,9 @@ from reconciler.palette.entities import (
     static_ip_wanted,
 )
 from reconciler.palette.errors import PaletteError, UnauthorizedError
-from reconciler.palette.observe import cluster_config_uid
 from reconciler.plan import Action, Plan, PlatformPlan, PoolPlan
 from reconciler.profiles import NO_CLUSTER_PROFILE, platform_cluster_profiles
+from reconciler.snapshots import cluster_config_uid
 
 log = get_logger(component="apply")
 

@@ -13,11 +13,11 @@ import yaml
 
 from reconciler.emulator import EmulatorServer
 from reconciler.model.pools import KIND_LABEL, POOL_KIND
-from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
 from reconciler.runtime import wiring
 from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.pipeline import Pipeline
+from reconciler.snapshots import load_snapshot
 from tests._git_support import RemoteRepo, git
 
 ROOT = Path(__file__).resolve().parents[1]

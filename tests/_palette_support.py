@@ -14,9 +14,9 @@ import jsonschema
 from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.model.resources import ComputeProfile, WorkloadProfile
 from reconciler.palette import PaletteClient
-from reconciler.palette.observe import Snapshot
 from reconciler.palette.pacing import RateLimits
 from reconciler.retry import RetryPolicy
+from reconciler.snapshots import Snapshot
 
 KEY = "pk-test-5ecr3t-k3y-0123456789abcdef"
 PROJECT_A = "6514216503b1d1cd4f1bdc44"

@@ -10,8 +10,8 @@ import yaml
 
 from reconciler.model.gpu import GpuFamily, canonical_family
 from reconciler.model.scaling import DEFAULT_CPU_QUERY, ScalingPolicySpec
-from reconciler.palette.observe import Snapshot
 from reconciler.scaling import Metric, PoolView, ScalingHost, Series
+from reconciler.snapshots import Snapshot
 
 NOW = 1_800_000_000.0
 A100 = canonical_family("NVIDIA-A100")

@@ -11,8 +11,8 @@ import pytest
 from reconciler.apply import apply_plan
 from reconciler.inventory import discover
 from reconciler.palette import ClientError, PaletteClient
-from reconciler.palette.observe import managed_clusters
 from reconciler.plan import Action, make_plan
+from reconciler.snapshots import managed_clusters
 from tests._allocate_support import desired, platform, profile, settings
 from tests._palette_support import CATALOGUE, HTTP, INFRA_UID, KEY, admin, fleet, running
 

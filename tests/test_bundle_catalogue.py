@@ -15,8 +15,8 @@ from reconciler.inventory import Inventory
 from reconciler.model.catalogue import ProfileCatalogue
 from reconciler.palette.catalogue import read_catalogue
 from reconciler.palette.errors import ServerError, UnauthorizedError
-from reconciler.palette.observe import parse_snapshot, profile_type
 from reconciler.runtime.facts import ObservedTarget
+from reconciler.snapshots import parse_snapshot, profile_type
 from reconciler.status.snapshot import render_snapshot
 from tests.test_bundles import DCGM, GPU_INFRA, INFRA, bundle, load, pool
 

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from reconciler.manifests import build_desired, check_bytes
 from reconciler.model.desired import DesiredState
-from reconciler.palette.observe import load_snapshot, read_snapshot_of, scoped
 from reconciler.plan import merge
 from reconciler.resolve import Target, route
 from reconciler.runtime.stages.plan import plan_pass, snapshot_observation
 from reconciler.scaling.stage import NoSamples
+from reconciler.snapshots import load_snapshot, read_snapshot_of, scoped
 from reconciler.source.documents import DocumentCache, checked_files, read_checked
 from reconciler.status.records import NO_RECORDS
 from tests._contract_support import SAMPLE_INVENTORY, SAMPLE_REPO, git, make_config_repo

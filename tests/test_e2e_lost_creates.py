@@ -13,9 +13,9 @@ import pytest
 from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.metrics import PassOutcome
 from reconciler.palette.endpoints import CLUSTER_CREATE
-from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
 from reconciler.runtime.pipeline import Pipeline
+from reconciler.snapshots import load_snapshot
 from reconciler.status.creates import INDEXING_DELAY, read_creates
 from tests._e2e_support import API_KEY, SAMPLE, PinnedClock, controller, sample_files
 from tests._git_support import RemoteRepo, git

@@ -13,7 +13,7 @@ import pytest
 
 from reconciler.emulator import EmulatorServer, FaultRule
 from reconciler.metrics import PassOutcome
-from reconciler.palette.observe import load_snapshot
+from reconciler.snapshots import load_snapshot
 from tests._e2e_support import API_KEY, SAMPLE, platform_clusters
 from tests._git_support import RemoteRepo, free_port, git
 from tests._loop_support import fast_controller, status_files, until_running

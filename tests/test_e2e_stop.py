@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from reconciler.emulator import EmulatorServer
-from reconciler.palette.observe import load_snapshot
 from reconciler.runtime.options import ControllerOptions
+from reconciler.snapshots import load_snapshot
 from tests._e2e_support import API_KEY, ROOT
 from tests._git_support import RemoteRepo, git
 from tests._loop_support import start_run, status_files, wait_for

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.emulator import EmulatorServer
-from reconciler.palette.observe import load_snapshot
+from reconciler.snapshots import load_snapshot
 from tests._e2e_support import API_KEY, SAMPLE, clusters_by_name, sample_files
 from tests._git_support import RemoteRepo
 from tests._loop_support import recorded, run_once, status_files

@@ -8,7 +8,7 @@ import pytest
 
 from reconciler.edgehost import canonical_arch, read_host
 from reconciler.inventory import HostState, discover
-from reconciler.palette.observe import managed_clusters
+from reconciler.snapshots import managed_clusters
 
 
 def item(**device: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 
 from reconciler.commands import emulator as command
 from reconciler.palette import PaletteClient
-from reconciler.palette.observe import load_snapshot
+from reconciler.snapshots import load_snapshot
 from tests._palette_support import KEY, assert_valid
 
 ROOT = Path(__file__).parent.parent

@@ -16,8 +16,8 @@ import pytest
 from reconciler.apply import apply_plan
 from reconciler.inventory import discover
 from reconciler.palette import ClientError, PaletteClient
-from reconciler.palette.observe import dump_snapshot, load_snapshot, managed_clusters, parse_snapshot
 from reconciler.plan import Action, make_plan
+from reconciler.snapshots import dump_snapshot, load_snapshot, managed_clusters, parse_snapshot
 from tests._allocate_support import desired, platform, profile, settings
 from tests._palette_support import ADDON_UID, CATALOGUE, HTTP, INFRA_UID, KEY, admin, fleet, running
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from reconciler.emulator import EmulatorState
 from reconciler.emulator.errors import ApiError
-from reconciler.palette.observe import Snapshot
+from reconciler.snapshots import Snapshot
 from tests._palette_support import FakeClock, host
 
 HOST_UIDS = [f"edge-{i}" for i in range(8)]

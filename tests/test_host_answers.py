@@ -16,7 +16,7 @@ from reconciler.host_items import host_item
 from reconciler.inventory import ExcludedHost, HostState, Machine, classify, discover
 from reconciler.membership import config_hosts, config_roles, held_reason
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAME_LABEL, NAMESPACE_LABEL
-from reconciler.palette.observe import doubtful_clusters, managed_clusters
+from reconciler.snapshots import doubtful_clusters, managed_clusters
 
 
 def host(uid: str, gpus: int = 4, cluster: str | None = None) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from reconciler.compute_status import compute_status, unavailable_machines
 from reconciler.emulator import EmulatorServer
 from reconciler.inventory import discover
 from reconciler.palette import PaletteClient
-from reconciler.palette.observe import Snapshot, load_snapshot
 from reconciler.retry import RetryPolicy
+from reconciler.snapshots import Snapshot, load_snapshot
 from tests._inventory_support import edge_host, gpu
 
 SEED = Path(__file__).parent / "data" / "inventory" / "seed-compute.yaml"

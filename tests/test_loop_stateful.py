@@ -32,12 +32,12 @@ from reconciler.metrics import PassOutcome
 from reconciler.model.conditions import Reason
 from reconciler.model.gpu import canonical_family
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAME_LABEL, NAMESPACE_LABEL
-from reconciler.palette.observe import load_snapshot
 from reconciler.plan import Action, PlatformPlan
 from reconciler.runtime import wiring
 from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.outcome import PassResult
 from reconciler.runtime.pipeline import Pipeline
+from reconciler.snapshots import load_snapshot
 from tests._e2e_support import SAMPLE, sample_files
 from tests._git_support import GIT_ENV, RemoteRepo, git_run
 

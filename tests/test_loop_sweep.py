@@ -13,12 +13,12 @@ import pytest
 from reconciler.emulator import EmulatorServer
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.endpoints import EDGE_HOSTS_SEARCH
-from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
 from reconciler.plan import Action
 from reconciler.resolve import Target
 from reconciler.runtime import wiring
 from reconciler.runtime.options import ControllerOptions
+from reconciler.snapshots import load_snapshot
 from tests._e2e_support import API_KEY, SAMPLE, PinnedClock
 from tests._git_support import RemoteRepo
 from tests._palette_support import host

@@ -6,7 +6,7 @@ import pytest
 
 from reconciler.model.observed import managed_labels
 from reconciler.palette import ClientError, NotFoundError, PaletteClient, ServerError, UnauthorizedError
-from reconciler.palette.observe import managed_clusters
+from reconciler.snapshots import managed_clusters
 from tests._palette_support import INFRA_UID, KEY, PROJECT_A, PROJECT_B, FakeClock, client, host, running
 
 

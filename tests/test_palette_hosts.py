@@ -14,8 +14,8 @@ from reconciler.edgehost import HostFacts, read_host
 from reconciler.emulator import EmulatorServer
 from reconciler.metrics import PassOutcome
 from reconciler.palette.hosts import HostLister, format_time
-from reconciler.palette.observe import Snapshot, load_snapshot
 from reconciler.palette.pacing import RateLimits
+from reconciler.snapshots import Snapshot, load_snapshot
 from tests._e2e_support import API_KEY, SAMPLE, controller
 from tests._git_support import RemoteRepo
 from tests._palette_support import KEY, FakeClock, admin, client, host, running

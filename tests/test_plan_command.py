@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from reconciler.commands import plan as cmd
-from reconciler.palette.observe import load_snapshot
+from reconciler.snapshots import load_snapshot
 from tests._git_support import RemoteRepo
 from tests._palette_support import KEY, running
 

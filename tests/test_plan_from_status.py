@@ -510,7 +510,7 @@ def test_the_docs_plan_examples_run_as_written(
     deployed_repo: tuple[ConfigRepo, dict[str, Any], str], tmp_path: Path, line: str
 ) -> None:
     from reconciler.emulator import EmulatorServer
-    from reconciler.palette.observe import load_snapshot
+    from reconciler.snapshots import load_snapshot
 
     repo, _, _ = deployed_repo
     clone = tmp_path / "checkout"

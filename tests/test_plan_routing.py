@@ -16,11 +16,11 @@ from reconciler.manifests import load_files
 from reconciler.model.conditions import Reason
 from reconciler.model.desired import DesiredState
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from reconciler.palette.observe import Snapshot, load_snapshot, managed_clusters, read_snapshot_of
 from reconciler.plan import Action, Observed, merge, plan_targets
 from reconciler.resolve import Target, route
 from reconciler.runtime.preview import PreviewOptions, preview
 from reconciler.runtime.preview_observe import SnapshotObserver
+from reconciler.snapshots import Snapshot, load_snapshot, managed_clusters, read_snapshot_of
 from tests._allocate_support import cluster, cps, desired, inventory, machine, platform
 from tests._palette_support import PROJECT_A, PROJECT_B, client, host, running
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.palette.observe import load_read_snapshot
 from reconciler.plan import Observed, merge, plan_targets
 from reconciler.plan_report import changes_only, held, render_markdown, render_text
 from reconciler.runtime.preview import PreviewOptions, load_revision, preview
 from reconciler.runtime.preview_observe import ObserveError
 from reconciler.runtime.preview_source import RevisionFiles
 from reconciler.runtime.stages.plan import snapshot_observation
+from reconciler.snapshots import load_read_snapshot
 from reconciler.status.basis import Basis
 from reconciler.status.records import Records
 from reconciler.status.render import Recorded

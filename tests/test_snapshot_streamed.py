@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.palette import observe
-from reconciler.palette.observe import ReadSnapshot, parse_snapshot, read_snapshot_of, read_snapshot_text
+from reconciler import snapshots
+from reconciler.snapshots import ReadSnapshot, parse_snapshot, read_snapshot_of, read_snapshot_text
 from tests._palette_support import host
 
 
@@ -104,7 +104,7 @@ def test_an_ordinary_file_is_read_without_parsing_it_whole(monkeypatch: pytest.M
     def whole(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("parsed whole")
 
-    monkeypatch.setattr(observe, "parse_snapshot", whole)
+    monkeypatch.setattr(snapshots, "parse_snapshot", whole)
     text = json.dumps({"edgeHosts": [host("edge-a", gpus=8), host("edge-b")], "clusters": []}, indent=1)
     read = read_snapshot_text(text, json_first=True)
     assert [f.uid for f in read.hosts] == ["edge-a", "edge-b"]

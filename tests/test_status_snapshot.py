@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from reconciler.edgehost import read_host
 from reconciler.host_items import host_item
 from reconciler.inventory import discover
-from reconciler.palette.observe import managed_clusters, parse_snapshot
+from reconciler.snapshots import managed_clusters, parse_snapshot
 from reconciler.status.render import RECONCILER_FILE, dump, parse_recorded, reconciler_document
 from reconciler.status.snapshot import (
     SnapshotError,

@@ -37,13 +37,13 @@ from reconciler.logging import configure_logging
 from reconciler.metrics import PassOutcome
 from reconciler.model.conditions import Phase
 from reconciler.model.desired import PlatformKey
-from reconciler.palette.observe import load_snapshot
 from reconciler.plan import PlatformPlan
 from reconciler.runtime import wiring
 from reconciler.runtime.options import ControllerOptions
 from reconciler.runtime.outcome import PassResult
 from reconciler.runtime.pipeline import Pipeline
 from reconciler.server.app import Server
+from reconciler.snapshots import load_snapshot
 from reconciler.source.status_reader import StatusBranch
 
 DEMO_TIMEOUT_SECONDS = 180.0

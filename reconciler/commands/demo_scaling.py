@@ -27,9 +27,9 @@ import yaml
 from reconciler.emulator import EmulatorServer
 from reconciler.emulator.utilization import METRICS_PATH
 from reconciler.model.pools import KIND_LABEL, POOL_KIND
-from reconciler.palette.observe import load_snapshot
 from reconciler.runtime import wiring
 from reconciler.runtime.options import ControllerOptions
+from reconciler.snapshots import load_snapshot
 from reconciler.source import GitError
 from reconciler.source.status_reader import StatusBranch
 from reconciler.status.view import load_yaml

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from reconciler.emulator.faults import parse_rules
 from reconciler.emulator.server import EmulatorServer
-from reconciler.palette.observe import load_snapshot
 from reconciler.palette.pacing import RateLimits
+from reconciler.snapshots import load_snapshot
 
 API_KEY_ENV = "PALETTE_API_KEY"
 

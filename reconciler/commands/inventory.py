@@ -34,8 +34,8 @@ from reconciler.compute_status import (
 from reconciler.inventory import Inventory, discover
 from reconciler.palette import PaletteClient, PaletteError
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env
-from reconciler.palette.observe import Snapshot, dump_snapshot, load_snapshot, scoped
 from reconciler.resolve import Target
+from reconciler.snapshots import Snapshot, dump_snapshot, load_snapshot, scoped
 
 EXIT_OK = 0
 EXIT_ERROR = 2

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.inventory import Machine, discover
-from reconciler.palette.observe import parse_snapshot
+from reconciler.snapshots import parse_snapshot
 from reconciler.source.errors import GitError
 from reconciler.source.status_reader import StatusBranch, utc_iso
 from reconciler.status.basis import Basis

@@ -15,8 +15,8 @@ from reconciler.emulator.app import EmulatorApp, create_app
 from reconciler.emulator.faults import FaultRule
 from reconciler.emulator.records import Clock
 from reconciler.emulator.state import EmulatorState
-from reconciler.palette.observe import Snapshot
 from reconciler.palette.pacing import RateLimits
+from reconciler.snapshots import Snapshot
 
 
 def _bind(host: str, port: int) -> socket.socket:

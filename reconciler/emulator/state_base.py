@@ -22,7 +22,7 @@ from reconciler.emulator.records import (
     Pool,
     timestamp,
 )
-from reconciler.palette.observe import Snapshot
+from reconciler.snapshots import Snapshot
 
 
 class StateBase:

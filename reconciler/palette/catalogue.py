@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from reconciler.model.catalogue import ProfileCatalogue
 from reconciler.palette.errors import PaletteError
-from reconciler.palette.observe import profile_type
+from reconciler.snapshots import profile_type
 
 
 class ProfileReader(Protocol):

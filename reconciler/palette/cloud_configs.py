@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from reconciler.palette.errors import NotFoundError
-from reconciler.palette.observe import cluster_config_uid
+from reconciler.snapshots import cluster_config_uid
 
 
 class CloudConfigReader(Protocol):

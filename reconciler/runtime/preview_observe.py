@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 from reconciler.edgehost import read_hosts
 from reconciler.inventory import discover
 from reconciler.model.desired import DesiredState
-from reconciler.palette.observe import ReadSnapshot, managed_clusters
 from reconciler.plan import Observation, Observed
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target, route
 from reconciler.runtime.facts import ObservedTarget
 from reconciler.runtime.stages.plan import snapshot_observation, with_catalogue
+from reconciler.snapshots import ReadSnapshot, managed_clusters
 from reconciler.status.basis import ObservationKind
 from reconciler.status.records import Records
 from reconciler.status.render import RECONCILER_FILE, parse_recorded
@@ -74,7 +74,7 @@ class SnapshotObserver:
 def read_snapshot_file(path: Path) -> ReadSnapshot:
     """The snapshot file ``plan --inventory`` names, its hosts read as it is parsed; ObserveError naming
     it when it cannot be read."""
-    from reconciler.palette.observe import load_read_snapshot
+    from reconciler.snapshots import load_read_snapshot
 
     try:
         return load_read_snapshot(path)
@@ -90,7 +90,7 @@ def observe_snapshot(snapshot: ReadSnapshot, routing: Routing, url: str) -> dict
     Besides the routed targets, the project of every managed cluster in the snapshot is observed (as
     ``run`` keeps observing the targets it manages), so a cluster whose platform is gone is still planned.
     """
-    from reconciler.palette.observe import scoped_read
+    from reconciler.snapshots import scoped_read
 
     whole = snapshot_observation(snapshot)
     targets = set(routing.targets)

@@ -8,7 +8,7 @@ version) never changes the bytes and never makes a status commit:
 
 - hosts: exactly the fields :func:`reconciler.edgehost.read_host` reads
   (:func:`~reconciler.host_items.host_item` writes them);
-- clusters: the managed clusters only (:func:`reconciler.palette.observe.managed_clusters` decides which),
+- clusters: the managed clusters only (:func:`reconciler.snapshots.managed_clusters` decides which),
   each with exactly what that function reads: uid, name, labels, state, cloud config uid and project;
 - the cluster profile catalogue, when given: ``{uid, name, type}``; for one read from Palette, the uids
   it was asked about too (``clusterProfilesAsked``).
@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from reconciler.edgehost import HostFacts, read_host
 from reconciler.host_items import host_item
 from reconciler.model.observed import ManagedCluster
-from reconciler.palette.observe import Snapshot, managed_clusters, parse_snapshot
+from reconciler.snapshots import Snapshot, managed_clusters, parse_snapshot
 from reconciler.status.render import RECONCILER_FILE, parse_previous, parse_recorded
 
 INVENTORY_DIR = "inventory"

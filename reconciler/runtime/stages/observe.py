@@ -30,13 +30,13 @@ from reconciler.palette.cloud_configs import read_cloud_configs
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env, read_key_file
 from reconciler.palette.errors import DoubtfulAnswer, PaletteError, UnauthorizedError
 from reconciler.palette.hosts import HostLister
-from reconciler.palette.observe import managed_clusters
 from reconciler.palette.pacing import DASHBOARD
 from reconciler.plan import Action, Plan
 from reconciler.resolve import NamespaceSelector, Routing, Target, route
 from reconciler.runtime.facts import Observation, ObservedTarget
 from reconciler.runtime.options import DEFAULT_KEY_ENV, KeyRef
 from reconciler.runtime.outcome import target_order
+from reconciler.snapshots import managed_clusters
 from reconciler.status.creates import indexing, read_creates
 from reconciler.status.recorded import listing_gap, missing_clusters
 from reconciler.status.snapshot import SnapshotError, read_snapshots

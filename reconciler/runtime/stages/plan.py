@@ -19,12 +19,12 @@ from reconciler.inventory import Inventory, discover
 from reconciler.model.desired import DesiredState
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import POOL_KIND, PoolKey, cluster_kind
-from reconciler.palette.observe import ReadSnapshot, Snapshot, managed_clusters
 from reconciler.plan import Observation, Observed, Plan, gpus_of, plan_targets
 from reconciler.resolve import EVERY_NAMESPACE, NamespaceSelector, Routing, Target
 from reconciler.runtime.facts import Planned
 from reconciler.scaling.pools import kept_entries, pool_sizes
 from reconciler.scaling.stage import SampleSource, confirm, evaluate
+from reconciler.snapshots import ReadSnapshot, Snapshot, managed_clusters
 from reconciler.status.records import Records, checked
 
 Sizes = Mapping[PoolKey, Mapping[GpuFamily, int]]

@@ -1,4 +1,5 @@
-"""From Palette's answers to what the reconciler manages (pure), and reading inventory snapshots.
+"""The inventory snapshot format (read, scoped, written) and, from Palette's cluster answers, what the
+reconciler manages (pure: a snapshot file is read or written only where a caller names one).
 
 ``managed_clusters`` accepts both shapes a cluster arrives in: ``v1SpectroCluster`` (GET, and snapshot
 files) and ``v1SpectroClusterSummary`` (search). Which hosts belong to a cluster comes from the edge

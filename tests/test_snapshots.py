@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from reconciler.model.observed import managed_labels
-from reconciler.palette.observe import (
+from reconciler.snapshots import (
     Snapshot,
     dump_snapshot,
     load_snapshot,
