@@ -41,6 +41,17 @@ def test_joint_plan_puts_a_1g_2g_3g_on_one_gpu_where_the_greedy_takes_two() -> N
     assert {i.workload for i in used.instances or ()} - {None} == {"ns/a", "ns/b", "ns/c"}
 
 
+def test_a_host_filled_first_does_not_take_what_a_later_host_needs() -> None:
+    """Three hosts: filled one after the other, the first takes the 5 x 4g, the three 4 x 1g.20gb and both
+    7g (8 GPUs) and the 4 x 4g take 4 more; the optimum (11) keeps a 4 x 1g.20gb beside the 4 x 4g."""
+    requests = [("ns/a", {"7g.80gb": 1}), ("ns/b", {"1g.20gb": 4}), ("ns/c", {"7g.80gb": 1})]
+    requests += [("ns/d", {"1g.20gb": 4}), ("ns/e", {"4g.40gb": 5}), ("ns/f", {"1g.20gb": 4})]
+    requests += [("ns/g", {"4g.40gb": 4})]
+    joint = plan_pass(whole_pool(24), requests)
+    assert joint.method == "joint" and len(joint.admitted) == 7
+    assert used_gpus(joint.gpus) == 11
+
+
 def test_without_a_node_budget_the_greedy_answer_stands() -> None:
     requests = [("ns/a", {"1g.10gb": 1}), ("ns/b", {"2g.20gb": 1}), ("ns/c", {"3g.40gb": 1})]
     assert plan_pass(whole_pool(8), requests, node_limit=0) == greedy_pass(whole_pool(8), requests)
