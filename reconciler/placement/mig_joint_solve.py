@@ -23,6 +23,8 @@ from reconciler.model.mig import MigGpuType
 from reconciler.placement.mig import Layout, layout_mask, uncovered, valid_layouts
 
 NODE_LIMIT = 2000  # branch-and-bound nodes per program: deterministic work, not time
+TOGETHER_NODES = 100  # the program of all sites (``_together``) is harder: fewer nodes, and it is not
+TOGETHER_COLUMNS = 600  # built past this size (its root alone took 0.3-1 s at 800-900 columns)
 MAX_COLUMNS = 5000  # larger programs are not built: the greedy's answer stands (a size, not a time)
 SEED = 0
 
@@ -140,8 +142,8 @@ def solve(
     the whole demand over all the sites pooled (a site may only take layouts that optimum still has
     unused); the guided answer when it matches that optimum, else the better of the two (fewer GPUs,
     then fewer stranded slices; the free one on a tie). When the guided answer misses that optimum (a
-    site took layouts a later site needed), first all the sites in one program (``_together``, within
-    the same node limit), kept when it matches that optimum; else the best of the three."""
+    site took layouts a later site needed), first all the sites in one program (``_together``, small
+    programs only, 100 nodes), kept when it matches that optimum; else the best of the three."""
     pooled = _pooled(sites, len(profiles))
     asked = [n for _, n, _ in shapes]
     whole = _fill(pooled, shapes, asked, profiles, weights, node_limit, None)
@@ -168,12 +170,13 @@ def _together(
 ) -> Answer | None:
     """Every site in one program (``solve``): per site its rows as in ``_site_program`` (GPUs per type,
     instances per profile, GPUs laid out plus whole), and per shape one row, all its replicas placed.
-    Fewest GPUs laid out, then fewest stranded slices. None past ``MAX_COLUMNS`` or the node limit with
-    no answer."""
+    Fewest GPUs laid out, then fewest stranded slices. None past ``TOGETHER_COLUMNS`` columns, or when
+    ``TOGETHER_NODES`` nodes find no answer."""
     tables = {t.key: configurations(t, profiles) for site in sites for t, _ in site.free}
     columns = sum(len(tables[t.key]) for site in sites for t, _ in site.free) + len(sites) * len(shapes)
-    if columns > MAX_COLUMNS or node_limit <= 0:
+    if columns > TOGETHER_COLUMNS or node_limit <= 0:
         return None
+    node_limit = min(node_limit, TOGETHER_NODES)
     width = len(profiles)
     scale = 8 * sum(n for site in sites for _, n in site.free) + 1  # a GPU costs more than all strands
     program = _Program()
