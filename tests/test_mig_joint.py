@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reconciler.model.mig import entry_by_key
@@ -39,6 +39,20 @@ def test_joint_plan_puts_a_1g_2g_3g_on_one_gpu_where_the_greedy_takes_two() -> N
     assert joint.method == "joint" and joint.admitted == ("ns/a", "ns/b", "ns/c")
     (used,) = [g for g in joint.gpus if g.instances]
     assert {i.workload for i in used.instances or ()} - {None} == {"ns/a", "ns/b", "ns/c"}
+
+
+LATER_HOST = [("ns/a", {"7g.80gb": 1}), ("ns/b", {"1g.20gb": 4}), ("ns/c", {"7g.80gb": 1})]
+LATER_HOST += [("ns/d", {"1g.20gb": 4}), ("ns/e", {"4g.40gb": 5}), ("ns/f", {"1g.20gb": 4})]
+LATER_HOST += [("ns/g", {"4g.40gb": 4})]
+
+
+def test_a_host_filled_first_does_not_take_what_a_later_host_needs() -> None:
+    """Three hosts: filled one after the other, the first takes the 5 x 4g, the three 4 x 1g.20gb and both
+    7g (8 GPUs) and the 4 x 4g take 4 more; the optimum (11) keeps a 4 x 1g.20gb beside the 4 x 4g."""
+    requests = LATER_HOST
+    joint = plan_pass(whole_pool(24), requests)
+    assert joint.method == "joint" and len(joint.admitted) == 7
+    assert used_gpus(joint.gpus) == 11
 
 
 def test_without_a_node_budget_the_greedy_answer_stands() -> None:
@@ -92,6 +106,7 @@ def passes(
 
 @settings(max_examples=80, deadline=None)
 @given(st.booleans().flatmap(lambda mixed: passes(mixed)))
+@example((whole_pool(24), LATER_HOST))  # all sites in one program
 def test_joint_plan_keeps_bound_instances_uses_no_more_gpus_and_is_deterministic(
     case: tuple[tuple[PoolGpu, ...], list[tuple[str, dict[str, int]]]],
 ) -> None:

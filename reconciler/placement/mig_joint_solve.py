@@ -23,6 +23,8 @@ from reconciler.model.mig import MigGpuType
 from reconciler.placement.mig import Layout, layout_mask, uncovered, valid_layouts
 
 NODE_LIMIT = 2000  # branch-and-bound nodes per program: deterministic work, not time
+TOGETHER_NODES = 100  # the program of all sites (``_together``) is harder: fewer nodes, and it is not
+TOGETHER_COLUMNS = 600  # built past this size (its root alone took 0.3-1 s at 800-900 columns)
 MAX_COLUMNS = 5000  # larger programs are not built: the greedy's answer stands (a size, not a time)
 SEED = 0
 
@@ -139,11 +141,13 @@ def solve(
     GPUs laid out, then fewest stranded slices. Done twice: once free, once *guided* by the optimum of
     the whole demand over all the sites pooled (a site may only take layouts that optimum still has
     unused); the guided answer when it matches that optimum, else the better of the two (fewer GPUs,
-    then fewer stranded slices; the free one on a tie)."""
+    then fewer stranded slices; the free one on a tie). When the guided answer misses that optimum (a
+    site took layouts a later site needed), first all the sites in one program (``_together``, small
+    programs only, 100 nodes), kept when it matches that optimum; else the best of the three."""
     pooled = _pooled(sites, len(profiles))
     asked = [n for _, n, _ in shapes]
     whole = _fill(pooled, shapes, asked, profiles, weights, node_limit, None)
-    guided = None
+    guided = together = None
     if whole is not None and whole[1] == asked:
         bound = _answer_cost(Answer((whole[0],), ()))
         if whole[2] and beat is not None and bound >= beat:
@@ -152,9 +156,72 @@ def solve(
         guided = _sequential(sites, shapes, profiles, weights, node_limit, limits)
         if guided is not None and _answer_cost(guided) == bound:
             return guided  # as good as the pooled optimum: nothing beats it
+        if len(sites) > 1:
+            together = _together(sites, shapes, profiles, node_limit)
+            if together is not None and _answer_cost(together) == bound:
+                return together
     free = _sequential(sites, shapes, profiles, weights, node_limit, None)
-    found = [a for a in (free, guided) if a is not None]
+    found = [a for a in (free, guided, together) if a is not None]  # on a tie, the first
     return min(found, key=_answer_cost) if found else None
+
+
+def _together(
+    sites: Sequence[Site], shapes: Sequence[Shape], profiles: tuple[str, ...], node_limit: int
+) -> Answer | None:
+    """Every site in one program (``solve``): per site its rows as in ``_site_program`` (GPUs per type,
+    instances per profile, GPUs laid out plus whole), and per shape one row, all its replicas placed.
+    Fewest GPUs laid out, then fewest stranded slices. None past ``TOGETHER_COLUMNS`` columns, or when
+    ``TOGETHER_NODES`` nodes find no answer."""
+    tables = {t.key: configurations(t, profiles) for site in sites for t, _ in site.free}
+    columns = sum(len(tables[t.key]) for site in sites for t, _ in site.free) + len(sites) * len(shapes)
+    if columns > TOGETHER_COLUMNS or node_limit <= 0:
+        return None
+    node_limit = min(node_limit, TOGETHER_NODES)
+    width = len(profiles)
+    scale = 8 * sum(n for site in sites for _, n in site.free) + 1  # a GPU costs more than all strands
+    program = _Program()
+    rows: list[tuple[float, float]] = []
+    inf = float("inf")
+    x: list[tuple[int, MigGpuType, int]] = []
+    y: list[tuple[int, int]] = []
+    ends: list[int] = []  # per site, its whole-GPU row
+    for s, site in enumerate(sites):
+        base = len(rows)
+        rows += [(-inf, float(count)) for _, count in site.free]
+        rows += [(-float(site.spare[p]), inf) for p in range(width)]
+        rows.append((-inf, float(sum(n for _, n in site.free) + site.plain)))
+        ends.append(len(rows) - 1)
+        for row, (gpu_type, count) in enumerate(site.free):
+            for k, (vector, stranded, _) in enumerate(tables[gpu_type.key]):
+                entries = [(base + row, 1.0)]
+                entries += [(base + len(site.free) + p, float(c)) for p, c in enumerate(vector) if c]
+                program.column(scale + stranded, count, [*entries, (ends[s], 1.0)])
+                x.append((s, gpu_type, k))
+    first = len(rows)
+    rows += [(float(n), float(n)) for _, n, _ in shapes]
+    for s in range(len(sites)):
+        offset = ends[s] - width
+        for j, (vector, n, whole) in enumerate(shapes):
+            entries = [(offset + p, -float(c)) for p, c in enumerate(vector) if c]
+            entries += [(ends[s], float(whole))] if whole else []
+            program.column(0.0, n, [*entries, (first + j, 1.0)])
+            y.append((s, j))
+    solver = new_solver()
+    solver.setOptionValue("mip_max_nodes", node_limit)
+    solver.passModel(program.lp(rows))
+    solver.run()
+    if solver.getInfo().primal_solution_status != 2:
+        return None
+    values = [round(v) for v in solver.getSolution().col_value]
+    layouts: list[list[tuple[MigGpuType, Layout, int]]] = [[] for _ in sites]
+    replicas: list[list[tuple[int, int]]] = [[] for _ in sites]
+    for (s, t, k), n in zip(x, values, strict=False):
+        if n > 0:
+            layouts[s].append((t, tables[t.key][k][2], n))
+    for (s, j), n in zip(y, values[len(x) :], strict=True):
+        if n > 0:
+            replicas[s].append((j, n))
+    return Answer(tuple(map(tuple, layouts)), tuple(map(tuple, replicas)))
 
 
 def _pooled(sites: Sequence[Site], width: int) -> Site:
