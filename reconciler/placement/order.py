@@ -188,20 +188,9 @@ class _Search(Generic[T]):
         more than the best so far."""
         fitting = [p for p in self.ascending if self.trial.fits(self.items[p])]
         for k in range(min(self.ceiling, len(fitting)), self.best, -1):
-            tokens: list[object] = []
             chosen = sorted(fitting[:k])
-            for p in chosen:
-                if self._done():
-                    break
-                self.attempts += 1
-                token = self.trial.attempt(self.items[p])
-                if token is None:
-                    break
-                tokens.append(token)
-            if len(tokens) == k:
+            if self._bind_all(chosen):
                 self.best, self.found = k, tuple(self.items[p] for p in chosen)
-            for token in reversed(tokens):
-                self.trial.undo(token)
             if self.found is not None or self._done():
                 return
 
