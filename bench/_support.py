@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,6 +46,20 @@ def git(*args: str, cwd: Path | None = None, input: str | None = None) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr}")
     return done.stdout.strip()
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def base_tree(rev: str) -> tuple[str, Path]:
+    """``rev``'s commit and a detached work tree of it outside the repository
+    (``/tmp/reconciler-base-<sha>``), made once and reused by later runs; a benchmark runs a previous
+    version from it with ``PYTHONPATH`` pointing there."""
+    sha = git("-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}")
+    path = Path(tempfile.gettempdir()) / f"reconciler-base-{sha[:12]}"
+    if not (path / "reconciler").is_dir():
+        git("-C", str(REPO), "worktree", "add", "--detach", str(path), sha)
+    return sha, path
 
 
 def free_port() -> int:

@@ -56,6 +56,7 @@ sys.path.insert(0, str(BENCH))
 import bench_what_if  # noqa: E402
 import gen_config_tree  # noqa: E402
 import gen_inventory  # noqa: E402
+from _support import base_tree  # noqa: E402
 from bench_validate import BARE_PARSE  # noqa: E402
 
 DEFAULT_BASES = ("7b2d525", "f74aa01")
@@ -131,15 +132,6 @@ def git(*args: str) -> str:
 def default_bases() -> list[str]:
     tags = git("tag", "--sort=-creatordate").split()
     return [tags[0]] if tags else list(DEFAULT_BASES)
-
-
-def checkout(rev: str) -> Path:
-    """A detached work tree of ``rev`` outside the repository, made once and reused."""
-    sha = git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
-    path = Path(tempfile.gettempdir()) / f"reconciler-base-{sha[:12]}"
-    if not (path / "reconciler").is_dir():
-        git("worktree", "add", "--detach", str(path), sha)
-    return path
 
 
 def write_tree(root: Path, documents: int) -> None:
@@ -277,7 +269,7 @@ def main() -> None:
     only = set(args.only.split(","))
     bases = args.base or default_bases()
     python = sys.executable
-    contenders = [Contender(rev, checkout(rev)) for rev in bases] + [Contender("this tree", REPO)]
+    contenders = [Contender(rev, base_tree(rev)[1]) for rev in bases] + [Contender("this tree", REPO)]
     for c in contenders:  # as installed: bytecode compiled (PYTHONDONTWRITEBYTECODE would recompile)
         subprocess.run([python, "-m", "compileall", "-q", str(c.root / "reconciler")], check=True)
     labels = [c.label for c in contenders]

@@ -39,12 +39,13 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from _support import base_tree
 
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.mig import MigGpuType, entry_by_key
@@ -317,15 +318,7 @@ def run_product(pool_gpus: int, workloads: Sequence[Mapping[str, int]], times: l
 def base_products(base: str, seed: int, count: int) -> tuple[str, list[Outcome], list[float]]:
     """The product of ``base`` on the same demands, in a child process with that tree on PYTHONPATH."""
 
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True
-        ).stdout
-
-    sha = git("rev-parse", "--verify", f"{base}^{{commit}}").strip()
-    path = Path(tempfile.gettempdir()) / f"reconciler-base-{sha[:12]}"
-    if not (path / "reconciler").is_dir():
-        git("worktree", "add", "--detach", str(path), sha)
+    sha, path = base_tree(base)
     cmd = [sys.executable, __file__, "--product-only", "--seed", str(seed), "--demands", str(count)]
     env = {**os.environ, "PYTHONPATH": str(path)}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)

@@ -19,10 +19,10 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
+
+from _support import base_tree
 
 from reconciler.model.gpu import GpuFamily
 from reconciler.model.pools import MigRequest, WorkloadRequest
@@ -114,16 +114,7 @@ def passes(hosts: int, count: int, seed: int) -> list[dict[str, object]]:
 
 def base_passes(base: str, hosts: int, count: int, seed: int) -> tuple[str, list[dict[str, object]]]:
     """The same passes by the product of ``base``, in a child process with that tree on PYTHONPATH."""
-    repo = Path(__file__).resolve().parent.parent
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)
-        return done.stdout
-
-    sha = git("rev-parse", "--verify", f"{base}^{{commit}}").strip()
-    path = Path(tempfile.gettempdir()) / f"reconciler-base-{sha[:12]}"
-    if not (path / "reconciler").is_dir():
-        git("worktree", "add", "--detach", str(path), sha)
+    sha, path = base_tree(base)
     cmd = [sys.executable, __file__, "--json", "--hosts", str(hosts), "--workloads", str(count)]
     cmd += ["--seed", str(seed)]
     env = {**os.environ, "PYTHONPATH": str(path)}

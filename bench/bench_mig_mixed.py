@@ -25,13 +25,13 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _support import base_tree
 from bench_mig import A100, CLASSES, GPU, configurations, make_demand, optimum
 
 from reconciler.model.pools import MigRequest, WorkloadRequest
@@ -84,15 +84,7 @@ def run_product(pool_gpus: int, workloads: list[tuple[int, dict[str, int]]]) -> 
 
 
 def base_rows(base: str, seed: int, count: int) -> tuple[str, list[list[float]]]:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True
-        ).stdout
-
-    sha = git("rev-parse", "--verify", f"{base}^{{commit}}").strip()
-    path = Path(tempfile.gettempdir()) / f"reconciler-base-{sha[:12]}"
-    if not (path / "reconciler").is_dir():
-        git("worktree", "add", "--detach", str(path), sha)
+    sha, path = base_tree(base)
     cmd = [sys.executable, __file__, "--product-only", "--seed", str(seed), "--demands", str(count)]
     done = subprocess.run(
         cmd, env={**os.environ, "PYTHONPATH": str(path)}, capture_output=True, text=True, check=True
