@@ -13,7 +13,7 @@ import pytest
 from reconciler.bundles import bundle_rejections, bundle_uids, catalogue_of
 from reconciler.inventory import Inventory
 from reconciler.model.catalogue import ProfileCatalogue
-from reconciler.palette.catalogue import read_catalogue
+from reconciler.palette.catalogue import REASK_SECONDS, TYPELESS, ProfileMemory, read_catalogue
 from reconciler.palette.errors import ServerError, UnauthorizedError
 from reconciler.runtime.facts import ObservedTarget
 from reconciler.snapshots import parse_snapshot, profile_type
@@ -86,16 +86,50 @@ def test_the_reader_asks_each_uid_once_and_never_reads_a_failure_as_missing() ->
             "typeless": answer(None),
         }
     )
-    found: dict[str, str] = {}
-    read = read_catalogue(palette, list(palette.answers), found)
+    memory = ProfileMemory()
+    read = read_catalogue(palette, list(palette.answers), memory, 0.0)
     assert read.catalogue.by_uid == {GPU_INFRA: "infra", DCGM: "add-on", "full-1": "full"}
     assert read.catalogue.missing == ("gone",)
     assert sorted(read.unread) == ["denied", "down", "typeless"]
     assert not any(read.catalogue.knows(u) for u in read.unread)
     palette.asked.clear()
-    again = read_catalogue(palette, list(palette.answers), found)
+    again = read_catalogue(palette, list(palette.answers), memory, REASK_SECONDS - 1)
     assert again.catalogue == read.catalogue
-    assert sorted(palette.asked) == ["denied", "down", "gone", "typeless"]  # found types are not asked again
+    assert sorted(palette.asked) == ["denied", "down", "gone"]  # answers are not asked again while young
+
+
+def test_an_answer_is_asked_again_once_old_and_a_failed_reask_keeps_the_type() -> None:
+    palette = FakePalette({GPU_INFRA: answer("infra"), DCGM: answer("add-on"), "typeless": answer(None)})
+    memory = ProfileMemory()
+    read_catalogue(palette, list(palette.answers), memory, 0.0)
+    palette.answers[GPU_INFRA] = None  # deleted in Palette since
+    palette.answers[DCGM] = ServerError("503", method="GET", path="/v1/clusterprofiles/{uid}")
+    palette.asked.clear()
+    later = read_catalogue(palette, list(palette.answers), memory, REASK_SECONDS)
+    assert sorted(palette.asked) == sorted(palette.answers)  # every answer asked again, once
+    assert later.catalogue.missing == (GPU_INFRA,)  # the deleted profile is now unknown to Palette
+    assert later.catalogue.by_uid == {DCGM: "add-on"} and later.unread == {"typeless": TYPELESS}
+    palette.asked.clear()
+    read_catalogue(palette, list(palette.answers), memory, REASK_SECONDS + 1)
+    assert sorted(palette.asked) == [DCGM, GPU_INFRA]  # the failed re-ask and the 404 again, next pass
+
+
+def test_an_unread_uid_is_news_once_per_change_of_its_reason() -> None:
+    down = ServerError("503", method="GET", path="/v1/clusterprofiles/{uid}")
+    palette = FakePalette({"typeless": answer(None), "down": down})
+    memory = ProfileMemory()
+    first = read_catalogue(palette, list(palette.answers), memory, 0.0)
+    assert sorted(first.news) == ["down", "typeless"]
+    for now in (1.0, 2.0, REASK_SECONDS + 1):  # the same answers, asked again or not: nothing new
+        assert read_catalogue(palette, list(palette.answers), memory, now).news == {}
+    palette.answers["down"] = answer("infra")
+    assert read_catalogue(palette, list(palette.answers), memory, 3.0 + REASK_SECONDS).news == {}
+    palette.answers["down"] = None
+    assert read_catalogue(palette, ["typeless"], memory, 4.0 + REASK_SECONDS).news == {}
+    assert "down" not in memory.answers  # a uid no bundle names any more is forgotten
+    palette.answers["down"] = down
+    again = read_catalogue(palette, list(palette.answers), memory, 5.0 + REASK_SECONDS)
+    assert again.news == {"down": str(down)}
 
 
 @pytest.mark.parametrize(
