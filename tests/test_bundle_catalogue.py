@@ -10,18 +10,24 @@ from typing import Any
 
 import pytest
 
-from reconciler.bundles import bundle_rejections, bundle_uids, catalogue_of
+from reconciler.bundles import CatalogueOf, bundle_rejections, bundle_uids, catalogue_of, target_catalogues
 from reconciler.inventory import Inventory
 from reconciler.model.catalogue import ProfileCatalogue
 from reconciler.palette.catalogue import REASK_SECONDS, TYPELESS, ProfileMemory, read_catalogue
 from reconciler.palette.errors import ServerError, UnauthorizedError
+from reconciler.resolve import Routing, Target
 from reconciler.runtime.facts import ObservedTarget
 from reconciler.snapshots import parse_snapshot, profile_type
 from reconciler.status.snapshot import render_snapshot
-from tests.test_bundles import DCGM, GPU_INFRA, INFRA, bundle, load, pool
+from tests.test_bundles import DCGM, GPU_INFRA, INFRA, bundle, load, pool, workload
 
 USERS = (bundle("stack", "Infrastructure", [GPU_INFRA, DCGM]), pool("p", "stack"))
 POOL = ("ComputePool", "project-a", "p")
+
+
+def every(catalogue: ProfileCatalogue | None) -> CatalogueOf:
+    """Every user checked against one catalogue (one target's, or a snapshot's)."""
+    return lambda _: catalogue
 
 
 def answer(kind: str | None) -> dict[str, Any]:
@@ -48,21 +54,41 @@ def test_a_live_catalogue_rejects_only_what_palette_answered_for() -> None:
     state = load(*USERS)
     assert bundle_uids(state) == tuple(sorted([GPU_INFRA, DCGM]))
     found = ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "add-on"}, [GPU_INFRA, DCGM])
-    assert bundle_rejections(state, found) == {}
+    assert bundle_rejections(state, every(found)) == {}
     missing = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])  # DCGM: Palette's 404
     assert missing.missing == (DCGM,)
-    assert bundle_rejections(state, missing) == {
+    assert bundle_rejections(state, every(missing)) == {
         POOL: f"profile bundle stack: cluster profile {DCGM} unknown to Palette"
     }
     unread = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA])  # DCGM's read failed
-    assert bundle_rejections(state, unread) == {}
+    assert bundle_rejections(state, every(unread)) == {}
     # The same rule as a snapshot's whole catalogue: a second infrastructure profile.
     two = ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "infra"}, [GPU_INFRA, DCGM])
-    assert "is a second infra or full profile" in bundle_rejections(state, two)[POOL]
+    assert "is a second infra or full profile" in bundle_rejections(state, every(two))[POOL]
     assert (
-        bundle_rejections(state, ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "infra"}))[POOL]
-        == (bundle_rejections(state, two)[POOL])
+        bundle_rejections(state, every(ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "infra"})))[POOL]
+        == (bundle_rejections(state, every(two))[POOL])
     )
+
+
+def test_each_user_is_checked_against_the_catalogue_of_its_pools_target() -> None:
+    full = bundle("full", "Fullstack", [GPU_INFRA, DCGM])
+    state = load(*USERS, pool("q", "stack"), full, workload("w", "q", "full"))
+    a, b = Target("https://a.example", None), Target("https://b.example", None)
+    routing = Routing(pools={a: {("project-a", "p")}, b: {("project-a", "q")}})
+    fine = ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "add-on"}, [GPU_INFRA, DCGM])
+    missing = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])  # DCGM: b's 404
+    unknown = f"profile bundle stack: cluster profile {DCGM} unknown to Palette"
+    workload_key = ("AIWorkload", "project-a", "w")
+    assert bundle_rejections(state, target_catalogues(routing, {a: fine, b: missing})) == {
+        ("ComputePool", "project-a", "q"): unknown,
+        workload_key: unknown.replace("stack", "full"),  # in pool q: b's catalogue
+    }
+    assert bundle_rejections(state, target_catalogues(routing, {a: missing, b: fine})) == {POOL: unknown}
+    assert bundle_rejections(state, target_catalogues(routing, {b: missing})).keys() == {
+        ("ComputePool", "project-a", "q"),
+        workload_key,
+    }  # p's target not observed: p not checked
 
 
 def test_merging_targets_keeps_what_either_knows() -> None:
