@@ -12,11 +12,16 @@ import pytest
 
 from reconciler.bundles import CatalogueOf, bundle_rejections, bundle_uids, catalogue_of, target_catalogues
 from reconciler.inventory import Inventory
+from reconciler.model.base import ClusterProfileRef
 from reconciler.model.catalogue import ProfileCatalogue
+from reconciler.model.outcomes import Outcome
 from reconciler.palette.catalogue import REASK_SECONDS, TYPELESS, ProfileMemory, read_catalogue
 from reconciler.palette.errors import ServerError, UnauthorizedError
+from reconciler.placement.admission_types import WorkloadAction
+from reconciler.plan.entries import Action, Plan, PlatformPlan, PoolPlan, WorkloadPlan
 from reconciler.resolve import Routing, Target
 from reconciler.runtime.facts import ObservedTarget
+from reconciler.runtime.stages.observe import failed_profile_uids
 from reconciler.snapshots import parse_snapshot, profile_type
 from reconciler.status.snapshot import render_snapshot
 from tests.test_bundles import DCGM, GPU_INFRA, INFRA, bundle, load, pool, workload
@@ -185,3 +190,25 @@ def test_a_shard_plans_with_the_catalogue_but_leaves_it_out_of_the_shared_snapsh
     shard = replace(seen, records_catalogue=False, _snapshot=None)
     assert shard.inventory.catalogue == live
     assert "clusterProfilesAsked" not in json.loads(shard.snapshot())
+
+
+def test_a_failed_write_has_its_profiles_asked_again_next_pass() -> None:
+    pools = [
+        PoolPlan(PlatformPlan("project-a", n, Action.CREATE, None, ""), "dedicated", own_profiles=(u,))
+        for n, u in (("p", GPU_INFRA), ("q", INFRA))
+    ]
+    attach = WorkloadPlan("project-a", "w", "AIWorkload", "q", WorkloadAction.ADMIT, None, "")
+    attach = replace(attach, cluster_profiles=(ClusterProfileRef(uid=DCGM),))
+    plan = Plan("r1", [], [], pools=pools, workloads=[attach])
+    refused = Outcome(ok=False, error="400 ClusterProfileNotFound")
+    writes = {("project-a", "p"): refused, ("project-a", "q"): Outcome(ok=True), ("project-a", "w"): refused}
+    assert failed_profile_uids(plan, writes) == {GPU_INFRA, DCGM}
+    denied = Outcome(ok=False, error="403", unauthorized=True)  # the target stalls instead
+    assert failed_profile_uids(plan, {("project-a", "p"): denied}) == set()
+    palette = FakePalette({GPU_INFRA: answer("infra"), DCGM: answer("add-on")})
+    memory = ProfileMemory()
+    read_catalogue(palette, list(palette.answers), memory, 0.0)
+    memory.expire(failed_profile_uids(plan, {("project-a", "p"): refused}))
+    palette.asked.clear()
+    read_catalogue(palette, list(palette.answers), memory, 1.0)
+    assert palette.asked == [GPU_INFRA]  # asked again at once, not an hour later

@@ -7,9 +7,10 @@ known either way, so its bundle is not checked this pass (Palette's own 400 then
 catalogue).
 
 What a process remembers between passes (:class:`ProfileMemory`, one per target): each answer with the
-time it was read, asked again once it is :data:`REASK_SECONDS` old (a profile deleted since then shows as
-a 404 within that time, not only as Palette's 400 on a create), and the reason each unread uid was last
-logged for, so that the log says it once per change of answer rather than every pass.
+time it was read, asked again once it is :data:`REASK_SECONDS` old or as soon as a write that used the
+uid failed (a profile deleted since then shows as a 404, not only as Palette's 400 on every create), and
+the reason each unread uid was last logged for, so that the log says it once per change of answer rather
+than every pass.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class ProfileMemory:
 
     answers: dict[str, tuple[str | None, float]] = field(default_factory=dict)
     logged: dict[str, str] = field(default_factory=dict)
+
+    def expire(self, uids: Iterable[str]) -> None:
+        """Ask ``uids`` again next pass (a create, update or attach that used them failed)."""
+        for uid in uids:
+            self.answers.pop(uid, None)
 
 
 @dataclass(frozen=True, slots=True)

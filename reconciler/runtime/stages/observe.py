@@ -204,12 +204,16 @@ class Observer:
         seen: Observation,
         writes: Mapping[PlatformKey, Outcome],
     ) -> Observation:
-        """``seen`` with every target that refused the key while applying stalled, as when observing."""
+        """``seen`` with every target that refused the key while applying stalled, as when observing.
+        The cluster profiles a failed pool write or profile attach used are asked again next pass."""
         stalled = dict(seen.stalled)
         for target, plan in plans.items():
             denied = [o for p in plan.platforms if (o := writes.get(p.key)) and o.unauthorized]
             if denied:
                 stalled[target] = self.stall(target, desired, denied[0].error or "Palette refused the key")
+            memory = self._profiles.get(target)
+            if memory is not None:
+                memory.expire(failed_profile_uids(plan, writes))
         return replace(seen, stalled=stalled)
 
     def expect_gone(self, plans: Mapping[Target, Plan]) -> None:
@@ -362,3 +366,15 @@ class Observer:
             return
         self._unconfirmed[target] = change.fingerprint
         raise DoubtfulAnswer(change.message(self._sudden_threshold))
+
+
+def failed_profile_uids(plan: Plan, writes: Mapping[PlatformKey, Outcome]) -> set[str]:
+    """The cluster profile uids of ``plan``'s pools and workloads whose write failed (not a refused key,
+    which stalls the target): a pool's own profiles, a workload's profiles to attach."""
+
+    def failed(key: PlatformKey) -> bool:
+        outcome = writes.get(key)
+        return outcome is not None and not outcome.ok and not outcome.unauthorized
+
+    uids = {u for pool in plan.pools if failed(pool.key) for u in pool.own_profiles or ()}
+    return uids | {r.uid for w in plan.workloads if failed(w.key) for r in w.cluster_profiles}
