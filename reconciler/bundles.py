@@ -3,8 +3,9 @@
 Validation cannot know a cluster profile's type: Palette does. The observation carries the catalogue
 (:class:`~reconciler.model.catalogue.ProfileCatalogue`): an inventory snapshot's ``clusterProfiles``, or
 Palette's own answers for the uids the bundles name (``GET /v1/clusterprofiles/{uid}``, read by the
-observe stage). The plan checks every bundle in use against it before anything is placed, one rule for
-either source:
+observe stage). The plan checks every bundle in use against it before anything is placed, each user
+against the catalogue of the target its pool goes to (:func:`target_catalogues`), one rule for either
+source:
 
 - every uid is known to Palette;
 - an Infrastructure or Fullstack bundle holds exactly one ``infra`` or ``full`` profile, an Application
