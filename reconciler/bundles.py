@@ -3,8 +3,9 @@
 Validation cannot know a cluster profile's type: Palette does. The observation carries the catalogue
 (:class:`~reconciler.model.catalogue.ProfileCatalogue`): an inventory snapshot's ``clusterProfiles``, or
 Palette's own answers for the uids the bundles name (``GET /v1/clusterprofiles/{uid}``, read by the
-observe stage). The plan checks every bundle in use against it before anything is placed, one rule for
-either source:
+observe stage). The plan checks every bundle in use against it before anything is placed, each user
+against the catalogue of the target its pool goes to (:func:`target_catalogues`), one rule for either
+source:
 
 - every uid is known to Palette;
 - an Infrastructure or Fullstack bundle holds exactly one ``infra`` or ``full`` profile, an Application
@@ -22,7 +23,7 @@ attach (400 for an unknown uid) is then what the resource reports.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from reconciler.model.bundle import APPLICATION, ProfileBundle
@@ -32,9 +33,12 @@ from reconciler.model.desired import DesiredState, Identity, SourceRef
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.resources import AIWorkload, ComputePool
 from reconciler.profiles import platform_cluster_profiles, profile_bundle
+from reconciler.resolve import Routing, Target
 
 BUILDING_TYPES = frozenset({"infra", "full"})  # the types Palette builds an edge-native cluster from
 Catalogue = Mapping[str, str]  # cluster profile uid -> infra | add-on | full, of the uids known
+User = ComputePool | AIWorkload  # what deploys a bundle
+CatalogueOf = Callable[[User], ProfileCatalogue | None]  # the catalogue a user's bundle is checked against
 
 
 def catalogue_of(
@@ -118,22 +122,50 @@ def infrastructure_mismatch(
     )
 
 
-def bundle_rejections(desired: DesiredState, observed: ProfileCatalogue | None) -> dict[Identity, str]:
-    """Every pool and AIWorkload of ``desired`` that a bundle check rejects, with the message. A bundle
-    naming a uid ``observed`` does not know either way is not checked (nor are its users)."""
-    if observed is None:
-        return {}
-    catalogue = observed.by_uid
-    verdicts: dict[tuple[str, str], str | None] = {}
+def merged_catalogue(catalogues: Iterable[ProfileCatalogue | None]) -> ProfileCatalogue | None:
+    """Several targets' catalogues together (None when none has one)."""
+    found: ProfileCatalogue | None = None
+    for catalogue in catalogues:
+        if catalogue is not None:
+            found = catalogue if found is None else found.merged(catalogue)
+    return found
+
+
+def target_catalogues(routing: Routing, catalogues: Mapping[Target, ProfileCatalogue | None]) -> CatalogueOf:
+    """Each user's catalogue is the one of the target its pool is routed to: a pool's own, a workload's
+    ``computePoolRef`` pool (a provisioned pool's workload points at it). A workload placed through an
+    Environment takes every target's together: its pool is chosen at admission, after these checks. A
+    user whose pool is routed nowhere, or to a target not observed, has none (it is not checked)."""
+    every = merged_catalogue(catalogues.values())
+
+    def of(user: User) -> ProfileCatalogue | None:
+        name = user.metadata.name
+        if isinstance(user, AIWorkload):
+            if user.spec.compute_pool_ref is None:
+                return every
+            name = user.spec.compute_pool_ref.name
+        target = routing.target_of_pool((user.metadata.namespace, name))
+        return catalogues.get(target) if target is not None else None
+
+    return of
+
+
+def bundle_rejections(desired: DesiredState, catalogue_of_user: CatalogueOf) -> dict[Identity, str]:
+    """Every pool and AIWorkload of ``desired`` that a bundle check rejects, with the message, each
+    against the catalogue ``catalogue_of_user`` gives it. A bundle naming a uid that catalogue does not
+    know either way (or with no catalogue) is not checked for that user."""
+    verdicts: dict[tuple[str, str, int], str | None] = {}
     out: dict[Identity, str] = {}
-    users: list[ComputePool | AIWorkload] = [*desired.of_kind(ComputePool), *desired.of_kind(AIWorkload)]
+    users: list[User] = [*desired.of_kind(ComputePool), *desired.of_kind(AIWorkload)]
     for user in users:
         bundle = profile_bundle(desired, user)
-        if bundle is None:
+        observed = catalogue_of_user(user) if bundle is not None else None
+        if bundle is None or observed is None:
             continue
         if not all(observed.knows(r.uid) for r in bundle.spec.cluster_profiles):
             continue
-        key = (bundle.metadata.namespace, bundle.metadata.name)
+        catalogue = observed.by_uid
+        key = (bundle.metadata.namespace, bundle.metadata.name, id(observed))
         if key not in verdicts:
             verdicts[key] = bundle_problem(bundle, catalogue)
         problem = verdicts[key]

@@ -10,18 +10,29 @@ from typing import Any
 
 import pytest
 
-from reconciler.bundles import bundle_rejections, bundle_uids, catalogue_of
+from reconciler.bundles import CatalogueOf, bundle_rejections, bundle_uids, catalogue_of, target_catalogues
 from reconciler.inventory import Inventory
+from reconciler.model.base import ClusterProfileRef
 from reconciler.model.catalogue import ProfileCatalogue
-from reconciler.palette.catalogue import read_catalogue
+from reconciler.model.outcomes import Outcome
+from reconciler.palette.catalogue import REASK_SECONDS, TYPELESS, ProfileMemory, read_catalogue
 from reconciler.palette.errors import ServerError, UnauthorizedError
+from reconciler.placement.admission_types import WorkloadAction
+from reconciler.plan.entries import Action, Plan, PlatformPlan, PoolPlan, WorkloadPlan
+from reconciler.resolve import Routing, Target
 from reconciler.runtime.facts import ObservedTarget
+from reconciler.runtime.stages.observe import failed_profile_uids
 from reconciler.snapshots import parse_snapshot, profile_type
 from reconciler.status.snapshot import render_snapshot
-from tests.test_bundles import DCGM, GPU_INFRA, INFRA, bundle, load, pool
+from tests.test_bundles import DCGM, GPU_INFRA, INFRA, bundle, load, pool, workload
 
 USERS = (bundle("stack", "Infrastructure", [GPU_INFRA, DCGM]), pool("p", "stack"))
 POOL = ("ComputePool", "project-a", "p")
+
+
+def every(catalogue: ProfileCatalogue | None) -> CatalogueOf:
+    """Every user checked against one catalogue (one target's, or a snapshot's)."""
+    return lambda _: catalogue
 
 
 def answer(kind: str | None) -> dict[str, Any]:
@@ -48,21 +59,41 @@ def test_a_live_catalogue_rejects_only_what_palette_answered_for() -> None:
     state = load(*USERS)
     assert bundle_uids(state) == tuple(sorted([GPU_INFRA, DCGM]))
     found = ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "add-on"}, [GPU_INFRA, DCGM])
-    assert bundle_rejections(state, found) == {}
+    assert bundle_rejections(state, every(found)) == {}
     missing = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])  # DCGM: Palette's 404
     assert missing.missing == (DCGM,)
-    assert bundle_rejections(state, missing) == {
+    assert bundle_rejections(state, every(missing)) == {
         POOL: f"profile bundle stack: cluster profile {DCGM} unknown to Palette"
     }
     unread = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA])  # DCGM's read failed
-    assert bundle_rejections(state, unread) == {}
+    assert bundle_rejections(state, every(unread)) == {}
     # The same rule as a snapshot's whole catalogue: a second infrastructure profile.
     two = ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "infra"}, [GPU_INFRA, DCGM])
-    assert "is a second infra or full profile" in bundle_rejections(state, two)[POOL]
+    assert "is a second infra or full profile" in bundle_rejections(state, every(two))[POOL]
     assert (
-        bundle_rejections(state, ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "infra"}))[POOL]
-        == (bundle_rejections(state, two)[POOL])
+        bundle_rejections(state, every(ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "infra"})))[POOL]
+        == (bundle_rejections(state, every(two))[POOL])
     )
+
+
+def test_each_user_is_checked_against_the_catalogue_of_its_pools_target() -> None:
+    full = bundle("full", "Fullstack", [GPU_INFRA, DCGM])
+    state = load(*USERS, pool("q", "stack"), full, workload("w", "q", "full"))
+    a, b = Target("https://a.example", None), Target("https://b.example", None)
+    routing = Routing(pools={a: {("project-a", "p")}, b: {("project-a", "q")}})
+    fine = ProfileCatalogue.of({GPU_INFRA: "infra", DCGM: "add-on"}, [GPU_INFRA, DCGM])
+    missing = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])  # DCGM: b's 404
+    unknown = f"profile bundle stack: cluster profile {DCGM} unknown to Palette"
+    workload_key = ("AIWorkload", "project-a", "w")
+    assert bundle_rejections(state, target_catalogues(routing, {a: fine, b: missing})) == {
+        ("ComputePool", "project-a", "q"): unknown,
+        workload_key: unknown.replace("stack", "full"),  # in pool q: b's catalogue
+    }
+    assert bundle_rejections(state, target_catalogues(routing, {a: missing, b: fine})) == {POOL: unknown}
+    assert bundle_rejections(state, target_catalogues(routing, {b: missing})).keys() == {
+        ("ComputePool", "project-a", "q"),
+        workload_key,
+    }  # p's target not observed: p not checked
 
 
 def test_merging_targets_keeps_what_either_knows() -> None:
@@ -86,16 +117,50 @@ def test_the_reader_asks_each_uid_once_and_never_reads_a_failure_as_missing() ->
             "typeless": answer(None),
         }
     )
-    found: dict[str, str] = {}
-    read = read_catalogue(palette, list(palette.answers), found)
+    memory = ProfileMemory()
+    read = read_catalogue(palette, list(palette.answers), memory, 0.0)
     assert read.catalogue.by_uid == {GPU_INFRA: "infra", DCGM: "add-on", "full-1": "full"}
     assert read.catalogue.missing == ("gone",)
     assert sorted(read.unread) == ["denied", "down", "typeless"]
     assert not any(read.catalogue.knows(u) for u in read.unread)
     palette.asked.clear()
-    again = read_catalogue(palette, list(palette.answers), found)
+    again = read_catalogue(palette, list(palette.answers), memory, REASK_SECONDS - 1)
     assert again.catalogue == read.catalogue
-    assert sorted(palette.asked) == ["denied", "down", "gone", "typeless"]  # found types are not asked again
+    assert sorted(palette.asked) == ["denied", "down", "gone"]  # answers are not asked again while young
+
+
+def test_an_answer_is_asked_again_once_old_and_a_failed_reask_keeps_the_type() -> None:
+    palette = FakePalette({GPU_INFRA: answer("infra"), DCGM: answer("add-on"), "typeless": answer(None)})
+    memory = ProfileMemory()
+    read_catalogue(palette, list(palette.answers), memory, 0.0)
+    palette.answers[GPU_INFRA] = None  # deleted in Palette since
+    palette.answers[DCGM] = ServerError("503", method="GET", path="/v1/clusterprofiles/{uid}")
+    palette.asked.clear()
+    later = read_catalogue(palette, list(palette.answers), memory, REASK_SECONDS)
+    assert sorted(palette.asked) == sorted(palette.answers)  # every answer asked again, once
+    assert later.catalogue.missing == (GPU_INFRA,)  # the deleted profile is now unknown to Palette
+    assert later.catalogue.by_uid == {DCGM: "add-on"} and later.unread == {"typeless": TYPELESS}
+    palette.asked.clear()
+    read_catalogue(palette, list(palette.answers), memory, REASK_SECONDS + 1)
+    assert sorted(palette.asked) == [DCGM, GPU_INFRA]  # the failed re-ask and the 404 again, next pass
+
+
+def test_an_unread_uid_is_news_once_per_change_of_its_reason() -> None:
+    down = ServerError("503", method="GET", path="/v1/clusterprofiles/{uid}")
+    palette = FakePalette({"typeless": answer(None), "down": down})
+    memory = ProfileMemory()
+    first = read_catalogue(palette, list(palette.answers), memory, 0.0)
+    assert sorted(first.news) == ["down", "typeless"]
+    for now in (1.0, 2.0, REASK_SECONDS + 1):  # the same answers, asked again or not: nothing new
+        assert read_catalogue(palette, list(palette.answers), memory, now).news == {}
+    palette.answers["down"] = answer("infra")
+    assert read_catalogue(palette, list(palette.answers), memory, 3.0 + REASK_SECONDS).news == {}
+    palette.answers["down"] = None
+    assert read_catalogue(palette, ["typeless"], memory, 4.0 + REASK_SECONDS).news == {}
+    assert "down" not in memory.answers  # a uid no bundle names any more is forgotten
+    palette.answers["down"] = down
+    again = read_catalogue(palette, list(palette.answers), memory, 5.0 + REASK_SECONDS)
+    assert again.news == {"down": str(down)}
 
 
 @pytest.mark.parametrize(
@@ -125,3 +190,25 @@ def test_a_shard_plans_with_the_catalogue_but_leaves_it_out_of_the_shared_snapsh
     shard = replace(seen, records_catalogue=False, _snapshot=None)
     assert shard.inventory.catalogue == live
     assert "clusterProfilesAsked" not in json.loads(shard.snapshot())
+
+
+def test_a_failed_write_has_its_profiles_asked_again_next_pass() -> None:
+    pools = [
+        PoolPlan(PlatformPlan("project-a", n, Action.CREATE, None, ""), "dedicated", own_profiles=(u,))
+        for n, u in (("p", GPU_INFRA), ("q", INFRA))
+    ]
+    attach = WorkloadPlan("project-a", "w", "AIWorkload", "q", WorkloadAction.ADMIT, None, "")
+    attach = replace(attach, cluster_profiles=(ClusterProfileRef(uid=DCGM),))
+    plan = Plan("r1", [], [], pools=pools, workloads=[attach])
+    refused = Outcome(ok=False, error="400 ClusterProfileNotFound")
+    writes = {("project-a", "p"): refused, ("project-a", "q"): Outcome(ok=True), ("project-a", "w"): refused}
+    assert failed_profile_uids(plan, writes) == {GPU_INFRA, DCGM}
+    denied = Outcome(ok=False, error="403", unauthorized=True)  # the target stalls instead
+    assert failed_profile_uids(plan, {("project-a", "p"): denied}) == set()
+    palette = FakePalette({GPU_INFRA: answer("infra"), DCGM: answer("add-on")})
+    memory = ProfileMemory()
+    read_catalogue(palette, list(palette.answers), memory, 0.0)
+    memory.expire(failed_profile_uids(plan, {("project-a", "p"): refused}))
+    palette.asked.clear()
+    read_catalogue(palette, list(palette.answers), memory, 1.0)
+    assert palette.asked == [GPU_INFRA]  # asked again at once, not an hour later

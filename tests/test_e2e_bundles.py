@@ -133,7 +133,7 @@ def test_a_uid_unknown_to_palette_is_rejected_by_the_pass_and_its_plan_not_when_
     assert not [c for c in emulator.state.clusters.values() if c.name == "project-b-shared-a100"]
     assert emulator.stats.count("POST", CLUSTER_CREATE, 400) == 0  # the pool's create was never sent
     assert emulator.stats.count("GET", "/v1/clusterprofiles/{uid}", 404) == 1
-    ctl.reconcile_once()  # a type once read is not asked again; the 404 is
+    ctl.reconcile_once()  # a type read within the hour is not asked again; the 404 is
     assert emulator.stats.count("GET", "/v1/clusterprofiles/{uid}", 200) == 2  # INFRA and DCGM, once each
     assert emulator.stats.count("GET", "/v1/clusterprofiles/{uid}", 404) == 2
     status = status_files(remote)["project-b/computepools/shared-a100.yaml"]["status"]

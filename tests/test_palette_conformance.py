@@ -141,6 +141,8 @@ def _scenario() -> list[tuple[str, str, Any, int, Any]]:
             with pytest.raises(ClientError):  # unknown profile: 400
                 palette.attach_profiles(uid, [{"uid": "66a1b2c3d4e5f6a7b8c9ffff"}])
             palette.detach_profiles(uid, ["66a1b2c3d4e5f6a7b8c9d0e2"])
+            assert palette.get_cluster_profile(INFRA_UID) is not None  # the catalogue's answer
+            assert palette.get_cluster_profile("66a1b2c3d4e5f6a7b8c9ffff") is None  # 404
             with pytest.raises(ClientError):  # the cluster's only infrastructure profile: 400
                 palette.detach_profiles(uid, [INFRA_UID])
             palette.get_cluster_profiles(uid)
@@ -227,6 +229,8 @@ def test_the_scenario_covers_every_path_and_the_error_answers(
         ("PATCH", "/v1/spectroclusters/{uid}/profiles", 400),
         ("DELETE", "/v1/spectroclusters/{uid}/profiles", 204),
         ("DELETE", "/v1/spectroclusters/{uid}/profiles", 400),
+        ("GET", "/v1/clusterprofiles/{uid}", 200),
+        ("GET", "/v1/clusterprofiles/{uid}", 404),
     }
     assert expected <= seen
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from reconciler.bundles import bundle_rejections, reject_bad_bundles
+from reconciler.bundles import bundle_rejections, reject_bad_bundles, target_catalogues
 from reconciler.deletions import DeletionGuard
 from reconciler.inventory import Inventory, Machine
-from reconciler.model.catalogue import ProfileCatalogue
 from reconciler.model.desired import DesiredState, Identity, PlatformKey
 from reconciler.model.diagnostics import UNKNOWN_GPU_FAMILY, Diagnostic
 from reconciler.model.gpu import GpuFamily, canonical_family
@@ -55,7 +54,7 @@ def make_plan(
     ``sizes``: pools' current sizes (GPUs per family) instead of their ``spec.gpus``; ``scaling``: pools'
     scaling entries (the scaling stage's decisions) instead of ``NotEvaluated``; ``approved_deletions``:
     the revision's ``Reconciler-Allow-Deletions`` trailer (:mod:`reconciler.deletions`)."""
-    rejected = bundle_rejections(desired, _catalogue([inventory]))
+    rejected = bundle_rejections(desired, lambda _: inventory.catalogue)
     desired = with_pool_sizes(reject_bad_bundles(desired, rejected), sizes)
     desired = _carried(desired, clusters, previous or {})
     invalid = _invalid_workloads(desired, previous or {})
@@ -110,7 +109,8 @@ def plan_targets(
     whole pass against ``max_deletions``, raised to ``approved_deletions`` (the revision's trailer).
     """
     desired = with_pool_sizes(select_namespaces(desired, namespaces), sizes)
-    rejected = bundle_rejections(desired, _catalogue(o.inventory for o in observed.values()))
+    catalogues = {target: seen.inventory.catalogue for target, seen in observed.items()}
+    rejected = bundle_rejections(desired, target_catalogues(routing, catalogues))
     desired = reject_bad_bundles(desired, rejected)
     previous = {k: v for k, v in (previous or {}).items() if namespaces.owns(k[0])}
     seen_clusters = [c for seen in observed.values() for c in seen.clusters if namespaces.owns(c.namespace)]
@@ -160,16 +160,6 @@ def plan_targets(
             first, workloads=sorted([*first.workloads, *strays], key=lambda w: w.sort_key)
         )
     return {t: _as_rejected(p, rejected) for t, p in plans.items()}
-
-
-def _catalogue(inventories: Iterable[Inventory]) -> ProfileCatalogue | None:
-    """Palette's cluster profile catalogue as the observation shows it (every target's, together), or
-    None when no target's observation has one (then bundles are not checked against it)."""
-    found: ProfileCatalogue | None = None
-    for inventory in inventories:
-        if inventory.catalogue is not None:
-            found = inventory.catalogue if found is None else found.merged(inventory.catalogue)
-    return found
 
 
 def _as_rejected(plan: Plan, rejected: Mapping[Identity, str]) -> Plan:

@@ -24,7 +24,7 @@ from reconciler.model.desired import DesiredState, PlatformKey
 from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from reconciler.model.outcomes import Outcome
 from reconciler.model.resources import Settings
-from reconciler.palette.catalogue import read_catalogue
+from reconciler.palette.catalogue import ProfileMemory, read_catalogue
 from reconciler.palette.client import PaletteClient
 from reconciler.palette.cloud_configs import read_cloud_configs
 from reconciler.palette.credentials import MissingAPIKey, api_key_from_env, read_key_file
@@ -88,7 +88,7 @@ class Observer:
         self._observed: dict[Target, ObservedTarget] = {}
         self._host_listers: dict[Target, HostLister] = {}
         self._discovered: dict[Target, DiscoveryMemo] = {}  # each host's discovery, by its kept facts
-        self._profile_types: dict[Target, dict[str, str]] = {}  # catalogue types read (they never change)
+        self._profiles: dict[Target, ProfileMemory] = {}  # catalogue answers read, and what was logged
         self.dashboard_requests: dict[Target, int] = {}  # /v1/dashboard requests of the last observe
         self.known_targets: set[Target] = set()  # recorded or observed: still observed
 
@@ -159,17 +159,18 @@ class Observer:
         return self._with_catalogue(target, seen, profile_uids)
 
     def _with_catalogue(self, target: Target, seen: ObservedTarget, uids: Sequence[str]) -> ObservedTarget:
-        """``seen`` with Palette's answers for ``uids`` (types read once are not asked again); no
-        catalogue when no bundle names a uid."""
+        """``seen`` with Palette's answers for ``uids`` (an answer is asked again once it is old); no
+        catalogue when no bundle names a uid. An unread uid is logged once per change of its reason."""
         catalogue = None
         if uids:
-            read = read_catalogue(self.client(target), uids, self._profile_types.setdefault(target, {}))
+            memory = self._profiles.setdefault(target, ProfileMemory())
+            read = read_catalogue(self.client(target), uids, memory, self._clock())
             catalogue = read.catalogue
-            if read.unread:
+            if read.news:
                 log.warning(
-                    "cluster profiles not read: their bundles are not checked this pass",
+                    "cluster profiles not read: their bundles are not checked until they are",
                     url=target.url,
-                    profiles={uid: why for uid, why in sorted(read.unread.items())},
+                    profiles=dict(sorted(read.news.items())),
                 )
         if seen.inventory.catalogue == catalogue:
             return seen  # the observation reused: the same catalogue, the same snapshot
@@ -203,12 +204,16 @@ class Observer:
         seen: Observation,
         writes: Mapping[PlatformKey, Outcome],
     ) -> Observation:
-        """``seen`` with every target that refused the key while applying stalled, as when observing."""
+        """``seen`` with every target that refused the key while applying stalled, as when observing.
+        The cluster profiles a failed pool write or profile attach used are asked again next pass."""
         stalled = dict(seen.stalled)
         for target, plan in plans.items():
             denied = [o for p in plan.platforms if (o := writes.get(p.key)) and o.unauthorized]
             if denied:
                 stalled[target] = self.stall(target, desired, denied[0].error or "Palette refused the key")
+            memory = self._profiles.get(target)
+            if memory is not None:
+                memory.expire(failed_profile_uids(plan, writes))
         return replace(seen, stalled=stalled)
 
     def expect_gone(self, plans: Mapping[Target, Plan]) -> None:
@@ -361,3 +366,15 @@ class Observer:
             return
         self._unconfirmed[target] = change.fingerprint
         raise DoubtfulAnswer(change.message(self._sudden_threshold))
+
+
+def failed_profile_uids(plan: Plan, writes: Mapping[PlatformKey, Outcome]) -> set[str]:
+    """The cluster profile uids of ``plan``'s pools and workloads whose write failed (not a refused key,
+    which stalls the target): a pool's own profiles, a workload's profiles to attach."""
+
+    def failed(key: PlatformKey) -> bool:
+        outcome = writes.get(key)
+        return outcome is not None and not outcome.ok and not outcome.unauthorized
+
+    uids = {u for pool in plan.pools if failed(pool.key) for u in pool.own_profiles or ()}
+    return uids | {r.uid for w in plan.workloads if failed(w.key) for r in w.cluster_profiles}
