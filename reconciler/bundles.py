@@ -4,16 +4,17 @@ Validation cannot know a cluster profile's type: Palette does. The observation c
 (:class:`~reconciler.model.catalogue.ProfileCatalogue`): an inventory snapshot's ``clusterProfiles``, or
 Palette's own answers for the uids the bundles name (``GET /v1/clusterprofiles/{uid}``, read by the
 observe stage). The plan checks every bundle in use against it before anything is placed, each user
-against the catalogue of the target its pool goes to (:func:`target_catalogues`), one rule for either
-source:
+against the catalogue of the target its pool goes to, a workload placed through an Environment against
+each of its candidate pools' targets' (:func:`target_catalogues`), one rule for either source:
 
 - every uid is known to Palette;
 - an Infrastructure or Fullstack bundle holds exactly one ``infra`` or ``full`` profile, an Application
   bundle none;
 - an AIWorkload's Fullstack bundle has the infrastructure profile of the pool it runs on.
 
-A pool or workload whose bundle breaks one of these is rejected with reason ``InvalidSpec`` and a message
-naming the bundle and the uid; nothing is sent to Palette for it. It is carried the way an invalid
+A pool or workload whose bundle breaks one of these (for an Environment's workload: in every observed
+candidate's target, since no candidate could then deploy it) is rejected with reason ``InvalidSpec`` and
+a message naming the bundle and the uid; nothing is sent to Palette for it. It is carried the way an invalid
 resource is (:func:`reject_bad_bundles` moves it to ``invalid``), so that what already runs keeps running:
 a pool keeps its cluster, a workload its GPUs and attached profiles (invalid is not absent).
 A bundle with a uid the observation does not know either way (no catalogue, or a Palette read that
@@ -23,7 +24,7 @@ attach (400 for an unknown uid) is then what the resource reports.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from reconciler.model.bundle import APPLICATION, ProfileBundle
@@ -38,7 +39,10 @@ from reconciler.resolve import Routing, Target
 BUILDING_TYPES = frozenset({"infra", "full"})  # the types Palette builds an edge-native cluster from
 Catalogue = Mapping[str, str]  # cluster profile uid -> infra | add-on | full, of the uids known
 User = ComputePool | AIWorkload  # what deploys a bundle
-CatalogueOf = Callable[[User], ProfileCatalogue | None]  # the catalogue a user's bundle is checked against
+# The catalogues a user's bundle is checked against: one per target it may go to, in candidate order
+# (one for a pool or a workload naming its pool; none: not checked). Rejected only when every one refuses.
+CatalogueOf = Callable[[User], Sequence[ProfileCatalogue | None]]
+CandidatesOf = Callable[[AIWorkload], Sequence[str]]  # an Environment's workload's candidate pool names
 
 
 def catalogue_of(
@@ -122,58 +126,68 @@ def infrastructure_mismatch(
     )
 
 
-def merged_catalogue(catalogues: Iterable[ProfileCatalogue | None]) -> ProfileCatalogue | None:
-    """Several targets' catalogues together (None when none has one)."""
-    found: ProfileCatalogue | None = None
-    for catalogue in catalogues:
-        if catalogue is not None:
-            found = catalogue if found is None else found.merged(catalogue)
-    return found
+def target_catalogues(
+    routing: Routing, catalogues: Mapping[Target, ProfileCatalogue | None], candidates_of: CandidatesOf
+) -> CatalogueOf:
+    """Each user's catalogues: the one of the target its pool is routed to, a pool's own or a workload's
+    ``computePoolRef`` pool's (a provisioned pool's workload points at it). A workload placed through an
+    Environment (its pool is chosen at admission, after these checks) has one per observed target of its
+    candidate pools (``candidates_of``), in candidate order, each target once. A pool routed nowhere, or
+    to a target not observed, gives none (such a user, or candidate, is not checked)."""
 
+    def observed(namespace: str, names: Sequence[str]) -> list[ProfileCatalogue | None]:
+        targets = [routing.target_of_pool((namespace, n)) for n in names]
+        seen = [t for t in dict.fromkeys(targets) if t is not None and t in catalogues]
+        return [catalogues[t] for t in seen]
 
-def target_catalogues(routing: Routing, catalogues: Mapping[Target, ProfileCatalogue | None]) -> CatalogueOf:
-    """Each user's catalogue is the one of the target its pool is routed to: a pool's own, a workload's
-    ``computePoolRef`` pool (a provisioned pool's workload points at it). A workload placed through an
-    Environment takes every target's together: its pool is chosen at admission, after these checks. A
-    user whose pool is routed nowhere, or to a target not observed, has none (it is not checked)."""
-    every = merged_catalogue(catalogues.values())
-
-    def of(user: User) -> ProfileCatalogue | None:
-        name = user.metadata.name
+    def of(user: User) -> Sequence[ProfileCatalogue | None]:
+        ns = user.metadata.namespace
         if isinstance(user, AIWorkload):
             if user.spec.compute_pool_ref is None:
-                return every
-            name = user.spec.compute_pool_ref.name
-        target = routing.target_of_pool((user.metadata.namespace, name))
-        return catalogues.get(target) if target is not None else None
+                return observed(ns, candidates_of(user)) if user.spec.environment_ref is not None else ()
+            return observed(ns, [user.spec.compute_pool_ref.name])
+        return observed(ns, [user.metadata.name])
 
     return of
 
 
 def bundle_rejections(desired: DesiredState, catalogue_of_user: CatalogueOf) -> dict[Identity, str]:
-    """Every pool and AIWorkload of ``desired`` that a bundle check rejects, with the message, each
-    against the catalogue ``catalogue_of_user`` gives it. A bundle naming a uid that catalogue does not
-    know either way (or with no catalogue) is not checked for that user."""
+    """Every pool and AIWorkload of ``desired`` that a bundle check rejects, with the message. A user is
+    rejected when each catalogue ``catalogue_of_user`` gives it refuses its bundle (the message: the
+    first's); one that does not know a uid of the bundle either way (or is None), or none at all, leaves
+    the user unchecked."""
     verdicts: dict[tuple[str, str, int], str | None] = {}
     out: dict[Identity, str] = {}
     users: list[User] = [*desired.of_kind(ComputePool), *desired.of_kind(AIWorkload)]
     for user in users:
         bundle = profile_bundle(desired, user)
-        observed = catalogue_of_user(user) if bundle is not None else None
-        if bundle is None or observed is None:
+        if bundle is None:
             continue
-        if not all(observed.knows(r.uid) for r in bundle.spec.cluster_profiles):
-            continue
-        catalogue = observed.by_uid
-        key = (bundle.metadata.namespace, bundle.metadata.name, id(observed))
-        if key not in verdicts:
-            verdicts[key] = bundle_problem(bundle, catalogue)
-        problem = verdicts[key]
-        if problem is None and isinstance(user, AIWorkload):
-            problem = infrastructure_mismatch(desired, user, bundle, catalogue)
-        if problem is not None:
-            out[(user.kind, user.metadata.namespace, user.metadata.name)] = problem
+        problems = [_problem(desired, user, bundle, c, verdicts) for c in catalogue_of_user(user)]
+        if problems and all(problems):
+            out[(user.kind, user.metadata.namespace, user.metadata.name)] = str(problems[0])
     return out
+
+
+def _problem(
+    desired: DesiredState,
+    user: User,
+    bundle: ProfileBundle,
+    observed: ProfileCatalogue | None,
+    verdicts: dict[tuple[str, str, int], str | None],
+) -> str | None:
+    """Why ``user`` cannot deploy ``bundle`` per one target's catalogue; None when it can or when that
+    catalogue does not know every uid of the bundle either way."""
+    if observed is None or not all(observed.knows(r.uid) for r in bundle.spec.cluster_profiles):
+        return None
+    catalogue = observed.by_uid
+    key = (bundle.metadata.namespace, bundle.metadata.name, id(observed))
+    if key not in verdicts:
+        verdicts[key] = bundle_problem(bundle, catalogue)
+    problem = verdicts[key]
+    if problem is None and isinstance(user, AIWorkload):
+        problem = infrastructure_mismatch(desired, user, bundle, catalogue)
+    return problem
 
 
 def reject_bad_bundles(desired: DesiredState, rejected: Mapping[Identity, str]) -> DesiredState:

@@ -19,20 +19,24 @@ from reconciler.palette.catalogue import REASK_SECONDS, TYPELESS, ProfileMemory,
 from reconciler.palette.errors import ServerError, UnauthorizedError
 from reconciler.placement.admission_types import WorkloadAction
 from reconciler.plan.entries import Action, Plan, PlatformPlan, PoolPlan, WorkloadPlan
+from reconciler.plan.environments import resolved
 from reconciler.resolve import Routing, Target
 from reconciler.runtime.facts import ObservedTarget
 from reconciler.runtime.stages.observe import failed_profile_uids
 from reconciler.snapshots import parse_snapshot, profile_type
 from reconciler.status.snapshot import render_snapshot
-from tests.test_bundles import DCGM, GPU_INFRA, INFRA, bundle, load, pool, workload
+from tests.test_bundles import DCGM, GPU_INFRA, INFRA, VLLM, bundle, load, pool, workload
 
 USERS = (bundle("stack", "Infrastructure", [GPU_INFRA, DCGM]), pool("p", "stack"))
 POOL = ("ComputePool", "project-a", "p")
 
 
+NO_CANDIDATES: Any = {}.get  # no Environment in these states
+
+
 def every(catalogue: ProfileCatalogue | None) -> CatalogueOf:
     """Every user checked against one catalogue (one target's, or a snapshot's)."""
-    return lambda _: catalogue
+    return lambda _: (catalogue,)
 
 
 def answer(kind: str | None) -> dict[str, Any]:
@@ -85,24 +89,73 @@ def test_each_user_is_checked_against_the_catalogue_of_its_pools_target() -> Non
     missing = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])  # DCGM: b's 404
     unknown = f"profile bundle stack: cluster profile {DCGM} unknown to Palette"
     workload_key = ("AIWorkload", "project-a", "w")
-    assert bundle_rejections(state, target_catalogues(routing, {a: fine, b: missing})) == {
+    assert bundle_rejections(state, target_catalogues(routing, {a: fine, b: missing}, NO_CANDIDATES)) == {
         ("ComputePool", "project-a", "q"): unknown,
         workload_key: unknown.replace("stack", "full"),  # in pool q: b's catalogue
     }
-    assert bundle_rejections(state, target_catalogues(routing, {a: missing, b: fine})) == {POOL: unknown}
-    assert bundle_rejections(state, target_catalogues(routing, {b: missing})).keys() == {
+    assert bundle_rejections(state, target_catalogues(routing, {a: missing, b: fine}, NO_CANDIDATES)) == {
+        POOL: unknown
+    }
+    assert bundle_rejections(state, target_catalogues(routing, {b: missing}, NO_CANDIDATES)).keys() == {
         ("ComputePool", "project-a", "q"),
         workload_key,
     }  # p's target not observed: p not checked
 
 
-def test_merging_targets_keeps_what_either_knows() -> None:
-    one = ProfileCatalogue.of({GPU_INFRA: "infra"}, [GPU_INFRA, DCGM])
-    other = ProfileCatalogue.of({DCGM: "add-on"}, [DCGM])
-    both = one.merged(other)
-    assert both.by_uid == {GPU_INFRA: "infra", DCGM: "add-on"} and both.missing == ()
-    assert not both.knows(INFRA)
-    assert one.merged(ProfileCatalogue.of({INFRA: "infra"})).knows("anything")  # a whole one: whole
+def candidates_of(state: Any) -> Any:
+    """The Environment's candidates, as the pass resolves them."""
+    return lambda w: resolved(state, w)[1]
+
+
+ENV_USERS = (
+    pool("p", None),
+    pool("q", None),
+    pool("r", None),
+    bundle("apps", "Application", [DCGM, VLLM], ["vllm"]),
+    """\
+apiVersion: spectrocloud.com/v1beta1
+kind: Environment
+metadata: {name: east, namespace: project-a}
+spec: {pools: [{name: p}, {name: q}]}
+---
+apiVersion: spectrocloud.com/v1alpha1
+kind: AIWorkload
+metadata: {name: chat, namespace: project-a}
+spec:
+  environmentRef: {name: east}
+  profileBundleRef: {name: apps}
+  gpus: [{family: NVIDIA-H100, count: 2}]
+""",
+)
+CHAT = ("AIWorkload", "project-a", "chat")
+
+
+def test_an_environments_workload_is_checked_against_its_candidates_targets_only() -> None:
+    state = load(*ENV_USERS)
+    assert not [d for d in state.diagnostics if d.severity.name == "ERROR"]
+    a, b, c = (Target(f"https://{n}.example", None) for n in "abc")
+    routing = Routing(pools={a: {("project-a", "p")}, b: {("project-a", "q")}, c: {("project-a", "r")}})
+    both = ProfileCatalogue.of({DCGM: "add-on", VLLM: "add-on"}, [DCGM, VLLM])
+    gone = ProfileCatalogue.of({}, [DCGM, VLLM])  # Palette's 404 for both
+    only_dcgm = ProfileCatalogue.of({DCGM: "add-on"}, [DCGM, VLLM])
+    only_vllm = ProfileCatalogue.of({VLLM: "add-on"}, [DCGM, VLLM])
+    unread = ProfileCatalogue.of({}, [])
+
+    def rejected(**by_target: ProfileCatalogue) -> dict[Any, str]:
+        catalogues = {Target(f"https://{n}.example", None): cat for n, cat in by_target.items()}
+        return bundle_rejections(state, target_catalogues(routing, catalogues, candidates_of(state)))
+
+    unknown = f"profile bundle apps: cluster profile {DCGM} unknown to Palette"
+    # r is no candidate: its Palette knowing the profiles does not make them known to p's and q's.
+    assert rejected(a=gone, b=gone, c=both) == {CHAT: unknown}
+    # No single candidate's Palette knows both uids: neither could deploy the bundle (the first's message).
+    assert rejected(a=only_vllm, b=only_dcgm) == {CHAT: unknown}
+    assert rejected(a=only_dcgm, b=only_vllm) == {CHAT: unknown.replace(DCGM, VLLM)}
+    # One candidate that can deploy it, or one whose Palette could not be read, or not observed: not rejected.
+    assert rejected(a=gone, b=both) == {}
+    assert rejected(a=gone, b=unread) == {}
+    assert rejected(a=gone) == {CHAT: unknown}  # q's target not observed: p's answer alone decides
+    assert rejected(c=gone) == {}  # no candidate's target observed: not checked
 
 
 def test_the_reader_asks_each_uid_once_and_never_reads_a_failure_as_missing() -> None:

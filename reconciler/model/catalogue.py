@@ -43,11 +43,3 @@ class ProfileCatalogue:
     def knows(self, uid: str) -> bool:
         """Whether the observation says what ``uid`` is: a type, or unknown to Palette."""
         return self.asked is None or uid in self.asked
-
-    def merged(self, other: ProfileCatalogue) -> ProfileCatalogue:
-        """Two targets' catalogues together: a uid either one knows the type of has it; a whole catalogue
-        makes the merge whole."""
-        types = {**self.by_uid, **other.by_uid}
-        if self.asked is None or other.asked is None:
-            return ProfileCatalogue.of(types)
-        return ProfileCatalogue.of(types, self.asked | other.asked)

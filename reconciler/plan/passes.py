@@ -27,6 +27,7 @@ from reconciler.plan.entries import (
     ScalingPlan,
     WorkloadPlan,
 )
+from reconciler.plan.environments import resolved
 from reconciler.plan.prune import _blocked, _leaving, _prune_guard
 from reconciler.plan.shards import Observation, _target_entries, select_namespaces
 from reconciler.process_exit import without_collector
@@ -54,7 +55,7 @@ def make_plan(
     ``sizes``: pools' current sizes (GPUs per family) instead of their ``spec.gpus``; ``scaling``: pools'
     scaling entries (the scaling stage's decisions) instead of ``NotEvaluated``; ``approved_deletions``:
     the revision's ``Reconciler-Allow-Deletions`` trailer (:mod:`reconciler.deletions`)."""
-    rejected = bundle_rejections(desired, lambda _: inventory.catalogue)
+    rejected = bundle_rejections(desired, lambda _: (inventory.catalogue,))
     desired = with_pool_sizes(reject_bad_bundles(desired, rejected), sizes)
     desired = _carried(desired, clusters, previous or {})
     invalid = _invalid_workloads(desired, previous or {})
@@ -110,7 +111,9 @@ def plan_targets(
     """
     desired = with_pool_sizes(select_namespaces(desired, namespaces), sizes)
     catalogues = {target: seen.inventory.catalogue for target, seen in observed.items()}
-    rejected = bundle_rejections(desired, target_catalogues(routing, catalogues))
+    rejected = bundle_rejections(
+        desired, target_catalogues(routing, catalogues, lambda w: resolved(desired, w)[1])
+    )
     desired = reject_bad_bundles(desired, rejected)
     previous = {k: v for k, v in (previous or {}).items() if namespaces.owns(k[0])}
     seen_clusters = [c for seen in observed.values() for c in seen.clusters if namespaces.owns(c.namespace)]
