@@ -213,11 +213,14 @@ class Verifier:
 
 
 class Replays:
-    """The ``webhook-id`` of each signed delivery accepted within the replay window: a second delivery
-    of one id in the window is a replay (or a sender's retry of a delivery already answered). Older ids
-    are forgotten (their timestamps are refused anyway); at most ``limit`` are kept."""
+    """The ``webhook-id`` of each signed delivery accepted while its timestamp can still pass: a second
+    delivery of one id then is a replay (or a sender's retry of a delivery already answered). An id is
+    kept ``window`` seconds from its acceptance, twice :data:`REPLAY_WINDOW` by default (a timestamp up to
+    300 s ahead of the clock is accepted, and passes until 300 s after it); older ids are forgotten (their
+    timestamps are refused anyway). At most ``limit`` are kept, the oldest giving way, so that a flood of
+    distinct ids cannot grow the memory: memory per replica, lost on a restart (docs/operations.md)."""
 
-    def __init__(self, window: float = REPLAY_WINDOW, limit: int = 10_000) -> None:
+    def __init__(self, window: float = 2 * REPLAY_WINDOW, limit: int = 10_000) -> None:
         self._window = window
         self._limit = limit
         self._seen: dict[str, float] = {}

@@ -199,6 +199,21 @@ def test_a_replayed_delivery_starts_nothing_and_is_refused_once_the_window_is_ov
     assert 'reconciler_webhooks_total{result="accepted"} 2.0' in text
 
 
+def test_an_id_is_remembered_while_its_timestamp_still_passes(
+    client: httpx.Client, recorder: Recorder, clock: Clock
+) -> None:
+    """A timestamp 300 s ahead of the server's clock is accepted, and passes until 300 s after it: a
+    replay of it 450 s after its acceptance is still a duplicate."""
+    headers = signed_headers(BODY, at=NOW + REPLAY_WINDOW)
+    assert _post(client, headers).status_code == 202
+    clock.now = NOW + 1.5 * REPLAY_WINDOW
+    again = _post(client, headers)
+    assert again.status_code == 200 and again.json()["status"] == "duplicate", again.text
+    clock.now = NOW + 2 * REPLAY_WINDOW + 1
+    assert _post(client, headers).status_code == 401  # its timestamp too old now, the id forgotten
+    assert len(recorder.payloads) == 1
+
+
 def test_a_delivery_whose_handling_failed_is_taken_when_retried(clock: Clock) -> None:
     """A sender retries a failed delivery with the same id: that is no replay."""
     calls: list[dict[str, Any]] = []
@@ -361,6 +376,19 @@ def test_replays_are_remembered_for_the_window_only() -> None:
     for key in ("x", "y", "z"):
         replays.remember(key, 400.0)
     assert [k for k in ("x", "y", "z") if replays.seen(k, 400.0)] == ["y", "z"]  # the oldest gives way
+
+
+def test_a_flood_of_distinct_ids_keeps_the_newest_up_to_the_cap() -> None:
+    replays = Replays(limit=100)
+    assert not replays.seen("first", 0.0)
+    replays.remember("first", 0.0)
+    assert replays.seen("first", 2 * REPLAY_WINDOW)  # by default kept twice the timestamp window
+    ids = [f"flood-{i}" for i in range(1000)]
+    for key in ids:
+        replays.remember(key, 1.0)
+    kept = [k for k in ["first", *ids] if replays.seen(k, 1.0)]
+    assert kept == ids[-100:]  # the oldest gave way: at most the cap is kept, whatever the flood
+    assert not replays.seen(ids[-1], 1.0 + 2 * REPLAY_WINDOW + 1)
 
 
 def test_the_operations_guide_signing_token_example_triggers_as_written(recorder: Recorder) -> None:
