@@ -12,10 +12,9 @@ places no replica, the one-at-a-time pass stands (a second pass would be the sam
 runs again with that plan, and that pass is kept only when a replica took what the joint plan gave it
 (else it is the same pass) and it admits every workload the one-at-a-time pass admits (a superset) on
 no more GPUs (GPUs bound whole or holding an instance); otherwise the one-at-a-time pass stands. So a
-pool's pass never admits
-fewer workloads, nor a different set of a higher priority, nor uses more GPUs with joint planning than
-without: a whole-GPU workload that takes GPUs the joint plan had laid out cannot cost an admission.
-Deterministic: both passes are.
+pool's pass never admits fewer workloads, nor a different set of a higher priority, nor uses more GPUs
+with joint planning than without: a whole-GPU workload that takes GPUs the joint plan had laid out
+cannot cost an admission. Deterministic: both passes are.
 """
 
 from __future__ import annotations
