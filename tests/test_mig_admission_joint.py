@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reconciler.model.pools import WorkloadRequest
+from reconciler.placement import mig_pool
 from reconciler.placement.admission import admit_pool
 from reconciler.placement.admission_types import PoolAdmission, PoolState, PreviousAdmission
 from reconciler.placement.mig_admission import PoolMigPlanner
@@ -235,3 +238,55 @@ def test_a_pools_pass_with_joint_planning_admits_a_superset_on_no_more_gpus(
     assert admitted(joint[0]) >= admitted(alone[0])
     assert gpus_held(joint[0]) <= gpus_held(alone[0])
     assert guarded(pool, second, before) == joint  # same input, same pass
+
+
+def reference(
+    pool: PoolState, workloads: Sequence[WorkloadRequest], before: tuple[PoolAdmission, PoolMigOutcome]
+) -> tuple[PoolAdmission, PoolMigOutcome]:
+    """``admit_mig_pool``'s rule with no shortcut: the joint pass run whenever the bound allows, its
+    planner making the joint plan itself."""
+    alone = run(pool, workloads, before, joint=False)
+    recorded = json.loads(json.dumps(before[1].mig))
+    previous = previous_of(before[0])
+    probe = PoolMigPlanner(pool, parse_mig_layouts(recorded, "status: mig"), previous, workloads, joint=False)
+    admit_pool(pool, workloads, previous, probe)
+    if not probe.may_plan_jointly() or probe.at_fewest_gpus():
+        return alone
+    planner = PoolMigPlanner(pool, parse_mig_layouts(recorded, "status: mig"), previous, workloads)
+    result = admit_pool(pool, workloads, previous, planner)
+    joint = result, planner.finish(result)
+    if not planner.joint_followed:
+        return alone
+    if admitted(joint[0]) >= admitted(alone[0]) and gpus_held(joint[0]) <= gpus_held(alone[0]):
+        return joint
+    return alone
+
+
+@settings(max_examples=60, deadline=None)
+@given(mixed_passes())
+@example((mixed_pool(1), CHURN_BEFORE, CHURN_AFTER))
+@example((mixed_pool(1), [], COLD))
+@example((mixed_pool(1), [], [want("w0", 2, 0, p4g_40gb=3, p7g_80gb=3)]))
+def test_the_joint_plan_made_from_the_pass_one_at_a_time_decides_as_the_joint_pass_planning_itself(
+    case: tuple[PoolState, list[WorkloadRequest], list[WorkloadRequest]],
+) -> None:
+    pool, first, second = case
+    before = guarded(pool, first)
+    assert guarded(pool, second, before) == reference(pool, second, before)
+
+
+def test_a_pass_whose_joint_plan_takes_nothing_runs_admission_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """2 whole GPUs, 3 x 4g and 3 x 7g fill the host's 8 GPUs one at a time; the bound does not see it
+    (4g strands slices), and the joint plan is no better: no second admission pass."""
+    runs: list[int] = []
+
+    def counted(*args: Any) -> PoolAdmission:
+        runs.append(1)
+        return admit_pool(*args)
+
+    monkeypatch.setattr(mig_pool, "admit_pool", counted)
+    pool = mixed_pool(1)
+    workloads = [want("w0", 2, 0, p4g_40gb=3, p7g_80gb=3)]
+    result, _ = admit_mig_pool(pool, workloads)
+    assert admitted(result) == {"w0"}
+    assert len(runs) == 1

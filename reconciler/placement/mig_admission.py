@@ -34,7 +34,9 @@ Rules it adds to admission's:
   gave them (a replica with whole GPUs offered another host than its planned one first declines it),
   the rest is planned as above.
   The pool's pass (``mig_pool.admit_mig_pool``) runs this planner with ``joint=False`` first and keeps
-  the joint pass only when it is no worse (``may_plan_jointly``, ``at_fewest_gpus``, ``joint_followed``).
+  the joint pass only when it is no worse (``may_plan_jointly``, ``at_fewest_gpus``, ``joint_followed``);
+  the one-at-a-time planner records the GPUs as its first placement of the new demand saw them, so the
+  joint plan is made from it (``joint_plan``) and handed to the joint pass's planner (``plan=``).
 - At the end: ``release_idle_gpus`` (not frozen GPUs), ``repad`` of the GPUs laid out in the pass, then
   the outputs, with the hosts whose GPUs are re-laid out (``relayout``).
 """
@@ -108,6 +110,7 @@ class PoolMigPlanner:
         workloads: Sequence[WorkloadRequest] = (),
         *,
         joint: bool = True,
+        plan: JointPlan | None = None,
     ) -> None:
         self._pool = pool
         self._mixed = pool.mig_strategy == "mixed"
@@ -167,8 +170,11 @@ class PoolMigPlanner:
         self._refused: dict[tuple[Any, ...], tuple[int, frozenset[_Key], MigRefusal]] = {}
         # The pass's new MIG demand, planned jointly at the first placement of one of its workloads.
         self._new = new_demand(workloads, {_label(p.key) for p in earlier if p.mig}) if self._mixed else []
-        self._new_labels = {d.label for d in self._new} if joint else set()
+        self._new_labels = {d.label for d in self._new}
+        self._planning = joint  # False: the GPUs the joint plan would see are only recorded (``joint_plan``)
+        self._given = plan  # the plan of the same GPUs, made from a pass one at a time
         self._joint: JointPlan | None = None
+        self._joint_views: dict[GpuFamily, list[PoolGpu]] | None = None
         self.joint_followed = False  # a replica took what the joint plan gave it (``mig_pool`` compares)
         self.notes = tuple(notes)
 
@@ -313,8 +319,11 @@ class PoolMigPlanner:
         cached = self._refused.get(memo)
         if cached is not None and cached[0] == self._version and cached[1] == free:
             return cached[2]
-        if self._joint is None and label in self._new_labels:
-            self._joint = self._plan_joint(free)
+        if self._joint_views is None and label in self._new_labels:
+            self._joint_views = self._views_for_joint(free)
+            if self._planning:
+                given = self._given
+                self._joint = given if given is not None else plan_joint(self._new, self._joint_views)
         followed = None if self._joint is None else self._joint.follow(label, wanted, self._gpus, free, hosts)
         if isinstance(followed, Defer):
             named = self._names.get(followed.host, followed.host)
@@ -359,12 +368,17 @@ class PoolMigPlanner:
 
     # -- helpers --
 
-    def _plan_joint(self, free: frozenset[_Key]) -> JointPlan:
-        """The joint plan of the pass's new MIG demand over the GPUs as they are now (see
+    def _views_for_joint(self, free: frozenset[_Key]) -> dict[GpuFamily, list[PoolGpu]]:
+        """The GPUs of the new demand's families as they are now: what its joint plan is made over (see
         ``mig_admission_joint``)."""
         families = {d.family for d in self._new}
-        views = {f: [self._view(ref, free) for ref in self._family_keys.get(f, [])] for f in families}
-        return plan_joint(self._new, views)
+        return {f: [self._view(ref, free) for ref in self._family_keys.get(f, [])] for f in families}
+
+    def joint_plan(self) -> JointPlan | None:
+        """The joint plan a pass with joint planning would make, from this pass: passes with and without
+        it run alike up to its first placement of the new demand, where that plan is made (over the
+        GPUs as they were then, recorded here). None: the pass placed none of it."""
+        return None if self._joint_views is None else plan_joint(self._new, self._joint_views)
 
     def _plan(
         self, refs: Sequence[_Key], profiles: Mapping[str, int], label: str, free: frozenset[_Key]
