@@ -360,7 +360,11 @@ class StatusFormat(enum.StrEnum):
 
 @app.command()
 def status(
-    resource: str | None = typer.Argument(None, metavar="[NAMESPACE/NAME]", help="One resource."),
+    resource: str | None = typer.Argument(
+        None,
+        metavar="[NAMESPACE/NAME]",
+        help="One resource (NAMESPACE/KIND/NAME when a name is shared, e.g. a pool and its workload).",
+    ),
     repo: str = typer.Option(..., "--repo", help="Config repository: a directory, a bare repo or a URL."),
     status_branch: str = typer.Option("reconciler/status", "--status-branch"),
     history: bool = typer.Option(False, "--history", help="The resource's changes, newest first."),
