@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from reconciler.allocate import allow_replace
 from reconciler.bundles import bundle_problem, catalogue_of
 from reconciler.inventory import HostState, Inventory
 from reconciler.manifests import load_files
@@ -364,6 +365,22 @@ def test_a_fullstack_workload_without_a_pool_provisions_a_dedicated_pool_of_its_
     assert (w.pool, w.action) == ("chat", WorkloadAction.ADMIT)
     other = plan.get_pool(NS, "chat")
     assert other is not None and "provisionedFor" not in replace(other, provisioned_for=None).to_json()
+
+
+def test_a_pool_of_its_own_takes_the_workloads_annotations_so_it_may_be_replaced() -> None:
+    """The provisioned pool has no document a user could annotate: the workload's annotations are its
+    (without them, a change of the bundle's infrastructure profile would be ReplaceBlocked for good)."""
+    annotated = own_pool_workload("chat", "full").replace(
+        "metadata: {name: chat, namespace: project-a}",
+        'metadata: {name: chat, namespace: project-a, annotations: {palette.ai/allow-replace: "true"}}',
+    )
+    state = load(bundle("full", "Fullstack", [FULL, VLLM], ["vllm"]), annotated)
+    assert not state.has_errors, state.diagnostics
+    own = state.get(ComputePool, NS, "chat")
+    assert own is not None and allow_replace(own)
+    plain = load(bundle("full", "Fullstack", [FULL, VLLM], ["vllm"]), own_pool_workload("chat", "full"))
+    bare = plain.get(ComputePool, NS, "chat")
+    assert bare is not None and not allow_replace(bare)
 
 
 def test_an_own_pool_name_colliding_with_a_pool_or_platform_is_an_error_naming_both() -> None:

@@ -5,9 +5,11 @@ An AIWorkload with a Fullstack ProfileBundle that names neither ``spec.computePo
 :func:`with_provisioned_pools` adds to the desired state, for each such workload, a ComputePool of the
 workload's name (its cluster is ``<namespace>-<name>``), mode ``dedicated``, built from the workload's
 bundle on the namespace's Project ComputeProfile, asking the workload's GPUs times its replicas, labelled
-``palette.ai/provisioned-for: AIWorkload``; and points the workload's ``computePoolRef`` at it. From then
-on the pool is planned, applied, scaled, counted against the quota and reported as any dedicated pool.
-Removing the workload removes the pool from the desired state, so its cluster is pruned with it.
+``palette.ai/provisioned-for: AIWorkload``, with the workload's annotations (the pool has no document of
+its own: ``palette.ai/allow-replace`` on the workload lets its pool's cluster be replaced); and points
+the workload's ``computePoolRef`` at it. From then on the pool is planned, applied, scaled, counted
+against the quota and reported as any dedicated pool. Removing the workload removes the pool from the
+desired state, so its cluster is pruned with it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def provisioned_pool(workload: AIWorkload) -> ComputePool:
             name=workload.metadata.name,
             namespace=workload.metadata.namespace,
             labels={PROVISIONED_LABEL: "AIWorkload"},
+            annotations=dict(workload.metadata.annotations),  # the pool has no document of its own
         ),
         spec=ComputePoolSpec(
             mode="dedicated",
