@@ -58,7 +58,8 @@ def catalogue_of(
 
 def bundle_uids(desired: DesiredState) -> tuple[str, ...]:
     """Every cluster profile uid a bundle of ``desired`` names, sorted: what the observe stage asks
-    Palette about (every bundle, whichever namespace, so that every shard asks the same)."""
+    Palette about (a shard's ``desired`` holds its own namespaces only, so each shard asks about its
+    own bundles: docs/bundles.md)."""
     return tuple(sorted({r.uid for b in desired.of_kind(ProfileBundle) for r in b.spec.cluster_profiles}))
 
 
