@@ -34,7 +34,7 @@ from reconciler.runtime.stages import apply, fetch, load, plan, report
 from reconciler.runtime.warnings import Health, Warnings, deletion_notes, mig_figures
 from reconciler.source import GitError
 from reconciler.status.drift import drift_note, plan_drift
-from reconciler.status.records import REPAIRED, Records, checked
+from reconciler.status.records import Records, checked
 from reconciler.status.report_facts import ReportFacts
 
 log = get_logger(component="controller")
@@ -264,8 +264,8 @@ class Pipeline:
         found = planned.records
         if found is None:
             return records
-        for note in found.repairs[len(records.repairs) :]:
-            log.warning(REPAIRED, error=note)
+        for problem in found.problems[len(records.problems) :]:  # as read-time problems are logged
+            log.warning(problem.meaning, error=problem.error)
         return found
 
     def _approved(self) -> int | None:

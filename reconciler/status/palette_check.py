@@ -51,6 +51,7 @@ from reconciler.resolve import Target
 from reconciler.scaling.pools import policy_of
 from reconciler.scaling.record import current_size, spec_size
 from reconciler.scaling.record_types import ScalingStatus
+from reconciler.status.record_check import REPAIRED
 from reconciler.status.render import INPUTS_HASH, resource_inputs, status_path
 
 Observed = Mapping[Target, Observation]
@@ -67,8 +68,12 @@ class SizeRepair:
 
     @property
     def note(self) -> str:
+        return f"{REPAIRED}: {self.detail}"
+
+    @property
+    def detail(self) -> str:
         return (
-            f"recorded state repaired: the scaling record of pool {'/'.join(self.pool)} makes it "
+            f"the scaling record of pool {'/'.join(self.pool)} makes it "
             f"{_gpus(self.recorded)} but Palette's machine pools hold {_gpus(self.palette)}; the pool keeps "
             f"what its cluster has ({_gpus(self.kept)}) and its record is rewritten to that size"
         )
@@ -85,10 +90,14 @@ class LayoutRepair:
 
     @property
     def note(self) -> str:
+        return f"{REPAIRED}: {self.detail}"
+
+    @property
+    def detail(self) -> str:
         i, who = self.instance, "/".join(self.workload)
         over = ", ".join(f"{s.profile}@{s.start}" for s in self.dropped)
         return (
-            f"recorded state repaired: the MIG layout of GPU {i.gpu} on host {i.host_uid} (pool "
+            f"the MIG layout of GPU {i.gpu} on host {i.host_uid} (pool "
             f"{'/'.join(self.pool)}) left out {i.profile}@{i.start}, which {who} holds; the layout keeps it"
             + (f" ({over} over it dropped)" if over else "")
         )

@@ -24,6 +24,10 @@ _Gpu = tuple[str, int]
 LATE = "~"  # sorts after every timestamp: a file without a transition time is the later admission
 
 
+REPAIRED = "recorded state repaired"
+"""What every repair of recorded state says first (:attr:`Repair.note`, and those of ``palette_check``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Repair:
     """One recorded claim dropped because an earlier admission holds the same GPU."""
@@ -36,9 +40,13 @@ class Repair:
 
     @property
     def note(self) -> str:
+        return f"{REPAIRED}: {self.detail}"
+
+    @property
+    def detail(self) -> str:
         loser, winner = "/".join(self.loser), "/".join(self.winner)
         return (
-            f"recorded state repaired: {loser} claimed {self.what} {self.gpu} of host {self.host}, which "
+            f"{loser} claimed {self.what} {self.gpu} of host {self.host}, which "
             f"{winner} (admitted earlier) holds; {loser} is placed again without it"
         )
 

@@ -34,11 +34,11 @@ from reconciler.status.palette_check import (
     check_sizes,
 )
 from reconciler.status.pools import PoolRecords, pending_since, read_pool_records, scaling_blocks
+from reconciler.status.record_check import REPAIRED
 from reconciler.status.render import Recorded, parse_previous, parse_recorded
 
 POOL_PROBLEM = "unreadable pool status: its MIG layout is planned afresh"
 SCALING_PROBLEM = "unreadable scaling status: the pool keeps its size, not scaled"
-REPAIRED = "recorded state repaired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +49,8 @@ class Problem:
     error: str
 
     def __str__(self) -> str:
-        """How ``plan`` warns of it: the meaning, then the error (a repair's note already starts with
-        its meaning, :data:`REPAIRED`, and is said once)."""
-        return self.error if self.error.startswith(f"{self.meaning}: ") else f"{self.meaning}: {self.error}"
+        """How ``plan`` warns of it."""
+        return f"{self.meaning}: {self.error}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +83,7 @@ def read_records(tree: Mapping[str, bytes]) -> Records:
     pools = read_pool_records(docs)
     problems = [Problem(POOL_PROBLEM, p) for p in pools.problems]
     repairs = tuple(r.note for r in pools.repairs)
-    problems.extend(Problem(REPAIRED, note) for note in repairs)
+    problems.extend(Problem(REPAIRED, r.detail) for r in pools.repairs)
     scaling: dict[PoolKey, ScalingStatus | None] = {}
     unreadable: set[PoolKey] = set()
     for key, (path, block) in scaling_blocks(docs).items():
@@ -124,7 +123,7 @@ def checked(records: Records, desired: DesiredState, observed: Observed) -> Reco
         records,
         scaling=scaling,
         pools=replace(records.pools, layouts=layouts),
-        problems=(*records.problems, *(Problem(REPAIRED, note) for note in notes)),
+        problems=(*records.problems, *(Problem(REPAIRED, r.detail) for r in found)),
         repairs=(*records.repairs, *notes),
         repaired_pools={**records.repaired_pools, **{k: "; ".join(n) for k, n in by_pool.items()}},
         resized=records.resized | {r.pool for r in sizes},
