@@ -281,15 +281,20 @@ def demands(seed: int, count: int) -> list[tuple[str, int, list[dict[str, int]]]
     return out
 
 
-def run_product(pool_gpus: int, workloads: Sequence[Mapping[str, int]], times: list[float]) -> Outcome:
-    """The product's pass: ``admit_pool`` with ``PoolMigPlanner`` on a pool of hosts of 8 GPUs."""
+def a100_pool(pool_gpus: int) -> PoolState:
+    """A MIG pool (strategy mixed) of ``pool_gpus`` A100 80 GB GPUs on hosts of 8."""
     units = tuple(
         GpuUnit(
             f"uid-{i // 8:02d}", f"host-{i // 8:02d}", i % 8, A100, mig_capable=True, memory_bytes=80 * 10**9
         )
         for i in range(pool_gpus)
     )
-    pool = PoolState(("bench", "pool"), gpus=units, mig_strategy="mixed")
+    return PoolState(("bench", "pool"), gpus=units, mig_strategy="mixed")
+
+
+def run_product(pool_gpus: int, workloads: Sequence[Mapping[str, int]], times: list[float]) -> Outcome:
+    """The product's pass: ``admit_pool`` with ``PoolMigPlanner`` on a pool of hosts of 8 GPUs."""
+    pool = a100_pool(pool_gpus)
     requests = [
         WorkloadRequest(
             ("bench", f"w{n:04d}"), mig=tuple(MigRequest(A100, p, c) for p, c in sorted(w.items()))

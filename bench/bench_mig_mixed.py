@@ -32,12 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _support import base_tree
-from bench_mig import A100, CLASSES, GPU, configurations, make_demand, optimum
+from bench_mig import A100, CLASSES, GPU, a100_pool, configurations, make_demand, optimum
 
 from reconciler.model.pools import MigRequest, WorkloadRequest
-from reconciler.placement.admission_types import PoolState
 from reconciler.placement.mig_pool import admit_mig_pool
-from reconciler.placement.units import GpuUnit
 
 KINDS = ("mixed", "any")
 REPO = Path(__file__).resolve().parent.parent
@@ -59,13 +57,7 @@ def demands(seed: int, count: int) -> list[Demand]:
 
 def run_product(pool_gpus: int, workloads: list[tuple[int, dict[str, int]]]) -> list[float]:
     """GPUs held, pending, stranded slices, CPU seconds of the product's pass."""
-    units = tuple(
-        GpuUnit(
-            f"uid-{i // 8:02d}", f"host-{i // 8:02d}", i % 8, A100, mig_capable=True, memory_bytes=80 * 10**9
-        )
-        for i in range(pool_gpus)
-    )
-    pool = PoolState(("bench", "pool"), gpus=units, mig_strategy="mixed")
+    pool = a100_pool(pool_gpus)
     requests = [
         WorkloadRequest(
             ("bench", f"w{n:04d}"),
